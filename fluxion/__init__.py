@@ -1,0 +1,13 @@
+"""fluxion: composable transformations of NumPy programs, compiled by OpenXLA.
+
+`import fluxion as jax` and `import fluxion.numpy as jnp` run JAX programs.
+"""
+from fluxion._src.config import config, enable_x64, disable_jit  # noqa: F401
+from fluxion._src.array import Array  # noqa: F401
+from fluxion._src.api import (jit, make_jaxpr, eval_shape, ShapeDtypeStruct, devices,  # noqa: F401
+                              local_devices, device_count, local_device_count, default_backend,
+                              device_put, device_get, block_until_ready, process_index,
+                              process_count)
+from fluxion import numpy, lax  # noqa: F401
+
+__version__ = "0.1.0"

@@ -1,0 +1,458 @@
+"""`jit`, `make_jaxpr`, `eval_shape` and device placement."""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from fluxion._src import core, dtypes, staging
+from fluxion._src.array import Array, make_array
+from fluxion._src.compiler import backend
+from fluxion._src.config import config
+from fluxion._src.core import ClosedJaxpr, ShapedArray
+from fluxion._src.dispatch import (CompiledFunction, closure_convert, compile_closed_jaxpr,
+                                   jit_p, lower_closed_jaxpr)
+from fluxion._src.tree_util import tree_flatten, tree_map, tree_unflatten
+
+logger = logging.getLogger("fluxion")
+
+
+class ShapeDtypeStruct:
+    """A shape, dtype and weak type standing in for an array (`jax.ShapeDtypeStruct`)."""
+
+    __slots__ = ("shape", "dtype", "sharding", "weak_type")
+
+    def __init__(self, shape, dtype, sharding=None, weak_type: bool = False):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.sharding = sharding
+        self.weak_type = weak_type
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+    def __repr__(self):
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
+
+    def __eq__(self, other):
+        return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.weak_type))
+
+
+core.register_aval_handler(ShapeDtypeStruct, lambda s: ShapedArray(
+    s.shape, dtypes.canonicalize_dtype(s.dtype), s.weak_type))
+
+
+def _check_leaf(x, path_hint: str):
+    try:
+        return core.get_aval(x)
+    except TypeError:
+        raise TypeError(f"Argument {path_hint} of type {type(x)} is not a valid JAX type: "
+                        f"{x!r}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Static arguments
+
+def _normalize_static(fun, static_argnums, static_argnames):
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+    if isinstance(static_argnames, str):
+        static_argnames = (static_argnames,)
+    static_argnums = tuple(static_argnums or ())
+    static_argnames = tuple(static_argnames or ())
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return static_argnums, static_argnames
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = set(static_argnames)
+    nums = set(static_argnums)
+    for i in static_argnums:
+        j = i if i >= 0 else len(positional) + i
+        if 0 <= j < len(positional) and positional[j].kind == positional[j].POSITIONAL_OR_KEYWORD:
+            names.add(positional[j].name)
+    for n in static_argnames:
+        for j, p in enumerate(positional):
+            if p.name == n:
+                nums.add(j)
+    return tuple(sorted(nums)), tuple(sorted(names))
+
+
+def _hashable_static(value, what: str):
+    try:
+        hash(value)
+    except TypeError as e:
+        raise ValueError(f"Non-hashable static arguments are not supported. An error occurred "
+                         f"while trying to hash an object of type {type(value)}, {value!r} "
+                         f"({what}). The error was:\nTypeError: {e}") from None
+    return value
+
+
+class _Split:
+    """How one call's arguments divide into static and dynamic ones."""
+    __slots__ = ("dyn_args", "dyn_kwargs", "static_key", "static_pos", "static_kw")
+
+
+def _split_args(args, kwargs, static_argnums, static_argnames):
+    n = len(args)
+    nums = {i if i >= 0 else n + i for i in static_argnums}
+    static_pos = tuple((i, _hashable_static(args[i], f"argument {i}")) for i in sorted(nums) if i < n)
+    dyn_args = tuple(a for i, a in enumerate(args) if i not in nums)
+    static_kw = tuple(sorted((k, _hashable_static(v, f"argument '{k}'"))
+                             for k, v in kwargs.items() if k in static_argnames))
+    dyn_kwargs = {k: v for k, v in kwargs.items() if k not in static_argnames} if static_kw else kwargs
+    return dyn_args, dyn_kwargs, static_pos, static_kw
+
+
+def _merge_args(dyn_args, static_pos):
+    args = list(dyn_args)
+    for i, v in static_pos:
+        args.insert(i, v)
+    return args
+
+
+# ---------------------------------------------------------------------------------------------
+# Tracing a Python function with pytree inputs and outputs
+
+class Traced:
+    """A traced function: its closed jaxpr and the pytree structure of inputs and outputs."""
+
+    __slots__ = ("jaxpr", "in_tree", "out_tree", "in_avals", "name")
+
+    def __init__(self, jaxpr, in_tree, out_tree, in_avals, name):
+        self.jaxpr, self.in_tree, self.out_tree, self.in_avals, self.name = (
+            jaxpr, in_tree, out_tree, in_avals, name)
+
+
+def fun_name(fun) -> str:
+    return getattr(fun, "__name__", None) or type(fun).__name__
+
+
+def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit") -> Traced:
+    out_tree_box = []
+    name = fun_name(fun)
+
+    def flat_fun(*leaves):
+        dyn_args, dyn_kwargs = tree_unflatten(in_tree, leaves)
+        out = fun(*_merge_args(dyn_args, static_pos), **dyn_kwargs, **dict(static_kw))
+        out_leaves, out_tree = tree_flatten(out)
+        for leaf in out_leaves:
+            if not isinstance(leaf, core.Tracer) and not core.valid_jaxtype(leaf):
+                raise TypeError(f"{origin} of {name}: the function returned a value of type "
+                                f"{type(leaf).__name__} ({leaf!r}), which is not a valid JAX "
+                                "type; return arrays, scalars or pytrees of them.")
+        out_tree_box.append(out_tree)
+        return out_leaves
+
+    start = time.perf_counter()
+    closed = staging.trace_to_jaxpr(flat_fun, in_avals, origin=f"{origin} of {name}")
+    if config.log_compiles:
+        logger.warning("Finished tracing + transforming %s for %s in %.3f sec", name, origin,
+                       time.perf_counter() - start)
+    return Traced(closed, in_tree, out_tree_box[0], in_avals, name)
+
+
+# ---------------------------------------------------------------------------------------------
+# jit
+
+class _CacheEntry:
+    __slots__ = ("compiled", "out_tree", "traced", "donate_mask")
+
+    def __init__(self, compiled, out_tree, traced, donate_mask):
+        self.compiled, self.out_tree, self.traced, self.donate_mask = (
+            compiled, out_tree, traced, donate_mask)
+
+
+class JitFunction:
+    """A function compiled with XLA on first call for each abstract signature."""
+
+    def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
+                 donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None):
+        if not callable(fun):
+            raise TypeError(f"jit expects a callable, got {fun!r}")
+        functools.update_wrapper(self, fun)
+        self._fun = fun
+        self._static_argnums, self._static_argnames = _normalize_static(
+            fun, static_argnums, static_argnames)
+        if isinstance(donate_argnums, int):
+            donate_argnums = (donate_argnums,)
+        self._donate_argnums = tuple(donate_argnums or ())
+        self._donate_argnames = (donate_argnames,) if isinstance(donate_argnames, str) else tuple(donate_argnames or ())
+        self._cache: dict = {}
+        self._trace_cache: dict = {}
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def __repr__(self):
+        return f"<JitFunction of {fun_name(self._fun)}>"
+
+    # -- helpers
+    def _flatten(self, args, kwargs):
+        dyn_args, dyn_kwargs, static_pos, static_kw = _split_args(
+            args, kwargs, self._static_argnums, self._static_argnames)
+        leaves, in_tree = tree_flatten((dyn_args, dyn_kwargs))
+        return leaves, in_tree, static_pos, static_kw, dyn_args
+
+    def _donate_mask(self, args, static_pos, dyn_args, kwargs):
+        if not self._donate_argnums and not self._donate_argnames:
+            return None
+        static_idx = {i for i, _ in static_pos}
+        dyn_positions = [i for i in range(len(args)) if i not in static_idx]
+        mask = []
+        for pos, a in zip(dyn_positions, dyn_args):
+            donate = pos in self._donate_argnums
+            mask.extend([donate] * len(tree_flatten(a)[0]))
+        for k, v in sorted(kwargs.items()):
+            if k in self._static_argnames:
+                continue
+            mask.extend([k in self._donate_argnames] * len(tree_flatten(v)[0]))
+        return tuple(mask)
+
+    def _get_traced(self, leaves, in_tree, static_pos, static_kw) -> Traced:
+        avals = tuple(_check_leaf(x, f"{i}") for i, x in enumerate(leaves))
+        key = (in_tree, static_pos, static_kw, avals, config.enable_x64)
+        traced = self._trace_cache.get(key)
+        if traced is None:
+            traced = trace_flat(self._fun, in_tree, list(avals), static_pos, static_kw, "jit")
+            self._trace_cache[key] = traced
+        return traced
+
+    # -- calling
+    def __call__(self, *args, **kwargs):
+        if config.disable_jit:
+            return self._fun(*args, **kwargs)
+        leaves, in_tree, static_pos, static_kw, dyn_args = self._flatten(args, kwargs)
+        if core._trace_state.trace is not core.eval_trace:
+            traced = self._get_traced(leaves, in_tree, static_pos, static_kw)
+            closed, consts = closure_convert(traced.jaxpr)
+            outs = jit_p.bind(*consts, *leaves, jaxpr=closed, name=traced.name)
+            return tree_unflatten(traced.out_tree, outs)
+        key = (in_tree, static_pos, static_kw, tuple(map(core.get_aval, leaves)), config.enable_x64)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._compile(args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args)
+            self._cache[key] = entry
+        outs = entry.compiled(leaves)
+        if entry.donate_mask:
+            for x, donated in zip(leaves, entry.donate_mask):
+                if donated and type(x) is Array:
+                    x._npy = None
+        return entry.out_tree.unflatten(outs)
+
+    def _compile(self, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args) -> _CacheEntry:
+        traced = self._get_traced(leaves, in_tree, static_pos, static_kw)
+        mask = self._donate_mask(args, static_pos, dyn_args, kwargs)
+        compiled = compile_closed_jaxpr(traced.jaxpr, name=f"jit_{traced.name}", donated_invars=mask)
+        return _CacheEntry(compiled, traced.out_tree, traced, mask)
+
+    # -- ahead of time
+    def trace(self, *args, **kwargs) -> Traced:
+        leaves, in_tree, static_pos, static_kw, _ = self._flatten(args, kwargs)
+        return self._get_traced(leaves, in_tree, static_pos, static_kw)
+
+    def lower(self, *args, **kwargs) -> "Lowered":
+        leaves, in_tree, static_pos, static_kw, dyn_args = self._flatten(args, kwargs)
+        traced = self._get_traced(leaves, in_tree, static_pos, static_kw)
+        mask = self._donate_mask(args, static_pos, dyn_args, kwargs)
+        text = lower_closed_jaxpr(traced.jaxpr, f"jit_{traced.name}", donated_invars=mask)
+        return Lowered(text, traced, mask)
+
+    def eval_shape(self, *args, **kwargs):
+        traced = self.trace(*args, **kwargs)
+        return tree_unflatten(traced.out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+                                                for a in traced.jaxpr.out_avals])
+
+    def clear_cache(self):
+        self._cache.clear()
+        self._trace_cache.clear()
+
+    def _cache_size(self) -> int:
+        return len(self._cache)
+
+
+class Lowered:
+    """A jitted function lowered to StableHLO for one signature (`jit(f).lower(...)`)."""
+
+    def __init__(self, text: str, traced: Traced, donate_mask):
+        self._text = text
+        self._traced = traced
+        self._donate_mask = donate_mask
+
+    def as_text(self, dialect: str = "stablehlo") -> str:
+        return self._text
+
+    @property
+    def in_tree(self):
+        return self._traced.in_tree
+
+    @property
+    def out_tree(self):
+        return self._traced.out_tree
+
+    def compile(self) -> "Compiled":
+        compiled = compile_closed_jaxpr(self._traced.jaxpr, name=f"jit_{self._traced.name}",
+                                        donated_invars=self._donate_mask, text=self._text)
+        return Compiled(compiled, self._traced)
+
+
+class Compiled:
+    """An executable for one signature; call it with arguments of that signature."""
+
+    def __init__(self, compiled: CompiledFunction, traced: Traced):
+        self._compiled = compiled
+        self._traced = traced
+
+    def __call__(self, *args, **kwargs):
+        leaves, in_tree = tree_flatten((args, kwargs))
+        if in_tree != self._traced.in_tree:
+            raise TypeError(f"Compiled function called with argument structure {in_tree}, "
+                            f"but was compiled for {self._traced.in_tree}")
+        avals = [core.get_aval(x) for x in leaves]
+        for i, (got, want) in enumerate(zip(avals, self._traced.in_avals)):
+            if got.shape != want.shape or got.dtype != want.dtype:
+                raise TypeError(f"Argument {i} has type {got.str_short()} but the function was "
+                                f"compiled for {want.str_short()}")
+        return self._traced.out_tree.unflatten(self._compiled(leaves))
+
+    def as_text(self) -> str:
+        modules = self._compiled.executable.loaded.hlo_modules()
+        return "\n".join(m.to_string() for m in modules)
+
+    def cost_analysis(self):
+        return self._compiled.executable.loaded.cost_analysis()
+
+    def memory_analysis(self):
+        return self._compiled.executable.loaded.get_compiled_memory_stats()
+
+
+def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
+        donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None):
+    """Compile `fun` with XLA, once per abstract signature of its arguments.
+
+    Parameters
+    ----------
+    fun : callable
+        A function of arrays (or pytrees of arrays) returning arrays or pytrees of arrays.
+    static_argnums, static_argnames : int or str, or sequences of them
+        Arguments treated as compile-time constants; they must be hashable, and each new
+        value compiles anew.
+    donate_argnums, donate_argnames : int or str, or sequences of them
+        Arguments whose buffers XLA may reuse for outputs; they are invalid after the call.
+
+    Returns
+    -------
+    A callable with the same signature, plus `.lower(*args)` for ahead-of-time compilation.
+    """
+    kwargs = dict(static_argnums=static_argnums, static_argnames=static_argnames,
+                  donate_argnums=donate_argnums, donate_argnames=donate_argnames, inline=inline,
+                  keep_unused=keep_unused, device=device, backend=backend)
+    if fun is None:
+        return lambda f: JitFunction(f, **kwargs)
+    return JitFunction(fun, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Inspection
+
+def make_jaxpr(fun: Callable, static_argnums=(), return_shape: bool = False, axis_env=None):
+    """A function that returns the closed jaxpr of `fun` traced on its arguments' types."""
+    static_argnums, _ = _normalize_static(fun, static_argnums, ())
+
+    @functools.wraps(fun)
+    def make(*args, **kwargs):
+        dyn_args, dyn_kwargs, static_pos, static_kw = _split_args(args, kwargs, static_argnums, ())
+        leaves, in_tree = tree_flatten((dyn_args, dyn_kwargs))
+        avals = [_check_leaf(x, str(i)) for i, x in enumerate(leaves)]
+        traced = trace_flat(fun, in_tree, avals, static_pos, static_kw, "make_jaxpr")
+        if return_shape:
+            shapes = tree_unflatten(traced.out_tree, [
+                ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in traced.jaxpr.out_avals])
+            return traced.jaxpr, shapes
+        return traced.jaxpr
+
+    return make
+
+
+def eval_shape(fun: Callable, *args, **kwargs):
+    """The output shapes and dtypes of `fun(*args, **kwargs)`, computed without running it."""
+    leaves, in_tree = tree_flatten((args, kwargs))
+    avals = [_check_leaf(x, str(i)) for i, x in enumerate(leaves)]
+    traced = trace_flat(fun, in_tree, avals, origin="eval_shape")
+    return tree_unflatten(traced.out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+                                            for a in traced.jaxpr.out_avals])
+
+
+# ---------------------------------------------------------------------------------------------
+# Devices and transfers
+
+def devices(backend_name: str | None = None) -> list:
+    """The devices of a backend (default: the default backend)."""
+    return list(backend.get_backend(backend_name).devices)
+
+
+def local_devices(process_index=None, backend_name=None) -> list:
+    return devices(backend_name)
+
+
+def device_count(backend_name=None) -> int:
+    return len(devices(backend_name))
+
+
+local_device_count = device_count
+
+
+def default_backend() -> str:
+    """The platform name of the default backend: 'cpu' or 'gpu'."""
+    platform = backend.get_backend().platform
+    return "gpu" if platform in ("cuda", "rocm") else platform
+
+
+def process_index() -> int:
+    return 0
+
+
+def process_count() -> int:
+    return 1
+
+
+def device_put(x, device=None, *, donate=False, may_alias=None):
+    """Copy a pytree of values to `device` (default: the first device) as Arrays."""
+    def put(leaf):
+        if isinstance(leaf, core.Tracer):
+            return leaf
+        if type(leaf) is Array:
+            if device is None or device in leaf.devices():
+                return leaf
+            return make_array(np.asarray(leaf), weak_type=leaf.weak_type, device=device)
+        weak = dtypes.is_python_scalar(leaf)
+        aval = core.get_aval(leaf)
+        return make_array(np.asarray(leaf, dtype=aval.dtype), weak_type=weak, device=device)
+    return tree_map(put, x)
+
+
+def device_get(x):
+    """Copy a pytree of Arrays to the host as NumPy arrays (other leaves are returned as is)."""
+    def get(leaf):
+        if type(leaf) is Array:
+            return np.asarray(leaf)
+        return leaf
+    return tree_map(get, x)
+
+
+def block_until_ready(x):
+    for leaf in tree_flatten(x)[0]:
+        if type(leaf) is Array:
+            leaf.block_until_ready()
+    return x

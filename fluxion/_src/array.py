@@ -1,0 +1,159 @@
+"""`fluxion.Array`: an immutable array held in a device buffer."""
+from __future__ import annotations
+
+import numpy as np
+
+from fluxion._src import core, dtypes
+from fluxion._src.compiler import backend
+from fluxion._src.core import ShapedArray
+
+
+class Array:
+    """An immutable array on a device. Operators and methods mirror NumPy's and JAX's.
+
+    Arrays are created by fluxion operations, `fluxion.numpy.asarray` or `fluxion.device_put`.
+    """
+
+    __slots__ = ("_buf", "aval", "_npy", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, buf, aval: ShapedArray):
+        self._buf = buf
+        self.aval = aval
+        self._npy = None
+
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: len(self.aval.shape))
+    size = property(lambda self: self.aval.size)
+    weak_type = property(lambda self: self.aval.weak_type)
+    nbytes = property(lambda self: self.aval.size * self.aval.dtype.itemsize)
+    itemsize = property(lambda self: self.aval.dtype.itemsize)
+
+    # ---- host access
+    def _value(self) -> np.ndarray:
+        if self._npy is None:
+            if self._buf.is_deleted():
+                raise RuntimeError("Array has been deleted (for example donated to a jitted "
+                                   "function with donate_argnums); it can no longer be used.")
+            arr = backend.to_numpy(self._buf)
+            arr.flags.writeable = False
+            self._npy = arr
+        return self._npy
+
+    def __array__(self, dtype=None, copy=None):
+        value = self._value()
+        if dtype is not None and np.dtype(dtype) != value.dtype:
+            return value.astype(dtype)
+        if copy:
+            return value.copy()
+        return value
+
+    def item(self, *args):
+        return self._value().item(*args)
+
+    def tolist(self):
+        return self._value().tolist()
+
+    def to_py(self):
+        return self._value()
+
+    def __bool__(self):
+        return bool(self._value())
+
+    def __int__(self):
+        return int(self._value())
+
+    def __float__(self):
+        return float(self._value())
+
+    def __complex__(self):
+        return complex(self._value())
+
+    def __index__(self):
+        if not (dtypes.is_integer(self.dtype) or self.dtype == dtypes.bool_):
+            raise TypeError(f"only integer arrays can be converted to an index, got {self.dtype}")
+        return int(self._value())
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __hash__(self):
+        raise TypeError("unhashable type: 'Array'")
+
+    def __reduce__(self):
+        return (_reconstruct, (np.asarray(self), self.weak_type))
+
+    def __format__(self, spec):
+        if self.ndim == 0:
+            return format(self._value()[()], spec)
+        return format(self._value(), spec)
+
+    def __repr__(self):
+        value = self._value()
+        if self.size == 0 and self.ndim > 0:
+            body = f"[], shape={self.shape}" if self.shape != (0,) else "[]"
+        else:
+            body = np.array2string(value, separator=", ", prefix="Array(")
+        extra = ", weak_type=True" if self.weak_type else ""
+        return f"Array({body}, dtype={self.dtype.name}{extra})"
+
+    def __str__(self):
+        return str(self._value())
+
+    # ---- device
+    def block_until_ready(self) -> "Array":
+        self._buf.block_until_ready()
+        return self
+
+    def devices(self) -> set:
+        return {self._buf.sharding._device} if hasattr(self._buf.sharding, "_device") else set(
+            self._buf.sharding.device_set)
+
+    @property
+    def device(self):
+        return next(iter(self.devices()))
+
+    @property
+    def sharding(self):
+        return self._buf.sharding
+
+    def is_deleted(self) -> bool:
+        return self._buf.is_deleted()
+
+    def delete(self) -> None:
+        self._buf.delete()
+        self._npy = None
+
+    def copy_to_host_async(self) -> None:
+        self._buf._copy_single_device_array_to_host_async()
+
+    def __dlpack__(self, *args, **kwargs):
+        return np.asarray(self).__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return np.asarray(self).__dlpack_device__()
+
+
+def _reconstruct(value, weak_type):
+    return make_array(value, weak_type=weak_type)
+
+
+def make_array(value, dtype=None, weak_type: bool = False, device=None) -> Array:
+    """Copy a host value to the device as an Array of its canonical dtype."""
+    arr = backend.canonical_numpy(value, dtype)
+    aval = ShapedArray(arr.shape, arr.dtype, weak_type)
+    out = Array(backend.device_put_numpy(arr, aval, device), aval)
+    if not arr.flags.writeable or arr.base is not None or arr is not value:
+        out._npy = arr  # a private host copy: keep it, so reading back needs no transfer
+    return out
+
+
+core.register_aval_handler(Array, lambda x: x.aval)

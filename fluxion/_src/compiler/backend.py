@@ -1,0 +1,233 @@
+"""PJRT clients, devices, host<->device transfers and compiled executables (through jaxlib)."""
+from __future__ import annotations
+
+import functools
+import glob
+import logging
+import os
+import time
+
+import numpy as np
+
+from fluxion._src import dtypes
+from fluxion._src.config import config
+
+logger = logging.getLogger("fluxion")
+
+_xla_client = None
+_jax = None
+
+
+def _jaxlib():
+    global _xla_client, _jax
+    if _xla_client is None:
+        from jaxlib import _jax as jax_ext
+        from jaxlib import xla_client
+        _xla_client, _jax = xla_client, jax_ext
+    return _xla_client, _jax
+
+
+class Backend:
+    """A PJRT client and what fluxion caches about it."""
+
+    def __init__(self, client, platform: str):
+        self.client = client
+        self.platform = platform
+        self.devices = client.local_devices()
+        self._shardings = {}
+
+    def sharding(self, device):
+        s = self._shardings.get(device)
+        if s is None:
+            s = self._shardings[device] = _make_sharding(device)
+        return s
+
+
+@functools.cache
+def _sharding_class():
+    xla_client, jax_ext = _jaxlib()
+
+    class DeviceSharding(jax_ext.SingleDeviceSharding):
+        """A single-device sharding with the attributes jaxlib's C++ reads from Python."""
+
+        memory_kind = None
+        is_fully_addressable = True
+
+        @property
+        def _device_assignment(self):
+            return (self._device,)
+
+        @property
+        def _internal_device_list(self):
+            return xla_client.DeviceList((self._device,))
+
+        def _to_xla_hlo_sharding(self, ndim):
+            return xla_client.HloSharding.replicate()
+
+        def is_fully_replicated(self):
+            return True
+
+    return DeviceSharding
+
+
+def _make_sharding(device):
+    return _sharding_class()(device)  # the C++ base class provides `_device`
+
+
+def _cpu_device_count() -> int:
+    n = os.environ.get("FLUXION_NUM_CPU_DEVICES")
+    if n:
+        return int(n)
+    flags = os.environ.get("XLA_FLAGS", "")
+    for flag in flags.split():
+        if flag.startswith("--xla_force_host_platform_device_count="):
+            return int(flag.split("=", 1)[1])
+    return 1
+
+
+def _make_cpu():
+    xla_client, _ = _jaxlib()
+    client = xla_client.make_cpu_client(asynchronous=True, num_devices=_cpu_device_count())
+    return Backend(client, "cpu")
+
+
+def _find_cuda_plugin() -> str | None:
+    try:
+        import importlib.util
+        for name in ("jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12"):
+            spec = importlib.util.find_spec(name)
+            if spec and spec.submodule_search_locations:
+                for loc in spec.submodule_search_locations:
+                    hits = glob.glob(os.path.join(loc, "xla_cuda_plugin.so"))
+                    if hits:
+                        return hits[0]
+    except (ImportError, ValueError):
+        return None
+    return None
+
+
+def _make_cuda():
+    xla_client, _ = _jaxlib()
+    path = _find_cuda_plugin()
+    if path is None:
+        raise RuntimeError("no CUDA PJRT plugin found (install jax-cuda12-pjrt or jax-cuda13-pjrt)")
+    if not xla_client.pjrt_plugin_loaded("cuda"):
+        xla_client.load_pjrt_plugin_dynamically("cuda", path)
+    if not xla_client.pjrt_plugin_initialized("cuda"):
+        xla_client.initialize_pjrt_plugin("cuda")
+    client = xla_client.make_c_api_client("cuda", {})
+    return Backend(client, "cuda")
+
+
+_FACTORIES = {"cpu": _make_cpu, "cuda": _make_cuda}
+_backends: dict[str, Backend] = {}
+_failed: dict[str, str] = {}
+
+
+def _requested_platforms() -> list[str]:
+    requested = config.platforms or os.environ.get("JAX_PLATFORMS") or ""
+    names = [p.strip().lower() for p in str(requested).split(",") if p.strip()]
+    return ["cuda" if n == "gpu" else n for n in names]
+
+
+def get_backend(platform: str | None = None) -> Backend:
+    """The backend for `platform`, or the default one: a GPU where available, else the CPU."""
+    if platform is not None:
+        platform = "cuda" if platform == "gpu" else platform.lower()
+        if platform not in _backends:
+            if platform not in _FACTORIES:
+                raise RuntimeError(f"Unknown backend '{platform}'; known: {sorted(_FACTORIES)}")
+            _backends[platform] = _FACTORIES[platform]()
+        return _backends[platform]
+    default = _backends.get("__default__")
+    if default is not None:
+        return default
+    order = _requested_platforms() or ["cuda", "cpu"]
+    errors = []
+    for name in order:
+        if name == "cuda" and not _requested_platforms() and _find_cuda_plugin() is None:
+            continue
+        try:
+            backend = get_backend(name)
+        except Exception as e:  # a missing plugin or a machine without the device
+            errors.append(f"{name}: {e}")
+            continue
+        _backends["__default__"] = backend
+        return backend
+    raise RuntimeError("Unable to initialize any backend: " + "; ".join(errors))
+
+
+def default_device():
+    return get_backend().devices[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Transfers
+
+def device_put_numpy(x: np.ndarray, aval, device=None):
+    """Copy a host array (already of the aval's dtype) to a device; returns a jaxlib array."""
+    xla_client, _ = _jaxlib()
+    backend = get_backend() if device is None else backend_of(device)
+    device = device or backend.devices[0]
+    return xla_client.batched_device_put(aval, backend.sharding(device), [x], [device], True,
+                                         enable_x64=config.enable_x64)
+
+
+def backend_of(device) -> Backend:
+    platform = device.platform
+    platform = "cuda" if platform == "gpu" else platform
+    return get_backend(platform)
+
+
+def to_numpy(buf) -> np.ndarray:
+    arr, _ = buf._single_device_array_to_np_array_did_copy()
+    return arr
+
+
+# ---------------------------------------------------------------------------------------------
+# Compilation
+
+class Executable:
+    """A compiled module and the handlers that wrap its outputs."""
+
+    __slots__ = ("loaded", "out_avals", "handlers", "device", "name", "text")
+
+    def __init__(self, loaded, out_avals, device, name, text):
+        _, jax_ext = _jaxlib()
+        self.loaded = loaded
+        self.out_avals = list(out_avals)
+        self.device = device
+        self.name = name
+        self.text = text
+        sharding = backend_of(device).sharding(device)
+        self.handlers = [jax_ext.array_result_handler(a, sharding, True, _skip_checks=True)
+                         for a in self.out_avals]
+
+    def execute(self, bufs: list) -> list:
+        """Run on device buffers; returns jaxlib arrays."""
+        return self.loaded.execute_sharded(bufs).consume_with_handlers(self.handlers)
+
+
+def compile_module(text: str, out_avals, device=None, name: str = "main") -> Executable:
+    xla_client, jax_ext = _jaxlib()
+    backend = get_backend() if device is None else backend_of(device)
+    device = device or backend.devices[0]
+    start = time.perf_counter()
+    options = xla_client.CompileOptions()
+    try:
+        loaded = backend.client.compile_and_load(
+            text.encode(), xla_client.DeviceList((device,)), options)
+    except jax_ext.JaxRuntimeError as e:
+        raise RuntimeError(f"XLA failed to compile {name}: {e}\n--- module ---\n{text}") from None
+    if config.log_compiles:
+        logger.warning("Finished XLA compilation of %s in %.3f sec", name, time.perf_counter() - start)
+    return Executable(loaded, out_avals, device, name, text)
+
+
+def canonical_numpy(x, dtype=None) -> np.ndarray:
+    """`x` as a NumPy array of its canonical dtype (64-bit types narrowed unless x64)."""
+    arr = np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
+    target = dtypes.canonicalize_dtype(arr.dtype)
+    if arr.dtype != target:
+        arr = arr.astype(target)
+    return arr

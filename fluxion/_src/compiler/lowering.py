@@ -1,0 +1,148 @@
+"""Lowering jaxprs to StableHLO modules, one rule per primitive and platform."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from fluxion._src import core
+from fluxion._src.compiler import hlo
+from fluxion._src.compiler.hlo import Block, HloOps, Module, Value
+from fluxion._src.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
+
+# primitive -> {platform or None: rule}
+_lowerings: dict[core.Primitive, dict[str | None, Callable]] = {}
+
+_PLATFORM_ALIASES = {"gpu": ("cuda", "rocm"), "cuda": ("cuda",), "rocm": ("rocm",)}
+
+
+def register_lowering(prim: core.Primitive, rule: Callable, platform: str | None = None) -> Callable:
+    """Register `rule(ctx, *operands, **params)` as the lowering of `prim` on `platform`.
+
+    `platform=None` registers the generic rule; a platform-specific rule ("cpu", "cuda",
+    "rocm", or "gpu" for both GPU platforms) wins over it.
+    """
+    table = _lowerings.setdefault(prim, {})
+    for name in _PLATFORM_ALIASES.get(platform, (platform,)):
+        table[name] = rule
+    return rule
+
+
+def get_lowering(prim: core.Primitive, platform: str) -> Callable:
+    table = _lowerings.get(prim, {})
+    rule = table.get(platform) or table.get(None)
+    if rule is None:
+        raise NotImplementedError(
+            f"No lowering rule for primitive '{prim.name}' on platform '{platform}'. Register "
+            f"one with fluxion.interpreters.mlir.register_lowering({prim.name}_p, rule, "
+            f"platform={platform!r}) (or platform=None for every platform).")
+    return rule
+
+
+class LoweringRuleContext(HloOps):
+    """What a lowering rule receives as `ctx`: the builder plus the equation's types."""
+
+    __slots__ = ("block", "avals_in", "avals_out", "platform", "module")
+
+    def __init__(self, block: Block, avals_in, avals_out, platform: str):
+        self.block = block
+        self.module = block.module
+        self.avals_in = avals_in
+        self.avals_out = avals_out
+        self.platform = platform
+
+    def lower_jaxpr(self, jaxpr: Jaxpr | ClosedJaxpr, args: Sequence[Value],
+                    block: Block | None = None) -> list[Value]:
+        """Lower a sub-jaxpr inline (into `block`, default the current one)."""
+        return lower_jaxpr_into(block or self.block, jaxpr, args)
+
+
+def _literal_value(ctx: HloOps, lit: Literal) -> Value:
+    return ctx.constant(np.asarray(lit.val, dtype=lit.aval.dtype), lit.aval.dtype)
+
+
+def lower_jaxpr_into(block: Block, jaxpr: Jaxpr | ClosedJaxpr, args: Sequence[Value]) -> list[Value]:
+    """Emit the equations of `jaxpr` into `block`, with `args` bound to its invars.
+
+    A ClosedJaxpr's consts are embedded as constants."""
+    consts: list[Value] = []
+    if isinstance(jaxpr, ClosedJaxpr):
+        consts = [block.constant(np.asarray(c), v.aval.dtype)
+                  for c, v in zip(jaxpr.consts, jaxpr.jaxpr.constvars)]
+        jaxpr = jaxpr.jaxpr
+    elif jaxpr.constvars:
+        raise ValueError("lower_jaxpr_into needs a ClosedJaxpr when the jaxpr has constvars")
+    env: dict[int, Value] = {}
+    for v, x in zip(jaxpr.constvars, consts):
+        env[id(v)] = x
+    for v, x in zip(jaxpr.invars, args):
+        env[id(v)] = x
+    platform = block.module.platform
+
+    def read(v):
+        if type(v) is Literal:
+            return _literal_value(block, v)
+        return env[id(v)]
+
+    for eqn in jaxpr.eqns:
+        rule = get_lowering(eqn.primitive, platform)
+        ctx = LoweringRuleContext(block, [v.aval for v in eqn.invars],
+                                  [v.aval for v in eqn.outvars], platform)
+        outs = rule(ctx, *[read(v) for v in eqn.invars], **eqn.params)
+        if isinstance(outs, Value):
+            outs = [outs]
+        outs = list(outs)
+        if len(outs) != len(eqn.outvars):
+            raise ValueError(f"lowering rule of '{eqn.primitive.name}' returned {len(outs)} "
+                             f"values, expected {len(eqn.outvars)}")
+        for v, out in zip(eqn.outvars, outs):
+            if out.shape != v.aval.shape or out.dtype != v.aval.dtype:
+                raise TypeError(f"lowering rule of '{eqn.primitive.name}' produced "
+                                f"{out.aval.str_short()} where its abstract evaluation says "
+                                f"{v.aval.str_short()}")
+            env[id(v)] = out
+    return [read(v) for v in jaxpr.outvars]
+
+
+def lower_jaxpr_to_module(jaxpr: Jaxpr, platform: str, name: str = "main",
+                          donated_invars: Sequence[bool] | None = None) -> str:
+    """A StableHLO module whose @main takes the jaxpr's constvars then invars as arguments."""
+    module = Module(platform)
+    arg_avals = [v.aval for v in jaxpr.constvars] + [v.aval for v in jaxpr.invars]
+    block = Block(module, arg_avals, [f"%arg{i}" for i in range(len(arg_avals))])
+    n_consts = len(jaxpr.constvars)
+    inner = Jaxpr([], jaxpr.constvars + jaxpr.invars, jaxpr.outvars, jaxpr.eqns)
+    outs = lower_jaxpr_into(block, inner, block.args)
+    arg_attrs = None
+    if donated_invars is not None and any(donated_invars):
+        arg_attrs = [None] * len(arg_avals)
+        used_outputs: set[int] = set()
+        for i, donated in enumerate(donated_invars):
+            if not donated:
+                continue
+            aval = jaxpr.invars[i].aval
+            for j, out in enumerate(jaxpr.outvars):
+                if j not in used_outputs and out.aval.shape == aval.shape and out.aval.dtype == aval.dtype:
+                    used_outputs.add(j)
+                    arg_attrs[n_consts + i] = f"tf.aliasing_output = {j} : i32"
+                    break
+    text = hlo.function_text("main", block, outs, arg_attrs=arg_attrs)
+    safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "main"
+    header = (f"module @{safe} attributes {{mhlo.num_partitions = 1 : i32, "
+              f"mhlo.num_replicas = 1 : i32}} {{\n")
+    return header + text + "\n" + "\n".join(module.functions) + ("\n" if module.functions else "") + "}\n"
+
+
+def lower_fun(fun: Callable, multiple_results: bool = False) -> Callable:
+    """Turn a function written with fluxion ops into a lowering rule (it is traced, then inlined)."""
+    from fluxion._src import staging
+
+    def rule(ctx: LoweringRuleContext, *args, **params):
+        def flat(*xs):
+            out = fun(*xs, **params)
+            return list(out) if multiple_results else [out]
+        closed = staging.trace_to_jaxpr(flat, [a.aval for a in args], origin="lower_fun")
+        outs = lower_jaxpr_into(ctx.block, closed, list(args))
+        return outs if multiple_results else outs[0]
+
+    return rule

@@ -1,0 +1,99 @@
+"""Global configuration flags (`fluxion.config`).
+
+Flags are read from the environment at import time (``FLUXION_<NAME>`` or JAX's ``JAX_<NAME>``)
+and changed with ``fluxion.config.update(name, value)``. JAX's names (``jax_enable_x64``) are
+accepted as aliases for ours (``enable_x64``).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+_TRUE = {"1", "true", "yes", "on", "t", "y"}
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    for key in (f"FLUXION_{name.upper()}", f"JAX_{name.upper()}"):
+        value = os.environ.get(key)
+        if value is not None:
+            return value.strip().lower() in _TRUE
+    return default
+
+
+class Config:
+    """Holds the flags; attribute access is the fast path used internally."""
+
+    _defaults = {
+        "enable_x64": False,
+        "disable_jit": False,
+        "log_compiles": False,
+        "debug_nans": False,
+        "platforms": None,
+        "numpy_rank_promotion": "allow",
+        "traceback_filtering": "auto",
+    }
+
+    def __init__(self):
+        for name, default in self._defaults.items():
+            if isinstance(default, bool):
+                value = _env_bool(name, default)
+            else:
+                value = os.environ.get(f"FLUXION_{name.upper()}", os.environ.get(f"JAX_{name.upper()}", default))
+            object.__setattr__(self, name, value)
+        self._listeners = []
+
+    def _canonical_name(self, name: str) -> str:
+        if name.startswith("jax_"):
+            name = name[4:]
+        if name not in self._defaults:
+            raise AttributeError(f"Unrecognized config option: {name!r}")
+        return name
+
+    def update(self, name: str, value) -> None:
+        """Set a flag, e.g. ``config.update("enable_x64", True)``."""
+        name = self._canonical_name(name)
+        object.__setattr__(self, name, value)
+        for listener in self._listeners:
+            listener(name, value)
+
+    def read(self, name: str):
+        return getattr(self, self._canonical_name(name))
+
+    def __getattr__(self, name):
+        # Only reached for names not set in __init__, e.g. `config.jax_enable_x64`.
+        if name.startswith("jax_") and name[4:] in type(self)._defaults:
+            return object.__getattribute__(self, name[4:])
+        raise AttributeError(name)
+
+    def __setattr__(self, name, value):
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:
+            self.update(name, value)
+
+    def signature(self) -> tuple:
+        """The flags that change what a traced program means; part of every jit cache key."""
+        return (self.enable_x64,)
+
+    @contextlib.contextmanager
+    def _override(self, name, value):
+        name = self._canonical_name(name)
+        old = getattr(self, name)
+        self.update(name, value)
+        try:
+            yield
+        finally:
+            self.update(name, old)
+
+
+config = Config()
+
+
+def enable_x64(new_val: bool = True):
+    """Context manager that turns 64-bit types on (or off) inside a block."""
+    return config._override("enable_x64", new_val)
+
+
+def disable_jit(disable: bool = True):
+    """Context manager that runs jitted functions op by op inside a block."""
+    return config._override("disable_jit", disable)

@@ -1,0 +1,149 @@
+"""Running things: eager primitives, compiled jaxprs, and the `jit` call primitive."""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Sequence
+
+import numpy as np
+
+from fluxion._src import core, dtypes
+from fluxion._src.array import Array
+from fluxion._src.compiler import backend, lowering
+from fluxion._src.config import config
+from fluxion._src.core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
+
+logger = logging.getLogger("fluxion")
+
+
+def to_device_buffer(x, aval: ShapedArray, device=None):
+    """A jaxlib device buffer holding `x` (an Array, NumPy value or Python scalar)."""
+    if type(x) is Array:
+        return x._buf
+    if isinstance(x, core.Tracer):
+        raise core.escaped_tracer_error(x)
+    arr = np.asarray(x, dtype=aval.dtype)
+    return backend.device_put_numpy(arr, aval, device)
+
+
+class CompiledFunction:
+    """An executable for a closed jaxpr with its constants already on the device."""
+
+    __slots__ = ("executable", "const_bufs", "in_avals", "out_avals")
+
+    def __init__(self, executable, const_bufs, in_avals, out_avals):
+        self.executable = executable
+        self.const_bufs = const_bufs
+        self.in_avals = in_avals
+        self.out_avals = out_avals
+
+    def __call__(self, args: Sequence) -> list[Array]:
+        bufs = list(self.const_bufs)
+        for x, aval in zip(args, self.in_avals):
+            bufs.append(x._buf if type(x) is Array else to_device_buffer(x, aval))
+        outs = self.executable.execute(bufs)
+        return [Array(b, a) for b, a in zip(outs, self.out_avals)]
+
+
+def lower_closed_jaxpr(closed: ClosedJaxpr, name: str, platform: str | None = None,
+                       donated_invars=None) -> str:
+    platform = platform or backend.get_backend().platform
+    return lowering.lower_jaxpr_to_module(closed.jaxpr, platform, name, donated_invars)
+
+
+def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars=None,
+                         text: str | None = None) -> CompiledFunction:
+    start = time.perf_counter()
+    if text is None:
+        text = lower_closed_jaxpr(closed, name, donated_invars=donated_invars)
+    if config.log_compiles:
+        logger.warning("Finished jaxpr to StableHLO lowering of %s in %.3f sec", name,
+                       time.perf_counter() - start)
+    out_avals = closed.out_avals
+    exe = backend.compile_module(text, out_avals, name=name)
+    const_bufs = [to_device_buffer(c, v.aval) for c, v in zip(closed.consts, closed.jaxpr.constvars)]
+    return CompiledFunction(exe, const_bufs, closed.in_avals, out_avals)
+
+
+# ---------------------------------------------------------------------------------------------
+# Eager primitives: each (primitive, input types, params) compiles once.
+
+_primitive_cache: dict = {}
+
+
+def _params_key(params: dict):
+    try:
+        key = tuple(sorted(params.items()))
+        hash(key)
+        return key
+    except TypeError:
+        return None
+
+
+def apply_primitive(prim: core.Primitive, *args, **params):
+    """Run one primitive on concrete values by compiling it alone (cached)."""
+    avals = tuple(core.get_aval(x) for x in args)
+    params_key = _params_key(params)
+    key = (prim, avals, params_key, config.enable_x64)
+    compiled = _primitive_cache.get(key) if params_key is not None else None
+    if compiled is None:
+        compiled = _compile_primitive(prim, avals, params)
+        if params_key is not None:
+            _primitive_cache[key] = compiled
+    outs = compiled(args)
+    return outs if prim.multiple_results else outs[0]
+
+
+def _compile_primitive(prim, avals, params) -> CompiledFunction:
+    invars = [Var(a) for a in avals]
+    out_avals = prim.abstract_eval_avals(list(avals), params)
+    outvars = [Var(a) for a in out_avals]
+    jaxpr = Jaxpr([], invars, outvars, [JaxprEqn(invars, outvars, prim, params)])
+    return compile_closed_jaxpr(ClosedJaxpr(jaxpr, []), name=prim.name)
+
+
+def default_impl(prim: core.Primitive) -> core.Primitive:
+    """Give `prim` the eager implementation that compiles it with its lowering rule."""
+    prim.def_impl(lambda *args, **params: apply_primitive(prim, *args, **params))
+    return prim
+
+
+# ---------------------------------------------------------------------------------------------
+# The call primitive that `jit` binds when it is applied under another transformation.
+
+jit_p = core.Primitive("jit")
+jit_p.multiple_results = True
+
+_jaxpr_cache: dict = {}
+
+
+def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars=None, **_):
+    key = (id(jaxpr), config.enable_x64)
+    entry = _jaxpr_cache.get(key)
+    if entry is None or entry[0] is not jaxpr:
+        entry = (jaxpr, compile_closed_jaxpr(jaxpr, name=f"jit_{name}"))
+        _jaxpr_cache[key] = entry
+    return entry[1](args)
+
+
+def _jit_abstract_eval(*avals, jaxpr: ClosedJaxpr, **_):
+    return jaxpr.out_avals
+
+
+def _jit_lowering(ctx, *args, jaxpr: ClosedJaxpr, **_):
+    return ctx.lower_jaxpr(jaxpr, args)
+
+
+jit_p.def_impl(_jit_impl)
+jit_p.def_abstract_eval(_jit_abstract_eval)
+lowering.register_lowering(jit_p, _jit_lowering)
+
+
+def closure_convert(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
+    """Turn the consts of a closed jaxpr into leading invars; returns (jaxpr, consts)."""
+    jaxpr = closed.jaxpr
+    if not jaxpr.constvars:
+        return closed, []
+    converted = Jaxpr([], jaxpr.constvars + jaxpr.invars, jaxpr.outvars, jaxpr.eqns,
+                      jaxpr.effects, jaxpr.debug_info)
+    return ClosedJaxpr(converted, []), list(closed.consts)

@@ -1,0 +1,47 @@
+"""Exception classes raised for tracer misuse (`fluxion.errors`)."""
+from __future__ import annotations
+
+
+class FluxionTypeError(TypeError):
+    pass
+
+
+class ConcretizationTypeError(FluxionTypeError):
+    """A traced (abstract) value was used where a concrete Python value is needed."""
+
+    def __init__(self, tracer, context: str = ""):
+        super().__init__(
+            f"Abstract tracer value encountered where concrete value is expected: {tracer!r}\n"
+            f"{context}\n"
+            "The value depends on the arguments of a transformed function, so its concrete "
+            "value is not known while tracing. Use structured control flow (lax.cond, "
+            "lax.while_loop, lax.fori_loop, lax.scan) or mark the argument static "
+            "(static_argnums / static_argnames).")
+
+
+class TracerBoolConversionError(ConcretizationTypeError):
+    pass
+
+
+class TracerIntegerConversionError(FluxionTypeError):
+    def __init__(self, tracer, context: str = ""):
+        super().__init__(
+            f"The __index__() method was called on traced array {tracer!r}\n{context}\n"
+            "A traced value cannot be used as a Python integer (e.g. as an index into a list "
+            "or a shape); mark the argument static or use lax.dynamic_slice.")
+
+
+class TracerArrayConversionError(FluxionTypeError):
+    def __init__(self, tracer, context: str = ""):
+        super().__init__(
+            f"The numpy.ndarray conversion method __array__() was called on traced array "
+            f"{tracer!r}\n{context}\nNumPy functions cannot run on traced values: use "
+            "fluxion.numpy instead of numpy inside transformed functions.")
+
+
+class UnexpectedTracerError(Exception):
+    """A tracer was used outside the transformation that created it (it leaked)."""
+
+
+class KeyReuseError(RuntimeError):
+    pass

@@ -1,0 +1,277 @@
+"""Public `lax` functions for elementwise, conversion, shape, reduction and dot primitives.
+
+These are thin: they canonicalize arguments and bind the primitive. lax does not promote
+dtypes (jnp does); Python scalars enter as weak-typed values of the default dtype.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from fluxion._src import core, dtypes
+from fluxion._src.array import Array, make_array
+from fluxion._src.lax import contractions, elementwise as ew, reductions, shapes
+from fluxion._src.lax.contractions import Precision, canonicalize_precision
+from fluxion._src.lax.elementwise import RoundingMethod
+
+
+def _unary(prim, doc):
+    def fn(x):
+        return prim.bind(x)
+    fn.__name__ = fn.__qualname__ = prim.name
+    fn.__doc__ = doc
+    return fn
+
+
+def _binary(prim, doc):
+    def fn(x, y):
+        return prim.bind(x, y)
+    fn.__name__ = fn.__qualname__ = prim.name
+    fn.__doc__ = doc
+    return fn
+
+
+add = _binary(ew.add_p, "Elementwise addition: x + y.")
+sub = _binary(ew.sub_p, "Elementwise subtraction: x - y.")
+mul = _binary(ew.mul_p, "Elementwise multiplication: x * y.")
+div = _binary(ew.div_p, "Elementwise division: x / y (integer division rounds toward zero).")
+rem = _binary(ew.rem_p, "Elementwise remainder with the sign of the dividend (C fmod).")
+max = _binary(ew.max_p, "Elementwise maximum (NaN-propagating).")
+min = _binary(ew.min_p, "Elementwise minimum (NaN-propagating).")
+atan2 = _binary(ew.atan2_p, "Elementwise arc tangent of x / y.")
+nextafter = _binary(ew.nextafter_p, "Next representable value after x toward y.")
+pow = _binary(ew.pow_p, "Elementwise power x ** y; y may be an integer array.")
+complex = _binary(ew.complex_p, "Elementwise x + 1j * y.")
+bitwise_and = _binary(ew.and_p, "Elementwise bitwise AND.")
+bitwise_or = _binary(ew.or_p, "Elementwise bitwise OR.")
+bitwise_xor = _binary(ew.xor_p, "Elementwise bitwise XOR.")
+shift_left = _binary(ew.shift_left_p, "Elementwise x << y.")
+shift_right_logical = _binary(ew.shift_right_logical_p, "Elementwise logical right shift.")
+shift_right_arithmetic = _binary(ew.shift_right_arithmetic_p, "Elementwise arithmetic right shift.")
+eq = _binary(ew.eq_p, "Elementwise x == y.")
+ne = _binary(ew.ne_p, "Elementwise x != y.")
+lt = _binary(ew.lt_p, "Elementwise x < y.")
+le = _binary(ew.le_p, "Elementwise x <= y.")
+gt = _binary(ew.gt_p, "Elementwise x > y.")
+ge = _binary(ew.ge_p, "Elementwise x >= y.")
+
+neg = _unary(ew.neg_p, "Elementwise negation.")
+sign = _unary(ew.sign_p, "Elementwise sign: -1, 0 or 1 (x / |x| for complex).")
+floor = _unary(ew.floor_p, "Elementwise floor.")
+ceil = _unary(ew.ceil_p, "Elementwise ceiling.")
+is_finite = _unary(ew.is_finite_p, "Elementwise test for finiteness (not inf, not NaN).")
+exp = _unary(ew.exp_p, "Elementwise e ** x.")
+exp2 = _unary(ew.exp2_p, "Elementwise 2 ** x.")
+expm1 = _unary(ew.expm1_p, "Elementwise e ** x - 1, accurate near 0.")
+log = _unary(ew.log_p, "Elementwise natural logarithm.")
+log1p = _unary(ew.log1p_p, "Elementwise log(1 + x), accurate near 0.")
+tanh = _unary(ew.tanh_p, "Elementwise hyperbolic tangent.")
+logistic = _unary(ew.logistic_p, "Elementwise logistic sigmoid 1 / (1 + e ** -x).")
+sin = _unary(ew.sin_p, "Elementwise sine.")
+cos = _unary(ew.cos_p, "Elementwise cosine.")
+tan = _unary(ew.tan_p, "Elementwise tangent.")
+asin = _unary(ew.asin_p, "Elementwise arc sine.")
+acos = _unary(ew.acos_p, "Elementwise arc cosine.")
+atan = _unary(ew.atan_p, "Elementwise arc tangent.")
+sinh = _unary(ew.sinh_p, "Elementwise hyperbolic sine.")
+cosh = _unary(ew.cosh_p, "Elementwise hyperbolic cosine.")
+asinh = _unary(ew.asinh_p, "Elementwise inverse hyperbolic sine.")
+acosh = _unary(ew.acosh_p, "Elementwise inverse hyperbolic cosine.")
+atanh = _unary(ew.atanh_p, "Elementwise inverse hyperbolic tangent.")
+sqrt = _unary(ew.sqrt_p, "Elementwise square root.")
+rsqrt = _unary(ew.rsqrt_p, "Elementwise reciprocal square root.")
+cbrt = _unary(ew.cbrt_p, "Elementwise cube root.")
+abs = _unary(ew.abs_p, "Elementwise absolute value (magnitude for complex).")
+erf = _unary(ew.erf_p, "Elementwise error function.")
+erfc = _unary(ew.erfc_p, "Elementwise complementary error function.")
+erf_inv = _unary(ew.erf_inv_p, "Elementwise inverse error function.")
+lgamma = _unary(ew.lgamma_p, "Elementwise log of the absolute value of the gamma function.")
+digamma = _unary(ew.digamma_p, "Elementwise digamma function.")
+real = _unary(ew.real_p, "Elementwise real part.")
+imag = _unary(ew.imag_p, "Elementwise imaginary part.")
+bitwise_not = _unary(ew.not_p, "Elementwise bitwise NOT.")
+population_count = _unary(ew.population_count_p, "Elementwise count of set bits.")
+clz = _unary(ew.clz_p, "Elementwise count of leading zero bits.")
+
+
+def conj(x):
+    """Elementwise complex conjugate (a real input becomes complex)."""
+    return ew.conj_p.bind(x, input_dtype=core.get_aval(x).dtype)
+
+
+def integer_pow(x, y: int):
+    """Elementwise x ** y for a static Python integer y."""
+    return ew.integer_pow_p.bind(x, y=int(y))
+
+
+def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):
+    """Elementwise rounding; ties away from zero unless rounding_method=TO_NEAREST_EVEN."""
+    return ew.round_p.bind(x, rounding_method=RoundingMethod(int(rounding_method)))
+
+
+def square(x):
+    """Elementwise x * x."""
+    return ew.integer_pow_p.bind(x, y=2)
+
+
+def reciprocal(x):
+    """Elementwise 1 / x."""
+    return ew.integer_pow_p.bind(x, y=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Conversion
+
+_constant_cache: dict = {}
+
+
+def _host_constant(value, new_dtype, weak_type: bool) -> Array:
+    """A device Array for a host value converted to new_dtype; small scalars are cached."""
+    arr = np.asarray(value).astype(new_dtype) if np.asarray(value).dtype != new_dtype else np.asarray(value)
+    if arr.ndim == 0:
+        key = (new_dtype, weak_type, arr.tobytes())
+        cached = _constant_cache.get(key)
+        if cached is None:
+            if len(_constant_cache) > 4096:
+                _constant_cache.clear()
+            cached = _constant_cache[key] = make_array(arr, weak_type=weak_type)
+        return cached
+    return make_array(arr, weak_type=weak_type)
+
+
+def convert_element_type(operand, new_dtype, weak_type: bool = False):
+    """Convert an array to `new_dtype` (64-bit types narrowed unless x64 is enabled).
+
+    Complex to real conversion keeps the real part; conversion to bool tests x != 0.
+    """
+    return _convert_element_type(operand, new_dtype, weak_type)
+
+
+def _convert_element_type(operand, new_dtype=None, weak_type: bool = False):
+    aval = core.get_aval(operand)
+    new_dtype = aval.dtype if new_dtype is None else dtypes.canonicalize_dtype(
+        dtypes.dtype(new_dtype))
+    if aval.dtype == new_dtype and aval.weak_type == weak_type and isinstance(operand, (Array, core.Tracer)):
+        return operand
+    if not isinstance(operand, (Array, core.Tracer)):
+        value = np.asarray(operand)
+        if dtypes.is_complex(value.dtype) and not dtypes.is_complex(new_dtype):
+            value = value.real
+        return _host_constant(value, new_dtype, weak_type)
+    return shapes.convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=bool(weak_type))
+
+
+def bitcast_convert_type(operand, new_dtype):
+    """Reinterpret the bits of an array as `new_dtype` (sizes adjust the last dimension)."""
+    from fluxion._src.lax import structural
+    return structural.bitcast_convert_type(operand, new_dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes
+
+def broadcast_in_dim(operand, shape: Sequence[int], broadcast_dimensions: Sequence[int]):
+    """Broadcast `operand` to `shape`, mapping its dimension i to broadcast_dimensions[i]."""
+    shape = tuple(int(d) for d in shape)
+    broadcast_dimensions = tuple(int(d) for d in broadcast_dimensions)
+    aval = core.get_aval(operand)
+    if aval.shape == shape and broadcast_dimensions == tuple(range(len(shape))) and isinstance(
+            operand, (Array, core.Tracer)):
+        return operand
+    return shapes.broadcast_in_dim_p.bind(operand, shape=shape,
+                                          broadcast_dimensions=broadcast_dimensions, sharding=None)
+
+
+def broadcast(operand, sizes: Sequence[int]):
+    """Add leading dimensions of the given sizes."""
+    ndim = core.get_aval(operand).ndim
+    sizes = tuple(sizes)
+    return broadcast_in_dim(operand, sizes + core.get_aval(operand).shape,
+                            tuple(range(len(sizes), len(sizes) + ndim)))
+
+
+def broadcast_to_rank(x, rank: int):
+    ndim = core.get_aval(x).ndim
+    if ndim == rank:
+        return x
+    return broadcast(x, (1,) * (rank - ndim))
+
+
+def reshape(operand, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None):
+    """Reshape to `new_sizes`; `dimensions` first transposes the operand."""
+    new_sizes = tuple(int(d) for d in new_sizes)
+    aval = core.get_aval(operand)
+    dims = None if dimensions is None or tuple(dimensions) == tuple(range(aval.ndim)) else tuple(dimensions)
+    if aval.shape == new_sizes and dims is None and isinstance(operand, (Array, core.Tracer)):
+        return operand
+    return shapes.reshape_p.bind(operand, new_sizes=new_sizes, dimensions=dims, sharding=None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reductions
+
+def _axes(axes) -> tuple:
+    return tuple(int(a) for a in axes)
+
+
+def reduce_sum(operand, axes):
+    """Sum over `axes`."""
+    return reductions.reduce_sum_p.bind(operand, axes=_axes(axes), out_sharding=None)
+
+
+def reduce_prod(operand, axes):
+    """Product over `axes`."""
+    return reductions.reduce_prod_p.bind(operand, axes=_axes(axes), out_sharding=None)
+
+
+def reduce_max(operand, axes):
+    """Maximum over `axes`."""
+    return reductions.reduce_max_p.bind(operand, axes=_axes(axes), out_sharding=None)
+
+
+def reduce_min(operand, axes):
+    """Minimum over `axes`."""
+    return reductions.reduce_min_p.bind(operand, axes=_axes(axes), out_sharding=None)
+
+
+def reduce_and(operand, axes):
+    """Logical/bitwise AND over `axes`."""
+    return reductions.reduce_and_p.bind(operand, axes=_axes(axes), out_sharding=None)
+
+
+def reduce_or(operand, axes):
+    """Logical/bitwise OR over `axes`."""
+    return reductions.reduce_or_p.bind(operand, axes=_axes(axes), out_sharding=None)
+
+
+def reduce_xor(operand, axes):
+    """Logical/bitwise XOR over `axes`."""
+    return reductions.reduce_xor_p.bind(operand, axes=_axes(axes), out_sharding=None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Contractions
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,
+                out_sharding=None):
+    """General tensor contraction.
+
+    dimension_numbers = ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)); the
+    result has the batch dimensions, then lhs free dimensions, then rhs free dimensions.
+    """
+    (lc, rc), (lb, rb) = dimension_numbers
+    dn = ((tuple(int(d) for d in lc), tuple(int(d) for d in rc)),
+          (tuple(int(d) for d in lb), tuple(int(d) for d in rb)))
+    pet = None if preferred_element_type is None else dtypes.canonicalize_dtype(preferred_element_type)
+    return contractions.dot_general_p.bind(lhs, rhs, dimension_numbers=dn,
+                                           precision=canonicalize_precision(precision),
+                                           preferred_element_type=pet, out_sharding=None)
+
+
+def dot(lhs, rhs, precision=None, preferred_element_type=None):
+    """Vector/matrix products: contracts the last axis of lhs with the first axis of rhs."""
+    l, r = core.get_aval(lhs), core.get_aval(rhs)
+    if l.ndim not in (1, 2) or r.ndim not in (1, 2):
+        raise TypeError(f"Incompatible shapes for dot: got {l.shape} and {r.shape}.")
+    return dot_general(lhs, rhs, (((l.ndim - 1,), (0,)), ((), ())), precision, preferred_element_type)

@@ -1,0 +1,132 @@
+"""Staging Python functions into jaxprs: a trace that records every primitive it sees."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from fluxion._src import core, dtypes
+from fluxion._src.core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Trace,
+                               Tracer, Var)
+
+
+class JaxprTracer(Tracer):
+    __slots__ = ("_aval", "var")
+
+    def __init__(self, trace: "JaxprTrace", aval: ShapedArray, var: Var):
+        self._trace = trace
+        self._aval = aval
+        self.var = var
+
+    @property
+    def aval(self):
+        return self._aval
+
+
+class JaxprTrace(Trace):
+    """Records primitives applied to its tracers as equations of a new jaxpr.
+
+    Values that are not this trace's tracers become constants: scalars inline as literals,
+    everything else (arrays, and tracers of enclosing traces) as constvars.
+    """
+
+    def __init__(self, origin: str = "make_jaxpr"):
+        self.eqns: list[JaxprEqn] = []
+        self.invars: list[Var] = []
+        self.constvars: list[Var] = []
+        self.consts: list = []
+        self._const_ids: dict[int, Var] = {}
+        self.origin = origin
+        self.is_live = True
+        self.parent = core.current_trace()
+
+    def new_arg(self, aval: ShapedArray) -> JaxprTracer:
+        var = Var(aval)
+        self.invars.append(var)
+        return JaxprTracer(self, aval, var)
+
+    def to_var(self, x):
+        if isinstance(x, JaxprTracer) and x._trace is self:
+            return x.var
+        if isinstance(x, Tracer):
+            if not x._trace.is_live:
+                raise core.escaped_tracer_error(x)
+            return self._const_var(x, x.aval)
+        aval = core.get_aval(x)
+        if not aval.shape and not isinstance(x, Tracer):
+            return Literal(_scalar_value(x, aval), aval)
+        return self._const_var(x, aval)
+
+    def _const_var(self, x, aval) -> Var:
+        var = self._const_ids.get(id(x))
+        if var is None:
+            var = self._const_ids[id(x)] = Var(aval)
+            self.constvars.append(var)
+            self.consts.append(x)
+        return var
+
+    def process_primitive(self, primitive, args, params):
+        invars = [self.to_var(x) for x in args]
+        out_avals = primitive.abstract_eval_avals([v.aval for v in invars], params)
+        outvars = [Var(a) for a in out_avals]
+        self.eqns.append(JaxprEqn(invars, outvars, primitive, params))
+        outs = [JaxprTracer(self, a, v) for a, v in zip(out_avals, outvars)]
+        return outs if primitive.multiple_results else outs[0]
+
+    def to_jaxpr(self, outs: Sequence) -> ClosedJaxpr:
+        outvars = [self.to_var(x) for x in outs]
+        jaxpr = dce_jaxpr(Jaxpr(self.constvars, self.invars, outvars, self.eqns))
+        return prune_consts(ClosedJaxpr(jaxpr, self.consts))
+
+    def __repr__(self):
+        return "DynamicJaxprTrace"
+
+
+def _scalar_value(x, aval):
+    if isinstance(x, Tracer):
+        return x
+    if isinstance(x, (bool, int, float, complex)):
+        return np.array(x, dtype=aval.dtype)[()] if aval.dtype != dtypes.bool_ else bool(x)
+    return np.asarray(x, dtype=aval.dtype)[()]
+
+
+def trace_to_jaxpr(fun: Callable, in_avals: Sequence[ShapedArray], origin: str = "make_jaxpr"):
+    """Trace `fun` (flat arrays in, flat list out) on abstract arguments.
+
+    Returns (closed_jaxpr, outputs) where outputs are the raw Python outputs of `fun`.
+    """
+    trace = JaxprTrace(origin)
+    args = [trace.new_arg(a) for a in in_avals]
+    try:
+        with core.set_current_trace(trace):
+            outs = fun(*args)
+        closed = trace.to_jaxpr(outs)
+    finally:
+        trace.is_live = False
+    return closed
+
+
+def dce_jaxpr(jaxpr: Jaxpr) -> Jaxpr:
+    """Drop equations whose outputs nothing uses (and constvars left unused)."""
+    live = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
+    kept = []
+    for eqn in reversed(jaxpr.eqns):
+        if getattr(eqn.primitive, "has_side_effect", False) or any(id(v) in live for v in eqn.outvars):
+            kept.append(eqn)
+            live.update(id(v) for v in eqn.invars if isinstance(v, Var))
+    kept.reverse()
+    if len(kept) == len(jaxpr.eqns):
+        return jaxpr
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, kept, jaxpr.effects, jaxpr.debug_info)
+
+
+def prune_consts(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Remove constvars that no equation or output uses."""
+    jaxpr = closed.jaxpr
+    used = {id(v) for e in jaxpr.eqns for v in e.invars if isinstance(v, Var)}
+    used.update(id(v) for v in jaxpr.outvars if isinstance(v, Var))
+    pairs = [(v, c) for v, c in zip(jaxpr.constvars, closed.consts) if id(v) in used]
+    if len(pairs) == len(jaxpr.constvars):
+        return closed
+    return ClosedJaxpr(Jaxpr([v for v, _ in pairs], jaxpr.invars, jaxpr.outvars, jaxpr.eqns,
+                             jaxpr.effects, jaxpr.debug_info), [c for _, c in pairs])

@@ -1,0 +1,5 @@
+"""fluxion.lax: the primitive operations, with XLA's semantics and no implicit promotion."""
+from fluxion._src.lax.lax import *  # noqa: F401,F403
+from fluxion._src.lax.lax import _convert_element_type  # noqa: F401
+from fluxion._src.lax.contractions import Precision  # noqa: F401
+from fluxion._src.lax.elementwise import RoundingMethod  # noqa: F401
