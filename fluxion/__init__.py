@@ -8,6 +8,8 @@ from fluxion._src.api import (jit, make_jaxpr, eval_shape, ShapeDtypeStruct, dev
                               local_devices, device_count, local_device_count, default_backend,
                               device_put, device_get, block_until_ready, process_index,
                               process_count)
-from fluxion import numpy, lax  # noqa: F401
+from fluxion import numpy, lax, tree_util, errors, extend, interpreters  # noqa: F401
+from fluxion.tree_util import tree_map, tree_flatten, tree_unflatten, tree_leaves, tree_structure  # noqa: F401
+from fluxion import core  # noqa: F401
 
 __version__ = "0.1.0"

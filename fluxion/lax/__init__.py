@@ -3,3 +3,8 @@ from fluxion._src.lax.lax import *  # noqa: F401,F403
 from fluxion._src.lax.lax import _convert_element_type  # noqa: F401
 from fluxion._src.lax.contractions import Precision  # noqa: F401
 from fluxion._src.lax.elementwise import RoundingMethod  # noqa: F401
+from fluxion._src.lax.structural import *  # noqa: F401,F403
+from fluxion._src.lax.indexing import *  # noqa: F401,F403
+from fluxion._src.lax.convolution import *  # noqa: F401,F403
+from fluxion._src.lax.windowed import *  # noqa: F401,F403
+from fluxion._src.lax.sorting import *  # noqa: F401,F403

@@ -21,6 +21,7 @@ _jax = None
 def _jaxlib():
     global _xla_client, _jax
     if _xla_client is None:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # keep XLA's start-up INFO lines quiet
         from jaxlib import _jax as jax_ext
         from jaxlib import xla_client
         _xla_client, _jax = xla_client, jax_ext

@@ -1,0 +1,4 @@
+"""Core types (`fluxion.core`): abstract values, tracers, jaxprs."""
+from fluxion._src.core import (ShapedArray, Tracer, Primitive, Jaxpr, ClosedJaxpr, JaxprEqn,  # noqa: F401
+                               Var, Literal, eval_jaxpr, jaxpr_as_fun, check_jaxpr, get_aval,
+                               concrete_or_error)
