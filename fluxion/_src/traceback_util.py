@@ -1,0 +1,50 @@
+"""Hide fluxion's internal frames from tracebacks of exceptions raised through public APIs.
+
+A user's error (a shape mismatch in their function, a tracer used in `if`) then shows their own
+lines and the API call, not the tracing machinery. Set `FLUXION_TRACEBACK_FILTERING=off` (or
+`config.update("traceback_filtering", "off")`) to see everything.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import types
+
+from fluxion._src.config import config
+
+_INTERNAL_DIR = os.path.dirname(os.path.abspath(__file__))  # fluxion/_src
+
+
+def _is_internal(frame) -> bool:
+    return frame.f_code.co_filename.startswith(_INTERNAL_DIR)
+
+
+def filter_traceback(tb):
+    """A new traceback chain without the frames that belong to fluxion/_src."""
+    kept = []
+    while tb is not None:
+        if not _is_internal(tb.tb_frame):
+            kept.append(tb)
+        tb = tb.tb_next
+    new = None
+    for entry in reversed(kept):
+        new = types.TracebackType(new, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return new
+
+
+def api_boundary(fun):
+    """Decorate a public entry point so that exceptions leaving it carry a filtered traceback."""
+    @functools.wraps(fun)
+    def wrapper(*args, **kwargs):
+        try:
+            return fun(*args, **kwargs)
+        except Exception as e:
+            if config.traceback_filtering == "off" or getattr(e, "_fluxion_filtered", False):
+                raise
+            try:
+                e._fluxion_filtered = True
+            except AttributeError:
+                pass
+            e.__traceback__ = filter_traceback(e.__traceback__)
+            raise
+    return wrapper
