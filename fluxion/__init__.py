@@ -10,6 +10,6 @@ from fluxion._src.api import (jit, make_jaxpr, eval_shape, ShapeDtypeStruct, dev
                               process_count)
 from fluxion import numpy, lax, tree_util, errors, extend, interpreters  # noqa: F401
 from fluxion.tree_util import tree_map, tree_flatten, tree_unflatten, tree_leaves, tree_structure  # noqa: F401
-from fluxion import core  # noqa: F401
+from fluxion import core, dtypes  # noqa: F401
 
 __version__ = "0.1.0"

@@ -1,0 +1,3 @@
+"""dtype utilities (`fluxion.dtypes`)."""
+from fluxion._src.dtypes import (float0, bfloat16, canonicalize_dtype, result_type,  # noqa: F401
+                                 promote_types, issubdtype, is_weakly_typed, finfo, iinfo, dtype)
