@@ -1,0 +1,265 @@
+"""Public differentiation API: jvp, linearize, vjp, grad, value_and_grad."""
+from __future__ import annotations
+
+import functools
+from typing import Callable, Sequence
+
+import numpy as np
+
+from fluxion._src import ad, core, dtypes
+from fluxion._src.ad import Zero
+from fluxion._src.api import fun_name
+from fluxion._src.traceback_util import api_boundary
+from fluxion._src.tree_util import tree_flatten, tree_map, tree_structure, tree_unflatten
+
+
+def _check_jax_leaves(leaves, what: str, name: str) -> None:
+    for x in leaves:
+        if not isinstance(x, core.Tracer) and not core.valid_jaxtype(x):
+            raise TypeError(f"{what} of {name}: {type(x).__name__} {x!r} is not a valid JAX type; "
+                            "use arrays, scalars or pytrees of them.")
+
+
+def _flat_fun(fun, in_tree, out_tree_box, has_aux=False, name="fun"):
+    def flat(*leaves):
+        args = tree_unflatten(in_tree, leaves)
+        out = fun(*args)
+        aux = None
+        if has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise TypeError(f"{name} was called with has_aux=True, so it must return a pair "
+                                f"(output, auxiliary data); it returned {type(out).__name__}.")
+            out, aux = out
+        out_leaves, out_tree = tree_flatten(out)
+        _check_jax_leaves(out_leaves, "the output", name)
+        out_tree_box.append((out_tree, aux))
+        return out_leaves
+    return flat
+
+
+def _tangent_dtype_error(p, t):
+    pd = core.get_aval(p).dtype
+    expected = ad.tangent_aval(core.get_aval(p)).dtype
+    return TypeError(
+        "primal and tangent arguments to jvp do not match; dtypes must be equal, or in case of "
+        f"int/bool primal dtype the tangent dtype must be float0. Got primal dtype {pd} and so "
+        f"expected tangent dtype {expected}, but got tangent dtype {core.get_aval(t).dtype} instead.")
+
+
+@api_boundary
+def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
+    """Forward-mode Jacobian-vector product.
+
+    Returns ``(fun(*primals), J @ tangents)`` (plus the auxiliary data with ``has_aux``).
+    `primals` and `tangents` are tuples of matching pytrees.
+    """
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("primal and tangent arguments to jvp must be tuples or lists; found "
+                        f"{type(primals).__name__} and {type(tangents).__name__}.")
+    p_leaves, in_tree = tree_flatten(tuple(primals))
+    t_leaves, t_tree = tree_flatten(tuple(tangents))
+    if in_tree != t_tree:
+        raise TypeError(f"primal and tangent arguments to jvp must have the same tree structure; "
+                        f"primals have tree structure {in_tree} whereas tangents have tree "
+                        f"structure {t_tree}.")
+    name = fun_name(fun)
+    _check_jax_leaves(p_leaves, "a primal argument", name)
+    tangents_in = []
+    for p, t in zip(p_leaves, t_leaves):
+        pa, ta = core.get_aval(p), core.get_aval(t)
+        if pa.shape != ta.shape:
+            raise ValueError(f"jvp called with different primal and tangent shapes; got primal "
+                             f"shape {pa.shape} and tangent shape as {ta.shape}")
+        if ad.tangent_aval(pa).dtype != ta.dtype:
+            raise _tangent_dtype_error(p, t)
+        tangents_in.append(Zero(ad.tangent_aval(pa)) if ta.dtype == dtypes.float0 else t)
+    box = []
+    out_p, out_t = ad.jvp_flat(_flat_fun(fun, in_tree, box, has_aux, name), p_leaves, tangents_in)
+    out_tree, aux = box[0]
+    out_t = [ad.instantiate(t) for t in out_t]
+    result = (tree_unflatten(out_tree, out_p), tree_unflatten(out_tree, out_t))
+    return result + (aux,) if has_aux else result
+
+
+@api_boundary
+def linearize(fun: Callable, *primals, has_aux: bool = False):
+    """Returns ``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the JVP at
+    `primals` using the linearization computed once."""
+    p_leaves, in_tree = tree_flatten(primals)
+    name = fun_name(fun)
+    _check_jax_leaves(p_leaves, "a primal argument", name)
+    box = []
+    out_p, linear, _ = ad.linearize_flat(_flat_fun(fun, in_tree, box, has_aux, name), p_leaves)
+    out_tree, aux = box[0]
+    in_avals = [ad.tangent_aval(core.get_aval(p)) for p in p_leaves]
+
+    def f_jvp(*tangents):
+        t_leaves, t_tree = tree_flatten(tangents)
+        if t_tree != in_tree:
+            raise TypeError(f"linearized function called with tangent structure {t_tree}, "
+                            f"expected {in_tree}")
+        for t, a in zip(t_leaves, in_avals):
+            ta = core.get_aval(t)
+            if ta.shape != a.shape or ta.dtype != a.dtype:
+                raise TypeError(f"linearized function called with tangent {ta.str_short()}, "
+                                f"expected {a.str_short()}")
+        outs = core.eval_jaxpr(linear.jaxpr, linear.consts, *t_leaves)
+        return tree_unflatten(out_tree, outs)
+
+    out = tree_unflatten(out_tree, out_p)
+    return (out, f_jvp, aux) if has_aux else (out, f_jvp)
+
+
+def _vjp_flat(flat_fun, p_leaves):
+    out_p, linear, _ = ad.linearize_flat(flat_fun, p_leaves, origin="vjp")
+    undefined = [ad.UndefinedPrimal(ad.tangent_aval(core.get_aval(p))) for p in p_leaves]
+
+    def backward(cts_out):
+        cts = ad.backward_pass(linear.jaxpr, linear.consts, undefined, cts_out)
+        return [ad.instantiate(ct) for ct in cts]
+    return out_p, backward
+
+
+@api_boundary
+def vjp(fun: Callable, *primals, has_aux: bool = False):
+    """Reverse-mode vector-Jacobian product.
+
+    Returns ``(fun(*primals), vjp_fun)`` where ``vjp_fun(cotangent)`` returns a tuple of
+    cotangents, one per primal, with the primals' structure.
+    """
+    p_leaves, in_tree = tree_flatten(primals)
+    name = fun_name(fun)
+    _check_jax_leaves(p_leaves, "a primal argument", name)
+    box = []
+    out_p, backward = _vjp_flat(_flat_fun(fun, in_tree, box, has_aux, name), p_leaves)
+    out_tree, aux = box[0]
+    out_avals = [core.get_aval(o) for o in out_p]
+
+    def vjp_fun(cotangent):
+        ct_leaves, ct_tree = tree_flatten(cotangent)
+        if ct_tree != out_tree:
+            raise TypeError(f"Tree structure of cotangent input {ct_tree}, does not match "
+                            f"structure of primal output {out_tree}.")
+        cts = []
+        for ct, a in zip(ct_leaves, out_avals):
+            ca = core.get_aval(ct)
+            if ca.shape != a.shape:
+                raise ValueError(f"Shape of cotangent input to vjp pullback function {ca.shape} "
+                                 f"must be the same as the shape of corresponding primal input "
+                                 f"{a.shape}.")
+            cts.append(Zero(ad.tangent_aval(a)) if ca.dtype == dtypes.float0 else ct)
+        return tree_unflatten(in_tree, backward(cts))
+
+    out = tree_unflatten(out_tree, out_p)
+    return (out, vjp_fun, aux) if has_aux else (out, vjp_fun)
+
+
+def _check_input_dtype(x, holomorphic: bool, allow_int: bool, name: str) -> None:
+    dt = core.get_aval(x).dtype
+    if holomorphic:
+        if not dtypes.is_complex(dt):
+            raise TypeError(f"grad with holomorphic=True requires inputs with complex dtype, "
+                            f"but got {dt.name}.")
+    elif not (dtypes.is_inexact(dt) or allow_int and (dtypes.is_integer(dt) or dt == dtypes.bool_)):
+        raise TypeError(f"grad requires real- or complex-valued inputs (input dtype that is a "
+                        f"sub-dtype of np.inexact), but got {dt.name}. If you want to use "
+                        "Boolean- or integer-valued inputs, use vjp or set allow_int to True.")
+
+
+def _check_scalar_output(out, holomorphic: bool):
+    leaves = tree_flatten(out)[0]
+    if len(leaves) != 1:
+        raise TypeError("Gradient only defined for scalar-output functions. Output was "
+                        f"{out!r}.")
+    aval = core.get_aval(leaves[0])
+    if aval.shape != ():
+        raise TypeError(f"Gradient only defined for scalar-output functions. Output had "
+                        f"shape: {aval.shape}.")
+    dt = aval.dtype
+    if holomorphic:
+        if not dtypes.is_complex(dt):
+            raise TypeError(f"grad with holomorphic=True requires outputs with complex dtype, "
+                            f"but got {dt.name}.")
+    elif not dtypes.is_float(dt):
+        raise TypeError(f"grad requires real-valued outputs (output dtype that is a sub-dtype "
+                        f"of np.floating), but got {dt.name}. For holomorphic differentiation, "
+                        "pass holomorphic=True. For differentiating non-holomorphic functions "
+                        "involving complex outputs, use vjp directly.")
+    return aval
+
+
+def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+                   allow_int: bool = False, reduce_axes=()):
+    """Returns a function computing ``(fun(*args), gradient of fun w.r.t. args[argnums])``.
+
+    Parameters
+    ----------
+    fun : callable returning a scalar (and auxiliary data with ``has_aux``).
+    argnums : int or tuple of ints
+        Which positional arguments to differentiate; a tuple gives a tuple of gradients.
+    holomorphic : bool
+        Differentiate a holomorphic complex function.
+    allow_int : bool
+        Allow integer inputs (their gradients are float0 zeros).
+    """
+    name = fun_name(fun)
+    multiple = isinstance(argnums, (tuple, list))
+    argnums_t = tuple(argnums) if multiple else (argnums,)
+
+    @functools.wraps(fun)
+    @api_boundary
+    def value_and_grad_fun(*args, **kwargs):
+        n = len(args)
+        for a in argnums_t:
+            if not -n <= a < n:
+                raise TypeError(f"differentiating with respect to argnums={argnums} requires at "
+                                f"least {max(argnums_t) + 1} positional arguments to be passed "
+                                f"by the caller, but got only {n} positional arguments.")
+        nums = [a % n for a in argnums_t]
+        diff_args = tuple(args[i] for i in nums)
+        for leaf in tree_flatten(diff_args)[0]:
+            _check_jax_leaves([leaf], "a differentiated argument", name)
+            _check_input_dtype(leaf, holomorphic, allow_int, name)
+
+        def partial_fun(*diff):
+            full = list(args)
+            for i, d in zip(nums, diff):
+                full[i] = d
+            return fun(*full, **kwargs)
+
+        p_leaves, in_tree = tree_flatten(diff_args)
+        box = []
+        out_p, backward = _vjp_flat(_flat_fun(partial_fun, in_tree, box, has_aux, name), p_leaves)
+        out_tree, aux = box[0]
+        out = tree_unflatten(out_tree, out_p)
+        aval = _check_scalar_output(out, holomorphic)
+        cts = backward([_ones(aval)])
+        grads = tree_unflatten(in_tree, cts)
+        grads = grads if multiple else grads[0]
+        return ((out, aux), grads) if has_aux else (out, grads)
+
+    return value_and_grad_fun
+
+
+def _ones(aval):
+    from fluxion._src.lax import lax
+    return lax._convert_element_type(1, aval.dtype, False)
+
+
+def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+         allow_int: bool = False, reduce_axes=()):
+    """Returns a function computing the gradient of scalar-valued `fun` w.r.t. args[argnums].
+
+    See `value_and_grad` for the parameters. With ``has_aux=True`` the function returns
+    ``(gradient, aux)``.
+    """
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
+
+    @functools.wraps(fun)
+    def grad_fun(*args, **kwargs):
+        if has_aux:
+            (_, aux), g = vg(*args, **kwargs)
+            return g, aux
+        return vg(*args, **kwargs)[1]
+
+    return grad_fun

@@ -1,0 +1,156 @@
+"""`vmap`: vectorize a function over an axis of its inputs."""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Callable
+
+import optree
+
+from fluxion._src import batching, core
+from fluxion._src.api import fun_name
+from fluxion._src.traceback_util import api_boundary
+from fluxion._src.tree_util import NAMESPACE, tree_flatten, tree_unflatten
+
+
+def _is_axis_leaf(x) -> bool:
+    return x is None or isinstance(x, int)
+
+
+def _children(x):
+    """The immediate children of a pytree node (a leaf has none)."""
+    children, spec = optree.tree_flatten(x, is_leaf=lambda y: y is not x, none_is_leaf=True,
+                                        namespace=NAMESPACE)
+    return None if spec.is_leaf() else children
+
+
+def broadcast_prefix(prefix, tree, what: str) -> list:
+    """One entry of `prefix` (a pytree prefix of `tree` with int/None leaves) per leaf of `tree`."""
+    out: list = []
+
+    def walk(p, t):
+        if _is_axis_leaf(p):
+            out.extend([p] * len(tree_flatten(t)[0]))
+            return
+        p_children, t_children = _children(p), _children(t)
+        if (t_children is None or type(p) is not type(t) or len(p_children) != len(t_children)
+                or isinstance(p, dict) and sorted(p) != sorted(t)):
+            raise ValueError(f"vmap {what} specification must be a tree prefix of the "
+                             f"corresponding value, got specification {prefix} for value tree "
+                             f"{optree.tree_structure(tree, namespace=NAMESPACE)}.")
+        for pc, tc in zip(p_children, t_children):
+            walk(pc, tc)
+
+    walk(prefix, tree)
+    return out
+
+
+def _check_axis(axis, ndim: int, shape, where: str) -> int:
+    if axis is None:
+        return None
+    if not isinstance(axis, int):
+        raise TypeError(f"vmap in_axes must be an int, None, or a pytree of them; got {axis!r} for {where}")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"vmap was requested to map its argument along axis {axis}, which "
+                         f"implies that its rank should be at least {axis + 1 if axis >= 0 else -axis}, "
+                         f"but is only {ndim} (its shape is {shape})")
+    return axis % ndim
+
+
+def _arg_names(fun, n: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fun).parameters)
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"args[{i}]" for i in range(n)]
+
+
+def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | None = None,
+         spmd_axis_name=None):
+    """Vectorize `fun` over an axis of its inputs.
+
+    Parameters
+    ----------
+    fun : callable of arrays (pytrees allowed).
+    in_axes : int, None, or a pytree prefix of the positional arguments (a tuple with one
+        entry per argument) giving the mapped axis of each input (None: not mapped).
+        Keyword arguments are mapped over axis 0.
+    out_axes : int, None, or a pytree prefix of the output: where the mapped axis goes.
+    axis_name : hashable, optional
+        Names the mapped axis for collectives (`lax.psum(x, axis_name)`, ...).
+    axis_size : int, optional
+        The mapped size, needed when no input is mapped.
+    """
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    name = fun_name(fun)
+
+    @functools.wraps(fun)
+    @api_boundary
+    def vmapped(*args, **kwargs):
+        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+            raise ValueError(f"vmap in_axes must be an int, None, or a tuple of entries "
+                             f"corresponding to the positional arguments passed to the function, "
+                             f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
+        leaves, in_tree = tree_flatten((args, kwargs))
+        axes = broadcast_prefix((in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args),
+                                 {k: 0 for k in kwargs}), (args, kwargs), "in_axes")
+        names = _arg_names(fun, len(args))
+        arg_of_leaf = []
+        for i, a in enumerate(args):
+            arg_of_leaf += [names[i]] * len(tree_flatten(a)[0])
+        for k, v in sorted(kwargs.items()):
+            arg_of_leaf += [k] * len(tree_flatten(v)[0])
+        dims, sizes = [], []
+        for x, ax, where in zip(leaves, axes, arg_of_leaf):
+            aval = core.get_aval(x)
+            d = _check_axis(ax, aval.ndim, aval.shape, where)
+            dims.append(d)
+            if d is not None:
+                sizes.append((aval.shape[d], d, where, aval))
+        size = _mapped_size(sizes, axis_size)
+        box = []
+
+        def flat_fun(*xs):
+            a, kw = tree_unflatten(in_tree, xs)
+            out = fun(*a, **kw)
+            out_leaves, out_tree = tree_flatten(out)
+            box.append((out, out_tree))
+            return out_leaves
+
+        out_vals, out_dims = batching.batch_flat(flat_fun, leaves, dims, axis_name, size,
+                                                 spmd_axis_name)
+        out, out_tree = box[0]
+        out_ax = broadcast_prefix(out_axes, out, "out_axes")
+        results = []
+        for v, d, target in zip(out_vals, out_dims, out_ax):
+            if target is None:
+                if d is not None:
+                    raise ValueError("vmap has mapped output but out_axes is None")
+                results.append(v)
+                continue
+            ndim = core.get_aval(v).ndim + (d is None)
+            if not -ndim <= target < ndim:
+                raise ValueError(f"vmap out_axes specification {target} is out of range for an "
+                                 f"output of rank {ndim}")
+            results.append(batching.matchaxis(v, d, target % ndim, size))
+        return tree_unflatten(out_tree, results)
+
+    return vmapped
+
+
+def _mapped_size(sizes, axis_size):
+    if not sizes:
+        if axis_size is None:
+            raise ValueError("vmap must have at least one non-None value in in_axes")
+        return axis_size
+    distinct = {s for s, *_ in sizes}
+    if axis_size is not None:
+        distinct.add(axis_size)
+    if len(distinct) > 1:
+        lines = [f"  * one axis had size {s}: axis {d} of argument {w} of type {a.str_short()};"
+                 for s, d, w, a in sizes]
+        if axis_size is not None:
+            lines.append(f"  * axis_size was given as {axis_size};")
+        raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n" + "\n".join(lines))
+    return distinct.pop()
