@@ -22,6 +22,9 @@ not_mapped = None
 primitive_batchers: dict[core.Primitive, Callable] = {}
 # primitive -> rule(trace, args, dims, **params): used when the primitive names this trace's axis
 collective_rules: dict[core.Primitive, Callable] = {}
+# primitive -> rule(trace, args, dims, **params): call-like primitives whose bodies must be
+# batched under this very trace (so collectives inside still see its axis name)
+trace_rules: dict[core.Primitive, Callable] = {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,6 +148,8 @@ class BatchTrace(Trace):
                 out, out_dim = collective(self, vals, dims, **params)
             elif all(d is not_mapped for d in dims):
                 return primitive.bind(*vals, **params)
+            elif primitive in trace_rules:
+                out, out_dim = trace_rules[primitive](self, vals, dims, **params)
             else:
                 rule = primitive_batchers.get(primitive)
                 if rule is None:

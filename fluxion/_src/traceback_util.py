@@ -45,6 +45,10 @@ def api_boundary(fun):
                 e._fluxion_filtered = True
             except AttributeError:
                 pass
-            e.__traceback__ = filter_traceback(e.__traceback__)
+            filtered = filter_traceback(e.__traceback__)
+            if filtered is not e.__traceback__:
+                e.add_note("(fluxion removed its internal frames from this traceback; set "
+                           "FLUXION_TRACEBACK_FILTERING=off to see them)")
+            e.__traceback__ = filtered
             raise
     return wrapper

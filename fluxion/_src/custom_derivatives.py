@@ -1,0 +1,507 @@
+"""`custom_jvp` and `custom_vjp`: functions with user-defined derivative rules.
+
+Each is a call primitive whose rules differ by trace: evaluated directly when concrete, staged
+as an equation holding the function's jaxpr (and the Python rule) when traced, and
+differentiated with the user's rule under JVP. A custom_vjp's JVP runs `fwd` and emits a
+linear `custom_lin` equation whose transpose runs `bwd`; evaluating `custom_lin` (pure forward
+mode) is an error, as in JAX.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Callable, Sequence
+
+from fluxion._src import ad, batching, core, dtypes, staging
+from fluxion._src.api import fun_name
+from fluxion._src.call_transforms import closure_convert, jvp_jaxpr
+from fluxion._src.compiler import lowering
+from fluxion._src.core import ClosedJaxpr
+from fluxion._src.tree_util import tree_flatten, tree_map, tree_structure, tree_unflatten
+
+
+def _split_nondiff(args, nondiff_argnums):
+    nondiff = tuple(args[i] for i in nondiff_argnums)
+    diff = tuple(a for i, a in enumerate(args) if i not in nondiff_argnums)
+    return nondiff, diff
+
+
+def _merge_nondiff(nondiff, diff, nondiff_argnums):
+    args, nd, d = [], iter(nondiff), iter(diff)
+    for i in range(len(nondiff) + len(diff)):
+        args.append(next(nd) if i in nondiff_argnums else next(d))
+    return args
+
+
+def _resolve_argnums(fun, nondiff_argnums, nondiff_argnames=()):
+    nums = set(nondiff_argnums)
+    if nondiff_argnames:
+        names = list(inspect.signature(fun).parameters)
+        nums.update(names.index(n) for n in nondiff_argnames)
+    return tuple(sorted(nums))
+
+
+def _stage(flat_fun, avals, origin) -> tuple[ClosedJaxpr, list]:
+    closed = staging.trace_to_jaxpr(flat_fun, list(avals), origin=origin)
+    return closure_convert(closed)
+
+
+# =============================================================================================
+# custom_jvp
+
+custom_jvp_call_p = core.Primitive("custom_jvp_call")
+custom_jvp_call_p.multiple_results = True
+
+
+class custom_jvp:
+    """A function with a custom JVP rule.
+
+    >>> @custom_jvp
+    ... def f(x): return jnp.log1p(jnp.exp(x))
+    >>> @f.defjvp
+    ... def f_jvp(primals, tangents):
+    ...     x, = primals; t, = tangents
+    ...     return f(x), t * jax.nn.sigmoid(x)
+    """
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = (), nondiff_argnames=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = _resolve_argnums(fun, nondiff_argnums, nondiff_argnames)
+        self.jvp = None
+        self.symbolic_zeros = False
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else functools.partial(self, obj)
+
+    def defjvp(self, jvp: Callable, symbolic_zeros: bool = False) -> Callable:
+        """Set the rule: jvp(primals, tangents) -> (primal_out, tangent_out)."""
+        self.jvp = jvp
+        self.symbolic_zeros = symbolic_zeros
+        return jvp
+
+    def defjvps(self, *jvps: Callable | None) -> None:
+        """Set the rule as one function per argument: jvps[i](g, ans, *args) is the tangent
+        contribution of argument i given its tangent g (None: no dependence)."""
+        def jvp(primals, tangents):
+            ans = self(*primals)
+            total = None
+            for fn, t in zip(jvps, tangents):
+                if fn is None:
+                    continue
+                term = fn(t, ans, *primals)
+                total = term if total is None else tree_map(lambda a, b: a + b, total, term)
+            if total is None:
+                total = tree_map(lambda a: a * 0, ans)
+            return ans, total
+        self.defjvp(jvp)
+
+    def __call__(self, *args, **kwargs):
+        if self.jvp is None:
+            raise AttributeError(f"No JVP defined for custom_jvp function {fun_name(self.fun)} "
+                                 "using defjvp.")
+        if kwargs:
+            sig = inspect.signature(self.fun)
+            args = sig.bind(*args, **kwargs).args
+        nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
+        leaves, in_tree = tree_flatten(diff)
+        out_tree_box = []
+
+        def flat_fun(*xs):
+            out = self.fun(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
+            out_leaves, out_tree = tree_flatten(out)
+            out_tree_box.append(out_tree)
+            return out_leaves
+
+        def flat_jvp(primals, tangents):
+            p = tree_unflatten(in_tree, primals)
+            t = tree_unflatten(in_tree, tangents)
+            out_p, out_t = self.jvp(*nondiff, tuple(p), tuple(t))
+            p_leaves, p_tree = tree_flatten(out_p)
+            t_leaves, t_tree = tree_flatten(out_t)
+            out_tree_box.append(p_tree)
+            if p_tree != t_tree:
+                raise TypeError(f"Custom JVP rule of {fun_name(self.fun)} must produce primal and "
+                                f"tangent outputs with equal container structures, got {p_tree} "
+                                f"and {t_tree}.")
+            for po, to in zip(p_leaves, t_leaves):
+                pa, ta = core.get_aval(po), core.get_aval(to)
+                if ad.tangent_aval(pa).shape != ta.shape:
+                    raise ValueError(f"Custom JVP rule of {fun_name(self.fun)} returned a tangent "
+                                     f"of shape {ta.shape} for a primal output of shape {pa.shape}.")
+            return p_leaves, t_leaves
+
+        flat_jvp.__qualname__ = fun_name(self.jvp)
+        outs = bind_custom_jvp(flat_fun, flat_jvp, leaves, self.symbolic_zeros, fun_name(self.fun))
+        return tree_unflatten(out_tree_box[-1], outs)
+
+
+def bind_custom_jvp(flat_fun, flat_jvp, args, symbolic_zeros, name):
+    """Apply a custom-JVP function at the current trace."""
+    trace = core.current_trace()
+    if isinstance(trace, core.EvalTrace):
+        return flat_fun(*args)
+    if isinstance(trace, ad.JVPTrace):
+        return _custom_jvp_at_jvp_trace(trace, flat_fun, flat_jvp, args, symbolic_zeros, name)
+    if isinstance(trace, batching.BatchTrace):
+        return _custom_jvp_at_batch_trace(trace, flat_fun, flat_jvp, args, symbolic_zeros, name)
+    if isinstance(trace, ad.PartialEvalTrace) and not any(trace.is_unknown(a) for a in args):
+        with core.set_current_trace(trace.parent):
+            return bind_custom_jvp(flat_fun, flat_jvp, args, symbolic_zeros, name)
+    # Staging: record the function as a jaxpr; the rule stays a Python callable.
+    avals = [core.get_aval(a) for a in args]
+    with core.set_current_trace(core.eval_trace):
+        jaxpr, consts = _stage(flat_fun, avals, f"custom_jvp of {name}")
+    return custom_jvp_call_p.bind(*consts, *args, call_jaxpr=jaxpr, jvp_fn=_JvpFn(flat_jvp, len(consts)),
+                                  num_consts=len(consts), symbolic_zeros=symbolic_zeros)
+
+
+class _JvpFn:
+    """The user's JVP rule as an equation parameter (hashable by identity)."""
+
+    def __init__(self, fn, num_consts):
+        self.fn = fn
+        self.num_consts = num_consts
+
+    def __call__(self, primals, tangents):
+        return self.fn(primals, tangents)
+
+    def __repr__(self):
+        return getattr(self.fn, "__name__", "jvp")
+
+    __name__ = property(lambda self: getattr(self.fn, "__qualname__", "jvp"))
+
+
+def _custom_jvp_at_jvp_trace(trace, flat_fun, flat_jvp, args, symbolic_zeros, name):
+    primals, tangents = zip(*(trace.primal_tangent(a) for a in args)) if args else ((), ())
+    with core.set_current_trace(trace.parent):
+        if all(type(t) is ad.Zero for t in tangents):
+            return bind_custom_jvp(flat_fun, flat_jvp, list(primals), symbolic_zeros, name)
+        tangents_in = [t if symbolic_zeros and type(t) is ad.Zero else ad.instantiate(t)
+                       for t in tangents]
+        out_p, out_t = flat_jvp(list(primals), tangents_in)
+    return [trace.wrap(p, t) for p, t in zip(out_p, out_t)]
+
+
+def _all_batched(trace, args):
+    vals = []
+    for a in args:
+        v, d = trace.unpack(a)
+        vals.append(batching.bdim_at_front(v, d, trace.axis_size))
+    return vals
+
+
+def _batched_fn(trace, fn):
+    """`fn` (flat lists) vmapped over axis 0 of every input and output, under trace's axis."""
+    def batched(*xs):
+        outs, dims = batching.batch_flat(fn, xs, [0] * len(xs), trace.axis_name, trace.axis_size)
+        return [batching.matchaxis(o, d, 0, trace.axis_size) for o, d in zip(outs, dims)]
+    return batched
+
+
+def _custom_jvp_at_batch_trace(trace, flat_fun, flat_jvp, args, symbolic_zeros, name):
+    vals = _all_batched(trace, args)
+    n = len(vals)
+    fun_b = _batched_fn(trace, flat_fun)
+
+    def jvp_flat_lists(*xs):
+        p, t = flat_jvp(list(xs[:n]), list(xs[n:]))
+        return list(p) + list(t)
+
+    jvp_b_flat = _batched_fn(trace, jvp_flat_lists)
+
+    def jvp_b(primals, tangents):
+        tangents = [ad.instantiate(t) for t in tangents]
+        outs = jvp_b_flat(*primals, *tangents)
+        half = len(outs) // 2
+        return outs[:half], outs[half:]
+
+    with core.set_current_trace(trace.parent):
+        outs = bind_custom_jvp(fun_b, jvp_b, vals, False, name)
+    return [trace.wrap(o, 0) for o in outs]
+
+
+# Rules for the staged equation (reached by eval_jaxpr of a jaxpr holding custom_jvp_call).
+
+def _custom_jvp_call_impl(*args, call_jaxpr, jvp_fn, num_consts, symbolic_zeros):
+    return core.eval_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, *args)
+
+
+def _custom_jvp_call_abstract_eval(*avals, call_jaxpr, **_):
+    return call_jaxpr.out_avals
+
+
+def _custom_jvp_call_jvp(primals, tangents, *, call_jaxpr, jvp_fn, num_consts, symbolic_zeros):
+    consts, args = primals[:num_consts], primals[num_consts:]
+    const_tangents = tangents[:num_consts]
+    if any(type(t) is not ad.Zero for t in const_tangents):
+        raise NotImplementedError("differentiating a custom_jvp function with respect to "
+                                  "values it closes over is not supported; pass them as arguments")
+    arg_tangents = [t if symbolic_zeros and type(t) is ad.Zero else ad.instantiate(t)
+                    for t in tangents[num_consts:]]
+    return jvp_fn(list(args), arg_tangents)
+
+
+def _custom_jvp_call_lowering(ctx, *args, call_jaxpr, **_):
+    return ctx.lower_jaxpr(call_jaxpr, args)
+
+
+custom_jvp_call_p.def_impl(_custom_jvp_call_impl)
+custom_jvp_call_p.def_abstract_eval(_custom_jvp_call_abstract_eval)
+ad.primitive_jvps[custom_jvp_call_p] = _custom_jvp_call_jvp
+lowering.register_lowering(custom_jvp_call_p, _custom_jvp_call_lowering)
+
+
+def _rebind_under(trace, vals, dims, call_jaxpr, num_consts, bind):
+    """Batch a staged custom-derivative call by applying it anew under the batch trace."""
+    args = [trace.wrap(v, d) for v, d in zip(vals, dims)]
+    consts, xs = args[:num_consts], args[num_consts:]
+
+    def flat_fun(*a):
+        return core.eval_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, *consts, *a)
+
+    with core.set_current_trace(trace):
+        outs = bind(flat_fun, xs)
+    unpacked = [trace.unpack(o) for o in outs]
+    return [v for v, _ in unpacked], [d for _, d in unpacked]
+
+
+def _custom_jvp_call_batch(trace, vals, dims, *, call_jaxpr, jvp_fn, num_consts, symbolic_zeros):
+    return _rebind_under(trace, vals, dims, call_jaxpr, num_consts, lambda fun, xs: bind_custom_jvp(
+        fun, jvp_fn, xs, symbolic_zeros, "custom_jvp"))
+
+
+batching.trace_rules[custom_jvp_call_p] = _custom_jvp_call_batch
+
+
+# =============================================================================================
+# custom_vjp
+
+custom_vjp_call_p = core.Primitive("custom_vjp_call")
+custom_vjp_call_p.multiple_results = True
+custom_lin_p = core.Primitive("custom_lin")
+custom_lin_p.multiple_results = True
+
+
+class custom_vjp:
+    """A function with a custom VJP rule, given as `fwd` and `bwd` functions.
+
+    ``fwd(*args) -> (out, residuals)``; ``bwd(residuals, cotangent_out) -> tuple of cotangents``
+    (one per argument; with nondiff_argnums, bwd receives those arguments first).
+    """
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fwd = None
+        self.bwd = None
+        self.symbolic_zeros = False
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else functools.partial(self, obj)
+
+    def defvjp(self, fwd: Callable, bwd: Callable, symbolic_zeros: bool = False,
+               optimize_remat: bool = False) -> None:
+        self.fwd, self.bwd = fwd, bwd
+        self.symbolic_zeros = symbolic_zeros
+
+    def __call__(self, *args, **kwargs):
+        if self.fwd is None:
+            raise AttributeError(f"No VJP defined for custom_vjp function {fun_name(self.fun)} "
+                                 "using defvjp.")
+        if kwargs:
+            args = inspect.signature(self.fun).bind(*args, **kwargs).args
+        nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
+        leaves, in_tree = tree_flatten(diff)
+        name = fun_name(self.fun)
+        out_tree_box = []
+
+        def flat_fun(*xs):
+            out = self.fun(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
+            out_leaves, out_tree = tree_flatten(out)
+            out_tree_box.append(out_tree)
+            return out_leaves
+
+        def flat_fwd(*xs):
+            res = self.fwd(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
+            if not (isinstance(res, (tuple, list)) and len(res) == 2):
+                raise TypeError(f"Custom VJP fwd rule {fun_name(self.fwd)} for function {name} "
+                                "must produce a pair (list or tuple of length two) representing "
+                                f"primal outputs and residuals (values stored from the forward "
+                                f"pass for use on the backward pass), got {type(res).__name__}.")
+            out, residuals = res
+            out_leaves, out_tree = tree_flatten(out)
+            res_leaves, res_tree = tree_flatten(residuals)
+            out_tree_box.append(out_tree)
+            return out_leaves, res_leaves, res_tree
+
+        def flat_bwd(res_tree, res_leaves, ct_leaves):
+            residuals = tree_unflatten(res_tree, res_leaves)
+            ct = tree_unflatten(out_tree_box[-1], ct_leaves)
+            cts = self.bwd(*nondiff, residuals, ct)
+            if not isinstance(cts, (tuple, list)) or len(cts) != len(diff):
+                raise TypeError(
+                    f"Custom VJP bwd rule must produce an output with the same container (pytree) "
+                    f"structure as the args tuple of the primal function, and in particular must "
+                    f"produce a tuple of length equal to the number of arguments to the primal "
+                    f"function, but got bwd output of type {type(cts).__name__} for primal input "
+                    f"structure {in_tree}.")
+            out = []
+            for arg, ct in zip(diff, cts):
+                arg_leaves, arg_tree = tree_flatten(arg)
+                if ct is None:
+                    out.extend(ad.Zero(ad.tangent_aval(core.get_aval(a))) for a in arg_leaves)
+                    continue
+                ct_leaves_i, ct_tree = tree_flatten(ct, is_leaf=lambda x: x is None)
+                if len(ct_leaves_i) != len(arg_leaves):
+                    raise TypeError(f"Custom VJP bwd rule produced a cotangent with structure "
+                                    f"{ct_tree} for an argument with structure {arg_tree}.")
+                for a, c in zip(arg_leaves, ct_leaves_i):
+                    aval = core.get_aval(a)
+                    if c is None:
+                        out.append(ad.Zero(ad.tangent_aval(aval)))
+                        continue
+                    ca = core.get_aval(c)
+                    if ca.shape != aval.shape:
+                        raise ValueError(f"Custom VJP bwd rule must produce an output with "
+                                         f"shapes/dtypes matching the primal inputs: got a "
+                                         f"cotangent of shape {ca.shape} for an input of shape "
+                                         f"{aval.shape}.")
+                    out.append(c)
+            return out
+
+        outs = bind_custom_vjp(flat_fun, flat_fwd, flat_bwd, leaves, name)
+        return tree_unflatten(out_tree_box[-1], outs)
+
+
+def bind_custom_vjp(flat_fun, flat_fwd, flat_bwd, args, name):
+    trace = core.current_trace()
+    if isinstance(trace, core.EvalTrace):
+        return flat_fun(*args)
+    if isinstance(trace, ad.JVPTrace):
+        return _custom_vjp_at_jvp_trace(trace, flat_fun, flat_fwd, flat_bwd, args, name)
+    if isinstance(trace, batching.BatchTrace):
+        return _custom_vjp_at_batch_trace(trace, flat_fun, flat_fwd, flat_bwd, args, name)
+    if isinstance(trace, ad.PartialEvalTrace) and not any(trace.is_unknown(a) for a in args):
+        with core.set_current_trace(trace.parent):
+            return bind_custom_vjp(flat_fun, flat_fwd, flat_bwd, args, name)
+    avals = [core.get_aval(a) for a in args]
+    with core.set_current_trace(core.eval_trace):
+        jaxpr, consts = _stage(flat_fun, avals, f"custom_vjp of {name}")
+    return custom_vjp_call_p.bind(*consts, *args, call_jaxpr=jaxpr,
+                                  rules=_VjpRules(flat_fwd, flat_bwd, name), num_consts=len(consts))
+
+
+class _VjpRules:
+    """fwd and bwd of a custom_vjp function, as an equation parameter."""
+
+    def __init__(self, fwd, bwd, name):
+        self.fwd, self.bwd, self.name = fwd, bwd, name
+
+    def __repr__(self):
+        return f"fwd_bwd({self.name})"
+
+
+def _custom_vjp_at_jvp_trace(trace, flat_fun, flat_fwd, flat_bwd, args, name):
+    primals, tangents = zip(*(trace.primal_tangent(a) for a in args)) if args else ((), ())
+    with core.set_current_trace(trace.parent):
+        if all(type(t) is ad.Zero for t in tangents):
+            return bind_custom_vjp(flat_fun, flat_fwd, flat_bwd, list(primals), name)
+        out_p, res, res_tree = flat_fwd(*primals)
+        out_avals = [ad.tangent_aval(core.get_aval(o)) for o in out_p]
+        lin_tangents = [ad.instantiate(t) for t in tangents]
+        out_t = custom_lin_p.bind(*res, *lin_tangents, num_res=len(res),
+                                  bwd=_BwdFn(flat_bwd, res_tree, name), out_avals=tuple(out_avals))
+    return [trace.wrap(p, t) for p, t in zip(out_p, out_t)]
+
+
+class _BwdFn:
+    def __init__(self, fn, res_tree, name):
+        self.fn, self.res_tree, self.name = fn, res_tree, name
+
+    def __call__(self, res, cts):
+        return self.fn(self.res_tree, res, cts)
+
+    def __repr__(self):
+        return f"bwd({self.name})"
+
+
+def _custom_vjp_at_batch_trace(trace, flat_fun, flat_fwd, flat_bwd, args, name):
+    vals = _all_batched(trace, args)
+    fun_b = _batched_fn(trace, flat_fun)
+    res_tree_box = []
+
+    def fwd_lists(*xs):
+        out, res, res_tree = flat_fwd(*xs)
+        res_tree_box.append((len(out), res_tree))
+        return list(out) + list(res)
+
+    fwd_b_lists = _batched_fn(trace, fwd_lists)
+
+    def fwd_b(*xs):
+        outs = fwd_b_lists(*xs)
+        n_out, res_tree = res_tree_box[-1]
+        return outs[:n_out], outs[n_out:], res_tree
+
+    def bwd_b(res_tree, res, cts):
+        def bwd_lists(*xs):
+            r, c = xs[:len(res)], xs[len(res):]
+            return [ad.instantiate(x) for x in flat_bwd(res_tree, list(r), list(c))]
+        return _batched_fn(trace, bwd_lists)(*res, *[ad.instantiate(c) for c in cts])
+
+    with core.set_current_trace(trace.parent):
+        outs = bind_custom_vjp(fun_b, fwd_b, bwd_b, vals, name)
+    return [trace.wrap(o, 0) for o in outs]
+
+
+def _custom_vjp_call_impl(*args, call_jaxpr, rules, num_consts):
+    return core.eval_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, *args)
+
+
+def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, rules, num_consts):
+    if any(type(t) is not ad.Zero for t in tangents[:num_consts]):
+        raise NotImplementedError("differentiating a custom_vjp function with respect to values "
+                                  "it closes over is not supported; pass them as arguments")
+    args, arg_tangents = primals[num_consts:], tangents[num_consts:]
+    out_p, res, res_tree = rules.fwd(*args)
+    out_avals = [ad.tangent_aval(core.get_aval(o)) for o in out_p]
+    out_t = custom_lin_p.bind(*res, *[ad.instantiate(t) for t in arg_tangents], num_res=len(res),
+                              bwd=_BwdFn(rules.bwd, res_tree, rules.name), out_avals=tuple(out_avals))
+    return out_p, out_t
+
+
+def _custom_vjp_call_batch(trace, vals, dims, *, call_jaxpr, rules, num_consts):
+    return _rebind_under(trace, vals, dims, call_jaxpr, num_consts, lambda fun, xs: bind_custom_vjp(
+        fun, rules.fwd, rules.bwd, xs, rules.name))
+
+
+batching.trace_rules[custom_vjp_call_p] = _custom_vjp_call_batch
+custom_vjp_call_p.def_impl(_custom_vjp_call_impl)
+custom_vjp_call_p.def_abstract_eval(lambda *avals, call_jaxpr, **_: call_jaxpr.out_avals)
+ad.primitive_jvps[custom_vjp_call_p] = _custom_vjp_call_jvp
+lowering.register_lowering(custom_vjp_call_p,
+                           lambda ctx, *args, call_jaxpr, **_: ctx.lower_jaxpr(call_jaxpr, args))
+
+
+def _custom_lin_impl(*args, num_res, bwd, out_avals):
+    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+
+
+def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals):
+    res = args[:num_res]
+    cts = [ad.instantiate(ct) for ct in cts]
+    cts_in = bwd(list(res), cts)
+    return [None] * num_res + list(cts_in)
+
+
+custom_lin_p.def_impl(_custom_lin_impl)
+custom_lin_p.def_abstract_eval(lambda *avals, out_avals, **_: list(out_avals))
+ad.primitive_transposes[custom_lin_p] = _custom_lin_transpose
+
+
+def _custom_lin_jvp(primals, tangents, **params):
+    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+
+
+ad.primitive_jvps[custom_lin_p] = _custom_lin_jvp

@@ -1,0 +1,339 @@
+"""Collectives over named axes: psum, pmean, pmax, pmin, all_gather, axis_index, ppermute,
+all_to_all, psum_scatter.
+
+Inside `vmap(..., axis_name=n)` the batch trace named `n` rewrites each collective into ordinary
+array operations over the batch dimension (`collective_rules`). Abstract evaluation reads axis
+sizes from the named-axis environment, so collectives also trace under jit inside vmap.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fluxion._src import ad, batching, core, dtypes
+from fluxion._src.batching import not_mapped
+from fluxion._src.core import ShapedArray
+
+__all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "axis_index", "ppermute", "pshuffle",
+           "all_to_all", "psum_scatter", "axis_size"]
+
+
+def _names(axis_name) -> tuple:
+    return tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+
+
+def _total_size(names) -> int:
+    size = 1
+    for n in names:
+        size *= batching.axis_size(n)
+    return size
+
+
+def _no_lowering(name):
+    def rule(ctx, *args, **params):
+        raise NotImplementedError(
+            f"'{name}' over axis {params.get('axis_name')!r} can only be used inside a "
+            "transformation that binds that axis name (vmap with axis_name=...).")
+    return rule
+
+
+def _collective(name: str, abstract_eval, multiple_results: bool = False) -> core.Primitive:
+    from fluxion._src.compiler import lowering
+    prim = core.Primitive(name)
+    prim.multiple_results = multiple_results
+    prim.def_abstract_eval(abstract_eval)
+
+    def impl(*args, **params):
+        for n in _names(params["axis_name"]):
+            batching.axis_size(n)  # raises NameError for an unbound name
+        raise NotImplementedError(f"'{name}' needs an enclosing vmap binding its axis name")
+    prim.def_impl(impl)
+    lowering.register_lowering(prim, _no_lowering(name))
+    return prim
+
+
+# ---------------------------------------------------------------------------------------------
+# psum / pmax / pmin (pmean is psum divided by the axis size)
+
+def _reduction_collective(name, reduce_fn, unbatched_fn):
+    def abstract_eval(x, *, axis_name, axis_index_groups=None):
+        _total_size(_names(axis_name))
+        return x
+
+    prim = _collective(name, abstract_eval)
+
+    def rule(trace, vals, dims, *, axis_name, axis_index_groups=None):
+        (x,), (d,) = vals, dims
+        params = dict(axis_name=axis_name, axis_index_groups=axis_index_groups)
+        out = unbatched_fn(x, trace.axis_size) if d is not_mapped else reduce_fn(x, (d,))
+        rest = tuple(n for n in _names(axis_name) if n != trace.axis_name)
+        if rest:
+            out = prim.bind(out, **{**params, "axis_name": rest})
+        return out, not_mapped
+
+    batching.collective_rules[prim] = rule
+    batching.primitive_batchers[prim] = lambda vals, dims, **params: (
+        prim.bind(*vals, **params), dims[0])
+    return prim
+
+
+def _lax():
+    from fluxion._src.lax import lax
+    return lax
+
+
+psum_p = _reduction_collective(
+    "psum", lambda x, axes: _lax().reduce_sum(x, axes),
+    lambda x, size: _lax().mul(x, _lax()._convert_element_type(size, core.get_aval(x).dtype, False)))
+pmax_p = _reduction_collective("pmax", lambda x, axes: _lax().reduce_max(x, axes), lambda x, size: x)
+pmin_p = _reduction_collective("pmin", lambda x, axes: _lax().reduce_min(x, axes), lambda x, size: x)
+ad.deflinear(psum_p, lambda ct, x, *, axis_name, axis_index_groups=None: [
+    psum_p.bind(ct, axis_name=axis_name, axis_index_groups=axis_index_groups)])
+
+
+def psum(x, axis_name, *, axis_index_groups=None):
+    """Sum `x` (a pytree) over the named mapped axis; a Python number gives number * size."""
+    from fluxion._src.tree_util import tree_map
+    if axis_index_groups is not None:
+        raise NotImplementedError("axis_index_groups is not supported")
+
+    name = tuple(axis_name) if isinstance(axis_name, list) else axis_name
+
+    def one(leaf):
+        if dtypes.is_python_scalar(leaf) or isinstance(leaf, (np.ndarray, np.generic)):
+            # A constant is the same in every example: its sum is known statically.
+            return leaf * _total_size(_names(axis_name))
+        return psum_p.bind(leaf, axis_name=name, axis_index_groups=None)
+    return tree_map(one, x)
+
+
+def pmean(x, axis_name, *, axis_index_groups=None):
+    """Mean of `x` over the named mapped axis."""
+    from fluxion._src.tree_util import tree_map
+    size = _total_size(_names(axis_name))
+    summed = psum(x, axis_name, axis_index_groups=axis_index_groups)
+    return tree_map(lambda s: s / size, summed)
+
+
+def pmax(x, axis_name, *, axis_index_groups=None):
+    """Maximum of `x` over the named mapped axis."""
+    from fluxion._src.tree_util import tree_map
+    return tree_map(lambda l: pmax_p.bind(l, axis_name=axis_name, axis_index_groups=None), x)
+
+
+def pmin(x, axis_name, *, axis_index_groups=None):
+    """Minimum of `x` over the named mapped axis."""
+    from fluxion._src.tree_util import tree_map
+    return tree_map(lambda l: pmin_p.bind(l, axis_name=axis_name, axis_index_groups=None), x)
+
+
+def axis_size(axis_name) -> int:
+    """The size of the named mapped axis."""
+    return _total_size(_names(axis_name))
+
+
+# ---------------------------------------------------------------------------------------------
+# axis_index
+
+def _axis_index_abstract_eval(*, axis_name):
+    batching.axis_size(axis_name)
+    return ShapedArray((), np.int32)
+
+
+axis_index_p = _collective("axis_index", _axis_index_abstract_eval)
+
+
+def _axis_index_rule(trace, vals, dims, *, axis_name):
+    from fluxion._src.lax import structural
+    return structural.iota(np.int32, trace.axis_size), 0
+
+
+batching.collective_rules[axis_index_p] = _axis_index_rule
+ad.defjvp_zero(axis_index_p)
+
+
+def axis_index(axis_name):
+    """The index of the current example along the named mapped axis (int32)."""
+    return axis_index_p.bind(axis_name=axis_name)
+
+
+# ---------------------------------------------------------------------------------------------
+# all_gather
+
+def _all_gather_abstract_eval(x, *, axis_name, axis, tiled, axis_index_groups=None):
+    size = batching.axis_size(axis_name)
+    shape = list(x.shape)
+    if tiled:
+        shape[axis] *= size
+    else:
+        shape.insert(axis, size)
+    return x.update(shape=tuple(shape))
+
+
+all_gather_p = _collective("all_gather", _all_gather_abstract_eval)
+
+
+def _all_gather_rule(trace, vals, dims, *, axis_name, axis, tiled, axis_index_groups=None):
+    from fluxion._src.lax import lax
+    (x,), (d,) = vals, dims
+    if d is not_mapped:
+        x, d = batching.broadcast_batch(x, trace.axis_size, 0), 0
+    out = batching.moveaxis(x, d, axis)
+    if tiled:
+        shape = list(core.get_aval(out).shape)
+        merged = shape[axis] * shape[axis + 1]
+        out = lax.reshape(out, tuple(shape[:axis] + [merged] + shape[axis + 2:]))
+    return out, not_mapped
+
+
+batching.collective_rules[all_gather_p] = _all_gather_rule
+
+
+def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bool = False):
+    """Gather `x` from every example of the named axis, stacked (or concatenated if tiled)
+    along `axis`."""
+    from fluxion._src.tree_util import tree_map
+
+    def one(leaf):
+        ndim = core.get_aval(leaf).ndim
+        ax = axis % (ndim + (0 if tiled else 1)) if ndim or not tiled else axis
+        return all_gather_p.bind(leaf, axis_name=axis_name, axis=ax, tiled=tiled, axis_index_groups=None)
+    return tree_map(one, x)
+
+
+# ---------------------------------------------------------------------------------------------
+# ppermute
+
+def _ppermute_abstract_eval(x, *, axis_name, perm):
+    batching.axis_size(axis_name)
+    return x
+
+
+ppermute_p = _collective("ppermute", _ppermute_abstract_eval)
+
+
+def _ppermute_rule(trace, vals, dims, *, axis_name, perm):
+    from fluxion._src.lax import lax, structural
+    from fluxion._src.numpy import indexing  # noqa: F401  (installs __getitem__)
+    (x,), (d,) = vals, dims
+    size = trace.axis_size
+    if d is not_mapped:
+        x, d = batching.broadcast_batch(x, size, 0), 0
+    x = batching.moveaxis(x, d, 0)
+    source = np.full(size, -1, np.int64)
+    for src, dst in perm:
+        source[dst] = src
+    gathered = x[np.where(source < 0, 0, source).astype(np.int32)]
+    mask_shape = (size,) + (1,) * (core.get_aval(x).ndim - 1)
+    keep = np.asarray(source >= 0).reshape(mask_shape)
+    zeros = lax._convert_element_type(0, core.get_aval(x).dtype, False)
+    keep_b = lax.broadcast_in_dim(keep, core.get_aval(gathered).shape, tuple(range(len(mask_shape))))
+    return structural.select(keep_b, gathered, lax.broadcast_in_dim(zeros, core.get_aval(gathered).shape, ())), 0
+
+
+batching.collective_rules[ppermute_p] = _ppermute_rule
+
+
+def _ppermute_transpose(ct, x, *, axis_name, perm):
+    inverse = tuple((dst, src) for src, dst in perm)
+    return [ppermute_p.bind(ct, axis_name=axis_name, perm=inverse)]
+
+
+ad.deflinear(ppermute_p, _ppermute_transpose)
+
+
+def ppermute(x, axis_name, perm):
+    """Send each example's `x` to another: `perm` is a sequence of (source, destination) index
+    pairs; destinations nobody sends to receive zeros."""
+    from fluxion._src.tree_util import tree_map
+    perm = tuple((int(s), int(t)) for s, t in perm)
+    srcs, dsts = [s for s, _ in perm], [t for _, t in perm]
+    if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
+        raise ValueError(f"ppermute sources and destinations must be unique, got perm={perm}")
+    return tree_map(lambda l: ppermute_p.bind(l, axis_name=axis_name, perm=perm), x)
+
+
+def pshuffle(x, axis_name, perm):
+    """Example i receives the value of example perm[i]."""
+    return ppermute(x, axis_name, [(src, dst) for dst, src in enumerate(perm)])
+
+
+# ---------------------------------------------------------------------------------------------
+# all_to_all and psum_scatter
+
+def _all_to_all_abstract_eval(x, *, axis_name, split_axis, concat_axis, tiled, axis_index_groups=None):
+    size = batching.axis_size(axis_name)
+    shape = list(x.shape)
+    if shape[split_axis] % size:
+        raise ValueError(f"all_to_all: split axis of size {shape[split_axis]} is not divisible "
+                         f"by the axis size {size}")
+    if tiled:
+        shape[split_axis] //= size
+        shape[concat_axis] *= size
+    else:
+        if shape[split_axis] != size:
+            raise ValueError(f"all_to_all with tiled=False needs the split axis to have the axis "
+                             f"size {size}, got {shape[split_axis]}")
+        del shape[split_axis]
+        shape.insert(concat_axis, size)
+    return x.update(shape=tuple(shape))
+
+
+all_to_all_p = _collective("all_to_all", _all_to_all_abstract_eval)
+
+
+def _all_to_all_rule(trace, vals, dims, *, axis_name, split_axis, concat_axis, tiled,
+                     axis_index_groups=None):
+    from fluxion._src.lax import lax
+    (x,), (d,) = vals, dims
+    size = trace.axis_size
+    if d is not_mapped:
+        x, d = batching.broadcast_batch(x, size, 0), 0
+    x = batching.moveaxis(x, d, 0)  # (B, *example_shape)
+    shape = list(core.get_aval(x).shape)
+    s = split_axis + 1
+    if tiled:
+        # split the split axis into (size, chunk): x[i, ..., j, chunk, ...]
+        chunk = shape[s] // size
+        x = lax.reshape(x, tuple(shape[:s] + [size, chunk] + shape[s + 1:]))
+        # out[j] = concat over i of x[i, ..., j, ...] along concat_axis
+        x = batching.moveaxis(x, s, 0)        # (j, i, ...rest with chunk at s)
+        x = batching.moveaxis(x, 1, concat_axis + 1)
+        out_shape = list(core.get_aval(x).shape)
+        c = concat_axis + 1
+        merged = out_shape[c] * out_shape[c + 1]
+        x = lax.reshape(x, tuple(out_shape[:c] + [merged] + out_shape[c + 2:]))
+        return x, 0
+    x = batching.moveaxis(x, s, 0)            # (j, i, rest without split axis)
+    x = batching.moveaxis(x, 1, concat_axis + 1)
+    return x, 0
+
+
+batching.collective_rules[all_to_all_p] = _all_to_all_rule
+
+
+def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_groups=None,
+               tiled: bool = False):
+    """Split `x` along split_axis into one chunk per example, send chunk j to example j, and
+    concatenate what arrives along concat_axis."""
+    return all_to_all_p.bind(x, axis_name=axis_name, split_axis=int(split_axis),
+                             concat_axis=int(concat_axis), tiled=bool(tiled), axis_index_groups=None)
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=None,
+                 tiled: bool = False):
+    """psum, then example j keeps the j-th chunk along scatter_dimension."""
+    from fluxion._src.lax import structural
+    summed = psum(x, axis_name)
+    index = axis_index(axis_name)
+    size = _total_size(_names(axis_name))
+    shape = core.get_aval(summed).shape
+    if tiled:
+        if shape[scatter_dimension] % size:
+            raise ValueError(f"psum_scatter: dimension of size {shape[scatter_dimension]} is not "
+                             f"divisible by the axis size {size}")
+        chunk = shape[scatter_dimension] // size
+        return structural.dynamic_slice_in_dim(summed, index * chunk, chunk, scatter_dimension)
+    if shape[scatter_dimension] != size:
+        raise ValueError(f"psum_scatter with tiled=False needs dimension {scatter_dimension} of "
+                         f"size {size}, got {shape[scatter_dimension]}")
+    return structural.dynamic_index_in_dim(summed, index, scatter_dimension, keepdims=False)
