@@ -263,3 +263,156 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = Fa
         return vg(*args, **kwargs)[1]
 
     return grad_fun
+
+
+# ---------------------------------------------------------------------------------------------
+# Jacobians
+
+def _std_basis(leaves):
+    """An identity basis for the flattened inputs: one row per scalar input, per leaf."""
+    sizes = [int(np.prod(core.get_aval(x).shape, dtype=np.int64)) for x in leaves]
+    total = sum(sizes)
+    dtype = dtypes.result_type(*[core.get_aval(x).dtype for x in leaves]) if leaves else np.float32
+    eye = np.eye(total, dtype=dtype)
+    out, start = [], 0
+    for x, n in zip(leaves, sizes):
+        aval = core.get_aval(x)
+        out.append(eye[:, start:start + n].reshape((total,) + aval.shape).astype(aval.dtype))
+        start += n
+    return out
+
+
+def _check_jac_inputs(leaves, holomorphic, name, allow_int=False):
+    for x in leaves:
+        _check_jax_leaves([x], "a differentiated argument", name)
+        _check_input_dtype(x, holomorphic, allow_int, name)
+
+
+def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False):
+    """Jacobian of `fun` by forward mode (vmap of jvp over the input basis).
+
+    The result nests the output structure outside the input structure; each block has shape
+    ``out.shape + in.shape``.
+    """
+    from fluxion._src.vmap import vmap
+    name = fun_name(fun)
+    multiple = isinstance(argnums, (tuple, list))
+    argnums_t = tuple(argnums) if multiple else (argnums,)
+
+    @functools.wraps(fun)
+    @api_boundary
+    def jac_fun(*args, **kwargs):
+        nums = [a % len(args) for a in argnums_t]
+        diff = tuple(args[i] for i in nums)
+        in_leaves, in_tree = tree_flatten(diff)
+        _check_jac_inputs(in_leaves, holomorphic, name)
+
+        def partial(*d):
+            full = list(args)
+            for i, v in zip(nums, d):
+                full[i] = v
+            return fun(*full, **kwargs)
+
+        def push(*basis_leaves):
+            tangents = tree_unflatten(in_tree, basis_leaves)
+            res = jvp(partial, diff, tangents, has_aux=has_aux)
+            return res[1] if not has_aux else (res[1], res[2])
+
+        basis = _std_basis(in_leaves)
+        if has_aux:
+            jac_t, aux = vmap(push, out_axes=(-1, None))(*basis)
+            out = partial(*diff)[0]
+        else:
+            jac_t = vmap(push, out_axes=-1)(*basis)
+            out = partial(*diff)
+        jac = _unravel_fwd(out, jac_t, in_leaves, in_tree, multiple)
+        return (jac, aux) if has_aux else jac
+
+    return jac_fun
+
+
+def _unravel_fwd(out, jac_t, in_leaves, in_tree, multiple):
+    """jac_t: output-structured, each leaf (out.shape + (total_in,)) -> nested blocks."""
+    from fluxion._src.lax import lax
+    sizes = [int(np.prod(core.get_aval(x).shape, dtype=np.int64)) for x in in_leaves]
+
+    def split(block):
+        aval = core.get_aval(block)
+        out_shape = aval.shape[:-1]
+        pieces, start = [], 0
+        from fluxion._src.lax import structural
+        for x, n in zip(in_leaves, sizes):
+            piece = structural.slice_in_dim(block, start, start + n, axis=aval.ndim - 1)
+            pieces.append(lax.reshape(piece, out_shape + core.get_aval(x).shape))
+            start += n
+        tree = tree_unflatten(in_tree, pieces)
+        return tree if multiple else tree[0]
+    return tree_map(split, jac_t)
+
+
+def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+           allow_int: bool = False):
+    """Jacobian of `fun` by reverse mode (vmap of vjp over the output basis).
+
+    The result nests the output structure outside the input structure; each block has shape
+    ``out.shape + in.shape``.
+    """
+    from fluxion._src.vmap import vmap
+    name = fun_name(fun)
+    multiple = isinstance(argnums, (tuple, list))
+    argnums_t = tuple(argnums) if multiple else (argnums,)
+
+    @functools.wraps(fun)
+    @api_boundary
+    def jac_fun(*args, **kwargs):
+        nums = [a % len(args) for a in argnums_t]
+        diff = tuple(args[i] for i in nums)
+        in_leaves, in_tree = tree_flatten(diff)
+        _check_jac_inputs(in_leaves, holomorphic, name, allow_int)
+
+        def partial(*d):
+            full = list(args)
+            for i, v in zip(nums, d):
+                full[i] = v
+            return fun(*full, **kwargs)
+
+        res = vjp(partial, *diff, has_aux=has_aux)
+        out, pullback = res[0], res[1]
+        out_leaves, out_tree = tree_flatten(out)
+        basis = _std_basis(out_leaves)
+
+        def pull(*ct_leaves):
+            return pullback(tree_unflatten(out_tree, ct_leaves))
+
+        jac_t = vmap(pull)(*basis)  # input-structured, leaves (total_out,) + in.shape
+        jac = _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple)
+        return (jac, res[2]) if has_aux else jac
+
+    return jac_fun
+
+
+def _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple):
+    from fluxion._src.lax import lax, structural
+    sizes = [int(np.prod(core.get_aval(o).shape, dtype=np.int64)) for o in out_leaves]
+    in_blocks = tree_flatten(jac_t)[0]  # one per input leaf
+    per_out = []
+    start = 0
+    for o, n in zip(out_leaves, sizes):
+        pieces = []
+        for block in in_blocks:
+            in_shape = core.get_aval(block).shape[1:]
+            piece = structural.slice_in_dim(block, start, start + n, axis=0)
+            pieces.append(lax.reshape(piece, core.get_aval(o).shape + in_shape))
+        tree = tree_unflatten(in_tree, pieces)
+        per_out.append(tree if multiple else tree[0])
+        start += n
+    return tree_unflatten(out_tree, per_out)
+
+
+jacobian = jacrev
+
+
+def hessian(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False):
+    """Hessian of scalar `fun`: jacfwd of jacrev."""
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums,
+                  has_aux=has_aux, holomorphic=holomorphic)

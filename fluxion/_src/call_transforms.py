@@ -8,6 +8,31 @@ from fluxion._src import ad, core, staging
 from fluxion._src.core import ClosedJaxpr, Jaxpr
 
 
+_memo: dict = {}
+
+
+def memoized(transform):
+    """Cache a jaxpr transformation on (the jaxpr's identity, the other arguments), so that
+    repeated transformations of one jitted function reuse one jaxpr (and its executable)."""
+    def wrapper(closed, *args):
+        key = (transform.__name__, id(closed), _freeze(args))
+        hit = _memo.get(key)
+        if hit is not None and hit[0] is closed:
+            return hit[1]
+        result = transform(closed, *args)
+        _memo[key] = (closed, result)
+        return result
+    wrapper.__name__ = transform.__name__
+    wrapper.__doc__ = transform.__doc__
+    return wrapper
+
+
+def _freeze(x):
+    if isinstance(x, (list, tuple)):
+        return tuple(_freeze(v) for v in x)
+    return x
+
+
 def _trace(fun, avals, origin) -> ClosedJaxpr:
     return staging.trace_to_jaxpr(fun, list(avals), origin=origin)
 
@@ -22,6 +47,7 @@ def closure_convert(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
     return ClosedJaxpr(converted, []), list(closed.consts)
 
 
+@memoized
 def jvp_jaxpr(closed: ClosedJaxpr, nonzero: Sequence[bool], instantiate: bool | Sequence[bool] = False):
     """A jaxpr taking (primals, tangents of the `nonzero` inputs) and returning (primal outs,
     tangents of the outputs whose tangent is not symbolically zero); plus that out mask."""
@@ -46,6 +72,7 @@ def jvp_jaxpr(closed: ClosedJaxpr, nonzero: Sequence[bool], instantiate: bool | 
     return jaxpr, out_mask
 
 
+@memoized
 def partial_eval_jaxpr(closed: ClosedJaxpr, unknown: Sequence[bool], instantiate=False):
     """Split a jaxpr by which inputs are unknown.
 
@@ -79,6 +106,7 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknown: Sequence[bool], instantiate
     return known_jaxpr, box["unknown_jaxpr"], box["out_unknown"], box["n_res"]
 
 
+@memoized
 def transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool], ct_avals: Sequence):
     """A jaxpr mapping (non-linear inputs, output cotangents) to cotangents of the linear inputs."""
     in_avals = closed.in_avals
@@ -92,3 +120,22 @@ def transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool], ct_avals: Seque
         return [ad.instantiate(ct) for ct, l in zip(cts_in, linear) if l]
 
     return _trace(fun, nonlin_avals + list(ct_avals), "transpose_jaxpr")
+
+
+@memoized
+def batch_jaxpr(closed: ClosedJaxpr, in_dims: Sequence, axis_name, axis_size: int):
+    """A jaxpr computing `closed` over a batch: inputs batched at dim 0 (or unbatched, where
+    in_dims is None). Returns (jaxpr, out_batched): outputs are batched at 0 where marked."""
+    from fluxion._src import batching
+    in_avals = [a if d is None else a.update(shape=(axis_size,) + a.shape)
+                for a, d in zip(closed.in_avals, in_dims)]
+    out_batched: list[bool] = []
+
+    def fun(*xs):
+        outs, dims = batching.batch_flat(
+            lambda *a: core.eval_jaxpr(closed.jaxpr, closed.consts, *a), xs,
+            [None if d is None else 0 for d in in_dims], axis_name, axis_size)
+        out_batched[:] = [d is not None for d in dims]
+        return [o if d is None else batching.moveaxis(o, d, 0) for o, d in zip(outs, dims)]
+
+    return _trace(fun, in_avals, "batch_jaxpr"), out_batched

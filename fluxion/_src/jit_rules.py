@@ -3,8 +3,8 @@ jvp, partial evaluation splits it into a known call and an unknown call, and tra
 transposes the callee."""
 from __future__ import annotations
 
-from fluxion._src import ad, core
-from fluxion._src.call_transforms import jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
+from fluxion._src import ad, batching, core, staging
+from fluxion._src.call_transforms import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from fluxion._src.dispatch import jit_p
 
 
@@ -30,7 +30,7 @@ def _jit_partial_eval(trace: ad.PartialEvalTrace, prim, args, params):
     n_known_out = sum(1 for u in out_unknown if not u)
     known_outs, residuals = known_results[:n_known_out], known_results[n_known_out:]
     unknown_args = list(residuals) + [x for x, u in zip(args, unknown) if u]
-    unknown_outs = ad.staging.JaxprTrace.process_primitive(
+    unknown_outs = staging.JaxprTrace.process_primitive(
         trace, jit_p, unknown_args, dict(jaxpr=unknown_jaxpr, name=name))
     known_iter, unknown_iter = iter(known_outs), iter(unknown_outs)
     return [next(unknown_iter) if u else next(known_iter) for u in out_unknown]
@@ -46,6 +46,15 @@ def _jit_transpose(cts, *args, jaxpr, name, **params):
     return [next(cts_in) if l else None for l in linear]
 
 
+def _jit_batch(trace, vals, dims, *, jaxpr, name, **params):
+    vals = [v if d is None else batching.moveaxis(v, d, 0) for v, d in zip(vals, dims)]
+    in_dims = tuple(None if d is None else 0 for d in dims)
+    batched, out_batched = batch_jaxpr(jaxpr, in_dims, trace.axis_name, trace.axis_size)
+    outs = jit_p.bind(*vals, jaxpr=batched, name=name, **params)
+    return outs, [0 if b else None for b in out_batched]
+
+
 ad.primitive_jvps[jit_p] = _jit_jvp
+batching.trace_rules[jit_p] = _jit_batch
 ad.partial_eval_rules[jit_p] = _jit_partial_eval
 ad.primitive_transposes[jit_p] = _jit_transpose
