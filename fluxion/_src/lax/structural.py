@@ -1,2 +1,780 @@
-"""(being written)"""
-__all__: list[str] = []
+"""Structural primitives: they move, pick, pad or reinterpret elements without arithmetic.
+
+squeeze, transpose, slice, rev, concatenate, select_n, pad, dynamic_slice,
+dynamic_update_slice, clamp, iota, bitcast_convert_type and reduce_precision are primitives
+(named and parameterized as JAX's, so jaxprs print alike); expand_dims, full, collapse and the
+*_in_dim helpers are wrappers over them and over broadcast_in_dim/reshape, as in JAX.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from typing import Sequence
+
+import numpy as np
+
+from fluxion._src import core, dtypes
+from fluxion._src.array import Array
+from fluxion._src.compiler.hlo import i64_array
+from fluxion._src.core import ShapedArray
+from fluxion._src.lax import lax
+from fluxion._src.lax.base import FLOAT, check_dtype, standard_primitive
+
+__all__ = [
+    "squeeze", "expand_dims", "transpose", "slice", "rev", "concatenate", "select_n", "select",
+    "pad", "dynamic_slice", "dynamic_update_slice", "slice_in_dim", "index_in_dim",
+    "dynamic_slice_in_dim", "dynamic_index_in_dim", "dynamic_update_slice_in_dim",
+    "dynamic_update_index_in_dim", "clamp", "iota", "broadcasted_iota", "bitcast_convert_type",
+    "reduce_precision", "full", "full_like", "zeros_like_array", "collapse",
+]
+
+_builtin_slice = slice
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument helpers
+
+def _is_array(x) -> bool:
+    return isinstance(x, (Array, core.Tracer))
+
+
+def _int_tuple(opname: str, argname: str, values) -> tuple:
+    """`values` as a tuple of Python ints; a TypeError naming the op if that is impossible."""
+    try:
+        return tuple(operator.index(v) for v in values)
+    except TypeError:
+        raise TypeError(f"{opname} {argname} must be a sequence of integers, "
+                        f"got {values!r}") from None
+
+
+def _canonicalize_axis(axis, ndim: int) -> int:
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+    return axis % ndim
+
+
+def _check_nonnegative(opname: str, argname: str, values: tuple) -> None:
+    if any(v < 0 for v in values):
+        raise TypeError(f"{opname} {argname} must have every element be nonnegative, got {values}")
+
+
+def _check_same_dtypes(opname: str, avals: Sequence[ShapedArray]) -> None:
+    if len({a.dtype for a in avals}) > 1:
+        got = ", ".join(a.dtype.name for a in avals)
+        raise TypeError(f"lax.{opname} requires arguments to have the same dtypes, got {got}.")
+
+
+# ---------------------------------------------------------------------------------------------
+# squeeze and expand_dims
+
+def _squeeze_abstract_eval(x, *, dimensions):
+    if len(set(dimensions)) != len(dimensions):
+        raise ValueError(f"squeeze: dimensions are not unique: {dimensions}")
+    if not all(0 <= d < x.ndim for d in dimensions):
+        raise ValueError(f"squeeze: dimensions {dimensions} outside range [0, {x.ndim}) for an "
+                         f"operand of shape {x.shape}")
+    if any(x.shape[d] != 1 for d in dimensions):
+        raise ValueError(f"squeeze: cannot squeeze out a dimension whose size is not one, got "
+                         f"shape={x.shape} and dimensions={dimensions}")
+    shape = tuple(n for i, n in enumerate(x.shape) if i not in dimensions)
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+def _squeeze_lowering(ctx, x, *, dimensions):
+    return ctx.reshape(x, ctx.avals_out[0].shape)
+
+
+squeeze_p = standard_primitive("squeeze", _squeeze_abstract_eval, _squeeze_lowering)
+
+
+def squeeze(array, dimensions: Sequence[int]):
+    """Remove size-1 dimensions.
+
+    Parameters
+    ----------
+    array : array_like
+    dimensions : sequence of int
+        Dimensions to remove (negative values count from the end); each must have size 1.
+    """
+    ndim = core.get_aval(array).ndim
+    dimensions = tuple(sorted(_canonicalize_axis(d, ndim) for d in dimensions))
+    if not dimensions and _is_array(array):
+        return array
+    return squeeze_p.bind(array, dimensions=dimensions)
+
+
+def expand_dims(array, dimensions: Sequence[int]):
+    """Insert size-1 dimensions at `dimensions` (positions in the result; negative allowed)."""
+    dimensions = tuple(operator.index(d) for d in dimensions)
+    if len(set(dimensions)) != len(dimensions):
+        raise ValueError(f"repeated axis in lax.expand_dims: {dimensions}")
+    aval = core.get_aval(array)
+    ndim_out = aval.ndim + len(dimensions)
+    new_dims = {_canonicalize_axis(d, ndim_out) for d in dimensions}
+    if len(new_dims) != len(dimensions):
+        raise ValueError(f"repeated axis in lax.expand_dims: {dimensions}")
+    kept = iter(aval.shape)
+    shape = tuple(1 if i in new_dims else next(kept) for i in range(ndim_out))
+    broadcast_dims = tuple(i for i in range(ndim_out) if i not in new_dims)
+    return lax.broadcast_in_dim(array, shape, broadcast_dims)
+
+
+# ---------------------------------------------------------------------------------------------
+# transpose
+
+def _transpose_abstract_eval(x, *, permutation):
+    if tuple(sorted(permutation)) != tuple(range(x.ndim)):
+        raise TypeError(f"transpose permutation isn't a permutation of operand dimensions, got "
+                        f"permutation {permutation} for operand shape {x.shape}.")
+    return ShapedArray(tuple(x.shape[p] for p in permutation), x.dtype, x.weak_type)
+
+
+def _transpose_lowering(ctx, x, *, permutation):
+    return ctx.transpose(x, permutation)
+
+
+transpose_p = standard_primitive("transpose", _transpose_abstract_eval, _transpose_lowering)
+
+
+def transpose(operand, permutation: Sequence[int]):
+    """Permute dimensions: result dimension i is operand dimension permutation[i]."""
+    permutation = _int_tuple("transpose", "permutation", permutation)
+    if permutation == tuple(range(core.get_aval(operand).ndim)) and _is_array(operand):
+        return operand
+    return transpose_p.bind(operand, permutation=permutation)
+
+
+# ---------------------------------------------------------------------------------------------
+# slice
+
+def _slice_abstract_eval(x, *, start_indices, limit_indices, strides):
+    if len(start_indices) != x.ndim:
+        raise TypeError(f"slice start_indices must have length equal to the number of dimensions "
+                        f"of the operand, got indices {start_indices} for operand shape {x.shape}.")
+    if len(limit_indices) != len(start_indices):
+        raise TypeError(f"slice limit_indices must have the same length as start_indices, got "
+                        f"start_indices {start_indices} and limit_indices {limit_indices}.")
+    if any(lim > n for lim, n in zip(limit_indices, x.shape)):
+        raise TypeError(f"slice limit_indices must be less than or equal to operand shape, got "
+                        f"limit_indices {limit_indices} for operand shape {x.shape}.")
+    if any(s < 0 for s in start_indices):
+        raise TypeError(f"slice start_indices must be greater than or equal to zero, got "
+                        f"start_indices of {start_indices}.")
+    if any(lim < s for s, lim in zip(start_indices, limit_indices)):
+        raise TypeError(f"slice limit_indices must be greater than or equal to start_indices, "
+                        f"got start_indices {start_indices} and limit_indices {limit_indices}.")
+    strides = strides or (1,) * x.ndim
+    if len(strides) != x.ndim:
+        raise TypeError(f"slice strides must have length equal to the number of dimensions of "
+                        f"the operand, got strides {strides} for operand shape {x.shape}.")
+    if any(s <= 0 for s in strides):
+        raise TypeError(f"slice strides must be positive, got {strides}")
+    shape = tuple(-(-(lim - s) // st) for s, lim, st in zip(start_indices, limit_indices, strides))
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+def _slice_lowering(ctx, x, *, start_indices, limit_indices, strides):
+    return ctx.slice(x, start_indices, limit_indices, strides)
+
+
+slice_p = standard_primitive("slice", _slice_abstract_eval, _slice_lowering)
+
+
+def slice(operand, start_indices: Sequence[int], limit_indices: Sequence[int],
+          strides: Sequence[int] | None = None):
+    """Static slice: operand[start_indices[0]:limit_indices[0]:strides[0], ...].
+
+    Parameters
+    ----------
+    operand : array_like
+    start_indices, limit_indices : sequence of int
+        One non-negative index per dimension (no negative-index wrapping).
+    strides : sequence of int, optional
+        Positive strides; default 1.
+    """
+    start_indices = _int_tuple("slice", "start_indices", start_indices)
+    limit_indices = _int_tuple("slice", "limit_indices", limit_indices)
+    strides = None if strides is None else _int_tuple("slice", "strides", strides)
+    return slice_p.bind(operand, start_indices=start_indices, limit_indices=limit_indices,
+                        strides=strides)
+
+
+def slice_in_dim(operand, start_index: int | None, limit_index: int | None, stride: int = 1,
+                 axis: int = 0):
+    """`operand[..., start_index:limit_index:stride]` along `axis`; negative indices wrap."""
+    shape = core.get_aval(operand).shape
+    axis = _canonicalize_axis(axis, len(shape))
+    size = shape[axis]
+    start = 0 if start_index is None else operator.index(start_index)
+    limit = size if limit_index is None else operator.index(limit_index)
+    start = start + size if start < 0 else start
+    limit = limit + size if limit < 0 else limit
+    starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
+    starts[axis], limits[axis], strides[axis] = start, limit, operator.index(stride)
+    return slice(operand, starts, limits, strides)
+
+
+def index_in_dim(operand, index: int, axis: int = 0, keepdims: bool = True):
+    """`operand[..., index]` along `axis` for a static index (negative wraps)."""
+    shape = core.get_aval(operand).shape
+    axis = _canonicalize_axis(axis, len(shape))
+    index = operator.index(index)
+    wrapped = index + shape[axis] if index < 0 else index
+    if not 0 <= wrapped < shape[axis]:
+        raise IndexError(f"index {index} is out of bounds for axis {axis} with size {shape[axis]}")
+    result = slice_in_dim(operand, wrapped, wrapped + 1, 1, axis)
+    return result if keepdims else squeeze(result, (axis,))
+
+
+# ---------------------------------------------------------------------------------------------
+# rev
+
+def _rev_abstract_eval(x, *, dimensions):
+    _check_nonnegative("rev", "dimensions", dimensions)
+    if len(set(dimensions)) != len(dimensions):
+        raise TypeError(f"rev dimensions must be unique, got {dimensions}.")
+    if any(d >= x.ndim for d in dimensions):
+        raise TypeError(f"rev dimensions must all be less than operand ndim, got dimensions "
+                        f"{dimensions} for operand ndim {x.ndim}.")
+    return x
+
+
+def _rev_lowering(ctx, x, *, dimensions):
+    return ctx.op1("stablehlo.reverse", [x], ctx.avals_out[0],
+                   {"dimensions": i64_array(dimensions)})
+
+
+rev_p = standard_primitive("rev", _rev_abstract_eval, _rev_lowering)
+
+
+def rev(operand, dimensions: Sequence[int]):
+    """Reverse the order of elements along each of `dimensions` (non-negative)."""
+    return rev_p.bind(operand, dimensions=_int_tuple("rev", "dimensions", dimensions))
+
+
+# ---------------------------------------------------------------------------------------------
+# concatenate
+
+def _concatenate_abstract_eval(*xs, dimension):
+    if not xs:
+        raise TypeError("concatenate expects at least one operand, got 0.")
+    shapes = ", ".join(str(x.shape) for x in xs)
+    if len({x.ndim for x in xs}) != 1:
+        raise TypeError(f"Cannot concatenate arrays with different numbers of dimensions: "
+                        f"got {shapes}.")
+    if not 0 <= dimension < xs[0].ndim:
+        raise TypeError(f"concatenate dimension out of bounds: dimension {dimension} for "
+                        f"shapes {shapes}.")
+    others = {x.shape[:dimension] + x.shape[dimension + 1:] for x in xs}
+    if len(others) != 1:
+        raise TypeError(f"Cannot concatenate arrays with shapes that differ in dimensions other "
+                        f"than the one being concatenated: concatenating along dimension "
+                        f"{dimension} for shapes {shapes}.")
+    _check_same_dtypes("concatenate", xs)
+    shape = list(xs[0].shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    return ShapedArray(shape, xs[0].dtype, all(x.weak_type for x in xs))
+
+
+def _concatenate_lowering(ctx, *xs, dimension):
+    return ctx.concatenate(xs, dimension)
+
+
+concatenate_p = standard_primitive("concatenate", _concatenate_abstract_eval, _concatenate_lowering)
+
+
+def concatenate(operands: Sequence, dimension: int):
+    """Join arrays of one dtype and rank along `dimension` (non-negative)."""
+    if len(operands) == 0:
+        raise ValueError("concatenate requires a non-empty sequence of arrays")
+    if len(operands) == 1 and isinstance(operands[0], Array):
+        return operands[0]
+    return concatenate_p.bind(*operands, dimension=operator.index(dimension))
+
+
+# ---------------------------------------------------------------------------------------------
+# select_n, select and clamp
+
+def _select_n_abstract_eval(which, *cases):
+    if not cases:
+        raise TypeError("select_n must have at least one case")
+    if any(c.shape != cases[0].shape for c in cases[1:]):
+        raise TypeError(f"select cases must have the same shapes, got "
+                        f"[{', '.join(str(c.shape) for c in cases)}].")
+    if which.shape and which.shape != cases[0].shape:
+        raise TypeError(f"select `which` must be scalar or have the same shape as cases, got "
+                        f"`which` shape {which.shape} but case shape {cases[0].shape}.")
+    _check_same_dtypes("select_n", cases)
+    if which.dtype != dtypes.bool_ and not dtypes.is_integer(which.dtype):
+        raise TypeError(f"select `which` must be boolean or integer type, got {which.dtype}.")
+    if which.dtype == dtypes.bool_ and len(cases) > 2:
+        raise TypeError("select with boolean `which` cannot have > 2 cases.")
+    return ShapedArray(cases[0].shape, cases[0].dtype, all(c.weak_type for c in cases))
+
+
+def _select_n_lowering(ctx, which, *cases):
+    if which.dtype == dtypes.bool_ and len(cases) == 2:
+        return ctx.select(which, cases[1], cases[0])
+    return _select_tree(ctx, which, 0, cases)
+
+
+def _select_tree(ctx, which, offset: int, cases):
+    """Binary search on `which` over cases[offset:]: a select per comparison."""
+    if len(cases) == 1:
+        return cases[0]
+    mid = len(cases) // 2
+    in_lower_half = ctx.compare(which, offset + mid, "LT")
+    return ctx.select(in_lower_half, _select_tree(ctx, which, offset, cases[:mid]),
+                      _select_tree(ctx, which, offset + mid, cases[mid:]))
+
+
+select_n_p = standard_primitive("select_n", _select_n_abstract_eval, _select_n_lowering)
+
+
+def select_n(which, *cases):
+    """Pick elementwise from `cases` by `which`.
+
+    Parameters
+    ----------
+    which : array_like of bool or integer
+        Scalar or of the cases' shape. A bool picks cases[1] where True (at most two cases);
+        an integer picks cases[which] (out-of-range values give unspecified results).
+    *cases : array_like
+        At least one, all of one shape and dtype.
+    """
+    if not cases:
+        raise ValueError("select_n() must have at least one case")
+    return select_n_p.bind(which, *cases)
+
+
+def select(pred, on_true, on_false):
+    """`on_true` where `pred` is True, else `on_false` (pred is scalar or of their shape)."""
+    return select_n_p.bind(pred, on_false, on_true)
+
+
+def _clamp_abstract_eval(lo, x, hi):
+    for name, bound in (("min", lo), ("max", hi)):
+        if bound.shape and bound.shape != x.shape:
+            raise TypeError(f"clamp requires {name}.shape == operand.shape or {name}.shape == (), "
+                            f"got {name}.shape={bound.shape}, operand.shape={x.shape}.")
+    _check_same_dtypes("clamp", (lo, x, hi))
+    return ShapedArray(x.shape, x.dtype, lo.weak_type and x.weak_type and hi.weak_type)
+
+
+def _clamp_lowering(ctx, lo, x, hi):
+    return ctx.clamp(lo, x, hi)
+
+
+clamp_p = standard_primitive("clamp", _clamp_abstract_eval, _clamp_lowering)
+
+
+def clamp(min, x, max):
+    """Elementwise `min(max(x, min), max)`; `min` and `max` may be scalars."""
+    return clamp_p.bind(min, x, max)
+
+
+# ---------------------------------------------------------------------------------------------
+# pad
+
+def _dilated_size(size: int, interior: int) -> int:
+    return 0 if size == 0 else size + (size - 1) * interior
+
+
+def _pad_abstract_eval(x, padding_value, *, padding_config):
+    if padding_value.ndim != 0:
+        raise ValueError(f"padding_value must be a scalar; got shape {padding_value.shape}")
+    if x.dtype != padding_value.dtype:
+        raise TypeError(f"pad operand and padding_value must be same dtype: got {x.dtype} and "
+                        f"{padding_value.dtype}.")
+    if len(padding_config) != x.ndim:
+        raise ValueError(f"length of padding_config must equal the number of axes of operand, got "
+                         f"padding_config {padding_config} for operand shape {x.shape}")
+    if any(interior < 0 for _, _, interior in padding_config):
+        raise ValueError(f"interior padding in padding_config must be nonnegative, got "
+                         f"padding_config {padding_config}")
+    shape = tuple(lo + hi + _dilated_size(n, interior)
+                  for (lo, hi, interior), n in zip(padding_config, x.shape))
+    if any(n < 0 for n in shape):
+        raise ValueError(f"Dimension size after padding is not at least 0, got result shape "
+                         f"{shape}, for padding_config {padding_config} and operand shape "
+                         f"{x.shape}")
+    return ShapedArray(shape, x.dtype, x.weak_type and padding_value.weak_type)
+
+
+def _pad_lowering(ctx, x, padding_value, *, padding_config):
+    low, high, interior = zip(*padding_config) if padding_config else ((), (), ())
+    return ctx.op1("stablehlo.pad", [x, padding_value], ctx.avals_out[0],
+                   {"edge_padding_low": i64_array(low), "edge_padding_high": i64_array(high),
+                    "interior_padding": i64_array(interior)})
+
+
+pad_p = standard_primitive("pad", _pad_abstract_eval, _pad_lowering)
+
+
+def pad(operand, padding_value, padding_config: Sequence[tuple[int, int, int]]):
+    """Pad with `padding_value` (a scalar of the operand's dtype).
+
+    Parameters
+    ----------
+    operand : array_like
+    padding_value : scalar
+    padding_config : sequence of (low, high, interior)
+        Per dimension: elements added before, after, and between neighbours. Negative low or
+        high remove elements from that edge (after interior padding is inserted).
+    """
+    config = tuple(_int_tuple("pad", "padding_config", triple) for triple in padding_config)
+    if any(len(triple) != 3 for triple in config):
+        raise ValueError(f"pad padding_config must be a sequence of (low, high, interior) "
+                         f"triples, got {padding_config!r}")
+    return pad_p.bind(operand, padding_value, padding_config=config)
+
+
+# ---------------------------------------------------------------------------------------------
+# dynamic_slice and dynamic_update_slice
+
+def _check_start_indices(opname: str, x, indices) -> None:
+    if len(indices) != x.ndim:
+        raise TypeError(f"{opname} start_indices must have length equal to the rank of the "
+                        f"operand, got {len(indices)} indices for operand shape {x.shape}.")
+    if any(i.ndim != 0 for i in indices):
+        raise TypeError(f"start_indices arguments to {opname} must be scalars, got indices of "
+                        f"shapes {[i.shape for i in indices]}")
+    if any(i.dtype != indices[0].dtype or not dtypes.is_integer(i.dtype) for i in indices):
+        raise TypeError(f"index arguments to {opname} must be integers of the same type, got: "
+                        f"{', '.join(i.dtype.name for i in indices)}")
+
+
+def _dynamic_slice_abstract_eval(x, *indices, slice_sizes):
+    _check_start_indices("dynamic_slice", x, indices)
+    if len(slice_sizes) != x.ndim:
+        raise TypeError(f"dynamic_slice slice_sizes must have length equal to the rank of the "
+                        f"operand, got slice_sizes {slice_sizes} for operand shape {x.shape}.")
+    if any(s < 0 for s in slice_sizes):
+        raise TypeError(f"dynamic_slice slice_sizes must be greater than or equal to zero, got "
+                        f"slice_sizes of {slice_sizes}.")
+    if any(s > n for s, n in zip(slice_sizes, x.shape)):
+        raise TypeError(f"dynamic_slice slice_sizes must be less than or equal to operand shape, "
+                        f"got slice_sizes {slice_sizes} for operand shape {x.shape}.")
+    return ShapedArray(slice_sizes, x.dtype, x.weak_type)
+
+
+def _dynamic_slice_lowering(ctx, x, *indices, slice_sizes):
+    return ctx.op1("stablehlo.dynamic_slice", [x, *indices], ctx.avals_out[0],
+                   {"slice_sizes": i64_array(slice_sizes)})
+
+
+dynamic_slice_p = standard_primitive("dynamic_slice", _dynamic_slice_abstract_eval,
+                                     _dynamic_slice_lowering)
+
+
+def _dynamic_update_slice_abstract_eval(x, update, *indices):
+    if update.ndim != x.ndim:
+        raise TypeError(f"dynamic_update_slice update must have the same rank as operand, got "
+                        f"update shape {update.shape} for operand shape {x.shape}.")
+    _check_start_indices("dynamic_update_slice", x, indices)
+    if any(u > n for u, n in zip(update.shape, x.shape)):
+        raise TypeError(f"dynamic_update_slice update shape must be smaller than operand shape, "
+                        f"got update shape {update.shape} for operand shape {x.shape}.")
+    _check_same_dtypes("dynamic_update_slice", (x, update))
+    weak = x.weak_type and update.weak_type and all(i.weak_type for i in indices)
+    return ShapedArray(x.shape, x.dtype, weak)
+
+
+def _dynamic_update_slice_lowering(ctx, x, update, *indices):
+    return ctx.op1("stablehlo.dynamic_update_slice", [x, update, *indices], ctx.avals_out[0])
+
+
+dynamic_update_slice_p = standard_primitive("dynamic_update_slice",
+                                            _dynamic_update_slice_abstract_eval,
+                                            _dynamic_update_slice_lowering)
+
+
+def _index_scalars(start_indices) -> list:
+    """The start indices as a list of scalars (a 1-D array is split into its elements)."""
+    if isinstance(start_indices, (Array, core.Tracer, np.ndarray)):
+        if start_indices.ndim != 1:
+            raise ValueError(f"Slice indices must be a 1D sequence, got {start_indices.shape}")
+        if isinstance(start_indices, np.ndarray):
+            return list(start_indices)
+        return [index_in_dim(start_indices, i, keepdims=False)
+                for i in range(start_indices.shape[0])]
+    return list(start_indices)
+
+
+def _wrap_negative_index(index, size: int, allow_negative: bool):
+    """A start index with negative values counted from the end (when allowed), as JAX does.
+
+    Static indices become NumPy scalars of their canonical dtype (they print as literals);
+    traced signed indices get a select. Non-integer or non-scalar indices pass through for the
+    primitive to reject."""
+    dtype = dtypes.dtype(index, canonicalize=True)
+    if not dtypes.is_integer(dtype) or np.ndim(index) != 0:
+        return index
+    if _is_array(index):
+        if not allow_negative or dtype.kind == "u":
+            return index
+        is_negative = lax.lt(index, np.zeros((), dtype))
+        return select_n(is_negative, index, lax.add(index, np.array(size).astype(dtype)))
+    value = operator.index(index)
+    if value < 0 and not allow_negative:
+        raise ValueError(f"Index {value} is out of bounds for dimension {size} if "
+                         f"allow_negative_indices=False")
+    return np.asarray(value + size if value < 0 else value, dtype)
+
+
+def _start_indices(aval, start_indices, allow_negative_indices) -> list:
+    indices = _index_scalars(start_indices)
+    if len(indices) != aval.ndim:
+        raise ValueError(f"Length of slice indices must match number of operand dimensions "
+                         f"({len(indices)} vs {aval.shape})")
+    if isinstance(allow_negative_indices, bool):
+        allow_negative_indices = (allow_negative_indices,) * aval.ndim
+    return [_wrap_negative_index(i, n, allow) for i, n, allow
+            in zip(indices, aval.shape, allow_negative_indices)]
+
+
+def dynamic_slice(operand, start_indices, slice_sizes: Sequence[int], *,
+                  allow_negative_indices: bool | Sequence[bool] = True):
+    """Slice of static size `slice_sizes` at (possibly traced) `start_indices`.
+
+    Parameters
+    ----------
+    operand : array_like
+    start_indices : sequence of scalar integers, or a 1-D integer array
+        All of one integer dtype. A negative index counts from the end (when
+        `allow_negative_indices`); each start is then clamped to [0, shape - slice_size] so
+        the slice lies inside the operand.
+    slice_sizes : sequence of int
+    """
+    aval = core.get_aval(operand)
+    indices = _start_indices(aval, start_indices, allow_negative_indices)
+    return dynamic_slice_p.bind(operand, *indices,
+                                slice_sizes=_int_tuple("dynamic_slice", "slice_sizes", slice_sizes))
+
+
+def dynamic_update_slice(operand, update, start_indices, *,
+                         allow_negative_indices: bool | Sequence[bool] = True):
+    """`operand` with `update` written at (possibly traced) `start_indices`.
+
+    Start indices are wrapped and clamped as in `dynamic_slice`, so `update` (of the operand's
+    rank and dtype, no larger than it) always lies inside the result.
+    """
+    aval = core.get_aval(operand)
+    indices = _start_indices(aval, start_indices, allow_negative_indices)
+    return dynamic_update_slice_p.bind(operand, update, *indices)
+
+
+def _zero_index_like(index):
+    """A zero start index of `index`'s dtype (a Python int stays a Python int)."""
+    if type(index) is int:
+        return 0
+    return np.zeros((), dtypes.dtype(index, canonicalize=True))
+
+
+def _one_axis_indices(ndim: int, axis: int, start_index, allow_negative: bool):
+    starts = [_zero_index_like(start_index)] * ndim
+    starts[axis] = start_index
+    allow = [False] * ndim
+    allow[axis] = allow_negative
+    return starts, allow
+
+
+def dynamic_slice_in_dim(operand, start_index, slice_size: int, axis: int = 0, *,
+                         allow_negative_indices: bool = True):
+    """`dynamic_slice` along one axis: `operand[..., start_index:start_index + slice_size]`."""
+    shape = core.get_aval(operand).shape
+    axis = _canonicalize_axis(axis, len(shape))
+    starts, allow = _one_axis_indices(len(shape), axis, start_index, allow_negative_indices)
+    sizes = list(shape)
+    sizes[axis] = operator.index(slice_size)
+    return dynamic_slice(operand, starts, sizes, allow_negative_indices=allow)
+
+
+def dynamic_index_in_dim(operand, index, axis: int = 0, keepdims: bool = True, *,
+                         allow_negative_indices: bool = True):
+    """`operand[..., index]` along `axis` for a (possibly traced) index, clamped into range."""
+    axis = _canonicalize_axis(axis, core.get_aval(operand).ndim)
+    result = dynamic_slice_in_dim(operand, index, 1, axis,
+                                  allow_negative_indices=allow_negative_indices)
+    return result if keepdims else squeeze(result, (axis,))
+
+
+def dynamic_update_slice_in_dim(operand, update, start_index, axis: int, *,
+                                allow_negative_indices: bool = True):
+    """`dynamic_update_slice` with a start index along `axis` only (others are 0)."""
+    ndim = core.get_aval(operand).ndim
+    axis = _canonicalize_axis(axis, ndim)
+    starts, allow = _one_axis_indices(ndim, axis, start_index, allow_negative_indices)
+    return dynamic_update_slice(operand, update, starts, allow_negative_indices=allow)
+
+
+def dynamic_update_index_in_dim(operand, update, index, axis: int, *,
+                                allow_negative_indices: bool = True):
+    """Write `update` at `index` along `axis`; `update` may lack that axis."""
+    ndim = core.get_aval(operand).ndim
+    axis = _canonicalize_axis(axis, ndim)
+    update_ndim = core.get_aval(update).ndim
+    if update_ndim + 1 == ndim:
+        update = expand_dims(update, (axis,))
+    elif update_ndim != ndim:
+        raise TypeError(f"dynamic_update_index_in_dim: update of rank {update_ndim} does not fit "
+                        f"an operand of rank {ndim} (it needs rank {ndim} or {ndim - 1}).")
+    return dynamic_update_slice_in_dim(operand, update, index, axis,
+                                       allow_negative_indices=allow_negative_indices)
+
+
+# ---------------------------------------------------------------------------------------------
+# iota
+
+def _iota_abstract_eval(*, dtype, shape, dimension, sharding=None):
+    if dtype == dtypes.bool_ or dtype.kind not in "iufc" and dtype != dtypes.bfloat16:
+        raise TypeError(f"iota does not accept dtype {dtype.name}. Accepted dtypes are subtypes "
+                        f"of integer, floating, complexfloating.")
+    _check_nonnegative("iota", "shape", shape)
+    if not 0 <= dimension < len(shape):
+        raise ValueError(f"iota dimension must be between 0 and len(shape), got "
+                         f"dimension={dimension} for shape={shape}")
+    return ShapedArray(shape, dtype)
+
+
+def _iota_lowering(ctx, *, dtype, shape, dimension, sharding=None):
+    out = ctx.avals_out[0]
+    if not dtypes.is_complex(dtype):
+        return ctx.iota(out, dimension)
+    real_dtype = np.float32 if dtype == dtypes.complex64 else np.float64
+    return ctx.convert(ctx.iota(out.update(dtype=real_dtype), dimension), dtype)
+
+
+iota_p = standard_primitive("iota", _iota_abstract_eval, _iota_lowering)
+
+
+def _canonical_user_dtype(dtype) -> np.dtype:
+    return dtypes.canonicalize_dtype(dtypes.dtype(dtype))
+
+
+def broadcasted_iota(dtype, shape: Sequence[int], dimension: int):
+    """An array of `shape` whose elements count 0, 1, ... along `dimension`."""
+    shape = _int_tuple("broadcasted_iota", "shape", shape)
+    dimension = operator.index(core.concrete_or_error(dimension, "dimension of broadcasted_iota"))
+    return iota_p.bind(dtype=_canonical_user_dtype(dtype), shape=shape, dimension=dimension,
+                       sharding=None)
+
+
+def iota(dtype, size: int):
+    """`[0, 1, ..., size - 1]` as a 1-D array of `dtype`."""
+    return broadcasted_iota(dtype, (size,), 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# bitcast_convert_type and reduce_precision
+
+def _bitcast_abstract_eval(x, *, new_dtype):
+    old = x.dtype
+    if old != new_dtype and (dtypes.bool_ in (old, new_dtype) or dtypes.is_complex(old)
+                             or dtypes.is_complex(new_dtype)):
+        raise TypeError(f"lax.bitcast_convert_type does not support bool or complex values "
+                        f"unless the operand and destination types match. Got operand "
+                        f"dtype={old}, new_dtype={new_dtype}.")
+    old_bits, new_bits = old.itemsize * 8, new_dtype.itemsize * 8
+    if old_bits == new_bits:
+        shape = x.shape
+    elif old_bits > new_bits:
+        shape = x.shape + (old_bits // new_bits,)
+    else:
+        last = x.shape[-1] if x.shape else 1
+        if last * old_bits != new_bits:
+            raise ValueError(f"Attempting to convert array of shape {x.shape} from {old} of size "
+                             f"{old_bits} bits to {new_dtype} of size {new_bits} bits, but "
+                             f"{last} * {old_bits} != {new_bits}")
+        shape = x.shape[:-1]
+    return ShapedArray(shape, new_dtype)
+
+
+def _bitcast_lowering(ctx, x, *, new_dtype):
+    return ctx.bitcast_convert(x, ctx.avals_out[0])
+
+
+bitcast_convert_type_p = standard_primitive("bitcast_convert_type", _bitcast_abstract_eval,
+                                            _bitcast_lowering)
+
+
+def bitcast_convert_type(operand, new_dtype):
+    """Reinterpret the bits of `operand` as `new_dtype`.
+
+    Equal sizes keep the shape; a narrower `new_dtype` adds a trailing dimension of
+    old_size // new_size; a wider one removes a trailing dimension of new_size // old_size.
+    """
+    return bitcast_convert_type_p.bind(operand, new_dtype=_canonical_user_dtype(new_dtype))
+
+
+def _reduce_precision_abstract_eval(x, *, exponent_bits, mantissa_bits):
+    check_dtype("reduce_precision", x, FLOAT)
+    if exponent_bits < 1:
+        raise ValueError(f"reduce_precision: exponent_bits must be positive; got {exponent_bits}")
+    if mantissa_bits < 0:
+        raise ValueError(f"reduce_precision: mantissa_bits must be non-negative; "
+                         f"got {mantissa_bits}")
+    return x
+
+
+def _reduce_precision_lowering(ctx, x, *, exponent_bits, mantissa_bits):
+    return ctx.op1("stablehlo.reduce_precision", [x], ctx.avals_out[0],
+                   {"exponent_bits": f"{exponent_bits} : i32",
+                    "mantissa_bits": f"{mantissa_bits} : i32"})
+
+
+reduce_precision_p = standard_primitive("reduce_precision", _reduce_precision_abstract_eval,
+                                        _reduce_precision_lowering)
+
+
+def reduce_precision(operand, exponent_bits: int, mantissa_bits: int):
+    """Round floats to the nearest value with the given exponent and mantissa bit counts."""
+    exponent_bits = operator.index(
+        core.concrete_or_error(exponent_bits, "exponent_bits of reduce_precision"))
+    mantissa_bits = operator.index(
+        core.concrete_or_error(mantissa_bits, "mantissa_bits of reduce_precision"))
+    return reduce_precision_p.bind(operand, exponent_bits=exponent_bits,
+                                   mantissa_bits=mantissa_bits)
+
+
+# ---------------------------------------------------------------------------------------------
+# full, full_like, zeros_like_array, collapse
+
+def full(shape: Sequence[int], fill_value, dtype=None):
+    """An array of `shape` filled with the scalar `fill_value` (cast to `dtype` if given)."""
+    shape = _int_tuple("full", "shape", shape)
+    if np.shape(fill_value):
+        raise TypeError(f"full must be called with scalar fill_value, got fill_value.shape "
+                        f"{np.shape(fill_value)}.")
+    if dtype is None:
+        weak_type = dtypes.is_weakly_typed(fill_value)
+        fill_dtype = dtypes.dtype(fill_value, canonicalize=True)
+    else:
+        weak_type, fill_dtype = False, _canonical_user_dtype(dtype)
+    fill_value = lax._convert_element_type(fill_value, fill_dtype, weak_type)
+    return lax.broadcast(fill_value, shape)
+
+
+def full_like(x, fill_value, dtype=None, shape: Sequence[int] | None = None):
+    """An array like `x` (its shape and dtype, unless given) filled with `fill_value`."""
+    fill_shape = np.shape(x) if shape is None else shape
+    weak_type = dtype is None and dtypes.is_weakly_typed(x)
+    fill_dtype = dtypes.dtype(x if dtype is None else dtype, canonicalize=True)
+    return full(fill_shape, lax._convert_element_type(fill_value, fill_dtype, weak_type))
+
+
+def zeros_like_array(x):
+    """Zeros of `x`'s shape, dtype and weak type."""
+    return full_like(x, 0)
+
+
+def collapse(operand, start_dimension: int, stop_dimension: int | None = None):
+    """Merge dimensions [start_dimension, stop_dimension) into one (row-major order)."""
+    shape = core.get_aval(operand).shape
+    lo, hi, _ = _builtin_slice(start_dimension, stop_dimension).indices(len(shape))
+    if hi < lo:
+        raise ValueError(f"Invalid dimension range passed to collapse: {shape}"
+                         f"[{start_dimension}:{stop_dimension}]")
+    size = math.prod(shape[lo:hi])
+    return lax.reshape(operand, shape[:lo] + (size,) + shape[hi:])
