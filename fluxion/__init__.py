@@ -8,8 +8,15 @@ from fluxion._src.api import (jit, make_jaxpr, eval_shape, ShapeDtypeStruct, dev
                               local_devices, device_count, local_device_count, default_backend,
                               device_put, device_get, block_until_ready, process_index,
                               process_count)
+from fluxion._src.ad_api import grad, value_and_grad, jvp, vjp, linearize  # noqa: F401
+from fluxion._src.ad_api import jacfwd, jacrev, jacobian, hessian  # noqa: F401
+from fluxion._src.vmap import vmap  # noqa: F401
+from fluxion._src.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401
+from fluxion._src.checkpoint import checkpoint, remat, checkpoint_policies  # noqa: F401
+from fluxion._src import jit_rules as _jit_rules  # noqa: F401  (differentiation of jit calls)
 from fluxion import numpy, lax, tree_util, errors, extend, interpreters  # noqa: F401
 from fluxion.tree_util import tree_map, tree_flatten, tree_unflatten, tree_leaves, tree_structure  # noqa: F401
-from fluxion import core, dtypes  # noqa: F401
+from fluxion import core, dtypes, ad_checkpoint, test_util  # noqa: F401
+from fluxion.interpreters import ad as _ad, batching as _batching  # noqa: F401
 
 __version__ = "0.1.0"
