@@ -1,1 +1,17 @@
-"""(being written)"""
+"""Exception classes raised for tracer misuse and runtime failures (`jax.errors`' names)."""
+from fluxion._src.core import JaxprTypeError  # noqa: F401
+from fluxion._src.errors import (ConcretizationTypeError, FluxionTypeError,  # noqa: F401
+                                 KeyReuseError, TracerArrayConversionError,
+                                 TracerBoolConversionError, TracerIntegerConversionError,
+                                 UnexpectedTracerError)
+
+JAXTypeError = FluxionTypeError
+
+
+def __getattr__(name):
+    # jaxlib's runtime error class (raised when compiling or running an executable fails);
+    # looked up lazily so that importing fluxion does not load the XLA client.
+    if name == "JaxRuntimeError":
+        from fluxion._src.compiler import backend
+        return backend.runtime_error_class()
+    raise AttributeError(f"module 'fluxion.errors' has no attribute {name!r}")

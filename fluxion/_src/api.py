@@ -9,7 +9,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import core, dtypes, staging
+import optree
+
+from fluxion._src import core, dtypes, staging, tree_util
 from fluxion._src.array import Array, make_array
 from fluxion._src.compiler import backend
 from fluxion._src.config import config
@@ -51,12 +53,51 @@ core.register_aval_handler(ShapeDtypeStruct, lambda s: ShapedArray(
     s.shape, dtypes.canonicalize_dtype(s.dtype), s.weak_type))
 
 
-def _check_leaf(x, path_hint: str):
+def abstractify_args(fun, leaves, in_tree, static_pos=()) -> tuple:
+    """The avals of flat argument leaves; a TypeError naming the argument for an invalid one."""
     try:
-        return core.get_aval(x)
+        return tuple(map(core.get_aval, leaves))
     except TypeError:
-        raise TypeError(f"Argument {path_hint} of type {type(x)} is not a valid JAX type: "
-                        f"{x!r}") from None
+        raise _invalid_argument_error(fun, leaves, in_tree, static_pos) from None
+
+
+def _invalid_argument_error(fun, leaves, in_tree, static_pos) -> TypeError:
+    paths = optree.tree_paths(tree_unflatten(in_tree, leaves), none_is_leaf=False,
+                              namespace=tree_util.NAMESPACE)
+    leaf, path = next((x, p) for x, p in zip(leaves, paths) if not core.valid_jaxtype(x))
+    return TypeError(
+        f"Error interpreting argument to {fun_name(fun)} as an abstract array. The problematic "
+        f"value is of type {type(leaf)} ({leaf!r}) and was passed to the function at path "
+        f"{_argument_path(fun, path, static_pos)}.\nThis typically means that a jit-wrapped "
+        "function was called with a non-array argument, and this argument was not marked as "
+        "static using the static_argnums or static_argnames parameters of jit.")
+
+
+def _argument_path(fun, path: tuple, static_pos) -> str:
+    """A leaf's path, like JAX's: the parameter's name, then `[key]` per container level."""
+    kind, top, *rest = path  # kind 0: positional arguments, 1: keyword arguments
+    if kind == 1:
+        name = str(top)
+    else:
+        position = top
+        for static in sorted(i for i, _ in static_pos):
+            if static <= position:
+                position += 1
+        name = _positional_name(fun, position)
+    return name + "".join(f"[{k!r}]" for k in rest)
+
+
+def _positional_name(fun, position: int) -> str:
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return f"args[{position}]"
+    for i, p in enumerate(params):
+        if p.kind == p.VAR_POSITIONAL:
+            return f"{p.name}[{position - i}]"
+        if i == position and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            return p.name
+    return f"args[{position}]"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,10 +224,9 @@ class JitFunction:
         self._fun = fun
         self._static_argnums, self._static_argnames = _normalize_static(
             fun, static_argnums, static_argnames)
-        if isinstance(donate_argnums, int):
-            donate_argnums = (donate_argnums,)
-        self._donate_argnums = tuple(donate_argnums or ())
-        self._donate_argnames = (donate_argnames,) if isinstance(donate_argnames, str) else tuple(donate_argnames or ())
+        # Donated arguments are named or numbered like static ones, each inferred from the other.
+        self._donate_argnums, self._donate_argnames = _normalize_static(
+            fun, donate_argnums, donate_argnames)
         self._cache: dict = {}
         self._trace_cache: dict = {}
 
@@ -221,7 +261,7 @@ class JitFunction:
         return tuple(mask)
 
     def _get_traced(self, leaves, in_tree, static_pos, static_kw) -> Traced:
-        avals = tuple(_check_leaf(x, f"{i}") for i, x in enumerate(leaves))
+        avals = abstractify_args(self._fun, leaves, in_tree, static_pos)
         key = (in_tree, static_pos, static_kw, avals, config.enable_x64)
         traced = self._trace_cache.get(key)
         if traced is None:
@@ -239,7 +279,8 @@ class JitFunction:
             closed, consts = closure_convert(traced.jaxpr)
             outs = jit_p.bind(*consts, *leaves, jaxpr=closed, name=traced.name)
             return tree_unflatten(traced.out_tree, outs)
-        key = (in_tree, static_pos, static_kw, tuple(map(core.get_aval, leaves)), config.enable_x64)
+        key = (in_tree, static_pos, static_kw, abstractify_args(self._fun, leaves, in_tree, static_pos),
+               config.enable_x64)
         entry = self._cache.get(key)
         if entry is None:
             entry = self._compile(args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args)
@@ -374,7 +415,7 @@ def make_jaxpr(fun: Callable, static_argnums=(), return_shape: bool = False, axi
     def make(*args, **kwargs):
         dyn_args, dyn_kwargs, static_pos, static_kw = _split_args(args, kwargs, static_argnums, ())
         leaves, in_tree = tree_flatten((dyn_args, dyn_kwargs))
-        avals = [_check_leaf(x, str(i)) for i, x in enumerate(leaves)]
+        avals = list(abstractify_args(fun, leaves, in_tree, static_pos))
         traced = trace_flat(fun, in_tree, avals, static_pos, static_kw, "make_jaxpr")
         if return_shape:
             shapes = tree_unflatten(traced.out_tree, [
@@ -388,7 +429,7 @@ def make_jaxpr(fun: Callable, static_argnums=(), return_shape: bool = False, axi
 def eval_shape(fun: Callable, *args, **kwargs):
     """The output shapes and dtypes of `fun(*args, **kwargs)`, computed without running it."""
     leaves, in_tree = tree_flatten((args, kwargs))
-    avals = [_check_leaf(x, str(i)) for i, x in enumerate(leaves)]
+    avals = list(abstractify_args(fun, leaves, in_tree))
     traced = trace_flat(fun, in_tree, avals, origin="eval_shape")
     return tree_unflatten(traced.out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
                                             for a in traced.jaxpr.out_avals])
@@ -436,9 +477,8 @@ def device_put(x, device=None, *, donate=False, may_alias=None):
             if device is None or device in leaf.devices():
                 return leaf
             return make_array(np.asarray(leaf), weak_type=leaf.weak_type, device=device)
-        weak = dtypes.is_python_scalar(leaf)
         aval = core.get_aval(leaf)
-        return make_array(np.asarray(leaf, dtype=aval.dtype), weak_type=weak, device=device)
+        return make_array(np.asarray(leaf, dtype=aval.dtype), weak_type=aval.weak_type, device=device)
     return tree_map(put, x)
 
 

@@ -97,13 +97,19 @@ class Array:
         return format(self._value(), spec)
 
     def __repr__(self):
-        value = self._value()
-        if self.size == 0 and self.ndim > 0:
-            body = f"[], shape={self.shape}" if self.shape != (0,) else "[]"
+        prefix = "Array("
+        dtype_text = f"dtype={self.dtype.name}" + (", weak_type=True" if self.weak_type else "")
+        line_width = np.get_printoptions()["linewidth"]
+        if self.size == 0:
+            body = f"[], shape={self.shape}"
         else:
-            body = np.array2string(value, separator=", ", prefix="Array(")
-        extra = ", weak_type=True" if self.weak_type else ""
-        return f"Array({body}, dtype={self.dtype.name}{extra})"
+            body = np.array2string(self._value(), prefix=prefix, suffix=",", separator=", ",
+                                   max_line_width=line_width)
+        last_line_len = len(body) - body.rfind("\n") + 1
+        # NumPy's layout, then JAX's quirk: a dtype that would overflow the line is pushed
+        # right by the prefix width rather than wrapped.
+        sep = " " * len(prefix) if last_line_len + len(dtype_text) + 2 > line_width else " "
+        return f"{prefix}{body},{sep}{dtype_text})"
 
     def __str__(self):
         return str(self._value())

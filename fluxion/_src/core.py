@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fluxion._src import dtypes
+from fluxion._src import pretty_printer as pp
 from fluxion._src.errors import (ConcretizationTypeError, TracerArrayConversionError,
                                  TracerBoolConversionError, TracerIntegerConversionError,
                                  UnexpectedTracerError)
@@ -198,7 +199,9 @@ class EvalTrace(Trace):
                 raise escaped_tracer_error(x)
         impl = primitive.impl
         if impl is None:
-            raise NotImplementedError(f"Evaluation rule for '{primitive.name}' not implemented")
+            # A primitive without def_impl (e.g. a user's) runs by compiling its lowering alone.
+            from fluxion._src import dispatch  # dispatch builds on core
+            return dispatch.apply_primitive(primitive, *args, **params)
         return impl(*args, **params)
 
 
@@ -403,7 +406,7 @@ class JaxprEqn:
         return JaxprEqn(**fields)
 
     def __repr__(self):
-        return pp_eqn(self, _Names())
+        return pp_eqn(self)
 
 
 class Jaxpr:
@@ -456,10 +459,18 @@ class ClosedJaxpr:
 # ---------------------------------------------------------------------------------------------
 # Pretty-printing, in JAX's format
 
-class _Names:
+class PpContext:
+    """Names variables as they are first printed (a, b, ..., z, ba, ...), across nested jaxprs.
+
+    Jaxprs that occur more than once, or nested ones with many equations, are printed once
+    before the top-level jaxpr (`let name = { ... } in`) and referred to by name."""
+
     def __init__(self):
         self.names: dict[int, str] = {}
+        self.keep_alive: list = []  # names are keyed by id(); keep the objects alive meanwhile
         self.counter = itertools.count()
+        self.shared_jaxprs: dict[int, str] = {}
+        self.shared_names: set[str] = set()
 
     def __call__(self, v) -> str:
         if isinstance(v, Literal):
@@ -468,67 +479,150 @@ class _Names:
             return "_"
         name = self.names.get(id(v))
         if name is None:
-            name = self.names[id(v)] = _encode_name(next(self.counter))
+            name = self.names[id(v)] = self._fresh()
+            self.keep_alive.append(v)
         return name
+
+    def _fresh(self) -> str:
+        while True:
+            name = _encode_name(next(self.counter))
+            if name not in self.shared_names:
+                return name
+
+    def suggest_same_names(self, inner_vars, outer_vars) -> None:
+        """Name a sub-jaxpr's binders after the outer atoms they stand for (as JAX does for jit)."""
+        if len(inner_vars) != len(outer_vars):
+            return
+        used = set()
+        for inner, outer in zip(inner_vars, outer_vars):
+            if (type(outer) is Var and id(outer) not in used and type(inner) is Var
+                    and id(inner) not in self.names):
+                used.add(id(outer))
+                self.names[id(inner)] = self(outer)
+                self.keep_alive.append(inner)
+
+
+# primitive -> rule(eqn, context) -> pp.Doc, for primitives that print specially (e.g. `jit`)
+pp_eqn_rules: dict = {}
 
 
 def _encode_name(i: int) -> str:
     letters = "abcdefghijklmnopqrstuvwxyz"
     name = ""
-    i += 1
-    while i > 0:
-        i, r = divmod(i - 1, 26)
+    while not name or i:
+        i, r = divmod(i, 26)
         name = letters[r] + name
     return name
 
 
-def _pp_binder(v, names) -> str:
-    return f"{names(v)}:{v.aval.str_short()}"
+def pp_vars(vs, context: PpContext, separator: str = "", print_shapes: bool = False) -> pp.Doc:
+    items = [pp.text(context(v) + (":" + v.aval.str_short() if print_shapes else "")) for v in vs]
+    return pp.nest(2, pp.group(pp.join(pp.text(separator) + pp.group(pp.brk()), items)))
 
 
-def _pp_param(value, names, indent) -> str:
+def _pp_param(value, context: PpContext) -> pp.Doc:
     if isinstance(value, (Jaxpr, ClosedJaxpr)):
-        jaxpr = value.jaxpr if isinstance(value, ClosedJaxpr) else value
-        return pp_jaxpr(jaxpr, indent + 2, _Names()).lstrip()
+        return pp_jaxpr_doc(value.jaxpr if isinstance(value, ClosedJaxpr) else value, context)
     if isinstance(value, tuple) and value and all(isinstance(v, (Jaxpr, ClosedJaxpr)) for v in value):
-        inner = [_pp_param(v, names, indent + 2) for v in value]
-        pad = " " * (indent + 2)
-        return "(\n" + pad + ("\n" + pad).join(inner) + "\n" + " " * indent + ")"
+        inner = [_pp_param(v, context) for v in value]
+        return pp.group(pp.nest(2, pp.text("(") + pp.brk("") + pp.join(pp.brk(), inner))
+                        + pp.brk("") + pp.text(")"))
     if isinstance(value, np.dtype):
-        return value.name
+        return pp.text(value.name)
     if callable(value) and hasattr(value, "__name__"):
-        return value.__name__
-    return str(value)
+        return pp.text(value.__name__)
+    return pp.text(str(value))
 
 
-def pp_eqn(eqn: JaxprEqn, names: _Names, indent: int = 4) -> str:
-    ins = " ".join(names(v) for v in eqn.invars)
-    params = ""
-    if eqn.params:
-        items = [f"{k}={_pp_param(v, names, indent + 2)}" for k, v in sorted(eqn.params.items())]
-        if any("\n" in it for it in items):
-            pad = " " * (indent + 2)
-            params = "[\n" + pad + ("\n" + pad).join(items) + "\n" + " " * indent + "]"
-        else:
-            params = "[" + " ".join(items) + "]"
-    outs = " ".join(_pp_binder(v, names) for v in eqn.outvars)
-    return f"{outs} = {eqn.primitive.name}{params} {ins}".rstrip()
+def pp_params(params: dict, context: PpContext, order: Sequence[str] | None = None) -> pp.Doc:
+    keys = sorted(params) if order is None else order
+    if not keys:
+        return pp.nil
+    items = [pp.text(f"{k}=") + _pp_param(params[k], context) for k in keys]
+    return pp.group(pp.nest(2, pp.text("[") + pp.brk("") + pp.join(pp.brk(), items))
+                    + pp.brk("") + pp.text("]"))
 
 
-def pp_jaxpr(jaxpr: Jaxpr, indent: int = 0, names: _Names | None = None) -> str:
-    names = names or _Names()
-    consts = " ".join(_pp_binder(v, names) for v in jaxpr.constvars)
-    args = " ".join(_pp_binder(v, names) for v in jaxpr.invars)
-    head = f"{{ lambda {consts}; {args}. let"
-    eqns = [pp_eqn(e, names, indent + 4) for e in jaxpr.eqns]
-    outs = "(" + "".join(names(v) + ", " for v in jaxpr.outvars).rstrip(" ")
-    outs = outs + ")"
-    if len(eqns) <= 1 and not any("\n" in e for e in eqns):
-        body = f" {eqns[0]} " if eqns else " "
-        return f"{' ' * indent}{head}{body}in {outs} }}"
-    pad = " " * (indent + 4)
-    body = "\n" + "\n".join(pad + e for e in eqns) + "\n"
-    return f"{' ' * indent}{head}{body}{' ' * (indent + 2)}in {outs} }}"
+def pp_eqn_default(eqn: JaxprEqn, context: PpContext,
+                   param_order: Sequence[str] | None = None) -> pp.Doc:
+    """`outs = prim[params] ins`, params sorted by name unless `param_order` lists them."""
+    lhs = pp_vars(eqn.outvars, context, print_shapes=True)
+    rhs = [pp.text(eqn.primitive.name), pp_params(eqn.params, context, param_order),
+           pp.text(" ") + pp_vars(eqn.invars, context)]
+    if not eqn.outvars:
+        return pp.concat(rhs)
+    return pp.concat([lhs, pp.text(" = "), *rhs])
+
+
+def pp_eqn_doc(eqn: JaxprEqn, context: PpContext) -> pp.Doc:
+    rule = pp_eqn_rules.get(eqn.primitive, pp_eqn_default)
+    return rule(eqn, context)
+
+
+def pp_eqn(eqn: JaxprEqn, context: PpContext | None = None) -> str:
+    return pp_eqn_doc(eqn, context or PpContext()).format()
+
+
+def _pp_jaxpr_skeleton(jaxpr: Jaxpr, context: PpContext) -> pp.Doc:
+    constvars = pp_vars(jaxpr.constvars, context, print_shapes=True)
+    invars = pp_vars(jaxpr.invars, context, print_shapes=True)
+    eqns = pp.join(pp.brk("; "), [pp_eqn_doc(e, context) for e in jaxpr.eqns])
+    outvars = pp.concat([pp.text("("), pp_vars(jaxpr.outvars, context, separator=","),
+                         pp.text(",)" if len(jaxpr.outvars) == 1 else ")")])
+    body = pp.concat([pp.text("{ lambda "), constvars, pp.text("; "), invars, pp.text(". let"),
+                      pp.nest(2, pp.brk() + eqns), pp.brk(), pp.text("in "), outvars])
+    return pp.group(pp.nest(2, body)) + pp.text(" }")
+
+
+def pp_jaxpr_doc(jaxpr: Jaxpr, context: PpContext) -> pp.Doc:
+    name = context.shared_jaxprs.get(id(jaxpr))
+    if name is not None:
+        return pp.text(name)
+    return _pp_jaxpr_skeleton(jaxpr, context)
+
+
+def _share_jaxprs(top: Jaxpr, context: PpContext) -> list[tuple[str, Jaxpr]]:
+    """The sub-jaxprs printed once up front: those used twice, and big nested ones."""
+    counts: dict[int, int] = {}
+    jaxprs: dict[int, Jaxpr] = {}
+    names: dict[int, str] = {}
+    queue = [top]
+    while queue:
+        jaxpr = queue.pop(0)
+        jaxprs[id(jaxpr)] = jaxpr
+        big = jaxpr is not top and len(jaxpr.eqns) > 10
+        counts[id(jaxpr)] = counts.get(id(jaxpr), 0) + (2 if big else 1)
+        for eqn in jaxpr.eqns:
+            name = eqn.params.get("name")
+            for sub in _subjaxprs(eqn.params):
+                queue.append(sub)
+                if isinstance(name, str):
+                    names.setdefault(id(sub), name.strip("<>"))
+    used: dict[str, int] = {}
+    shared = []
+    for key, count in counts.items():
+        if count == 1:
+            continue
+        name = names.get(key, "jaxpr")
+        n = used.get(name, 0)
+        used[name] = n + 1
+        if n:
+            name += str(n)
+            used[name] = used.get(name, 0) + 1
+        context.shared_names.add(name)
+        context.shared_jaxprs[key] = name
+        shared.append((name, jaxprs[key]))
+    return shared
+
+
+def pp_jaxpr(jaxpr: Jaxpr, width: int = 80) -> str:
+    """`jaxpr` in JAX's text format."""
+    context = PpContext()
+    docs = []
+    for name, sub in _share_jaxprs(jaxpr, context):
+        docs += [pp.text(f"let {name} = "), _pp_jaxpr_skeleton(sub, context), pp.text(" in"), pp.brk()]
+    docs.append(_pp_jaxpr_skeleton(jaxpr, context))
+    return pp.concat(docs).format(width)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -134,9 +134,20 @@ def _jit_lowering(ctx, *args, jaxpr: ClosedJaxpr, **_):
     return ctx.lower_jaxpr(jaxpr, args)
 
 
+def _jit_pp_rule(eqn: JaxprEqn, context: core.PpContext):
+    # As JAX prints it: name first, and the inner binders named after the outer atoms.
+    inner = eqn.params["jaxpr"].jaxpr
+    if id(inner) not in context.shared_jaxprs:
+        context.suggest_same_names(inner.invars, eqn.invars)
+        context.suggest_same_names(inner.outvars, eqn.outvars)
+    others = sorted(k for k in eqn.params if k != "name")
+    return core.pp_eqn_default(eqn, context, ["name", *others])
+
+
 jit_p.def_impl(_jit_impl)
 jit_p.def_abstract_eval(_jit_abstract_eval)
 lowering.register_lowering(jit_p, _jit_lowering)
+core.pp_eqn_rules[jit_p] = _jit_pp_rule
 
 
 def closure_convert(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:

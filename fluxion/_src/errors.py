@@ -39,9 +39,9 @@ class TracerArrayConversionError(FluxionTypeError):
             "fluxion.numpy instead of numpy inside transformed functions.")
 
 
-class UnexpectedTracerError(Exception):
+class UnexpectedTracerError(FluxionTypeError):
     """A tracer was used outside the transformation that created it (it leaked)."""
 
 
-class KeyReuseError(RuntimeError):
+class KeyReuseError(FluxionTypeError):
     pass

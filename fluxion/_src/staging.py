@@ -5,7 +5,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import core, dtypes
+from fluxion._src import core
 from fluxion._src.core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Trace,
                                Tracer, Var)
 
@@ -85,8 +85,9 @@ class JaxprTrace(Trace):
 def _scalar_value(x, aval):
     if isinstance(x, Tracer):
         return x
-    if isinstance(x, (bool, int, float, complex)):
-        return np.array(x, dtype=aval.dtype)[()] if aval.dtype != dtypes.bool_ else bool(x)
+    if type(x) in (bool, int, float, complex):
+        np.array(x, dtype=aval.dtype)  # raises OverflowError for an int out of range
+        return x  # as JAX keeps it: the Python value, printed as written
     return np.asarray(x, dtype=aval.dtype)[()]
 
 

@@ -1,1 +1,5 @@
-"""(being written)"""
+"""Interfaces for extending fluxion with new primitives (`jax.extend`'s names).
+
+`fluxion.extend.core.Primitive` defines a primitive; `fluxion.interpreters.mlir` lowers it.
+"""
+from fluxion.extend import core  # noqa: F401

@@ -158,6 +158,11 @@ def get_backend(platform: str | None = None) -> Backend:
     raise RuntimeError("Unable to initialize any backend: " + "; ".join(errors))
 
 
+def runtime_error_class() -> type:
+    """jaxlib's JaxRuntimeError (a RuntimeError): what failed compiles and executions raise."""
+    return _jaxlib()[1].JaxRuntimeError
+
+
 def default_device():
     return get_backend().devices[0]
 
@@ -219,7 +224,7 @@ def compile_module(text: str, out_avals, device=None, name: str = "main") -> Exe
         loaded = backend.client.compile_and_load(
             text.encode(), xla_client.DeviceList((device,)), options)
     except jax_ext.JaxRuntimeError as e:
-        raise RuntimeError(f"XLA failed to compile {name}: {e}\n--- module ---\n{text}") from None
+        raise jax_ext.JaxRuntimeError(f"XLA failed to compile {name}: {e}\n--- module ---\n{text}") from None
     if config.log_compiles:
         logger.warning("Finished XLA compilation of %s in %.3f sec", name, time.perf_counter() - start)
     return Executable(loaded, out_avals, device, name, text)

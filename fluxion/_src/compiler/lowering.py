@@ -133,14 +133,22 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, platform: str, name: str = "main",
     return header + text + "\n" + "\n".join(module.functions) + ("\n" if module.functions else "") + "}\n"
 
 
-def lower_fun(fun: Callable, multiple_results: bool = False) -> Callable:
-    """Turn a function written with fluxion ops into a lowering rule (it is traced, then inlined)."""
+def lower_fun(fun: Callable, multiple_results: bool = True) -> Callable:
+    """Turn a function written with fluxion ops into a lowering rule (it is traced, then inlined).
+
+    As in JAX, `fun` returns a list of outputs unless `multiple_results=False`."""
     from fluxion._src import staging
 
     def rule(ctx: LoweringRuleContext, *args, **params):
         def flat(*xs):
             out = fun(*xs, **params)
-            return list(out) if multiple_results else [out]
+            if not multiple_results:
+                return [out]
+            if not isinstance(out, (list, tuple)):
+                raise TypeError(f"lower_fun: {getattr(fun, '__name__', fun)} returned "
+                                f"{type(out).__name__}, but multiple_results=True expects a list "
+                                "or tuple of outputs; pass multiple_results=False for one output.")
+            return list(out)
         closed = staging.trace_to_jaxpr(flat, [a.aval for a in args], origin="lower_fun")
         outs = lower_jaxpr_into(ctx.block, closed, list(args))
         return outs if multiple_results else outs[0]

@@ -1,0 +1,206 @@
+"""Errors for misusing traced values, with JAX's error classes (jax.errors is the oracle)."""
+import inspect
+
+import jax
+import jax.errors
+import numpy as np
+import pytest
+
+import fluxion
+import fluxion.errors
+import fluxion.lax as lax
+
+X = np.ones(3, np.float32)
+
+LIBRARIES = {"jax": (jax, jax.errors), "fluxion": (fluxion, fluxion.errors)}
+
+
+def _total(lib, x):
+    return lib.lax.reduce_sum(x, (0,))
+
+
+def _index(lib, x):
+    return lib.lax.convert_element_type(_total(lib, x), np.int32)
+
+
+# Each misuse, written once for both libraries: (function of (lib, x), error class name).
+MISUSES = {
+    "if_on_tracer": (lambda lib, x: x if _total(lib, x) > 0 else -x, "TracerBoolConversionError"),
+    "bool": (lambda lib, x: bool(_total(lib, x)), "TracerBoolConversionError"),
+    "int": (lambda lib, x: int(_total(lib, x)), "ConcretizationTypeError"),
+    "float": (lambda lib, x: float(_total(lib, x)), "ConcretizationTypeError"),
+    "np_asarray": (lambda lib, x: np.asarray(x), "TracerArrayConversionError"),
+    "np_function": (lambda lib, x: np.sin(x), "TracerArrayConversionError"),
+    "list_index": (lambda lib, x: [x, x, x, x][_index(lib, x)], "TracerIntegerConversionError"),
+    "range": (lambda lib, x: range(_index(lib, x)), "TracerIntegerConversionError"),
+}
+
+
+@pytest.mark.parametrize("library", sorted(LIBRARIES))
+@pytest.mark.parametrize("misuse", sorted(MISUSES))
+def test_misuse_raises_jax_error_class(library, misuse):
+    lib, errors = LIBRARIES[library]
+    fun, error_name = MISUSES[misuse]
+    with pytest.raises(getattr(errors, error_name)) as info:
+        lib.jit(lambda x: fun(lib, x))(X)
+    assert type(info.value).__name__ == error_name
+
+
+def test_bool_error_names_the_tracer_and_the_user_line():
+    def f(x):
+        if lax.gt(_total(fluxion, x), 0.0):
+            return x
+        return lax.neg(x)
+    line = inspect.getsourcelines(f)[1] + 1
+    with pytest.raises(fluxion.errors.TracerBoolConversionError) as info:
+        fluxion.jit(f)(X)
+    message = str(info.value)
+    assert "Traced<ShapedArray(bool[])>" in message
+    assert f"{__file__}:{line}" in message
+    assert "`bool` function" in message
+    assert isinstance(info.value, fluxion.errors.ConcretizationTypeError)
+    assert isinstance(info.value, TypeError)
+
+
+@pytest.mark.parametrize("convert,error_name", [(int, "ConcretizationTypeError"),
+                                                (np.asarray, "TracerArrayConversionError")])
+def test_conversion_error_names_the_user_line(convert, error_name):
+    def f(x):
+        return convert(x)
+    line = inspect.getsourcelines(f)[1] + 1
+    with pytest.raises(getattr(fluxion.errors, error_name)) as info:
+        fluxion.jit(f)(np.float32(1))
+    assert f"{__file__}:{line}" in str(info.value)
+    assert "Traced<ShapedArray(float32[])>" in str(info.value)
+
+
+def test_concrete_values_convert_fine_outside_jit():
+    total = _total(fluxion, X)
+    assert bool(total) and int(total) == 3 and float(total) == 3.0
+    assert [10, 20, 30, 40][_index(fluxion, X)] == 40
+
+
+def test_make_jaxpr_and_eval_shape_raise_the_same_errors():
+    with pytest.raises(fluxion.errors.TracerBoolConversionError):
+        fluxion.make_jaxpr(lambda x: bool(_total(fluxion, x)))(X)
+    with pytest.raises(fluxion.errors.ConcretizationTypeError):
+        fluxion.eval_shape(lambda x: int(_total(fluxion, x)), X)
+
+
+# ---------------------------------------------------------------------------------------------
+# Leaked tracers
+
+@pytest.mark.parametrize("library", sorted(LIBRARIES))
+@pytest.mark.parametrize("use", ["eager", "in_other_jit"])
+def test_leaked_tracer_is_unexpected(library, use):
+    lib, errors = LIBRARIES[library]
+    leaked = []
+
+    def leak(x):
+        leaked.append(lib.lax.neg(x))
+        return x
+
+    lib.jit(leak)(X)
+    with pytest.raises(errors.UnexpectedTracerError) as info:
+        if use == "eager":
+            lib.lax.sin(leaked[0])
+        else:
+            lib.jit(lambda y: lib.lax.add(y, leaked[0]))(X)
+    if library == "fluxion":
+        assert "Encountered an unexpected tracer" in str(info.value)
+        assert "jit of leak" in str(info.value)
+
+
+def test_leaked_tracer_as_jit_argument():
+    leaked = []
+    fluxion.jit(lambda x: leaked.append(x) or x)(X)
+    with pytest.raises(fluxion.errors.UnexpectedTracerError):
+        fluxion.jit(lambda y: lax.neg(y))(leaked[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Invalid inputs and outputs of jit
+
+@pytest.mark.parametrize("library", sorted(LIBRARIES))
+@pytest.mark.parametrize("result", ["text", object(), {"a": [1.0, "b"]}], ids=["str", "object", "nested_str"])
+def test_non_array_return_is_a_type_error(library, result):
+    lib, _ = LIBRARIES[library]
+    with pytest.raises(TypeError) as info:
+        lib.jit(lambda x: result)(X)
+    assert type(info.value) is TypeError
+    if library == "fluxion":
+        assert "not a valid JAX type" in str(info.value)
+
+
+@pytest.mark.parametrize("library", sorted(LIBRARIES))
+@pytest.mark.parametrize("args,kwargs,path", [
+    (("abc",), {}, "x"),
+    ((X, "abc"), {}, "y"),
+    ((X, X), {"z": object()}, "z"),
+    ((X, [X, {"k": "v"}]), {}, "y[1]['k']"),
+])
+def test_invalid_argument_is_a_type_error_naming_it(library, args, kwargs, path):
+    lib, _ = LIBRARIES[library]
+
+    def f(x, y=None, z=None):
+        return x
+
+    with pytest.raises(TypeError) as info:
+        lib.jit(f)(*args, **kwargs)
+    assert type(info.value) is TypeError
+    assert f"at path {path}" in str(info.value)
+
+
+def test_invalid_argument_with_static_argnums_counts_positions():
+    def f(n, x, y):
+        return x
+    with pytest.raises(TypeError, match="at path y"):
+        fluxion.jit(f, static_argnums=0)(3, X, "bad")
+    with pytest.raises(TypeError, match=r"at path rest\[1\]"):
+        fluxion.jit(lambda x, *rest: x)(X, X, "bad")
+
+
+def test_invalid_argument_to_make_jaxpr_and_eval_shape():
+    with pytest.raises(TypeError, match="at path x"):
+        fluxion.make_jaxpr(lambda x: x)("abc")
+    with pytest.raises(TypeError, match="at path x"):
+        fluxion.eval_shape(lambda x: x, object())
+
+
+def test_jit_requires_a_callable():
+    with pytest.raises(TypeError, match="jit expects a callable"):
+        fluxion.jit(3)
+
+
+# ---------------------------------------------------------------------------------------------
+# The classes themselves
+
+SHARED_NAMES = ["ConcretizationTypeError", "TracerBoolConversionError",
+                "TracerIntegerConversionError", "TracerArrayConversionError",
+                "UnexpectedTracerError", "KeyReuseError", "JaxprTypeError", "JAXTypeError",
+                "JaxRuntimeError"]
+
+
+def _builtin_bases(cls) -> list:
+    return [c for c in cls.__mro__ if c.__module__ == "builtins"]
+
+
+@pytest.mark.parametrize("name", SHARED_NAMES)
+def test_error_class_kinds_match_jax(name):
+    ours, theirs = getattr(fluxion.errors, name), getattr(jax.errors, name)
+    assert _builtin_bases(ours) == _builtin_bases(theirs)
+
+
+@pytest.mark.parametrize("name", SHARED_NAMES)
+def test_error_class_relations_match_jax(name):
+    ours, theirs = getattr(fluxion.errors, name), getattr(jax.errors, name)
+    for other in SHARED_NAMES:
+        assert issubclass(ours, getattr(fluxion.errors, other)) == issubclass(
+            theirs, getattr(jax.errors, other)), other
+
+
+def test_runtime_error_is_jaxlibs():
+    from jaxlib import _jax
+    assert fluxion.errors.JaxRuntimeError is _jax.JaxRuntimeError
+    with pytest.raises(AttributeError):
+        fluxion.errors.NoSuchError  # noqa: B018
