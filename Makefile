@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) examples/demo.py
+	$(PY) examples/train_mlp.py
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 tests

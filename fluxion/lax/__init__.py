@@ -8,3 +8,4 @@ from fluxion._src.lax.indexing import *  # noqa: F401,F403
 from fluxion._src.lax.convolution import *  # noqa: F401,F403
 from fluxion._src.lax.windowed import *  # noqa: F401,F403
 from fluxion._src.lax.sorting import *  # noqa: F401,F403
+from fluxion._src.lax.stop_gradient import *  # noqa: F401,F403

@@ -1,0 +1,24 @@
+"""stop_gradient: the identity whose derivative is zero."""
+from __future__ import annotations
+
+from fluxion._src import ad, batching, core, dtypes
+from fluxion._src.lax.base import standard_primitive
+
+__all__ = ["stop_gradient"]
+
+stop_gradient_p = standard_primitive("stop_gradient", lambda x: x, lambda ctx, x: x)
+ad.defjvp_zero(stop_gradient_p)
+batching.defvectorized(stop_gradient_p)
+
+
+def stop_gradient(x):
+    """The identity on a pytree of arrays, with zero derivative: values pass, gradients don't."""
+    from fluxion._src.tree_util import tree_map
+
+    def stop(leaf):
+        if not isinstance(leaf, core.Tracer):
+            return leaf
+        if not dtypes.is_inexact(leaf.dtype):
+            return leaf
+        return stop_gradient_p.bind(leaf)
+    return tree_map(stop, x)

@@ -1,0 +1,179 @@
+"""Activation functions and friends (`fluxion.nn`), written with fluxion.numpy."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fluxion._src import dtypes
+from fluxion._src.custom_derivatives import custom_jvp
+
+
+def _jnp():
+    import fluxion.numpy as jnp
+    return jnp
+
+
+@custom_jvp
+def relu(x):
+    """max(x, 0); its derivative at 0 is 0, as in JAX."""
+    jnp = _jnp()
+    return jnp.maximum(x, 0)
+
+
+@relu.defjvp
+def _relu_jvp(primals, tangents):
+    jnp = _jnp()
+    (x,), (t,) = primals, tangents
+    return relu(x), jnp.where(x > 0, t, jnp.zeros_like(t))
+
+
+def relu6(x):
+    """min(max(x, 0), 6)."""
+    jnp = _jnp()
+    return jnp.minimum(jnp.maximum(x, 0), 6.0)
+
+
+def sigmoid(x):
+    """Logistic sigmoid 1 / (1 + exp(-x))."""
+    from fluxion._src.lax import lax
+    return lax.logistic(_inexact(x))
+
+
+def _inexact(x):
+    jnp = _jnp()
+    x = jnp.asarray(x)
+    return x if dtypes.is_inexact(x.dtype) else x.astype(dtypes.default_float_dtype())
+
+
+def log_sigmoid(x):
+    """log(sigmoid(x)), computed stably as -softplus(-x)."""
+    return -softplus(-_inexact(x))
+
+
+def softplus(x):
+    """log(1 + exp(x)), computed stably."""
+    jnp = _jnp()
+    return jnp.logaddexp(_inexact(x), 0.0)
+
+
+def silu(x):
+    """x * sigmoid(x)."""
+    x = _inexact(x)
+    return x * sigmoid(x)
+
+
+swish = silu
+
+
+def gelu(x, approximate: bool = True):
+    """Gaussian error linear unit; the tanh approximation by default, as in JAX."""
+    jnp = _jnp()
+    x = _inexact(x)
+    if approximate:
+        return 0.5 * x * (1 + jnp.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    from fluxion._src.lax import lax
+    return 0.5 * x * (1 + lax.erf(x / math.sqrt(2)))
+
+
+def elu(x, alpha=1.0):
+    """x if x > 0 else alpha * (exp(x) - 1)."""
+    jnp = _jnp()
+    x = _inexact(x)
+    safe = jnp.where(x > 0, 0.0, x)
+    return jnp.where(x > 0, x, alpha * jnp.expm1(safe))
+
+
+def leaky_relu(x, negative_slope=1e-2):
+    """x if x >= 0 else negative_slope * x."""
+    jnp = _jnp()
+    x = _inexact(x)
+    return jnp.where(x >= 0, x, negative_slope * x)
+
+
+def celu(x, alpha=1.0):
+    """max(x, 0) + alpha * min(exp(x / alpha) - 1, 0)."""
+    jnp = _jnp()
+    x = _inexact(x)
+    return jnp.maximum(x, 0.0) + alpha * jnp.expm1(jnp.minimum(x, 0.0) / alpha)
+
+
+def selu(x):
+    """Scaled ELU with the self-normalizing constants."""
+    alpha = 1.6732632423543772848170429916717
+    scale = 1.0507009873554804934193349852946
+    return scale * elu(x, alpha)
+
+
+def hard_tanh(x):
+    """Clip x to [-1, 1]."""
+    jnp = _jnp()
+    return jnp.clip(_inexact(x), -1.0, 1.0)
+
+
+def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = False, where=None):
+    """log(sum(b * exp(a))) over `axis`, computed stably (the max is subtracted first)."""
+    jnp = _jnp()
+    from fluxion._src.lax.stop_gradient import stop_gradient
+    a = _inexact(a)
+    if b is not None:
+        b = jnp.asarray(b)
+        a, b = jnp.broadcast_arrays(a, b)
+    amax = jnp.max(a, axis=axis, keepdims=True, where=where, initial=-np.inf) if where is not None \
+        else jnp.max(a, axis=axis, keepdims=True)
+    amax = stop_gradient(jnp.where(jnp.isfinite(amax), amax, 0.0))
+    exp = jnp.exp(a - amax)
+    if b is not None:
+        exp = exp * b
+    total = jnp.sum(exp, axis=axis, keepdims=True, where=where) if where is not None else jnp.sum(
+        exp, axis=axis, keepdims=True)
+    sign = jnp.sign(total)
+    out = jnp.log(jnp.abs(total)) + amax
+    if not keepdims:
+        axes = tuple(range(a.ndim)) if axis is None else axis
+        out = jnp.squeeze(out, axis=axes)
+        sign = jnp.squeeze(sign, axis=axes)
+    if return_sign:
+        return out, sign
+    return out
+
+
+def log_softmax(x, axis=-1, where=None):
+    """x - logsumexp(x) along `axis`."""
+    jnp = _jnp()
+    from fluxion._src.lax.stop_gradient import stop_gradient
+    x = _inexact(x)
+    shifted = x - stop_gradient(jnp.max(x, axis=axis, keepdims=True))
+    return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True))
+
+
+def softmax(x, axis=-1, where=None):
+    """exp(x) / sum(exp(x)) along `axis`."""
+    jnp = _jnp()
+    from fluxion._src.lax.stop_gradient import stop_gradient
+    x = _inexact(x)
+    unnormalized = jnp.exp(x - stop_gradient(jnp.max(x, axis=axis, keepdims=True)))
+    return unnormalized / jnp.sum(unnormalized, axis=axis, keepdims=True)
+
+
+def one_hot(x, num_classes: int, *, dtype=None, axis=-1):
+    """One-hot encode integer array `x` along a new axis of size num_classes."""
+    jnp = _jnp()
+    dtype = dtype or dtypes.default_float_dtype()
+    x = jnp.asarray(x)
+    classes = jnp.arange(num_classes)
+    axis = axis % (x.ndim + 1)
+    shape = [1] * (x.ndim + 1)
+    shape[axis] = num_classes
+    return (jnp.expand_dims(x, axis) == classes.reshape(shape)).astype(dtype)
+
+
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5):
+    """(x - mean) / sqrt(variance + epsilon) along `axis`."""
+    jnp = _jnp()
+    x = _inexact(x)
+    if mean is None:
+        mean = jnp.mean(x, axis=axis, keepdims=True)
+    if variance is None:
+        variance = jnp.mean(jnp.square(x - mean), axis=axis, keepdims=True)
+    return (x - mean) * (1.0 / jnp.sqrt(variance + epsilon))
