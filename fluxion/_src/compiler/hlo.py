@@ -337,7 +337,8 @@ class Block(HloOps):
     def __init__(self, module: Module, arg_avals: Sequence[ShapedArray], arg_names=None):
         self.module = module
         self.lines: list[str] = []
-        names = arg_names or [module.fresh("arg") for _ in arg_avals]
+        # "%argN" names belong to @main's arguments; a region must not shadow them.
+        names = arg_names or [module.fresh("region_arg") for _ in arg_avals]
         self.args = [Value(n, a) for n, a in zip(names, arg_avals)]
         self.block = self
 

@@ -1,20 +1,27 @@
-"""Contractions: dot_general."""
+"""Contractions: dot_general, and the Precision values that matmul-like ops accept."""
 from __future__ import annotations
 
 import enum
 
 import numpy as np
 
-from fluxion._src import dtypes
+from fluxion._src import ad, batching, core, dtypes
 from fluxion._src.core import ShapedArray
-from fluxion._src.lax.base import check_dtype, standard_primitive
+from fluxion._src.lax.base import ANY, check_dtype, standard_primitive
 
 
 class Precision(enum.Enum):
-    """Precision of matmul-like ops on accelerators (`lax.Precision`)."""
+    """Precision of matmul-like ops on accelerators (`lax.Precision`).
+
+    Also constructible from JAX's strings: `Precision('highest')`.
+    """
     DEFAULT = 0
     HIGH = 1
     HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value):
+        return _PRECISION_STRINGS.get(value)
 
     def __repr__(self):
         return f"Precision.{self.name}"
@@ -23,68 +30,233 @@ class Precision(enum.Enum):
         return self.name
 
 
+_PRECISION_STRINGS = {
+    "highest": Precision.HIGHEST, "float32": Precision.HIGHEST,
+    "high": Precision.HIGH, "bfloat16_3x": Precision.HIGH, "tensorfloat32": Precision.HIGH,
+    "default": Precision.DEFAULT, "bfloat16": Precision.DEFAULT, "fastest": Precision.DEFAULT,
+}
+
+
 def canonicalize_precision(precision):
-    """None, a Precision or a pair of them (strings accepted) -> None or a pair."""
+    """None, a Precision, one of JAX's precision strings, or a pair of Precisions or of strings
+    -> None or a pair of Precisions."""
     if precision is None:
         return None
-    if isinstance(precision, str):
-        precision = Precision[precision.upper()] if precision.upper() in Precision.__members__ else {
-            "bfloat16": Precision.DEFAULT, "tensorfloat32": Precision.HIGH,
-            "float32": Precision.HIGHEST}[precision.lower()]
     if isinstance(precision, Precision):
         return (precision, precision)
+    if isinstance(precision, str) and precision in _PRECISION_STRINGS:
+        return (_PRECISION_STRINGS[precision],) * 2
     if isinstance(precision, (tuple, list)) and len(precision) == 2:
-        return tuple(canonicalize_precision(p)[0] if p is not None else Precision.DEFAULT
-                     for p in precision)
-    raise ValueError(f"precision must be None, a Precision, a string or a pair of them; got {precision!r}")
+        if all(isinstance(p, Precision) for p in precision):
+            return tuple(precision)
+        if all(isinstance(p, str) and p in _PRECISION_STRINGS for p in precision):
+            return tuple(_PRECISION_STRINGS[p] for p in precision)
+    raise ValueError(f"Precision argument must be None, a string in {list(_PRECISION_STRINGS)}, "
+                     f"a lax.Precision value, or a tuple of two lax.Precision values or "
+                     f"strings; got {precision!r}.")
 
 
-_NUMBER_OR_BOOL = ("number or boolean", lambda dt: dt.kind in "iufcb" or dt == dtypes.bfloat16)
+def _bit_width(dt: np.dtype) -> int:
+    return 1 if dt == dtypes.bool_ else dt.itemsize * 8
+
+
+def _type_rank(dt: np.dtype) -> tuple:
+    """XLA's order on element types for mixed-dtype dots: the higher type is the result's."""
+    real = np.dtype(np.float32 if dt == dtypes.complex64 else np.float64) if dt.kind == "c" else dt
+    if dtypes.is_float(real):
+        info = dtypes.finfo(real)
+        exponent, mantissa = info.maxexp, info.nmant
+    else:
+        exponent = mantissa = -1
+    return (dt.kind == "c", exponent, mantissa, _bit_width(real), real.kind != "u")
+
+
+def dot_result_dtype(opname: str, lhs: np.dtype, rhs: np.dtype, preferred_element_type) -> np.dtype:
+    """The element type of a dot-like op (shared with convolution)."""
+    lrank, rrank = _type_rank(lhs), _type_rank(rhs)
+    if lrank == rrank and lhs != rhs:
+        raise TypeError(f"lax.{opname} argument type error: {lhs.name}, {rhs.name}")
+    result = lhs if lrank >= rrank else rhs
+    if preferred_element_type is None or preferred_element_type == result:
+        return result
+    preferred = np.dtype(preferred_element_type)
+    if not dtypes.is_float(result) and _bit_width(preferred) < _bit_width(result):
+        raise TypeError(f"`preferred_element_type` must not be narrower than the original type, "
+                        f"got preferred_element_type of {preferred.name} for result type of "
+                        f"{result.name}.")
+    return preferred
+
+
+def _check_dimension_numbers(lhs, rhs, dimension_numbers) -> None:
+    (lc, rc), (lb, rb) = dimension_numbers
+    for side, aval, contract, batch in (("lhs", lhs, lc, lb), ("rhs", rhs, rc, rb)):
+        if any(not 0 <= d < aval.ndim for d in contract + batch):
+            raise TypeError(f"dot_general requires {side} dimension numbers to be nonnegative and "
+                            f"less than the number of axes of the {side} value, got {side}_batch "
+                            f"of {batch} and {side}_contracting of {contract} for {side} of rank "
+                            f"{aval.ndim}")
+    if len(lb) != len(rb):
+        raise TypeError(f"dot_general requires equal numbers of lhs_batch and rhs_batch "
+                        f"dimensions, got lhs_batch {lb} and rhs_batch {rb}.")
+    for what, dims in (("lhs batch", lb), ("rhs batch", rb), ("lhs contracting", lc),
+                       ("rhs contracting", rc)):
+        if len(set(dims)) != len(dims):
+            raise TypeError(f"dot_general requires {what} dimensions to be distinct, got "
+                            f"{what.replace(' ', '_')} {dims}.")
+    for side, batch, contract in (("lhs", lb, lc), ("rhs", rb, rc)):
+        if set(batch) & set(contract):
+            raise TypeError(f"dot_general requires {side} batch dimensions to be disjoint from "
+                            f"contracting dimensions, got {side}_batch {batch} and "
+                            f"{side}_contracting {contract}.")
+    lb_shape, rb_shape = tuple(lhs.shape[d] for d in lb), tuple(rhs.shape[d] for d in rb)
+    if lb_shape != rb_shape:
+        raise TypeError(f"dot_general requires lhs batch dimensions and rhs batch dimensions to "
+                        f"have the same shape, got {lb_shape} and {rb_shape}.")
+    lc_shape, rc_shape = tuple(lhs.shape[d] for d in lc), tuple(rhs.shape[d] for d in rc)
+    if lc_shape != rc_shape:
+        raise TypeError(f"dot_general requires contracting dimensions to have the same shape, "
+                        f"got {lc_shape} and {rc_shape}.")
 
 
 def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, precision=None,
                                preferred_element_type=None, out_sharding=None):
+    check_dtype("dot_general", lhs, ANY, 0)
+    check_dtype("dot_general", rhs, ANY, 1)
+    _check_dimension_numbers(lhs, rhs, dimension_numbers)
+    dtype = dot_result_dtype("dot_general", lhs.dtype, rhs.dtype, preferred_element_type)
     (lc, rc), (lb, rb) = dimension_numbers
-    check_dtype("dot_general", lhs, _NUMBER_OR_BOOL, 0)
-    if lhs.dtype != rhs.dtype and preferred_element_type is None:
-        raise TypeError(f"dot_general requires operands of the same dtype, got {lhs.dtype.name} "
-                        f"and {rhs.dtype.name}.")
-    for name, dims, aval in (("lhs contracting", lc, lhs), ("rhs contracting", rc, rhs),
-                             ("lhs batch", lb, lhs), ("rhs batch", rb, rhs)):
-        if any(not 0 <= d < aval.ndim for d in dims) or len(set(dims)) != len(dims):
-            raise TypeError(f"dot_general requires {name} dimensions to be distinct and in range "
-                            f"for rank {aval.ndim}; got {tuple(dims)}")
-    if len(lc) != len(rc) or len(lb) != len(rb):
-        raise TypeError(f"dot_general requires equal numbers of lhs and rhs contracting and batch "
-                        f"dimensions, got {dimension_numbers}")
-    if [lhs.shape[d] for d in lb] != [rhs.shape[d] for d in rb]:
-        raise TypeError(f"dot_general requires lhs batch dimensions and rhs batch dimensions to "
-                        f"have the same shape, got {[lhs.shape[d] for d in lb]} and "
-                        f"{[rhs.shape[d] for d in rb]}.")
-    if [lhs.shape[d] for d in lc] != [rhs.shape[d] for d in rc]:
-        raise TypeError(f"dot_general requires contracting dimensions to have the same shape, "
-                        f"got {[lhs.shape[d] for d in lc]} and {[rhs.shape[d] for d in rc]}.")
     lfree = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
     rfree = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
     shape = (tuple(lhs.shape[d] for d in lb) + tuple(lhs.shape[d] for d in lfree)
              + tuple(rhs.shape[d] for d in rfree))
-    dtype = np.dtype(preferred_element_type) if preferred_element_type is not None else lhs.dtype
-    return ShapedArray(shape, dtype, lhs.weak_type and rhs.weak_type and preferred_element_type is None)
+    return ShapedArray(shape, dtype, lhs.weak_type and rhs.weak_type)
 
 
 def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision=None,
                           preferred_element_type=None, out_sharding=None):
     out_dtype = ctx.avals_out[0].dtype
     names = None if precision is None else [p.name for p in precision]
-    if lhs.dtype == dtypes.bool_:
-        # XLA has no boolean dot: compute in int32 and compare.
+    if lhs.dtype == rhs.dtype == dtypes.bool_:
+        # A boolean dot is an OR of ANDs: count in int32, then test for nonzero.
         li, ri = ctx.convert(lhs, np.int32), ctx.convert(rhs, np.int32)
         out = ctx.dot_general(li, ri, dimension_numbers, names, np.int32)
-        return ctx.convert(out, out_dtype) if out_dtype != dtypes.bool_ else ctx.compare(
-            out, ctx.constant(0, np.int32, out.shape), "NE")
-    if rhs.dtype != lhs.dtype:
-        rhs = ctx.convert(rhs, lhs.dtype)
+        if out_dtype == dtypes.bool_:
+            return ctx.compare(out, ctx.constant(0, np.int32, out.shape), "NE")
+        return ctx.convert(out, out_dtype)
+    if lhs.dtype != rhs.dtype:
+        # XLA's CPU and GPU backends only generate code for equal operand types.
+        lhs, rhs = ctx.convert(lhs, out_dtype), ctx.convert(rhs, out_dtype)
     return ctx.dot_general(lhs, rhs, dimension_numbers, names, out_dtype)
 
 
 dot_general_p = standard_primitive("dot_general", _dot_general_abstract_eval, _dot_general_lowering)
+
+
+# ---------------------------------------------------------------------------------------------
+# Differentiation and batching rules of dot_general
+
+def _has_tangent(t) -> bool:
+    return type(t) is not ad.Zero and core.get_aval(t).dtype != dtypes.float0
+
+
+def _dot_general_jvp(primals, tangents, **params):
+    """Bilinear: d(lhs . rhs) = dlhs . rhs + lhs . drhs."""
+    (lhs, rhs), (t_lhs, t_rhs) = primals, tangents
+    out = dot_general_p.bind(lhs, rhs, **params)
+    terms = []
+    if dtypes.is_inexact(core.get_aval(out).dtype):
+        if _has_tangent(t_lhs):
+            terms.append(dot_general_p.bind(t_lhs, rhs, **params))
+        if _has_tangent(t_rhs):
+            terms.append(dot_general_p.bind(lhs, t_rhs, **params))
+    if not terms:
+        return out, ad.Zero.from_primal_value(out)
+    return out, terms[0] if len(terms) == 1 else ad.add_tangents(*terms)
+
+
+def _free_dims(ndim: int, contracting, batch) -> list:
+    return [d for d in range(ndim) if d not in contracting and d not in batch]
+
+
+def _transpose_operand(ct, y, x_aval, x_dims, y_dims, x_free_in_ct, y_free_in_ct, params):
+    """The cotangent of operand x of a dot_general with operand y, given the output cotangent.
+
+    x_dims and y_dims are (contracting, batch) of each operand; x_free_in_ct / y_free_in_ct
+    are the positions of each operand's free dimensions in the output. The cotangent is
+    ct . y contracting y's free dimensions, which gives (batch, x free, y contracting in
+    increasing order); a transpose puts these in x's order."""
+    (xc, xb), (yc, yb) = x_dims, y_dims
+    n_batch = len(xb)
+    y_free = _free_dims(core.get_aval(y).ndim, yc, yb)
+    x_free = _free_dims(x_aval.ndim, xc, xb)
+    dims = ((tuple(y_free_in_ct), tuple(y_free)), (tuple(range(n_batch)), tuple(yb)))
+    result = dot_general_p.bind(ct, y, dimension_numbers=dims, **params)
+    position = {d: i for i, d in enumerate(xb)}
+    position.update({d: n_batch + j for j, d in enumerate(x_free)})
+    y_contract_order = sorted(yc)
+    position.update({xd: n_batch + len(x_free) + y_contract_order.index(yd)
+                     for xd, yd in zip(xc, yc)})
+    perm = tuple(position[d] for d in range(x_aval.ndim))
+    from fluxion._src.lax import lax, structural
+    result = structural.transpose(result, perm)
+    if core.get_aval(result).dtype != x_aval.dtype:
+        result = lax._convert_element_type(result, x_aval.dtype, x_aval.weak_type)
+    return result
+
+
+def _dot_general_transpose(ct, lhs, rhs, *, dimension_numbers, precision=None,
+                           preferred_element_type=None, out_sharding=None):
+    lhs_linear, rhs_linear = ad.is_undefined_primal(lhs), ad.is_undefined_primal(rhs)
+    if lhs_linear and rhs_linear:
+        raise NotImplementedError("dot_general transpose: both operands are linear inputs; a "
+                                  "linear function multiplies by at most one of them.")
+    x_aval = (lhs if lhs_linear else rhs).aval
+    if type(ct) is ad.Zero or x_aval.dtype == dtypes.float0:
+        return [ad.Zero(x_aval) if lhs_linear else None, ad.Zero(x_aval) if rhs_linear else None]
+    (lc, rc), (lb, rb) = dimension_numbers
+    lhs_ndim = lhs.aval.ndim if lhs_linear else core.get_aval(lhs).ndim
+    rhs_ndim = rhs.aval.ndim if rhs_linear else core.get_aval(rhs).ndim
+    n_batch, n_lhs_free = len(lb), len(_free_dims(lhs_ndim, lc, lb))
+    n_rhs_free = len(_free_dims(rhs_ndim, rc, rb))
+    lhs_free_in_ct = range(n_batch, n_batch + n_lhs_free)
+    rhs_free_in_ct = range(n_batch + n_lhs_free, n_batch + n_lhs_free + n_rhs_free)
+    params = dict(preferred_element_type=preferred_element_type, out_sharding=out_sharding)
+    if lhs_linear:
+        ct_lhs = _transpose_operand(ct, rhs, x_aval, (lc, lb), (rc, rb), lhs_free_in_ct,
+                                    rhs_free_in_ct, dict(params, precision=precision))
+        return [ct_lhs, None]
+    # ct takes the lhs slot of the transposed dot and lhs the rhs slot: swap the precisions.
+    swapped = None if precision is None else (precision[1], precision[0])
+    ct_rhs = _transpose_operand(ct, lhs, x_aval, (rc, rb), (lc, lb), rhs_free_in_ct,
+                                lhs_free_in_ct, dict(params, precision=swapped))
+    return [None, ct_rhs]
+
+
+def _dot_general_batch(args, dims, *, dimension_numbers, **params):
+    """A batch dimension of both operands becomes a dot_general batch dimension (the
+    output's first); one of only one operand becomes a free dimension. Nothing is moved."""
+    (lhs, rhs), (ld, rd) = args, dims
+    (lc, rc), (lb, rb) = dimension_numbers
+
+    def shift(ds, d):
+        return ds if d is None else tuple(x + (x >= d) for x in ds)
+
+    lc, lb, rc, rb = shift(lc, ld), shift(lb, ld), shift(rc, rd), shift(rb, rd)
+    if ld is not None and rd is not None:
+        new_dims = ((lc, rc), ((ld,) + lb, (rd,) + rb))
+        out_dim = 0
+    elif ld is not None:
+        new_dims = ((lc, rc), (lb, rb))
+        lhs_free = _free_dims(core.get_aval(lhs).ndim, lc, lb)
+        out_dim = len(lb) + lhs_free.index(ld)
+    else:
+        new_dims = ((lc, rc), (lb, rb))
+        lhs_free = _free_dims(core.get_aval(lhs).ndim, lc, lb)
+        rhs_free = _free_dims(core.get_aval(rhs).ndim, rc, rb)
+        out_dim = len(lb) + len(lhs_free) + rhs_free.index(rd)
+    return dot_general_p.bind(lhs, rhs, dimension_numbers=new_dims, **params), out_dim
+
+
+ad.primitive_jvps[dot_general_p] = _dot_general_jvp
+ad.primitive_transposes[dot_general_p] = _dot_general_transpose
+batching.primitive_batchers[dot_general_p] = _dot_general_batch

@@ -1,2 +1,245 @@
-"""(being written)"""
-__all__: list[str] = []
+"""Order-based ops: sort (one or several operands, lexicographic keys), sort_key_val, top_k,
+argmax and argmin.
+
+Floats are ordered as in JAX: -0.0 and 0.0 are equal for sort and for argmax/argmin ties, NaNs
+sort last, and argmax/argmin return the first NaN when there is one.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Sequence
+
+import numpy as np
+
+from fluxion._src import core, dtypes
+from fluxion._src.core import ShapedArray
+from fluxion._src.lax.base import ANY, ORDERED, check_dtype, standard_primitive
+from fluxion._src.lax.reductions import emit_reduce, identity_value
+
+__all__ = ["argmax", "argmax_p", "argmin", "argmin_p", "sort", "sort_key_val", "sort_p",
+           "top_k", "top_k_p"]
+
+
+def _canonicalize_axis(axis, ndim: int) -> int:
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+    return axis % ndim if ndim else axis
+
+
+# ---------------------------------------------------------------------------------------------
+# sort
+
+def _sort_abstract_eval(*avals, dimension, is_stable, num_keys):
+    if not avals:
+        raise TypeError("sort requires at least one operand")
+    if any(a.shape != avals[0].shape for a in avals):
+        raise TypeError(f"Arguments to sort must have equal shapes, got: "
+                        f"{' '.join(str(a.shape) for a in avals)}")
+    if not 1 <= num_keys <= len(avals):
+        raise ValueError(f"sort: num_keys={num_keys} must be between 1 and the number of "
+                         f"operands {len(avals)}")
+    if not 0 <= dimension < avals[0].ndim:
+        raise ValueError(f"sort: dimension {dimension} is out of bounds for operands of shape "
+                         f"{avals[0].shape}")
+    for i, a in enumerate(avals):
+        check_dtype("sort", a, ANY, i)
+    return list(avals)
+
+
+def _float_sort_key(block, x):
+    """x with -0.0 made 0.0 and every NaN the same positive NaN, for a total-order compare."""
+    zero = block.constant(0, x.dtype)
+    x = block.select(block.compare(x, zero, "EQ"), zero, x)
+    return block.select(block.compare(x, x, "NE"), block.constant(np.nan, x.dtype), x)
+
+
+def _sort_keys(block, x) -> list:
+    if dtypes.is_complex(x.dtype):
+        part = ShapedArray((), np.float32 if x.dtype == dtypes.complex64 else np.float64)
+        return [_float_sort_key(block, block.op1(f"stablehlo.{p}", [x], part))
+                for p in ("real", "imag")]
+    if dtypes.is_float(x.dtype):
+        return [_float_sort_key(block, x)]
+    return [x]
+
+
+def _less_than(block, xs, ys):
+    """Lexicographic x < y over pairs of key scalars."""
+    result = None
+    for x, y in reversed(list(zip(xs, ys))):
+        compare_type = "TOTALORDER" if dtypes.is_float(x.dtype) else None
+        lt = block.compare(x, y, "LT", compare_type)
+        if result is not None:
+            lt = block.or_(lt, block.and_(block.compare(x, y, "EQ", compare_type), result))
+        result = lt
+    return result
+
+
+def _sort_lowering(ctx, *operands, dimension, is_stable, num_keys):
+    scalar_avals = [ShapedArray((), x.dtype) for x in operands]
+    comparator = ctx.new_block([a for a in scalar_avals for _ in range(2)])
+    lhs_keys, rhs_keys = [], []
+    for i in range(num_keys):
+        lhs_keys += _sort_keys(comparator, comparator.args[2 * i])
+        rhs_keys += _sort_keys(comparator, comparator.args[2 * i + 1])
+    comparator.ret([_less_than(comparator, lhs_keys, rhs_keys)])
+    return ctx.op("stablehlo.sort", list(operands), [x.aval for x in operands],
+                  {"dimension": f"{dimension} : i64",
+                   "is_stable": "true" if is_stable else "false"}, [comparator])
+
+
+sort_p = standard_primitive("sort", _sort_abstract_eval, _sort_lowering, multiple_results=True)
+
+
+def sort(operand, dimension: int = -1, is_stable: bool = True, num_keys: int = 1):
+    """Sort an array, or several arrays of one shape by their first `num_keys` (XLA's Sort).
+
+    Parameters
+    ----------
+    operand : an array, or a sequence of arrays of one shape.
+    dimension : the dimension to sort along.
+    is_stable : keep the order of equal keys.
+    num_keys : how many leading operands are keys, compared lexicographically; the others
+        follow the keys' permutation.
+
+    Returns the sorted array, or a tuple of sorted arrays for a sequence operand. Floats sort
+    with NaNs last and -0.0 equal to 0.0; complex numbers by real part, then imaginary part.
+    """
+    if isinstance(operand, Sequence):
+        if not operand:
+            raise TypeError("Sort requires at least one operand")
+        if not 1 <= num_keys <= len(operand):
+            raise ValueError(f"num_keys={num_keys} must be between 1 and "
+                             f"len(operand)={len(operand)}")
+        dimension = _canonicalize_axis(dimension, core.get_aval(operand[0]).ndim)
+        return tuple(sort_p.bind(*operand, dimension=dimension, is_stable=bool(is_stable),
+                                 num_keys=operator.index(num_keys)))
+    if num_keys != 1:
+        raise ValueError(f"num_keys={num_keys} must equal 1 for a single operand.")
+    dimension = _canonicalize_axis(dimension, core.get_aval(operand).ndim)
+    return sort_p.bind(operand, dimension=dimension, is_stable=bool(is_stable), num_keys=1)[0]
+
+
+def sort_key_val(keys, values, dimension: int = -1, is_stable: bool = True):
+    """Sort `keys` along `dimension` and apply the same permutation to `values`."""
+    dimension = _canonicalize_axis(dimension, core.get_aval(keys).ndim)
+    sorted_keys, sorted_values = sort_p.bind(keys, values, dimension=dimension,
+                                             is_stable=bool(is_stable), num_keys=1)
+    return sorted_keys, sorted_values
+
+
+# ---------------------------------------------------------------------------------------------
+# top_k
+
+def _top_k_abstract_eval(operand, *, k, axis):
+    if dtypes.is_complex(operand.dtype):
+        raise ValueError("top_k is not compatible with complex inputs.")
+    check_dtype("top_k", operand, ORDERED)
+    if k < 0:
+        raise ValueError(f"k argument to top_k must be nonnegative, got {k}")
+    if operand.ndim == 0:
+        raise TypeError(f"top_k operand must have >= 1 dimension, got {operand.shape}")
+    if not 0 <= axis < operand.ndim:
+        raise ValueError(f"axis argument out of range: axis={axis} for "
+                         f"operand.shape={operand.shape}")
+    if operand.shape[axis] < k:
+        raise ValueError(f"k argument to top_k must be no larger than size along axis; got k={k} "
+                         f"with shape={list(operand.shape)} and axis={axis}")
+    shape = operand.shape[:axis] + (k,) + operand.shape[axis + 1:]
+    return [operand.update(shape=shape), ShapedArray(shape, np.int32)]
+
+
+def _top_k_lowering(ctx, operand, *, k, axis):
+    last = operand.aval.ndim - 1
+    perm = list(range(last + 1))
+    perm[axis], perm[last] = last, axis
+    if axis != last:
+        operand = ctx.transpose(operand, perm)
+    shape = operand.shape[:-1] + (k,)
+    values, indices = ctx.op("chlo.top_k", [operand],
+                             [operand.aval.update(shape=shape), ShapedArray(shape, np.int32)],
+                             {"k": f"{k} : i64"})
+    if axis != last:
+        values, indices = ctx.transpose(values, perm), ctx.transpose(indices, perm)
+    return [values, indices]
+
+
+top_k_p = standard_primitive("top_k", _top_k_abstract_eval, _top_k_lowering, multiple_results=True)
+
+
+def top_k(operand, k: int, *, axis: int = -1):
+    """The `k` largest entries along `axis` and their int32 indices, largest first.
+
+    Equal entries keep their order (the lower index first); NaNs count as largest.
+    """
+    k = operator.index(k)
+    if k < 0:
+        raise ValueError(f"k argument to top_k must be nonnegative, got {k}")
+    axis = _canonicalize_axis(axis, core.get_aval(operand).ndim)
+    values, indices = top_k_p.bind(operand, k=k, axis=axis)
+    return values, indices
+
+
+# ---------------------------------------------------------------------------------------------
+# argmax, argmin
+
+def _argminmax_abstract_eval(name: str):
+    def rule(operand, *, axes, index_dtype):
+        axis, = axes
+        check_dtype(name, operand, ORDERED)
+        if not 0 <= axis < operand.ndim:
+            raise ValueError(f"{name}: invalid axis {axis} for operand shape {operand.shape}")
+        if operand.shape[axis] < 1:
+            raise ValueError(f"argmin and argmax require non-empty reduced dimension. "
+                             f"operand.shape={operand.shape} axis={axis}")
+        if not dtypes.is_integer(index_dtype):
+            raise TypeError(f"index_dtype must be an integer type, but got {index_dtype.name}")
+        return ShapedArray(operand.shape[:axis] + operand.shape[axis + 1:], index_dtype)
+    return rule
+
+
+def _argminmax_lowering(kind: str):
+    direction = "GT" if kind == "max" else "LT"
+
+    def pick_first(block, accs, xs):
+        """Whether the (value, index) pair `accs` wins over `xs`: it is strictly better, or tied
+        with the lower index. NaNs beat numbers and tie with each other."""
+        (a, a_index), (b, b_index) = accs, xs
+        better = block.compare(a, b, direction)
+        tied = block.compare(a, b, "EQ")
+        if dtypes.is_inexact(a.dtype):
+            a_nan, b_nan = block.compare(a, a, "NE"), block.compare(b, b, "NE")
+            better = block.or_(block.and_(a_nan, block.not_(b_nan)), better)
+            tied = block.or_(block.and_(a_nan, b_nan), tied)
+        first = block.compare(a_index, b_index, "LT")
+        return block.or_(better, block.and_(tied, first))
+
+    def lowering(ctx, operand, *, axes, index_dtype):
+        indices = ctx.iota(ShapedArray(operand.shape, index_dtype), axes[0])
+        inits = [ctx.constant(identity_value(kind, operand.dtype), operand.dtype),
+                 ctx.constant(0, index_dtype)]
+
+        def body(block, accs, xs):
+            pick = pick_first(block, accs, xs)
+            return [block.select(pick, accs[0], xs[0]), block.select(pick, accs[1], xs[1])]
+        return emit_reduce(ctx, [operand, indices], inits, axes, body)[1]
+    return lowering
+
+
+argmax_p = standard_primitive("argmax", _argminmax_abstract_eval("argmax"),
+                              _argminmax_lowering("max"))
+argmin_p = standard_primitive("argmin", _argminmax_abstract_eval("argmin"),
+                              _argminmax_lowering("min"))
+
+
+def argmax(operand, axis: int, index_dtype):
+    """Index of the largest element along `axis` (the first one on ties; the first NaN if any)."""
+    index_dtype = dtypes.canonicalize_dtype(dtypes.dtype(index_dtype))
+    return argmax_p.bind(operand, axes=(operator.index(axis),), index_dtype=index_dtype)
+
+
+def argmin(operand, axis: int, index_dtype):
+    """Index of the smallest element along `axis` (the first one on ties; the first NaN if any)."""
+    index_dtype = dtypes.canonicalize_dtype(dtypes.dtype(index_dtype))
+    return argmin_p.bind(operand, axes=(operator.index(axis),), index_dtype=index_dtype)
