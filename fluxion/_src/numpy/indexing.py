@@ -1,1 +1,730 @@
-"""(being written)"""
+"""NumPy-style indexing of fluxion arrays: `x[idx]`, `x.at[idx].set(y)` and friends, `take`
+and `take_along_axis`.
+
+An index expression is parsed into one entry per indexed dimension (after expanding `...`
+and boolean masks). Pure basic indexing (static or traced scalar integers, slices, None)
+reads with slice / rev / dynamic_slice / squeeze / broadcast_in_dim; anything with index
+arrays reads with a single gather. Updates always scatter. Out-of-bounds indices follow JAX:
+reads clamp (unless mode='fill'), updates are dropped (unless mode='clip').
+"""
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from fluxion._src import core, dtypes
+from fluxion._src.array import Array
+from fluxion._src.lax import indexing as lax_indexing
+from fluxion._src.lax import lax, structural
+from fluxion._src.lax.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
+from fluxion._src.numpy import array_methods, ufuncs, util
+
+__all__ = ["take", "take_along_axis"]
+
+
+class NonConcreteBooleanIndexError(IndexError):
+    """A boolean mask used as an index is traced: the result's shape would depend on its values."""
+
+    def __init__(self, aval):
+        super().__init__(
+            f"Array boolean indices must be concrete; got {aval}. The shape of x[mask] depends "
+            "on the values of mask, which are not known while tracing. Use "
+            "fluxion.numpy.where(mask, x, other) to select elementwise, or pass the mask as a "
+            "static (concrete) value.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsed index entries
+
+class _Slice(NamedTuple):
+    """A static slice of operand dimension `dim`: `length` elements from `start` by `step`."""
+    dim: int
+    start: int
+    step: int
+    length: int
+
+
+class _Int(NamedTuple):
+    """A scalar integer index of `dim`: a Python int, or a 0-d Array or tracer."""
+    dim: int
+    index: Any
+
+
+class _IndexArray(NamedTuple):
+    """An integer index array of `dim`; `dim` is None for a boolean scalar, which indexes no
+    dimension but adds one of length 1 (True) or 0 (False) to the advanced-index shape."""
+    dim: int | None
+    index: Any
+
+
+class _NewAxis:
+    """A None in the index: a new dimension of length 1."""
+
+
+_NEWAXIS = _NewAxis()
+
+
+def _is_traced_or_device(x) -> bool:
+    return isinstance(x, (Array, core.Tracer))
+
+
+def _as_index_tuple(idx) -> tuple:
+    if isinstance(idx, tuple):
+        return idx
+    if isinstance(idx, list):
+        raise TypeError("Using a non-tuple sequence for multidimensional indexing is not allowed; "
+                        "use `arr[array(seq)]` instead of `arr[seq]`.")
+    return (idx,)
+
+
+def _host_index_array(item, position: int) -> np.ndarray:
+    """A list, tuple or non-integer scalar in an index, as a NumPy index array."""
+    arr = np.asarray(item)
+    if arr.size == 0 and arr.dtype.kind == "f":
+        arr = arr.astype(np.int64)  # `[]` is an empty integer index, as in NumPy
+    if arr.dtype.kind not in "biu":
+        raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
+                        f"{arr.dtype} at position {position}, indexer value {item!r}")
+    return arr
+
+
+def _concrete_mask(mask) -> np.ndarray:
+    if isinstance(mask, core.Tracer):
+        value = mask.to_concrete_value()
+        if value is None:
+            raise NonConcreteBooleanIndexError(mask.aval.str_short())
+        return np.asarray(value)
+    return np.asarray(mask)
+
+
+def _static_slice_part(value, what: str, s: slice):
+    if value is None:
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        if isinstance(value, core.Tracer):
+            raise IndexError(
+                f"Array slice indices must have static start/stop/step to be used with NumPy "
+                f"indexing syntax. Found slice({s.start}, {s.stop}, {s.step}). To index a "
+                "statically sized array at a dynamic position, use lax.dynamic_slice / "
+                "lax.dynamic_update_slice.") from None
+        raise TypeError(f"slice indices must be integers or None or have an __index__ method, "
+                        f"got {what}={value!r}") from None
+
+
+def _parse_slice(s: slice, dim: int, size: int) -> _Slice:
+    start, stop, step = (_static_slice_part(getattr(s, n), n, s) for n in ("start", "stop", "step"))
+    start, stop, step = slice(start, stop, step).indices(size)
+    return _Slice(dim, start, step, len(range(start, stop, step)))
+
+
+def _classify(item, position: int):
+    """(kind, value) of one element of an index tuple; kind is one of 'none', 'ellipsis',
+    'slice', 'int', 'bool', 'mask' and 'array'."""
+    if item is None:
+        return "none", None
+    if item is Ellipsis:
+        return "ellipsis", None
+    if isinstance(item, slice):
+        return "slice", item
+    if isinstance(item, (bool, np.bool_)):
+        return "bool", bool(item)
+    if isinstance(item, (int, np.integer)):
+        return "int", operator.index(item)
+    if isinstance(item, (list, tuple, float, complex, np.generic)):
+        item = _host_index_array(item, position)
+    if isinstance(item, (np.ndarray, Array, core.Tracer)):
+        dtype = np.dtype(item.dtype)
+        if dtype == dtypes.bool_:
+            if item.ndim == 0:
+                return "bool", bool(_concrete_mask(item))
+            return "mask", item
+        if dtypes.is_integer(dtype):
+            if item.ndim == 0:
+                return "int", operator.index(item) if isinstance(item, np.ndarray) else item
+            return "array", item
+        raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
+                        f"{dtype} at position {position}, indexer value {item!r}")
+    if isinstance(item, str):
+        raise TypeError(f"fluxion does not support string indexing; got {item!r}")
+    raise TypeError(f"Indexer must be an integer, slice, None, Ellipsis, boolean or integer "
+                    f"array; got {type(item).__name__} at position {position}: {item!r}")
+
+
+def _consumed_dims(kind: str, value) -> int:
+    if kind in ("slice", "int", "array"):
+        return 1
+    if kind == "mask":
+        return value.ndim
+    return 0
+
+
+def _parse_index(shape: tuple, idx) -> list:
+    """The entries of `idx` for an array of `shape`: every dimension gets exactly one."""
+    items = [_classify(item, i) for i, item in enumerate(_as_index_tuple(idx))]
+    if sum(kind == "ellipsis" for kind, _ in items) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    consumed = sum(_consumed_dims(kind, value) for kind, value in items)
+    if consumed > len(shape):
+        raise IndexError(f"Too many indices: array is {len(shape)}-dimensional, but {consumed} "
+                         f"were indexed")
+    if all(kind != "ellipsis" for kind, _ in items):
+        items.append(("ellipsis", None))
+    entries, dim = [], 0
+    for kind, value in items:
+        if kind == "ellipsis":
+            for _ in range(len(shape) - consumed):
+                entries.append(_Slice(dim, 0, 1, shape[dim]))
+                dim += 1
+        elif kind == "none":
+            entries.append(_NEWAXIS)
+        elif kind == "bool":
+            entries.append(_IndexArray(None, np.zeros(int(value), np.int32)))
+        elif kind == "slice":
+            entries.append(_parse_slice(value, dim, shape[dim]))
+            dim += 1
+        elif kind == "int":
+            entries.append(_Int(dim, value))
+            dim += 1
+        elif kind == "array":
+            entries.append(_IndexArray(dim, value))
+            dim += 1
+        else:
+            entries.extend(_mask_entries(_concrete_mask(value), dim, shape, len(entries)))
+            dim += value.ndim
+    return entries
+
+
+def _mask_entries(mask: np.ndarray, dim: int, shape: tuple, position: int) -> list:
+    expected = shape[dim:dim + mask.ndim]
+    if mask.shape != expected:
+        raise IndexError(f"boolean index did not match shape of indexed array in index "
+                         f"{position}: got {mask.shape}, expected {expected}")
+    return [_IndexArray(dim + i, nz) for i, nz in enumerate(np.nonzero(mask))]
+
+
+def _has_index_arrays(entries) -> bool:
+    return any(isinstance(e, _IndexArray) for e in entries)
+
+
+# ---------------------------------------------------------------------------------------------
+# Index values
+
+def _index_dtype(shape) -> np.dtype:
+    big = any(d > np.iinfo(np.int32).max for d in shape)
+    return np.dtype(np.int64 if big else np.int32)
+
+
+def _normalized_index(index, size: int, dtype: np.dtype, wrap_negative: bool):
+    """`index` converted to `dtype`, with negative values counted from the end."""
+    if not _is_traced_or_device(index):
+        values = np.asarray(index).astype(np.int64)
+        if wrap_negative:
+            values = np.where(values < 0, values + size, values)
+        info = np.iinfo(dtype)
+        return np.clip(values, info.min, info.max).astype(dtype)
+    unsigned = np.dtype(index.dtype).kind == "u"
+    index = lax.convert_element_type(index, dtype)
+    if not wrap_negative or unsigned:
+        return index
+    zero, size = np.zeros((), dtype), np.asarray(size, dtype)
+    return structural.select_n(lax.lt(index, zero), index, lax.add(index, size))
+
+
+# ---------------------------------------------------------------------------------------------
+# Basic indexing without gathers
+
+def _basic_take(arr, entries):
+    """`arr[idx]` for ints (static or traced), slices and None, without a gather."""
+    shape = core.get_aval(arr).shape
+    for e in entries:
+        if isinstance(e, _Int) and shape[e.dim] == 0:
+            raise IndexError(f"index is out of bounds for axis {e.dim} with size 0")
+    arr = _static_slices(arr, entries, shape)
+    arr = _dynamic_ints(arr, entries)
+    int_dims = [e.dim for e in entries if isinstance(e, _Int)]
+    if int_dims:
+        arr = structural.squeeze(arr, int_dims)
+    out_entries = [e for e in entries if not isinstance(e, _Int)]
+    new_axes = [i for i, e in enumerate(out_entries) if e is _NEWAXIS]
+    if new_axes:
+        arr = structural.expand_dims(arr, new_axes)
+    return arr
+
+
+def _static_slices(arr, entries, shape):
+    """Apply the static slices and static ints (a clamped length-1 slice) with slice and rev."""
+    starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
+    reversed_dims = []
+    for e in entries:
+        if isinstance(e, _Slice) and e.length == 0:
+            starts[e.dim], limits[e.dim] = 0, 0
+        elif isinstance(e, _Slice):
+            step = abs(e.step)
+            first = e.start if e.step > 0 else e.start + e.step * (e.length - 1)
+            starts[e.dim], limits[e.dim] = first, first + step * (e.length - 1) + 1
+            if e.length > 1:
+                strides[e.dim] = step
+                if e.step < 0:
+                    reversed_dims.append(e.dim)
+        elif isinstance(e, _Int) and not _is_traced_or_device(e.index):
+            i = min(max(e.index + shape[e.dim] if e.index < 0 else e.index, 0), shape[e.dim] - 1)
+            starts[e.dim], limits[e.dim] = i, i + 1
+    unit_strides = all(s == 1 for s in strides)
+    if starts != [0] * len(shape) or limits != list(shape) or not unit_strides:
+        arr = structural.slice(arr, starts, limits, None if unit_strides else strides)
+    if reversed_dims:
+        arr = structural.rev(arr, reversed_dims)
+    return arr
+
+
+def _dynamic_ints(arr, entries):
+    """dynamic_slice of size 1 at the traced scalar integer indices."""
+    dynamic = {e.dim: e.index for e in entries if isinstance(e, _Int) and _is_traced_or_device(e.index)}
+    if not dynamic:
+        return arr
+    shape = core.get_aval(arr).shape
+    dtype = _index_dtype(shape)
+    starts = [lax.convert_element_type(dynamic[d], dtype) if d in dynamic else np.zeros((), dtype)
+              for d in range(len(shape))]
+    sizes = [1 if d in dynamic else n for d, n in enumerate(shape)]
+    return structural.dynamic_slice(arr, starts, sizes)
+
+
+# ---------------------------------------------------------------------------------------------
+# The gather (and scatter) form of an index
+
+class _Plan(NamedTuple):
+    """How `x[idx]` reads as a gather: `gather(x, indices, dnums, slice_sizes)` has shape
+    `gather_shape`; inserting size-1 dimensions at `new_axes` gives NumPy's `result_shape`."""
+    indices: Any
+    dnums: GatherDimensionNumbers
+    slice_sizes: tuple
+    gather_shape: tuple
+    new_axes: tuple
+    result_shape: tuple
+    unique: bool
+    sorted: bool
+
+
+def _output_layout(entries, advanced_shape) -> list:
+    """The result's dimensions in order: ('window', entry), ('strided', entry), ('advanced', i)
+    for dimension i of the broadcast index arrays, or ('new', None)."""
+    advanced_positions = [i for i, e in enumerate(entries) if isinstance(e, (_Int, _IndexArray))]
+    block = [("advanced", i) for i in range(len(advanced_shape))]
+    contiguous = advanced_positions == list(range(advanced_positions[0], advanced_positions[-1] + 1)) \
+        if advanced_positions else True
+    layout = [] if contiguous else list(block)
+    for position, e in enumerate(entries):
+        if e is _NEWAXIS:
+            layout.append(("new", None))
+        elif isinstance(e, _Slice):
+            layout.append(("window" if e.step == 1 or e.length <= 1 else "strided", e))
+        elif contiguous and position == advanced_positions[0]:
+            layout.extend(block)
+    return layout
+
+
+def _dim_size(kind, value, advanced_shape) -> int:
+    if kind == "new":
+        return 1
+    if kind == "advanced":
+        return advanced_shape[value]
+    return value.length
+
+
+def _gather_plan(shape: tuple, entries, wrap_negative: bool) -> _Plan:
+    advanced = [e for e in entries if isinstance(e, (_Int, _IndexArray))]
+    advanced_shape = util.broadcast_shapes(*(np.shape(e.index) for e in advanced))
+    layout = _output_layout(entries, advanced_shape)
+    gather_layout = [d for d in layout if d[0] != "new"]
+    batch = [d for d in gather_layout if d[0] in ("strided", "advanced")]
+    batch_shape = tuple(_dim_size(k, v, advanced_shape) for k, v in batch)
+    if math.prod(batch_shape) != 0:
+        for e in advanced:
+            if e.dim is not None and shape[e.dim] == 0:
+                raise IndexError(f"index is out of bounds for axis {e.dim} with size 0")
+    dtype = _index_dtype(shape)
+    components = _index_components(shape, advanced, batch, batch_shape, gather_layout, dtype,
+                                   wrap_negative)
+    # Host components first: they stack into one constant (the order of components is free).
+    components.sort(key=lambda c: _is_traced_or_device(c[1]))
+    slice_sizes = [1] * len(shape)
+    for kind, e in gather_layout:
+        if kind == "window":
+            slice_sizes[e.dim] = e.length
+    dnums = GatherDimensionNumbers(
+        offset_dims=tuple(i for i, d in enumerate(gather_layout) if d[0] == "window"),
+        collapsed_slice_dims=tuple(sorted([e.dim for e in advanced if e.dim is not None]
+                                          + [e.dim for k, e in batch if k == "strided"])),
+        start_index_map=tuple(d for d, _ in components))
+    no_arrays = not any(isinstance(e, _IndexArray) for e in advanced)
+    strided_steps = [e.step for k, e in batch if k == "strided"]
+    return _Plan(_stack_components([c for _, c in components], batch_shape, dtype), dnums,
+                 tuple(slice_sizes),
+                 gather_shape=tuple(_dim_size(k, v, advanced_shape) for k, v in gather_layout),
+                 new_axes=tuple(i for i, d in enumerate(layout) if d[0] == "new"),
+                 result_shape=tuple(_dim_size(k, v, advanced_shape) for k, v in layout),
+                 unique=no_arrays,
+                 sorted=no_arrays and len(strided_steps) <= 1 and all(s > 0 for s in strided_steps))
+
+
+def _index_components(shape, advanced, batch, batch_shape, gather_layout, dtype,
+                      wrap_negative) -> list:
+    """(operand dim, start indices of shape batch_shape + (1,)) for every indexed dimension:
+    index arrays and scalar ints, strided slices (an arithmetic sequence along their own batch
+    dimension) and windows that do not start at 0."""
+    advanced_dims = tuple(i for i, d in enumerate(batch) if d[0] == "advanced")
+    components = []
+    for e in advanced:
+        if e.dim is not None:
+            index = _normalized_index(e.index, shape[e.dim], dtype, wrap_negative)
+            dims = advanced_dims[len(advanced_dims) - np.ndim(index):]
+            components.append((e.dim, _place(index, batch_shape, dims)))
+    for position, (kind, e) in enumerate(batch):
+        if kind == "strided":
+            steps = np.arange(e.length, dtype=dtype) * dtype.type(e.step) + dtype.type(e.start)
+            components.append((e.dim, _place(steps, batch_shape, (position,))))
+    for kind, e in gather_layout:
+        if kind == "window" and e.start != 0:
+            components.append((e.dim, _place(np.asarray(e.start, dtype), batch_shape, ())))
+    return components
+
+
+def _place(index, batch_shape: tuple, dims: tuple):
+    """`index` broadcast to `batch_shape + (1,)`, its dimensions going to `dims`."""
+    target = batch_shape + (1,)
+    if not _is_traced_or_device(index):
+        expanded = np.expand_dims(index, [d for d in range(len(target)) if d not in dims])
+        return np.broadcast_to(expanded, target)
+    return lax.broadcast_in_dim(index, target, dims)
+
+
+def _stack_components(components: list, batch_shape: tuple, dtype: np.dtype):
+    host = [c for c in components if not _is_traced_or_device(c)]
+    traced = [c for c in components if _is_traced_or_device(c)]
+    parts = traced
+    if host or not traced:
+        block = np.concatenate(host, axis=-1) if host else np.zeros(batch_shape + (0,), dtype)
+        parts = [block] + traced
+    if len(parts) == 1:
+        return parts[0]
+    return structural.concatenate(parts, len(batch_shape))
+
+
+# ---------------------------------------------------------------------------------------------
+# Reads
+
+def rewriting_take(arr, idx, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+                   mode=None, fill_value=None, wrap_negative_indices: bool = True):
+    """`arr[idx]` with NumPy's semantics; out-of-bounds reads follow `mode` (default: clamp)."""
+    arr = util.as_array(arr)
+    shape = core.get_aval(arr).shape
+    entries = _parse_index(shape, idx)
+    parsed_mode = None if mode is None else GatherScatterMode.from_any(mode)
+    if not _has_index_arrays(entries) and parsed_mode != GatherScatterMode.FILL_OR_DROP and wrap_negative_indices:
+        return _basic_take(arr, entries)
+    plan = _gather_plan(shape, entries, wrap_negative_indices)
+    out = lax_indexing.gather(arr, plan.indices, plan.dnums, plan.slice_sizes,
+                              indices_are_sorted=indices_are_sorted or plan.sorted,
+                              unique_indices=unique_indices or plan.unique, mode=parsed_mode,
+                              fill_value=fill_value)
+    if plan.new_axes:
+        out = structural.expand_dims(out, plan.new_axes)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Updates
+
+def _scatter_update(arr, idx, values, scatter_fn: Callable, *, indices_are_sorted: bool,
+                    unique_indices: bool, mode, wrap_negative_indices: bool = True):
+    """`arr` with `scatter_fn` combining `values` into `arr[idx]` (a new array)."""
+    arr = util.as_array(arr)
+    aval = core.get_aval(arr)
+    plan = _gather_plan(aval.shape, _parse_index(aval.shape, idx), wrap_negative_indices)
+    updates = lax._convert_element_type(util.as_array(values), aval.dtype, aval.weak_type)
+    updates = util.broadcast_to(updates, plan.result_shape)
+    if plan.new_axes:
+        updates = structural.squeeze(updates, plan.new_axes)
+    dnums = ScatterDimensionNumbers(
+        update_window_dims=plan.dnums.offset_dims,
+        inserted_window_dims=plan.dnums.collapsed_slice_dims,
+        scatter_dims_to_operand_dims=plan.dnums.start_index_map)
+    return scatter_fn(arr, plan.indices, updates, dnums,
+                      indices_are_sorted=indices_are_sorted or plan.sorted,
+                      unique_indices=unique_indices or plan.unique, mode=mode)
+
+
+def _scatter_apply_fn(func: Callable) -> Callable:
+    def scatter_fn(arr, indices, updates, dnums, **kwargs):
+        return lax_indexing.scatter_apply(arr, indices, func, dnums,
+                                          update_shape=core.get_aval(updates).shape, **kwargs)
+    return scatter_fn
+
+
+class _IndexUpdateHelper:
+    """The `x.at` property: `x.at[idx]` names the positions an update method acts on."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getitem__(self, index) -> "_IndexUpdateRef":
+        return _IndexUpdateRef(self.array, index)
+
+    def __repr__(self):
+        return f"_IndexUpdateHelper({self.array!r})"
+
+
+class _IndexUpdateRef:
+    """`x.at[idx]`: each method returns a new array; `x` is unchanged.
+
+    Every method takes keyword arguments `indices_are_sorted`, `unique_indices` (promises),
+    `mode` (GatherScatterMode or its name) and `wrap_negative_indices`. By default reads clamp
+    out-of-bounds indices and updates drop them.
+    """
+
+    __slots__ = ("array", "index")
+
+    def __init__(self, array, index):
+        self.array = array
+        self.index = index
+
+    def __repr__(self):
+        return f"_IndexUpdateRef({self.array!r}, {self.index!r})"
+
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None,
+            wrap_negative_indices=True):
+        """`x[idx]`; with mode='fill', out-of-bounds positions read `fill_value`."""
+        return rewriting_take(self.array, self.index, indices_are_sorted=indices_are_sorted,
+                              unique_indices=unique_indices, mode=mode, fill_value=fill_value,
+                              wrap_negative_indices=wrap_negative_indices)
+
+    def _update(self, values, scatter_fn, kwargs):
+        return _scatter_update(self.array, self.index, values, scatter_fn, **kwargs)
+
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            wrap_negative_indices=True):
+        """`x[idx] = values`."""
+        return self._update(values, lax_indexing.scatter, dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices))
+
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            wrap_negative_indices=True):
+        """`x[idx] += values` (repeated indices accumulate)."""
+        return self._update(values, lax_indexing.scatter_add, dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices))
+
+    def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+                 wrap_negative_indices=True):
+        """`x[idx] -= values` (repeated indices accumulate)."""
+        return self._update(values, lax_indexing.scatter_sub, dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices))
+
+    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+                 wrap_negative_indices=True):
+        """`x[idx] *= values` (repeated indices accumulate)."""
+        return self._update(values, lax_indexing.scatter_mul, dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices))
+
+    mul = multiply
+
+    def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+               wrap_negative_indices=True):
+        """`x[idx] /= values`, with true division (integer arrays give floats, as in JAX)."""
+        return ufuncs.true_divide(self.array, self._scaled_ones(values, dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices)))
+
+    def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+              wrap_negative_indices=True):
+        """`x[idx] **= values`."""
+        return ufuncs.power(self.array, self._scaled_ones(values, dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices)))
+
+    def _scaled_ones(self, values, kwargs):
+        """Ones like `x`, multiplied by `values` at `idx`."""
+        ones = structural.full_like(self.array, 1)
+        return _scatter_update(ones, self.index, values, lax_indexing.scatter_mul, **kwargs)
+
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            wrap_negative_indices=True):
+        """`x[idx] = minimum(x[idx], values)`."""
+        return self._update(values, lax_indexing.scatter_min, dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices))
+
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            wrap_negative_indices=True):
+        """`x[idx] = maximum(x[idx], values)`."""
+        return self._update(values, lax_indexing.scatter_max, dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices))
+
+    def apply(self, func: Callable, *, indices_are_sorted=False, unique_indices=False, mode=None,
+              wrap_negative_indices=True):
+        """`x` with the unary `func` applied at `idx` (once per occurrence of an index)."""
+        zero = np.zeros((), core.get_aval(self.array).dtype)
+        return self._update(zero, _scatter_apply_fn(func), dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices))
+
+
+def _getitem(self, idx):
+    return rewriting_take(self, idx)
+
+
+def _setitem(self, idx, value):
+    raise TypeError(f"{type(self).__name__} objects are immutable and do not support item "
+                    "assignment. Instead of x[idx] = y, use x = x.at[idx].set(y) or another "
+                    ".at[] method.")
+
+
+# ---------------------------------------------------------------------------------------------
+# take and take_along_axis
+
+def _take_mode(mode, indices, size: int):
+    """(indices, gather mode) for jnp's `mode` argument of take / take_along_axis."""
+    if mode is None or mode == "fill":
+        return indices, GatherScatterMode.FILL_OR_DROP
+    if mode == "clip":
+        return indices, GatherScatterMode.CLIP
+    if mode == "wrap":
+        size = np.asarray(size, indices.dtype)
+        wrapped = ufuncs.remainder(indices, size) if _is_traced_or_device(indices) else \
+            np.mod(indices, size)
+        return wrapped, GatherScatterMode.PROMISE_IN_BOUNDS
+    if mode == "raise":
+        raise NotImplementedError("The 'raise' mode of take is not supported: fluxion cannot "
+                                  "report out-of-bounds indices from compiled code.")
+    if isinstance(mode, GatherScatterMode) or mode == "promise_in_bounds":
+        return indices, GatherScatterMode.from_any(mode)
+    raise ValueError(f"Invalid mode '{mode}' for take")
+
+
+def _integer_indices(fname: str, indices):
+    """Integer indices; host values stay NumPy arrays so that index arithmetic folds."""
+    if not _is_traced_or_device(indices):
+        indices = np.asarray(indices)
+    if not dtypes.is_integer(indices.dtype):
+        raise TypeError(f"{fname} indices must be of integer type, got {indices.dtype}")
+    return indices
+
+
+def _reshape(x, shape: tuple):
+    return lax.reshape(x, shape) if _is_traced_or_device(x) else np.reshape(x, shape)
+
+
+def take(a, indices, axis: int | None = None, out=None, mode=None, unique_indices: bool = False,
+         indices_are_sorted: bool = False, fill_value=None):
+    """Take elements of `a` along `axis` (of the flattened `a` when axis is None).
+
+    Parameters
+    ----------
+    a : array_like
+    indices : integer array_like; negative values count from the end.
+    axis : int, optional
+    mode : 'fill' (default: out-of-bounds positions read `fill_value`, NaN for inexact
+        dtypes), 'clip', 'wrap', or a GatherScatterMode. 'raise' is not supported.
+    fill_value : scalar, optional
+    """
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to take is not supported.")
+    util.check_arraylike("take", a, indices)
+    a = util.as_array(a)
+    indices = _integer_indices("take", indices)
+    if axis is None:
+        a = lax.reshape(a, (core.get_aval(a).size,))
+        axis = 0
+    shape = core.get_aval(a).shape
+    axis = util.canonicalize_axis(axis, len(shape))
+    index_shape = np.shape(indices)
+    if shape[axis] == 0 and math.prod(index_shape) != 0:
+        raise IndexError("Cannot do a non-empty take() from an empty axis.")
+    if mode is None or mode == "fill":
+        indices = _normalized_index(indices, shape[axis], _index_dtype(shape), True)
+    indices, gather_mode = _take_mode(mode, indices, shape[axis])
+    slice_sizes = shape[:axis] + (1,) + shape[axis + 1:]
+    dnums = GatherDimensionNumbers(
+        offset_dims=tuple(range(axis)) + tuple(range(axis + len(index_shape),
+                                                     len(shape) + len(index_shape) - 1)),
+        collapsed_slice_dims=(axis,), start_index_map=(axis,))
+    return lax_indexing.gather(a, _reshape(indices, index_shape + (1,)), dnums, slice_sizes,
+                               indices_are_sorted=indices_are_sorted,
+                               unique_indices=unique_indices, mode=gather_mode,
+                               fill_value=fill_value)
+
+
+def take_along_axis(arr, indices, axis: int | None = -1, mode=None, fill_value=None):
+    """Pick `arr`'s elements at `indices` along `axis`, matching positions elsewhere.
+
+    Parameters
+    ----------
+    arr : array_like
+    indices : integer array of `arr`'s rank; other dimensions broadcast against `arr`'s.
+        Negative values count from the end.
+    axis : int or None (None: `arr` flattened, `indices` 1-D).
+    mode : as for `take` (default 'fill').
+    fill_value : scalar, optional
+    """
+    util.check_arraylike("take_along_axis", arr, indices)
+    arr = util.as_array(arr)
+    indices = _integer_indices("take_along_axis", indices)
+    index_shape = np.shape(indices)
+    if axis is None:
+        if len(index_shape) != 1:
+            raise ValueError(f"take_along_axis indices must be 1D if axis=None, got shape "
+                             f"{index_shape}")
+        arr = lax.reshape(arr, (core.get_aval(arr).size,))
+        axis = 0
+    shape = core.get_aval(arr).shape
+    if len(index_shape) != len(shape):
+        raise ValueError(f"indices and arr must have the same number of dimensions; "
+                         f"{len(index_shape)} vs. {len(shape)}")
+    axis = util.canonicalize_axis(axis, len(shape))
+    out_shape = util.broadcast_shapes(index_shape, shape[:axis] + (1,) + shape[axis + 1:])
+    if shape[axis] == 0:
+        return structural.full(out_shape, 0, core.get_aval(arr).dtype)
+    indices = _normalized_index(indices, shape[axis], _index_dtype(shape), True)
+    indices, gather_mode = _take_mode(mode, indices, shape[axis])
+    return _gather_along_axis(arr, indices, axis, gather_mode, fill_value)
+
+
+def _gather_along_axis(arr, indices, axis: int, mode, fill_value):
+    """One gather: other dimensions are whole windows (indices of size 1 there), batch
+    dimensions (equal sizes) or index-only dimensions (arr of size 1 there, squeezed)."""
+    shape = core.get_aval(arr).shape
+    index_shape = np.shape(indices)
+    squeezed = [d for d in range(len(shape))
+                if d != axis and shape[d] == 1 and index_shape[d] != 1]
+    arr = structural.squeeze(arr, squeezed)
+    operand_dim = {d: i for i, d in enumerate(d for d in range(len(shape)) if d not in squeezed)}
+    window = [d for d in range(len(shape)) if d != axis and index_shape[d] == 1]
+    batching = [d for d in range(len(shape)) if d != axis and d not in window and d not in squeezed]
+    kept = [d for d in range(len(shape)) if d not in window]
+    indices = _reshape(indices, tuple(index_shape[d] for d in kept) + (1,))
+    slice_sizes = tuple(shape[d] if d in window else 1 for d in operand_dim)
+    dnums = GatherDimensionNumbers(
+        offset_dims=tuple(window), collapsed_slice_dims=(operand_dim[axis],),
+        start_index_map=(operand_dim[axis],),
+        operand_batching_dims=tuple(operand_dim[d] for d in batching),
+        start_indices_batching_dims=tuple(kept.index(d) for d in batching))
+    return lax_indexing.gather(arr, indices, dnums, slice_sizes, mode=mode, fill_value=fill_value)
+
+
+array_methods.attach({
+    "__getitem__": _getitem,
+    "__setitem__": _setitem,
+    "at": property(_IndexUpdateHelper),
+})
