@@ -1,0 +1,1 @@
+"""fluxion-vs-JAX benchmarks; run `python benchmarks/run.py --help`."""
