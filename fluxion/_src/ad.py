@@ -110,6 +110,15 @@ def _register_add_any():
     primitive_jvps[add_any_p] = lambda primals, tangents: (
         add_any_p.bind(*primals), add_tangents(*tangents))
     primitive_transposes[add_any_p] = lambda ct, x, y: [ct, ct]
+    from fluxion._src import batching
+
+    def batch(args, dims):
+        (x, y), (dx, dy) = args, dims
+        d = dx if dx is not None else dy
+        size = core.get_aval(x if dx is not None else y).shape[d]
+        return add_any_p.bind(batching.matchaxis(x, dx, d, size),
+                              batching.matchaxis(y, dy, d, size)), d
+    batching.primitive_batchers[add_any_p] = batch
 
 
 _register_add_any()
@@ -224,7 +233,11 @@ def linearize_flat(fun: Callable, primals: Sequence, origin="linearize"):
     to output tangents, its constvars holding residuals computed now."""
     pe = PartialEvalTrace(origin)
     try:
-        tangent_args = [pe.new_arg(tangent_aval(core.get_aval(p))) for p in primals]
+        tangent_args = []
+        for p in primals:
+            aval = tangent_aval(core.get_aval(p))
+            arg = pe.new_arg(aval)  # an invar either way, so the jaxpr takes one tangent per primal
+            tangent_args.append(Zero(aval) if aval.dtype == dtypes.float0 else arg)
         with core.set_current_trace(pe):
             primal_outs, tangent_outs = jvp_flat(fun, primals, tangent_args, origin)
         zero_outs = [type(t) is Zero for t in tangent_outs]

@@ -103,7 +103,7 @@ _aval_handlers: dict[type, Callable[[Any], ShapedArray]] = {
 
 
 def _numpy_aval(x) -> ShapedArray:
-    return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype), False)
+    return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype, allow_extended=True), False)
 
 
 def get_aval(x) -> ShapedArray:

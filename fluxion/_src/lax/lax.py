@@ -5,6 +5,7 @@ dtypes (jnp does); Python scalars enter as weak-typed values of the default dtyp
 """
 from __future__ import annotations
 
+import operator
 from typing import Sequence
 
 import numpy as np
@@ -24,6 +25,18 @@ def _unary(prim, doc):
     return fn
 
 
+def _unary_with_accuracy(prim, doc):
+    """A unary op taking JAX's `accuracy` keyword; only the default (None) is supported."""
+    def fn(x, *, accuracy=None):
+        if accuracy is not None:
+            raise NotImplementedError(f"lax.{prim.name}: the accuracy argument is not supported "
+                                      f"by fluxion (got accuracy={accuracy!r}).")
+        return prim.bind(x)
+    fn.__name__ = fn.__qualname__ = prim.name
+    fn.__doc__ = doc
+    return fn
+
+
 def _binary(prim, doc):
     def fn(x, y):
         return prim.bind(x, y)
@@ -37,18 +50,20 @@ sub = _binary(ew.sub_p, "Elementwise subtraction: x - y.")
 mul = _binary(ew.mul_p, "Elementwise multiplication: x * y.")
 div = _binary(ew.div_p, "Elementwise division: x / y (integer division rounds toward zero).")
 rem = _binary(ew.rem_p, "Elementwise remainder with the sign of the dividend (C fmod).")
-max = _binary(ew.max_p, "Elementwise maximum (NaN-propagating).")
-min = _binary(ew.min_p, "Elementwise minimum (NaN-propagating).")
-atan2 = _binary(ew.atan2_p, "Elementwise arc tangent of x / y.")
-nextafter = _binary(ew.nextafter_p, "Next representable value after x toward y.")
+max = _binary(ew.max_p, "Elementwise maximum (NaN-propagating; complex numbers lexicographically).")
+min = _binary(ew.min_p, "Elementwise minimum (NaN-propagating; complex numbers lexicographically).")
+atan2 = _binary(ew.atan2_p, "Elementwise arc tangent of x / y, in the quadrant of (y, x).")
 pow = _binary(ew.pow_p, "Elementwise power x ** y; y may be an integer array.")
-complex = _binary(ew.complex_p, "Elementwise x + 1j * y.")
-bitwise_and = _binary(ew.and_p, "Elementwise bitwise AND.")
-bitwise_or = _binary(ew.or_p, "Elementwise bitwise OR.")
-bitwise_xor = _binary(ew.xor_p, "Elementwise bitwise XOR.")
-shift_left = _binary(ew.shift_left_p, "Elementwise x << y.")
-shift_right_logical = _binary(ew.shift_right_logical_p, "Elementwise logical right shift.")
-shift_right_arithmetic = _binary(ew.shift_right_arithmetic_p, "Elementwise arithmetic right shift.")
+complex = _binary(ew.complex_p, "Elementwise x + 1j * y, for float32 or float64 x and y.")
+bitwise_and = _binary(ew.and_p, "Elementwise bitwise AND (logical AND for booleans).")
+bitwise_or = _binary(ew.or_p, "Elementwise bitwise OR (logical OR for booleans).")
+bitwise_xor = _binary(ew.xor_p, "Elementwise bitwise XOR (logical XOR for booleans).")
+shift_left = _binary(ew.shift_left_p, "Elementwise x << y; 0 where y is negative or >= the bit width.")
+shift_right_logical = _binary(ew.shift_right_logical_p,
+                              "Elementwise logical right shift; 0 where y is negative or >= the bit width.")
+shift_right_arithmetic = _binary(ew.shift_right_arithmetic_p,
+                                 "Elementwise arithmetic right shift; the sign fill where y is "
+                                 "negative or >= the bit width.")
 eq = _binary(ew.eq_p, "Elementwise x == y.")
 ne = _binary(ew.ne_p, "Elementwise x != y.")
 lt = _binary(ew.lt_p, "Elementwise x < y.")
@@ -56,21 +71,35 @@ le = _binary(ew.le_p, "Elementwise x <= y.")
 gt = _binary(ew.gt_p, "Elementwise x > y.")
 ge = _binary(ew.ge_p, "Elementwise x >= y.")
 
+
+def polygamma(m, x):
+    """Elementwise polygamma function: the m-th derivative of digamma at x."""
+    return ew.polygamma_p.bind(m, x)
+
+
+def nextafter(x1, x2):
+    """Elementwise next representable value after x1 in the direction of x2."""
+    return ew.nextafter_p.bind(x1, x2)
+
+
 neg = _unary(ew.neg_p, "Elementwise negation.")
 sign = _unary(ew.sign_p, "Elementwise sign: -1, 0 or 1 (x / |x| for complex).")
 floor = _unary(ew.floor_p, "Elementwise floor.")
 ceil = _unary(ew.ceil_p, "Elementwise ceiling.")
 is_finite = _unary(ew.is_finite_p, "Elementwise test for finiteness (not inf, not NaN).")
-exp = _unary(ew.exp_p, "Elementwise e ** x.")
-exp2 = _unary(ew.exp2_p, "Elementwise 2 ** x.")
-expm1 = _unary(ew.expm1_p, "Elementwise e ** x - 1, accurate near 0.")
-log = _unary(ew.log_p, "Elementwise natural logarithm.")
-log1p = _unary(ew.log1p_p, "Elementwise log(1 + x), accurate near 0.")
-tanh = _unary(ew.tanh_p, "Elementwise hyperbolic tangent.")
-logistic = _unary(ew.logistic_p, "Elementwise logistic sigmoid 1 / (1 + e ** -x).")
-sin = _unary(ew.sin_p, "Elementwise sine.")
-cos = _unary(ew.cos_p, "Elementwise cosine.")
-tan = _unary(ew.tan_p, "Elementwise tangent.")
+exp = _unary_with_accuracy(ew.exp_p, "Elementwise e ** x.")
+exp2 = _unary_with_accuracy(ew.exp2_p, "Elementwise 2 ** x.")
+expm1 = _unary_with_accuracy(ew.expm1_p, "Elementwise e ** x - 1, accurate near 0.")
+log = _unary_with_accuracy(ew.log_p, "Elementwise natural logarithm.")
+log1p = _unary_with_accuracy(ew.log1p_p, "Elementwise log(1 + x), accurate near 0.")
+tanh = _unary_with_accuracy(ew.tanh_p, "Elementwise hyperbolic tangent.")
+logistic = _unary_with_accuracy(ew.logistic_p, "Elementwise logistic sigmoid 1 / (1 + e ** -x).")
+sin = _unary_with_accuracy(ew.sin_p, "Elementwise sine.")
+cos = _unary_with_accuracy(ew.cos_p, "Elementwise cosine.")
+tan = _unary_with_accuracy(ew.tan_p, "Elementwise tangent.")
+sqrt = _unary_with_accuracy(ew.sqrt_p, "Elementwise square root.")
+rsqrt = _unary_with_accuracy(ew.rsqrt_p, "Elementwise reciprocal square root.")
+cbrt = _unary_with_accuracy(ew.cbrt_p, "Elementwise cube root.")
 asin = _unary(ew.asin_p, "Elementwise arc sine.")
 acos = _unary(ew.acos_p, "Elementwise arc cosine.")
 atan = _unary(ew.atan_p, "Elementwise arc tangent.")
@@ -79,10 +108,7 @@ cosh = _unary(ew.cosh_p, "Elementwise hyperbolic cosine.")
 asinh = _unary(ew.asinh_p, "Elementwise inverse hyperbolic sine.")
 acosh = _unary(ew.acosh_p, "Elementwise inverse hyperbolic cosine.")
 atanh = _unary(ew.atanh_p, "Elementwise inverse hyperbolic tangent.")
-sqrt = _unary(ew.sqrt_p, "Elementwise square root.")
-rsqrt = _unary(ew.rsqrt_p, "Elementwise reciprocal square root.")
-cbrt = _unary(ew.cbrt_p, "Elementwise cube root.")
-abs = _unary(ew.abs_p, "Elementwise absolute value (magnitude for complex).")
+abs = _unary(ew.abs_p, "Elementwise absolute value (magnitude, a real number, for complex).")
 erf = _unary(ew.erf_p, "Elementwise error function.")
 erfc = _unary(ew.erfc_p, "Elementwise complementary error function.")
 erf_inv = _unary(ew.erf_inv_p, "Elementwise inverse error function.")
@@ -90,34 +116,38 @@ lgamma = _unary(ew.lgamma_p, "Elementwise log of the absolute value of the gamma
 digamma = _unary(ew.digamma_p, "Elementwise digamma function.")
 real = _unary(ew.real_p, "Elementwise real part.")
 imag = _unary(ew.imag_p, "Elementwise imaginary part.")
-bitwise_not = _unary(ew.not_p, "Elementwise bitwise NOT.")
+bitwise_not = _unary(ew.not_p, "Elementwise bitwise NOT (logical NOT for booleans).")
 population_count = _unary(ew.population_count_p, "Elementwise count of set bits.")
 clz = _unary(ew.clz_p, "Elementwise count of leading zero bits.")
+square = _unary(ew.square_p, "Elementwise x * x.")
 
 
 def conj(x):
-    """Elementwise complex conjugate (a real input becomes complex)."""
+    """Elementwise complex conjugate; a float32 or float64 input becomes complex."""
     return ew.conj_p.bind(x, input_dtype=core.get_aval(x).dtype)
 
 
 def integer_pow(x, y: int):
-    """Elementwise x ** y for a static Python integer y."""
-    return ew.integer_pow_p.bind(x, y=int(y))
+    """Elementwise x ** y for a static Python integer y (negative only for inexact x)."""
+    try:
+        y = operator.index(y)
+    except TypeError:
+        raise TypeError(f"integer_pow requires an integer exponent, got {y!r}") from None
+    return ew.integer_pow_p.bind(x, y=y)
 
 
 def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):
-    """Elementwise rounding; ties away from zero unless rounding_method=TO_NEAREST_EVEN."""
-    return ew.round_p.bind(x, rounding_method=RoundingMethod(int(rounding_method)))
+    """Elementwise rounding to the nearest integer.
 
-
-def square(x):
-    """Elementwise x * x."""
-    return ew.integer_pow_p.bind(x, y=2)
+    Ties round away from zero, or to the nearest even integer with
+    `rounding_method=RoundingMethod.TO_NEAREST_EVEN` (or 1).
+    """
+    return ew.round_p.bind(x, rounding_method=RoundingMethod(rounding_method))
 
 
 def reciprocal(x):
     """Elementwise 1 / x."""
-    return ew.integer_pow_p.bind(x, y=-1)
+    return integer_pow(x, -1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,9 +156,9 @@ def reciprocal(x):
 _constant_cache: dict = {}
 
 
-def _host_constant(value, new_dtype, weak_type: bool) -> Array:
+def _host_constant(value: np.ndarray, new_dtype, weak_type: bool) -> Array:
     """A device Array for a host value converted to new_dtype; small scalars are cached."""
-    arr = np.asarray(value).astype(new_dtype) if np.asarray(value).dtype != new_dtype else np.asarray(value)
+    arr = _convert_on_host(value, new_dtype)
     if arr.ndim == 0:
         key = (new_dtype, weak_type, arr.tobytes())
         cached = _constant_cache.get(key)
@@ -140,26 +170,53 @@ def _host_constant(value, new_dtype, weak_type: bool) -> Array:
     return make_array(arr, weak_type=weak_type)
 
 
-def convert_element_type(operand, new_dtype, weak_type: bool = False):
-    """Convert an array to `new_dtype` (64-bit types narrowed unless x64 is enabled).
+def _convert_on_host(value: np.ndarray, new_dtype) -> np.ndarray:
+    """NumPy's astype, with XLA's results where NumPy's are undefined: complex values lose
+    their imaginary part, and floats become integers by truncation with NaN -> 0 and
+    out-of-range values saturating."""
+    if value.dtype == new_dtype:
+        return value
+    if dtypes.is_complex(value.dtype) and not dtypes.is_complex(new_dtype):
+        value = value.real
+    if not (dtypes.is_float(value.dtype) and dtypes.is_integer(new_dtype)):
+        return value.astype(new_dtype)
+    info = dtypes.iinfo(new_dtype)
+    value = value.astype(np.float64)
+    too_big, too_small, nan = value >= float(info.max), value <= float(info.min), np.isnan(value)
+    out = np.where(too_big | too_small | nan, 0, value).astype(new_dtype)
+    out[too_big] = info.max
+    out[too_small] = info.min
+    return out
 
-    Complex to real conversion keeps the real part; conversion to bool tests x != 0.
+
+def convert_element_type(operand, new_dtype):
+    """Elementwise conversion to `new_dtype` (64-bit types are narrowed unless x64 is enabled).
+
+    Complex to real conversion keeps the real part; conversion to bool tests x != 0; float to
+    integer conversion truncates toward zero, saturates out-of-range values and maps NaN to 0.
     """
-    return _convert_element_type(operand, new_dtype, weak_type)
+    if new_dtype is None:
+        raise ValueError("convert_element_type: new_dtype must be specified.")
+    return _convert_element_type(operand, new_dtype, weak_type=False)
 
 
 def _convert_element_type(operand, new_dtype=None, weak_type: bool = False):
+    """convert_element_type that can also set the weak type; `new_dtype=None` keeps the dtype.
+
+    Host values (NumPy arrays, Python scalars) are converted on the host; NumPy values are
+    first canonicalized, as arrays of them would be."""
     aval = core.get_aval(operand)
     new_dtype = aval.dtype if new_dtype is None else dtypes.canonicalize_dtype(
         dtypes.dtype(new_dtype))
-    if aval.dtype == new_dtype and aval.weak_type == weak_type and isinstance(operand, (Array, core.Tracer)):
-        return operand
+    weak_type = bool(weak_type)
     if not isinstance(operand, (Array, core.Tracer)):
         value = np.asarray(operand)
-        if dtypes.is_complex(value.dtype) and not dtypes.is_complex(new_dtype):
-            value = value.real
+        if not dtypes.is_python_scalar(operand):  # Python scalars convert from their exact value
+            value = value.astype(aval.dtype)
         return _host_constant(value, new_dtype, weak_type)
-    return shapes.convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=bool(weak_type))
+    if aval.dtype == new_dtype and aval.weak_type == weak_type:
+        return operand
+    return shapes.convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=weak_type)
 
 
 def bitcast_convert_type(operand, new_dtype):

@@ -1,0 +1,265 @@
+"""The differentiation API: jvp, vjp, grad, linearize, jacobians, nesting, errors, custom rules,
+checkpointing. Values are checked against closed forms, finite differences and JAX."""
+import functools
+
+import numpy as np
+import pytest
+
+import fluxion
+import fluxion.numpy as jnp
+from fluxion import lax
+from fluxion.test_util import check_grads
+
+jax = pytest.importorskip("jax")
+jjnp = jax.numpy
+
+
+def f_scalar(x):
+    return jnp.sin(x) * x + jnp.exp(0.5 * x)
+
+
+def df_scalar(x):
+    return np.cos(x) * x + np.sin(x) + 0.5 * np.exp(0.5 * x)
+
+
+def test_grad_matches_closed_form():
+    for x in (0.3, -1.2, 2.0):
+        np.testing.assert_allclose(fluxion.grad(f_scalar)(x), df_scalar(x), rtol=1e-5)
+
+
+def test_jvp_and_vjp_agree_with_closed_form():
+    x = np.float32(0.7)
+    y, t = fluxion.jvp(f_scalar, (x,), (np.float32(2.0),))
+    np.testing.assert_allclose(t, 2 * df_scalar(0.7), rtol=1e-5)
+    y2, pullback = fluxion.vjp(f_scalar, x)
+    np.testing.assert_allclose(y2, y)
+    (ct,) = pullback(np.float32(3.0))
+    np.testing.assert_allclose(ct, 3 * df_scalar(0.7), rtol=1e-5)
+
+
+def test_higher_order_and_nesting():
+    d3 = fluxion.grad(fluxion.grad(fluxion.grad(jnp.sin)))
+    np.testing.assert_allclose(d3(1.0), -np.cos(1.0), rtol=1e-5)
+    f = lambda x: jnp.sum(jnp.sin(x) ** 2)
+    x = np.array([0.1, 0.5, -0.3], np.float32)
+    v = np.array([1.0, -2.0, 0.5], np.float32)
+    hvp = fluxion.jvp(fluxion.grad(f), (x,), (v,))[1]
+    expected = jax.jvp(jax.grad(lambda x: jjnp.sum(jjnp.sin(x) ** 2)), (x,), (v,))[1]
+    np.testing.assert_allclose(hvp, expected, rtol=1e-5)
+    for g in (fluxion.grad(fluxion.jit(f)), fluxion.jit(fluxion.grad(f)),
+              fluxion.jit(fluxion.grad(fluxion.jit(f)))):
+        np.testing.assert_allclose(g(x), np.sin(2 * x), rtol=1e-5)
+
+
+def test_argnums_has_aux_and_pytrees():
+    def loss(params, x, scale):
+        y = jnp.tanh(params["w"] * x + params["b"])
+        return scale * jnp.sum(y ** 2), {"y": y}
+
+    params = {"w": np.float32(0.5), "b": np.array([0.1, -0.2], np.float32)}
+    x = np.array([1.0, 2.0], np.float32)
+    (value, aux), grads = fluxion.value_and_grad(loss, argnums=(0, 2), has_aux=True)(params, x, 2.0)
+    jvalue_aux, jgrads = jax.value_and_grad(loss_j := (lambda p, x, s: (
+        s * jjnp.sum(jjnp.tanh(p["w"] * x + p["b"]) ** 2), {"y": jjnp.tanh(p["w"] * x + p["b"])})),
+        argnums=(0, 2), has_aux=True)(params, x, 2.0)
+    np.testing.assert_allclose(value, jvalue_aux[0], rtol=1e-6)
+    np.testing.assert_allclose(aux["y"], jvalue_aux[1]["y"], rtol=1e-6)
+    np.testing.assert_allclose(grads[0]["w"], jgrads[0]["w"], rtol=1e-5)
+    np.testing.assert_allclose(grads[0]["b"], jgrads[0]["b"], rtol=1e-5)
+    np.testing.assert_allclose(grads[1], jgrads[1], rtol=1e-5)
+
+
+def test_linearize_matches_jvp():
+    x = np.array([0.2, 0.4], np.float32)
+    f = lambda x: jnp.sin(x) * jnp.cos(x)
+    y, f_jvp = fluxion.linearize(f, x)
+    for t in (np.ones(2, np.float32), np.array([2.0, -1.0], np.float32)):
+        np.testing.assert_allclose(f_jvp(t), fluxion.jvp(f, (x,), (t,))[1], rtol=1e-6)
+
+
+def test_jacobians_and_hessian_match_jax():
+    f = lambda x: jnp.sin(x) * jnp.sum(x ** 2)
+    jf = lambda x: jjnp.sin(x) * jjnp.sum(x ** 2)
+    x = np.array([0.1, 0.7, -0.4], np.float32)
+    np.testing.assert_allclose(fluxion.jacfwd(f)(x), jax.jacfwd(jf)(x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fluxion.jacrev(f)(x), jax.jacrev(jf)(x), rtol=1e-5, atol=1e-6)
+    g = lambda x: jnp.sum(jnp.sin(x) * x)
+    jg = lambda x: jjnp.sum(jjnp.sin(x) * x)
+    np.testing.assert_allclose(fluxion.hessian(g)(x), jax.hessian(jg)(x), rtol=1e-5, atol=1e-6)
+
+
+def test_integer_inputs_get_float0_tangents():
+    f = lambda x, n: x * n
+    out, t = fluxion.jvp(f, (2.0, 3), (1.0, np.zeros((), fluxion.dtypes.float0)))
+    assert float(t) == 3.0
+    g = fluxion.grad(f, argnums=(0, 1), allow_int=True)(2.0, 3)
+    assert g[1].dtype == fluxion.dtypes.float0
+
+
+@pytest.mark.parametrize("fun, args, match", [
+    (lambda x: x * 2, (np.ones(3, np.float32),), "scalar-output"),
+    (lambda n: n * 2.0, (3,), "real- or complex-valued inputs"),
+    (lambda x: (x > 0).astype(jnp.int32), (1.0,), "real-valued outputs"),
+])
+def test_grad_errors_match_jax(fun, args, match):
+    with pytest.raises(TypeError, match=match):
+        fluxion.grad(fun)(*args)
+    with pytest.raises(TypeError):
+        jax.grad(fun)(*args)
+
+
+def test_grad_of_non_array_output_is_type_error():
+    with pytest.raises(TypeError):
+        fluxion.grad(lambda x: "not an array")(1.0)
+
+
+def test_holomorphic_grad():
+    f = lambda z: z * z + jnp.sin(z)
+    z = np.complex64(1.0 + 0.5j)
+    np.testing.assert_allclose(fluxion.grad(f, holomorphic=True)(z),
+                               jax.grad(lambda z: z * z + jjnp.sin(z), holomorphic=True)(z), rtol=1e-5)
+
+
+def test_grad_jaxpr_has_no_dead_equations():
+    def f(x):
+        unused = jnp.exp(x) * 3.0  # noqa: F841
+        return jnp.sum(jnp.sin(x))
+    jaxpr = fluxion.make_jaxpr(fluxion.grad(f))(np.ones(3, np.float32)).jaxpr
+    names = [e.primitive.name for e in jaxpr.eqns]
+    assert "exp" not in names and "sin" not in names  # the primal output is not needed
+    live = {id(v) for v in jaxpr.outvars}
+    for eqn in reversed(jaxpr.eqns):
+        assert any(id(v) in live for v in eqn.outvars), f"dead equation {eqn}"
+        live.update(id(v) for v in eqn.invars)
+
+
+# ---------------------------------------------------------------------------------------------
+# custom_jvp / custom_vjp
+
+@fluxion.custom_jvp
+def log1pexp(x):
+    return jnp.log(1.0 + jnp.exp(x))
+
+
+@log1pexp.defjvp
+def _log1pexp_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return log1pexp(x), t * (1.0 - 1.0 / (1.0 + jnp.exp(x)))
+
+
+def test_custom_jvp_stabilizes_gradient():
+    assert np.isfinite(float(fluxion.grad(log1pexp)(100.0)))
+    np.testing.assert_allclose(fluxion.grad(log1pexp)(100.0), 1.0)
+    np.testing.assert_allclose(fluxion.jit(fluxion.grad(log1pexp))(2.0), 1 / (1 + np.exp(-2.0)), rtol=1e-6)
+    np.testing.assert_allclose(fluxion.grad(fluxion.jit(log1pexp))(2.0), 1 / (1 + np.exp(-2.0)), rtol=1e-6)
+    np.testing.assert_allclose(fluxion.vmap(fluxion.grad(log1pexp))(np.array([0.0, 2.0], np.float32)),
+                               1 / (1 + np.exp(-np.array([0.0, 2.0]))), rtol=1e-6)
+    second = fluxion.grad(fluxion.grad(log1pexp))(0.5)
+    s = 1 / (1 + np.exp(-0.5))
+    np.testing.assert_allclose(second, s * (1 - s), rtol=1e-5)
+
+
+def test_custom_jvp_nondiff_argnums_and_defjvps():
+    @functools.partial(fluxion.custom_jvp, nondiff_argnums=(0,))
+    def apply(n, x):
+        return x ** n
+
+    @apply.defjvp
+    def _apply_jvp(n, primals, tangents):
+        (x,), (t,) = primals, tangents
+        return apply(n, x), n * x ** (n - 1) * t
+
+    np.testing.assert_allclose(fluxion.grad(apply, argnums=1)(3, 2.0), 12.0)
+
+    @fluxion.custom_jvp
+    def f(x, y):
+        return jnp.sin(x) * y
+    f.defjvps(lambda g, ans, x, y: jnp.cos(x) * g * y, lambda g, ans, x, y: jnp.sin(x) * g)
+    np.testing.assert_allclose(fluxion.grad(f, argnums=(0, 1))(0.5, 2.0),
+                               (np.cos(0.5) * 2.0, np.sin(0.5)), rtol=1e-6)
+
+
+def test_custom_vjp():
+    @fluxion.custom_vjp
+    def clip_gradient(x):
+        return x
+
+    def fwd(x):
+        return x, None
+
+    def bwd(_, g):
+        return (jnp.clip(g, -1.0, 1.0),)
+
+    clip_gradient.defvjp(fwd, bwd)
+    f = lambda x: jnp.sum(clip_gradient(x) * 10.0)
+    x = np.ones(3, np.float32)
+    np.testing.assert_allclose(fluxion.grad(f)(x), np.ones(3))
+    np.testing.assert_allclose(fluxion.jit(fluxion.grad(f))(x), np.ones(3))
+    per_example = fluxion.vmap(fluxion.grad(lambda x: clip_gradient(x) * 0.5))(x)
+    np.testing.assert_allclose(per_example, 0.5 * np.ones(3))
+    with pytest.raises(TypeError, match="forward-mode"):
+        fluxion.jvp(clip_gradient, (1.0,), (1.0,))
+
+
+def test_custom_vjp_bad_bwd_structure():
+    @fluxion.custom_vjp
+    def f(x, y):
+        return x * y
+    f.defvjp(lambda x, y: (x * y, (x, y)), lambda res, g: (g,))
+    with pytest.raises(TypeError, match="bwd"):
+        fluxion.grad(f)(1.0, 2.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoint
+
+def test_checkpoint_recomputes_in_backward_pass():
+    def f(x):
+        return jnp.sum(jnp.sin(jnp.sin(x)))
+    x = np.ones(3, np.float32)
+    plain = fluxion.make_jaxpr(fluxion.value_and_grad(f))(x)
+    remat = fluxion.make_jaxpr(fluxion.value_and_grad(fluxion.checkpoint(f)))(x)
+
+    from fluxion._src.core import subjaxprs
+
+    def deep_count(jaxpr, name):
+        return sum((e.primitive.name == name) + sum(deep_count(s, name) for s in subjaxprs(e.params))
+                   for e in jaxpr.eqns)
+    assert deep_count(plain.jaxpr, "sin") == 2
+    assert deep_count(remat.jaxpr, "sin") > 2  # the inner sin is computed again for the backward pass
+    np.testing.assert_allclose(fluxion.grad(fluxion.checkpoint(f))(x), fluxion.grad(f)(x), rtol=1e-6)
+
+
+def test_checkpoint_policies():
+    from fluxion.ad_checkpoint import checkpoint_name
+    policies = fluxion.checkpoint_policies
+
+    def f(w, x):
+        h = checkpoint_name(jnp.tanh(w @ x), "h")
+        return jnp.sum(jnp.sin(h))
+    w = np.eye(3, dtype=np.float32) * 0.5
+    x = np.ones(3, np.float32)
+    expected = fluxion.grad(f)(w, x)
+    for policy in (policies.everything_saveable, policies.nothing_saveable, policies.dots_saveable,
+                   policies.dots_with_no_batch_dims_saveable, policies.save_only_these_names("h")):
+        g = fluxion.grad(fluxion.checkpoint(f, policy=policy))(w, x)
+        np.testing.assert_allclose(g, expected, rtol=1e-6)
+        np.testing.assert_allclose(fluxion.jit(fluxion.grad(fluxion.checkpoint(f, policy=policy)))(w, x),
+                                   expected, rtol=1e-6)
+
+
+def test_check_grads_on_composite():
+    f = lambda x, y: jnp.sum(jnp.tanh(x * y) + jnp.exp(-x ** 2))
+    with fluxion.enable_x64():
+        x = np.array([0.3, -0.7], np.float64)
+        y = np.array([1.1, 0.4], np.float64)
+        check_grads(f, (x, y), order=2, modes=("fwd", "rev"))
+
+
+def test_check_grads_catches_a_wrong_rule():
+    @fluxion.custom_jvp
+    def wrong(x):
+        return jnp.sin(x)
+    wrong.defjvp(lambda p, t: (wrong(p[0]), t[0] * 2.0))
+    with pytest.raises(AssertionError):
+        check_grads(wrong, (np.float32(0.3),), order=1, modes=("fwd",))
