@@ -174,6 +174,10 @@ def _dot_general_jvp(primals, tangents, **params):
     return out, terms[0] if len(terms) == 1 else ad.add_tangents(*terms)
 
 
+def _operand_aval(x):
+    return x.aval if ad.is_undefined_primal(x) else core.get_aval(x)
+
+
 def _free_dims(ndim: int, contracting, batch) -> list:
     return [d for d in range(ndim) if d not in contracting and d not in batch]
 
@@ -214,10 +218,9 @@ def _dot_general_transpose(ct, lhs, rhs, *, dimension_numbers, precision=None,
     if type(ct) is ad.Zero or x_aval.dtype == dtypes.float0:
         return [ad.Zero(x_aval) if lhs_linear else None, ad.Zero(x_aval) if rhs_linear else None]
     (lc, rc), (lb, rb) = dimension_numbers
-    lhs_ndim = lhs.aval.ndim if lhs_linear else core.get_aval(lhs).ndim
-    rhs_ndim = rhs.aval.ndim if rhs_linear else core.get_aval(rhs).ndim
-    n_batch, n_lhs_free = len(lb), len(_free_dims(lhs_ndim, lc, lb))
-    n_rhs_free = len(_free_dims(rhs_ndim, rc, rb))
+    n_batch = len(lb)
+    n_lhs_free = len(_free_dims(_operand_aval(lhs).ndim, lc, lb))
+    n_rhs_free = len(_free_dims(_operand_aval(rhs).ndim, rc, rb))
     lhs_free_in_ct = range(n_batch, n_batch + n_lhs_free)
     rhs_free_in_ct = range(n_batch + n_lhs_free, n_batch + n_lhs_free + n_rhs_free)
     params = dict(preferred_element_type=preferred_element_type, out_sharding=out_sharding)
@@ -242,16 +245,15 @@ def _dot_general_batch(args, dims, *, dimension_numbers, **params):
         return ds if d is None else tuple(x + (x >= d) for x in ds)
 
     lc, lb, rc, rb = shift(lc, ld), shift(lb, ld), shift(rc, rd), shift(rb, rd)
+    lhs_free = _free_dims(core.get_aval(lhs).ndim, lc, lb)
     if ld is not None and rd is not None:
         new_dims = ((lc, rc), ((ld,) + lb, (rd,) + rb))
         out_dim = 0
     elif ld is not None:
         new_dims = ((lc, rc), (lb, rb))
-        lhs_free = _free_dims(core.get_aval(lhs).ndim, lc, lb)
         out_dim = len(lb) + lhs_free.index(ld)
     else:
         new_dims = ((lc, rc), (lb, rb))
-        lhs_free = _free_dims(core.get_aval(lhs).ndim, lc, lb)
         rhs_free = _free_dims(core.get_aval(rhs).ndim, rc, rb)
         out_dim = len(lb) + len(lhs_free) + rhs_free.index(rd)
     return dot_general_p.bind(lhs, rhs, dimension_numbers=new_dims, **params), out_dim

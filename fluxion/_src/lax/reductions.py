@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fluxion._src import dtypes
+from fluxion._src import ad, batching, core, dtypes
 from fluxion._src.core import ShapedArray
 from fluxion._src.lax.base import ANY, INT_OR_BOOL, NUMBER, check_dtype, standard_primitive
 
@@ -81,3 +81,92 @@ reduce_min_p = _reduction("reduce_min", "min", ANY)
 reduce_and_p = _reduction("reduce_and", "and", INT_OR_BOOL)
 reduce_or_p = _reduction("reduce_or", "or", INT_OR_BOOL)
 reduce_xor_p = _reduction("reduce_xor", "xor", INT_OR_BOOL)
+
+
+# ---------------------------------------------------------------------------------------------
+# Differentiation and batching rules
+
+def _kept_dims(ndim: int, axes) -> tuple:
+    return tuple(i for i in range(ndim) if i not in axes)
+
+
+def _reduce_sum_transpose(ct, x, *, axes, out_sharding=None):
+    aval = x.aval
+    if type(ct) is ad.Zero:
+        return [ad.Zero(aval)]
+    from fluxion._src.lax import lax
+    return [lax.broadcast_in_dim(ct, aval.shape, _kept_dims(aval.ndim, axes))]
+
+
+def _reduce_chooser_jvp(prim):
+    """The tangent at the chosen (max or min) elements; ties share it evenly, as in JAX."""
+    def rule(primals, tangents, *, axes, out_sharding=None):
+        (x,), (t,) = primals, tangents
+        from fluxion._src.lax import lax
+        out = prim.bind(x, axes=axes, out_sharding=out_sharding)
+        if not dtypes.is_inexact(core.get_aval(x).dtype):
+            return out, ad.Zero.from_primal_value(out)
+        shape = core.get_aval(x).shape
+        chosen = lax.eq(x, lax.broadcast_in_dim(out, shape, _kept_dims(len(shape), axes)))
+        chosen = lax.convert_element_type(chosen, core.get_aval(t).dtype)
+        counts = lax.reduce_sum(chosen, axes)
+        return out, lax.div(lax.reduce_sum(lax.mul(t, chosen), axes), counts)
+    return rule
+
+
+def _reduce_prod_jvp(primals, tangents, *, axes, out_sharding=None):
+    """Product rule over a balanced tree of pairwise products of the reduced elements: each
+    element's tangent is scaled by the product of the others, exact even with zeros."""
+    (x,), (t,) = primals, tangents
+    from fluxion._src.lax import lax
+    out = reduce_prod_p.bind(x, axes=axes, out_sharding=out_sharding)
+    shape = core.get_aval(x).shape
+    kept = _kept_dims(len(shape), axes)
+    count = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+    if count == 0 or not dtypes.is_inexact(core.get_aval(x).dtype):
+        return out, ad.Zero.from_primal_value(out)
+    # Reduced axes first, flattened into one: (count, *kept sizes).
+    flat_shape = (count,) + tuple(shape[d] for d in kept)
+    order = tuple(axes) + kept
+    xs, ts = (lax.reshape(v, flat_shape, order) for v in (x, t))
+    _, tangent = _product_tree(xs, ts)
+    return out, lax.reshape(tangent, core.get_aval(out).shape)
+
+
+def _product_tree(x, t):
+    """The product over axis 0 of `x` and its tangent given `t`, both keeping axis 0 (size 1)."""
+    from fluxion._src.lax import lax, structural
+    while core.get_aval(x).shape[0] > 1:
+        shape = core.get_aval(x).shape
+        if shape[0] % 2:
+            config = ((0, 1, 0),) + ((0, 0, 0),) * (len(shape) - 1)
+            x = structural.pad(x, np.ones((), core.get_aval(x).dtype), config)
+            t = structural.pad(t, np.zeros((), core.get_aval(t).dtype), config)
+        half = core.get_aval(x).shape[0] // 2
+        (x_lo, x_hi), (t_lo, t_hi) = (
+            (structural.slice_in_dim(v, 0, half), structural.slice_in_dim(v, half, 2 * half))
+            for v in (x, t))
+        x, t = lax.mul(x_lo, x_hi), lax.add(lax.mul(t_lo, x_hi), lax.mul(x_lo, t_hi))
+    return x, t
+
+
+def _reducer_batch(prim):
+    """Reduce the same axes of the batched operand; the batch dimension stays (shifted left
+    by the reduced axes before it)."""
+    def rule(args, dims, *, axes, out_sharding=None):
+        (x,), (d,) = args, dims
+        new_axes = tuple(a + (a >= d) for a in axes)
+        out_dim = d - sum(a < d for a in axes)
+        return prim.bind(x, axes=new_axes, out_sharding=out_sharding), out_dim
+    return rule
+
+
+ad.deflinear(reduce_sum_p, _reduce_sum_transpose)
+ad.primitive_jvps[reduce_prod_p] = _reduce_prod_jvp
+ad.primitive_jvps[reduce_max_p] = _reduce_chooser_jvp(reduce_max_p)
+ad.primitive_jvps[reduce_min_p] = _reduce_chooser_jvp(reduce_min_p)
+for _prim in (reduce_and_p, reduce_or_p, reduce_xor_p):
+    ad.defjvp_zero(_prim)
+for _prim in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p,
+              reduce_or_p, reduce_xor_p):
+    batching.primitive_batchers[_prim] = _reducer_batch(_prim)

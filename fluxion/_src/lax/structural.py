@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fluxion._src import core, dtypes
+from fluxion._src import ad, batching, core, dtypes
 from fluxion._src.array import Array
 from fluxion._src.compiler.hlo import i64_array
 from fluxion._src.core import ShapedArray
@@ -66,6 +66,37 @@ def _check_same_dtypes(opname: str, avals: Sequence[ShapedArray]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Helpers for the differentiation and batching rules
+
+def _insert(values, index: int, value) -> tuple:
+    values = tuple(values)
+    return values[:index] + (value,) + values[index:]
+
+
+def _shift_axes(axes, batch_dim: int) -> tuple:
+    """`axes` of an unbatched operand as axes of the operand with `batch_dim` inserted."""
+    return tuple(a + (a >= batch_dim) for a in axes)
+
+
+def _batch_size(args, dims) -> int:
+    return next(core.get_aval(x).shape[d] for x, d in zip(args, dims) if d is not None)
+
+
+def _has_tangent(t) -> bool:
+    return type(t) is not ad.Zero and core.get_aval(t).dtype != dtypes.float0
+
+
+def _tangent_or_zeros(t, primal):
+    """`t`, or zeros of the tangent type of `primal` where `t` is a symbolic zero."""
+    return t if _has_tangent(t) else ad.zeros_like_aval(ad.tangent_aval(core.get_aval(primal)))
+
+
+def _linear_aval(x):
+    """The aval of a transpose rule argument, linear (UndefinedPrimal) or not."""
+    return x.aval if ad.is_undefined_primal(x) else core.get_aval(x)
+
+
+# ---------------------------------------------------------------------------------------------
 # squeeze and expand_dims
 
 def _squeeze_abstract_eval(x, *, dimensions):
@@ -86,6 +117,22 @@ def _squeeze_lowering(ctx, x, *, dimensions):
 
 
 squeeze_p = standard_primitive("squeeze", _squeeze_abstract_eval, _squeeze_lowering)
+
+
+def _squeeze_transpose(ct, x, *, dimensions):
+    if type(ct) is ad.Zero:
+        return [ad.Zero(x.aval)]
+    return [expand_dims(ct, dimensions)]
+
+
+def _squeeze_batch(args, dims, *, dimensions):
+    (x,), (d,) = args, dims
+    out_dim = d - sum(a < d for a in dimensions)
+    return squeeze_p.bind(x, dimensions=_shift_axes(dimensions, d)), out_dim
+
+
+ad.deflinear(squeeze_p, _squeeze_transpose)
+batching.primitive_batchers[squeeze_p] = _squeeze_batch
 
 
 def squeeze(array, dimensions: Sequence[int]):
@@ -137,6 +184,22 @@ def _transpose_lowering(ctx, x, *, permutation):
 transpose_p = standard_primitive("transpose", _transpose_abstract_eval, _transpose_lowering)
 
 
+def _transpose_transpose(ct, x, *, permutation):
+    if type(ct) is ad.Zero:
+        return [ad.Zero(x.aval)]
+    return [transpose(ct, tuple(int(i) for i in np.argsort(permutation)))]
+
+
+def _transpose_batch(args, dims, *, permutation):
+    """The permutation absorbs the batch dimension, which it moves to the front."""
+    (x,), (d,) = args, dims
+    return transpose(x, (d,) + _shift_axes(permutation, d)), 0
+
+
+ad.deflinear(transpose_p, _transpose_transpose)
+batching.primitive_batchers[transpose_p] = _transpose_batch
+
+
 def transpose(operand, permutation: Sequence[int]):
     """Permute dimensions: result dimension i is operand dimension permutation[i]."""
     permutation = _int_tuple("transpose", "permutation", permutation)
@@ -179,6 +242,32 @@ def _slice_lowering(ctx, x, *, start_indices, limit_indices, strides):
 
 
 slice_p = standard_primitive("slice", _slice_abstract_eval, _slice_lowering)
+
+
+def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
+    """Pad the cotangent with zeros back to the operand's shape (strides become interior
+    padding)."""
+    aval = x.aval
+    if type(ct) is ad.Zero:
+        return [ad.Zero(aval)]
+    strides = strides or (1,) * aval.ndim
+    ct_shape = core.get_aval(ct).shape
+    config = tuple((start, n - start - _dilated_size(m, stride - 1), stride - 1)
+                   for start, n, m, stride in zip(start_indices, aval.shape, ct_shape, strides))
+    return [pad(ct, np.zeros((), core.get_aval(ct).dtype), config)]
+
+
+def _slice_batch(args, dims, *, start_indices, limit_indices, strides):
+    (x,), (d,) = args, dims
+    size = core.get_aval(x).shape[d]
+    out = slice_p.bind(x, start_indices=_insert(start_indices, d, 0),
+                       limit_indices=_insert(limit_indices, d, size),
+                       strides=None if strides is None else _insert(strides, d, 1))
+    return out, d
+
+
+ad.deflinear(slice_p, _slice_transpose)
+batching.primitive_batchers[slice_p] = _slice_batch
 
 
 def slice(operand, start_indices: Sequence[int], limit_indices: Sequence[int],
@@ -248,6 +337,21 @@ def _rev_lowering(ctx, x, *, dimensions):
 rev_p = standard_primitive("rev", _rev_abstract_eval, _rev_lowering)
 
 
+def _rev_transpose(ct, x, *, dimensions):
+    if type(ct) is ad.Zero:
+        return [ad.Zero(x.aval)]
+    return [rev(ct, dimensions)]
+
+
+def _rev_batch(args, dims, *, dimensions):
+    (x,), (d,) = args, dims
+    return rev_p.bind(x, dimensions=_shift_axes(dimensions, d)), d
+
+
+ad.deflinear(rev_p, _rev_transpose)
+batching.primitive_batchers[rev_p] = _rev_batch
+
+
 def rev(operand, dimensions: Sequence[int]):
     """Reverse the order of elements along each of `dimensions` (non-negative)."""
     return rev_p.bind(operand, dimensions=_int_tuple("rev", "dimensions", dimensions))
@@ -282,6 +386,31 @@ def _concatenate_lowering(ctx, *xs, dimension):
 
 
 concatenate_p = standard_primitive("concatenate", _concatenate_abstract_eval, _concatenate_lowering)
+
+
+def _concatenate_transpose(ct, *xs, dimension):
+    """Each linear operand's cotangent is its slice of the output cotangent."""
+    if type(ct) is ad.Zero:
+        return [ad.Zero(x.aval) if ad.is_undefined_primal(x) else None for x in xs]
+    cts, start = [], 0
+    for x in xs:
+        size = _linear_aval(x).shape[dimension]
+        cts.append(slice_in_dim(ct, start, start + size, axis=dimension)
+                   if ad.is_undefined_primal(x) else None)
+        start += size
+    return cts
+
+
+def _concatenate_batch(args, dims, *, dimension):
+    """Operands join with their batch dims where the first batched operand has it."""
+    size = _batch_size(args, dims)
+    out_dim = next(d for d in dims if d is not None)
+    xs = [batching.matchaxis(x, d, out_dim, size) for x, d in zip(args, dims)]
+    return concatenate_p.bind(*xs, dimension=dimension + (dimension >= out_dim)), out_dim
+
+
+ad.deflinear(concatenate_p, _concatenate_transpose)
+batching.primitive_batchers[concatenate_p] = _concatenate_batch
 
 
 def concatenate(operands: Sequence, dimension: int):
@@ -332,6 +461,59 @@ def _select_tree(ctx, which, offset: int, cases):
 select_n_p = standard_primitive("select_n", _select_n_abstract_eval, _select_n_lowering)
 
 
+def _select_n_jvp(primals, tangents):
+    """`which` is not differentiable; the tangent is selected from the cases' tangents."""
+    which, *cases = primals
+    out = select_n_p.bind(which, *cases)
+    case_tangents = tangents[1:]
+    if not any(_has_tangent(t) for t in case_tangents):
+        return out, ad.Zero.from_primal_value(out)
+    return out, select_n_p.bind(which, *[_tangent_or_zeros(t, case)
+                                         for t, case in zip(case_tangents, cases)])
+
+
+def _select_n_transpose(ct, which, *cases):
+    """Case i receives the cotangent where `which` picks it, zero elsewhere."""
+    if ad.is_undefined_primal(which):
+        raise NotImplementedError("select_n transpose: `which` is not a linear argument.")
+    if type(ct) is ad.Zero:
+        return [None] + [ad.Zero(c.aval) if ad.is_undefined_primal(c) else None for c in cases]
+    zeros = ad.zeros_like_aval(core.get_aval(ct))
+    return [None] + [
+        select_n_p.bind(which, *[ct if j == i else zeros for j in range(len(cases))])
+        if ad.is_undefined_primal(case) else None
+        for i, case in enumerate(cases)]
+
+
+def _select_n_batch(args, dims):
+    """A scalar unbatched `which` stays scalar; otherwise `which` is brought to the cases'
+    batched shape (a per-example scalar `which` is broadcast along the case dimensions)."""
+    (which, *cases), (which_dim, *case_dims) = args, dims
+    size = _batch_size(args, dims)
+    which_ndim = core.get_aval(which).ndim - (which_dim is not None)
+    if which_dim is None and which_ndim == 0:
+        out_dim = next(d for d in case_dims if d is not None)
+        cases = [batching.matchaxis(c, d, out_dim, size) for c, d in zip(cases, case_dims)]
+        return select_n_p.bind(which, *cases), out_dim
+    batched_cases = [d for d in case_dims if d is not None]
+    if which_dim is not None and (which_ndim > 0 or not batched_cases):
+        out_dim = which_dim
+    else:
+        out_dim = batched_cases[0]
+    cases = [batching.matchaxis(c, d, out_dim, size) for c, d in zip(cases, case_dims)]
+    case_shape = core.get_aval(cases[0]).shape
+    if which_dim is not None and which_ndim == 0:
+        which = lax.broadcast_in_dim(which, case_shape, (out_dim,))
+    else:
+        which = batching.matchaxis(which, which_dim, out_dim, size)
+    return select_n_p.bind(which, *cases), out_dim
+
+
+ad.primitive_jvps[select_n_p] = _select_n_jvp
+ad.primitive_transposes[select_n_p] = _select_n_transpose
+batching.primitive_batchers[select_n_p] = _select_n_batch
+
+
 def select_n(which, *cases):
     """Pick elementwise from `cases` by `which`.
 
@@ -367,6 +549,52 @@ def _clamp_lowering(ctx, lo, x, hi):
 
 
 clamp_p = standard_primitive("clamp", _clamp_abstract_eval, _clamp_lowering)
+
+
+def _clamp_tangent_where(condition, g, operand):
+    """`g` (broadcast to the operand's shape) where `condition` holds, else zero."""
+    shape = core.get_aval(operand).shape
+    g = lax.broadcast_in_dim(g, shape, ()) if core.get_aval(g).shape != shape else g
+    return select(condition, g, ad.zeros_like_aval(core.get_aval(g)))
+
+
+# As in JAX: at a tie between the operand and a bound, neither gets the tangent; `min` gets
+# it only where min < max.
+ad.defjvp(clamp_p,
+          lambda g, lo, x, hi: _clamp_tangent_where(
+              lax.bitwise_and(lax.gt(lo, x), lax.lt(lo, hi)), g, x),
+          lambda g, lo, x, hi: _clamp_tangent_where(
+              lax.bitwise_and(lax.gt(x, lo), lax.lt(x, hi)), g, x),
+          lambda g, lo, x, hi: _clamp_tangent_where(lax.lt(hi, x), g, x))
+
+
+def _clamp_batch(args, dims):
+    """Unbatched scalar bounds stay scalar; other bounds are brought to the operand's batched
+    shape, the batch dim where the operand has it."""
+    (lo, x, hi), (lo_dim, x_dim, hi_dim) = args, dims
+    size = _batch_size(args, dims)
+    x_ndim = core.get_aval(x).ndim - (x_dim is not None)
+    if x_dim is not None:
+        out_dim = x_dim
+    else:
+        full_rank = [d for b, d in ((lo, lo_dim), (hi, hi_dim))
+                     if d is not None and core.get_aval(b).ndim - 1 == x_ndim]
+        out_dim = full_rank[0] if full_rank else 0
+    x = batching.matchaxis(x, x_dim, out_dim, size)
+    shape = core.get_aval(x).shape
+
+    def batched_bound(bound, dim):
+        ndim = core.get_aval(bound).ndim - (dim is not None)
+        if dim is None:
+            return bound if ndim == 0 else batching.broadcast_batch(bound, size, out_dim)
+        if ndim == 0 and x_ndim > 0:
+            return lax.broadcast_in_dim(bound, shape, (out_dim,))
+        return batching.moveaxis(bound, dim, out_dim)
+
+    return clamp_p.bind(batched_bound(lo, lo_dim), x, batched_bound(hi, hi_dim)), out_dim
+
+
+batching.primitive_batchers[clamp_p] = _clamp_batch
 
 
 def clamp(min, x, max):
@@ -410,6 +638,54 @@ def _pad_lowering(ctx, x, padding_value, *, padding_config):
 
 
 pad_p = standard_primitive("pad", _pad_abstract_eval, _pad_lowering)
+
+
+def _unpad(ct, padding_config):
+    """The elements of a padded array that came from the operand (zeros for elements that
+    negative padding removed)."""
+    low, high, interior = zip(*padding_config) if padding_config else ((), (), ())
+    if any(low) or any(high):
+        ct = pad(ct, np.zeros((), core.get_aval(ct).dtype),
+                 tuple((-lo, -hi, 0) for lo, hi in zip(low, high)))
+    if any(interior):
+        shape = core.get_aval(ct).shape
+        ct = slice(ct, (0,) * len(shape), shape, tuple(i + 1 for i in interior))
+    return ct
+
+
+def _pad_transpose(ct, x, padding_value, *, padding_config):
+    x_linear, value_linear = ad.is_undefined_primal(x), ad.is_undefined_primal(padding_value)
+    if type(ct) is ad.Zero:
+        return [ad.Zero(x.aval) if x_linear else None,
+                ad.Zero(padding_value.aval) if value_linear else None]
+    ct_x = _unpad(ct, padding_config)
+    ct_value = None
+    if value_linear:
+        def total(v):
+            return lax.reduce_sum(v, tuple(range(core.get_aval(v).ndim)))
+        ct_value = lax.sub(total(ct), total(ct_x))
+    return [ct_x if x_linear else None, ct_value]
+
+
+def _pad_batch(args, dims, *, padding_config):
+    """A per-example padding value is written through a mask of the padded positions."""
+    (x, padding_value), (x_dim, value_dim) = args, dims
+    size = _batch_size(args, dims)
+    out_dim = 0 if x_dim is None else x_dim
+    x = batching.matchaxis(x, x_dim, out_dim, size)
+    config = _insert(padding_config, out_dim, (0, 0, 0))
+    if value_dim is None:
+        return pad_p.bind(x, padding_value, padding_config=config), out_dim
+    aval = core.get_aval(x)
+    padded = pad_p.bind(x, np.zeros((), aval.dtype), padding_config=config)
+    from_operand = pad_p.bind(full(aval.shape, True, dtypes.bool_), np.array(False),
+                              padding_config=config)
+    padding = lax.broadcast_in_dim(padding_value, core.get_aval(padded).shape, (out_dim,))
+    return select(from_operand, padded, padding), out_dim
+
+
+ad.deflinear(pad_p, _pad_transpose)
+batching.primitive_batchers[pad_p] = _pad_batch
 
 
 def pad(operand, padding_value, padding_config: Sequence[tuple[int, int, int]]):
@@ -468,6 +744,64 @@ dynamic_slice_p = standard_primitive("dynamic_slice", _dynamic_slice_abstract_ev
                                      _dynamic_slice_lowering)
 
 
+def _dynamic_slice_jvp(primals, tangents, *, slice_sizes):
+    """Start indices are not differentiable: the tangent is the same slice of the tangent."""
+    x, *indices = primals
+    out = dynamic_slice_p.bind(x, *indices, slice_sizes=slice_sizes)
+    if not _has_tangent(tangents[0]):
+        return out, ad.Zero.from_primal_value(out)
+    return out, dynamic_slice_p.bind(tangents[0], *indices, slice_sizes=slice_sizes)
+
+
+def _dynamic_slice_transpose(ct, x, *indices, slice_sizes):
+    no_index_cts = [None] * len(indices)
+    if type(ct) is ad.Zero:
+        return [ad.Zero(x.aval)] + no_index_cts
+    return [dynamic_update_slice_p.bind(ad.zeros_like_aval(x.aval), ct, *indices)] + no_index_cts
+
+
+def _index_matrix(indices, dims, size: int):
+    """Per-example start indices as a (batch, len(indices)) array (a gather's or scatter's
+    indices; unbatched indices are repeated)."""
+    columns = [lax.broadcast_in_dim(i, (size, 1), () if d is None else (0,))
+               for i, d in zip(indices, dims)]
+    return concatenate_p.bind(*columns, dimension=1)
+
+
+def _dynamic_slice_batch(args, dims, *, slice_sizes):
+    """Unbatched starts slice the whole batch dimension; per-example starts become a gather
+    (clamped like dynamic_slice) whose operand batch dimension stays in place."""
+    (x, *indices), (x_dim, *index_dims) = args, dims
+    size = _batch_size(args, dims)
+    if all(d is None for d in index_dims):
+        zero = np.zeros((), core.get_aval(indices[0]).dtype)
+        out = dynamic_slice_p.bind(x, *_insert(indices, x_dim, zero),
+                                   slice_sizes=_insert(slice_sizes, x_dim, size))
+        return out, x_dim
+    from fluxion._src.lax import indexing
+    starts = _index_matrix(indices, index_dims, size)
+    ndim = len(slice_sizes)
+    if x_dim is None:
+        dnums = indexing.GatherDimensionNumbers(
+            offset_dims=tuple(range(1, ndim + 1)), collapsed_slice_dims=(),
+            start_index_map=tuple(range(ndim)))
+        out_dim, sizes = 0, slice_sizes
+    else:
+        others = tuple(i for i in range(ndim + 1) if i != x_dim)
+        dnums = indexing.GatherDimensionNumbers(
+            offset_dims=others, collapsed_slice_dims=(), start_index_map=others,
+            operand_batching_dims=(x_dim,), start_indices_batching_dims=(0,))
+        out_dim, sizes = x_dim, _insert(slice_sizes, x_dim, 1)
+    out = indexing.gather(x, starts, dnums, sizes, mode=indexing.GatherScatterMode.CLIP,
+                          indices_are_sorted=True, unique_indices=True)
+    return out, out_dim
+
+
+ad.primitive_jvps[dynamic_slice_p] = _dynamic_slice_jvp
+ad.primitive_transposes[dynamic_slice_p] = _dynamic_slice_transpose
+batching.primitive_batchers[dynamic_slice_p] = _dynamic_slice_batch
+
+
 def _dynamic_update_slice_abstract_eval(x, update, *indices):
     if update.ndim != x.ndim:
         raise TypeError(f"dynamic_update_slice update must have the same rank as operand, got "
@@ -488,6 +822,66 @@ def _dynamic_update_slice_lowering(ctx, x, update, *indices):
 dynamic_update_slice_p = standard_primitive("dynamic_update_slice",
                                             _dynamic_update_slice_abstract_eval,
                                             _dynamic_update_slice_lowering)
+
+
+def _dynamic_update_slice_jvp(primals, tangents):
+    """Linear in (operand, update) jointly; the start indices are not differentiable."""
+    x, update, *indices = primals
+    out = dynamic_update_slice_p.bind(x, update, *indices)
+    t_x, t_update = tangents[:2]
+    if not (_has_tangent(t_x) or _has_tangent(t_update)):
+        return out, ad.Zero.from_primal_value(out)
+    return out, dynamic_update_slice_p.bind(_tangent_or_zeros(t_x, x),
+                                            _tangent_or_zeros(t_update, update), *indices)
+
+
+def _dynamic_update_slice_transpose(ct, x, update, *indices):
+    x_linear, update_linear = ad.is_undefined_primal(x), ad.is_undefined_primal(update)
+    update_aval = _linear_aval(update)
+    no_index_cts = [None] * len(indices)
+    if type(ct) is ad.Zero:
+        return [ad.Zero(x.aval) if x_linear else None,
+                ad.Zero(update.aval) if update_linear else None] + no_index_cts
+    ct_x = ct_update = None
+    if x_linear:
+        zeros = ad.zeros_like_aval(ad.tangent_aval(update_aval))
+        ct_x = dynamic_update_slice_p.bind(ct, zeros, *indices)
+    if update_linear:
+        ct_update = dynamic_slice_p.bind(ct, *indices, slice_sizes=update_aval.shape)
+    return [ct_x, ct_update] + no_index_cts
+
+
+def _dynamic_update_slice_batch(args, dims):
+    """Unbatched starts update the whole batch dimension; per-example starts become a
+    scatter (clamped like dynamic_update_slice) with the operand's batch dim in place."""
+    (x, update, *indices), (x_dim, update_dim, *index_dims) = args, dims
+    size = _batch_size(args, dims)
+    if all(d is None for d in index_dims):
+        out_dim = x_dim if x_dim is not None else update_dim
+        x = batching.matchaxis(x, x_dim, out_dim, size)
+        update = batching.matchaxis(update, update_dim, out_dim, size)
+        zero = np.zeros((), core.get_aval(indices[0]).dtype)
+        return dynamic_update_slice_p.bind(x, update, *_insert(indices, out_dim, zero)), out_dim
+    from fluxion._src.lax import indexing
+    out_dim = 0 if x_dim is None else x_dim
+    x = batching.matchaxis(x, x_dim, out_dim, size)
+    if update_dim is None:
+        update, update_dim = batching.broadcast_batch(update, size, 0), 0
+    ndim = core.get_aval(x).ndim
+    dnums = indexing.ScatterDimensionNumbers(
+        update_window_dims=tuple(i for i in range(ndim) if i != update_dim),
+        inserted_window_dims=(),
+        scatter_dims_to_operand_dims=tuple(i for i in range(ndim) if i != out_dim),
+        operand_batching_dims=(out_dim,), scatter_indices_batching_dims=(0,))
+    starts = _index_matrix(indices, index_dims, size)
+    out = indexing.scatter(x, starts, update, dnums, mode=indexing.GatherScatterMode.CLIP,
+                           indices_are_sorted=True, unique_indices=True)
+    return out, out_dim
+
+
+ad.primitive_jvps[dynamic_update_slice_p] = _dynamic_update_slice_jvp
+ad.primitive_transposes[dynamic_update_slice_p] = _dynamic_update_slice_transpose
+batching.primitive_batchers[dynamic_update_slice_p] = _dynamic_update_slice_batch
 
 
 def _index_scalars(start_indices) -> list:
@@ -699,6 +1093,20 @@ bitcast_convert_type_p = standard_primitive("bitcast_convert_type", _bitcast_abs
                                             _bitcast_lowering)
 
 
+def _bitcast_batch(args, dims, *, new_dtype):
+    """Elementwise, except that a wider new dtype consumes the trailing dimension, which
+    therefore must not be the batch dimension."""
+    (x,), (d,) = args, dims
+    aval = core.get_aval(x)
+    if aval.dtype.itemsize < new_dtype.itemsize and d == aval.ndim - 1:
+        x, d = batching.moveaxis(x, d, 0), 0
+    return bitcast_convert_type_p.bind(x, new_dtype=new_dtype), d
+
+
+ad.defjvp_zero(bitcast_convert_type_p)
+batching.primitive_batchers[bitcast_convert_type_p] = _bitcast_batch
+
+
 def bitcast_convert_type(operand, new_dtype):
     """Reinterpret the bits of `operand` as `new_dtype`.
 
@@ -726,6 +1134,16 @@ def _reduce_precision_lowering(ctx, x, *, exponent_bits, mantissa_bits):
 
 reduce_precision_p = standard_primitive("reduce_precision", _reduce_precision_abstract_eval,
                                         _reduce_precision_lowering)
+
+
+def _reduce_precision_transpose(ct, x, *, exponent_bits, mantissa_bits):
+    if type(ct) is ad.Zero:
+        return [ad.Zero(x.aval)]
+    return [reduce_precision_p.bind(ct, exponent_bits=exponent_bits, mantissa_bits=mantissa_bits)]
+
+
+ad.deflinear(reduce_precision_p, _reduce_precision_transpose)
+batching.defvectorized(reduce_precision_p)
 
 
 def reduce_precision(operand, exponent_bits: int, mantissa_bits: int):
