@@ -146,10 +146,11 @@ class BatchTrace(Trace):
             if collective is not None and self.axis_name is not None and \
                     self.axis_name in _axis_names(params):
                 out, out_dim = collective(self, vals, dims, **params)
+            elif primitive in trace_rules:
+                # Even with nothing batched: collectives inside the body may name this axis.
+                out, out_dim = trace_rules[primitive](self, vals, dims, **params)
             elif all(d is not_mapped for d in dims):
                 return primitive.bind(*vals, **params)
-            elif primitive in trace_rules:
-                out, out_dim = trace_rules[primitive](self, vals, dims, **params)
             else:
                 rule = primitive_batchers.get(primitive)
                 if rule is None:

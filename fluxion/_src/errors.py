@@ -20,7 +20,17 @@ class ConcretizationTypeError(FluxionTypeError):
 
 
 class TracerBoolConversionError(ConcretizationTypeError):
-    pass
+    """A traced value was used where Python needs a bool (`if`, `while`, `and`, `or`)."""
+
+    def __init__(self, tracer, context: str = ""):
+        FluxionTypeError.__init__(
+            self,
+            f"Attempted boolean conversion of traced array: {tracer!r}\n{context}\n"
+            "Python control flow (`if`, `while`, `and`/`or`) needs a concrete value, but this one "
+            "depends on the arguments of a transformed function. Use lax.cond (or lax.switch) "
+            "to branch on a traced value, lax.while_loop or lax.fori_loop to loop on one, or "
+            "jnp.where to select elementwise; or mark the argument static (static_argnums / "
+            "static_argnames).")
 
 
 class TracerIntegerConversionError(FluxionTypeError):
