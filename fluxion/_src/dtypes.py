@@ -23,7 +23,14 @@ SUPPORTED_DTYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uin
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 
 _TO_32 = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
-_PY_SCALAR_KIND = {bool: "b", int: "i", float: "f", complex: "c"}
+
+# Dtypes of Python scalars before canonicalization; int, float and complex values are weak.
+_PY_SCALAR_DTYPES = {bool: bool_, int: int64, float: float64, complex: complex128}
+_WEAK_SCALAR_TYPES = (int, float, complex)
+
+
+class TypePromotionError(ValueError):
+    """Raised when dtypes have no common type on the promotion lattice."""
 
 
 def default_int_dtype():
@@ -47,15 +54,23 @@ def _default_of_kind(kind: str) -> np.dtype:
             "f": default_float_dtype(), "c": default_complex_dtype()}[kind]
 
 
+def _kind(dt: np.dtype) -> str:
+    """NumPy's kind letter, with bfloat16 (kind 'V' in NumPy) counted as a float."""
+    return "f" if dt == bfloat16 else dt.kind
+
+
 def canonicalize_dtype(dtype, allow_extended: bool = False) -> np.dtype:
-    """The dtype arrays of `dtype` get: 64-bit types become 32-bit unless x64 is enabled."""
+    """The dtype arrays of `dtype` get: 64-bit types become 32-bit unless x64 is enabled.
+
+    float0 (the dtype of tangents of integers) is its own canonical form, as in JAX.
+    `allow_extended` is accepted for JAX's signature; fluxion has no extended dtypes."""
     return _canonicalize(np.dtype(dtype) if not isinstance(dtype, np.dtype) else dtype,
-                         config.enable_x64, allow_extended)
+                         config.enable_x64)
 
 
 @functools.lru_cache(maxsize=None)
-def _canonicalize(dtype: np.dtype, x64: bool, allow_extended: bool) -> np.dtype:
-    if dtype == float0 and allow_extended:
+def _canonicalize(dtype: np.dtype, x64: bool) -> np.dtype:
+    if dtype == float0:
         return dtype
     if dtype not in _SUPPORTED:
         raise TypeError(f"fluxion does not support dtype {dtype}")
@@ -63,30 +78,35 @@ def _canonicalize(dtype: np.dtype, x64: bool, allow_extended: bool) -> np.dtype:
 
 
 def dtype(x, canonicalize: bool = False) -> np.dtype:
-    """The dtype of a value, dtype-like, or Python scalar type (JAX's `dtypes.dtype`)."""
+    """The dtype of a value, dtype-like, or Python scalar type.
+
+    Python scalars and their types get the (canonical) default dtype of their kind; other
+    dtypes are canonicalized only if `canonicalize` is set.
+    """
     if x is None:
         raise ValueError("Invalid argument to dtype: None.")
-    if isinstance(x, type) and x in _PY_SCALAR_KIND:
-        dt = _default_of_kind(_PY_SCALAR_KIND[x]) if x is not bool else bool_
-        return dt
-    if isinstance(x, (bool, int, float, complex)) and type(x) in _PY_SCALAR_KIND:
-        dt = _default_of_kind(_PY_SCALAR_KIND[type(x)])
-    elif hasattr(x, "dtype") and not isinstance(x, type):
-        dt = np.dtype(x.dtype)
+    if isinstance(x, type) and x in _PY_SCALAR_DTYPES:
+        return canonicalize_dtype(_PY_SCALAR_DTYPES[x])
+    if type(x) in _PY_SCALAR_DTYPES:
+        return canonicalize_dtype(_PY_SCALAR_DTYPES[type(x)])
+    attr = getattr(x, "dtype", None)
+    if isinstance(attr, np.dtype):  # arrays, NumPy scalars, and scalar types like jnp.float32
+        dt = attr
     else:
         try:
             dt = np.dtype(x)
         except TypeError as e:
             raise TypeError(f"Cannot determine dtype of {x!r}") from e
-    return canonicalize_dtype(dt, allow_extended=True) if canonicalize else dt
+    return canonicalize_dtype(dt) if canonicalize else dt
 
 
 def is_python_scalar(x) -> bool:
-    return type(x) in _PY_SCALAR_KIND
+    return type(x) in _PY_SCALAR_DTYPES
 
 
 def is_weakly_typed(x) -> bool:
-    if type(x) in _PY_SCALAR_KIND:
+    """Python int, float and complex values are weak; arrays carry a weak_type flag."""
+    if type(x) in _WEAK_SCALAR_TYPES:
         return True
     return bool(getattr(x, "weak_type", False))
 
@@ -106,11 +126,11 @@ def issubdtype(a, b) -> bool:
 
 
 def is_float(dt) -> bool:
-    return np.dtype(dt).kind == "f" or np.dtype(dt) == bfloat16
+    return _kind(np.dtype(dt)) == "f"
 
 
 def is_inexact(dt) -> bool:
-    return np.dtype(dt).kind in "fc" or np.dtype(dt) == bfloat16
+    return _kind(np.dtype(dt)) in "fc"
 
 
 def is_complex(dt) -> bool:
@@ -130,16 +150,22 @@ def iinfo(dt):
 
 
 # ---------------------------------------------------------------------------------------------
-# The promotion lattice. Nodes are dtypes or the weak kinds "i*", "f*", "c*" (Python int, float,
-# complex); a type promotes to every node reachable from it. Join = least upper bound.
-_WEAK = ("i*", "f*", "c*")
+# The promotion lattice. Nodes are dtypes or the weak kinds "i*", "f*", "c*" (Python int,
+# float, complex, and weak-typed arrays); a type promotes to every node reachable from it.
+# Join = least upper bound.
+
+# The dtype each weak kind stands for before canonicalization (that of the Python scalar type).
+_WEAK_NODE_DTYPE = {"i*": int64, "f*": float64, "c*": complex128}
 
 
-def _lattice_edges():
+def _lattice_edges(x64: bool) -> dict:
     return {
         bool_: ["i*"],
         "i*": [uint8, int8],
-        uint8: [int16, uint16], uint16: [int32, uint32], uint32: [int64, uint64], uint64: ["f*"],
+        uint8: [int16, uint16], uint16: [int32, uint32],
+        # Without x64, uint32 and int32 meet at int32 rather than forming an int64.
+        uint32: [int64, uint64] if x64 else [int32, uint64],
+        uint64: ["f*"],
         int8: [int16], int16: [int32], int32: [int64], int64: ["f*"],
         "f*": ["c*", bfloat16, float16],
         bfloat16: [float32], float16: [float32], float32: [float64, complex64], float64: [complex128],
@@ -147,8 +173,8 @@ def _lattice_edges():
     }
 
 
-def _compute_upper_bounds():
-    edges = _lattice_edges()
+def _upper_bounds(x64: bool) -> dict:
+    edges = _lattice_edges(x64)
     upper = {}
     for node in edges:
         seen, stack = {node}, [node]
@@ -161,80 +187,110 @@ def _compute_upper_bounds():
     return upper
 
 
-_UPPER = _compute_upper_bounds()
-
-
-def _join(nodes) -> object:
-    common = set.intersection(*(_UPPER[n] for n in nodes))
-    # The least upper bound is the element of `common` that every other element of it is above.
-    for candidate in common:
-        if all(other in _UPPER[candidate] for other in common):
-            return candidate
-    raise TypeError(f"no common type for {nodes}")
-
-
-def _node(dt: np.dtype, weak: bool):
-    if not weak:
-        return dt
-    if dt == bool_:
-        return bool_
-    kind = dt.kind if dt != bfloat16 else "f"
-    return {"i": "i*", "u": "i*", "f": "f*", "c": "c*"}[kind]
+_UPPER_BOUNDS = {x64: _upper_bounds(x64) for x64 in (False, True)}
 
 
 @functools.lru_cache(maxsize=4096)
-def _promote_nodes(nodes: tuple, x64: bool):
-    result = _join(nodes)
-    if isinstance(result, str):
-        return _default_of_kind_x64(result[0], x64), True
-    return _canonicalize(result, x64, False), False
+def _least_upper_bound(x64: bool, *nodes):
+    upper = _UPPER_BOUNDS[x64]
+    for n in nodes:
+        if n not in upper:
+            raise ValueError(f"dtype={n!r} is not a valid dtype for type promotion.")
+    common = set.intersection(*(upper[n] for n in nodes))
+    # A node that is one of the inputs and above all the others is the bound; otherwise the
+    # bound is the common upper bound that every other common upper bound is above.
+    least = (common & set(nodes)) or {c for c in common if common <= upper[c]}
+    if len(least) != 1:
+        names = ", ".join(str(n) for n in nodes)
+        raise TypePromotionError(f"Input dtypes ({names}) have no available implicit dtype "
+                                 "promotion path. Try explicitly casting inputs to the desired "
+                                 "output type.")
+    return least.pop()
 
 
-def _default_of_kind_x64(kind, x64):
-    return {"i": int64 if x64 else int32, "f": float64 if x64 else float32,
-            "c": complex128 if x64 else complex64}[kind]
+def _node(dt: np.dtype, weak: bool):
+    """The lattice node of a (dtype, weak_type) pair; weak bools are just bools."""
+    if not weak or dt == bool_:
+        return dt
+    return {"i": "i*", "u": "i*", "f": "f*", "c": "c*"}[_kind(dt)]
 
 
-def _input_node(x):
-    """Lattice node of one input of `result_type`: a value, a dtype or a Python scalar type."""
-    if type(x) in _PY_SCALAR_KIND:
-        return bool_ if type(x) is bool else _node(_default_of_kind(_PY_SCALAR_KIND[type(x)]), True)
-    if isinstance(x, type) and x in _PY_SCALAR_KIND:
-        return bool_ if x is bool else {"i": "i*", "f": "f*", "c": "c*"}[_PY_SCALAR_KIND[x]]
-    if hasattr(x, "dtype") and not isinstance(x, (type, np.dtype)):
-        return _node(np.dtype(x.dtype), bool(getattr(x, "weak_type", False)))
-    return np.dtype(x)
+def _node_dtype(node, x64: bool) -> np.dtype:
+    """The canonical dtype a promotion result stands for (a weak kind: its default dtype)."""
+    return _canonicalize(_WEAK_NODE_DTYPE.get(node, node), x64)
+
+
+def _dtype_and_weak(x) -> tuple[np.dtype, bool]:
+    """(dtype, weak_type) of one input of promotion: a value, a dtype-like, or a Python scalar
+    type. Everything but arrays and tracers (whose dtype is already fixed) is canonicalized."""
+    if any(x is t for t in _WEAK_SCALAR_TYPES):
+        return canonicalize_dtype(_PY_SCALAR_DTYPES[x]), True
+    if type(x) in _PY_SCALAR_DTYPES:
+        return canonicalize_dtype(_PY_SCALAR_DTYPES[type(x)]), type(x) is not bool
+    aval = getattr(x, "aval", None)
+    if aval is not None and hasattr(aval, "weak_type"):
+        return aval.dtype, aval.weak_type
+    dt = dtype(x)
+    if dt not in _SUPPORTED:
+        raise TypeError(f"Value {x!r} with dtype {dt} is not a valid fluxion array type. Only "
+                        "arrays of numeric types are supported.")
+    return canonicalize_dtype(dt), False
+
+
+@functools.lru_cache(maxsize=4096)
+def _promote(inputs: tuple, x64: bool) -> tuple[np.dtype, bool]:
+    dts = {dt for dt, _ in inputs}
+    all_weak = all(weak for _, weak in inputs)
+    if len(inputs) == 1:
+        dt, weak = inputs[0]
+    elif len(dts) == 1 and not all_weak:
+        dt, weak = inputs[0][0], False
+    elif all_weak:
+        # Join the dtypes themselves and keep the result weak: two weak int16s give a weak
+        # int16, not a default-width int.
+        dt, weak = _node_dtype(_least_upper_bound(x64, *dts), x64), True
+    else:
+        bound = _least_upper_bound(x64, *{_node(dt, weak) for dt, weak in inputs})
+        dt, weak = _node_dtype(bound, x64), isinstance(bound, str)
+    return dt, weak and dt != bool_
 
 
 def result_type_with_weak(*args) -> tuple[np.dtype, bool]:
-    """Promoted (canonical dtype, weak_type) of the arguments, following JAX's lattice."""
+    """(dtype, weak_type) that the arguments of an operation are promoted to (JAX's
+    `lattice_result_type`); weak results keep the width the lattice gives."""
     if not args:
         raise ValueError("at least one array or dtype is required")
-    nodes = tuple(_input_node(a) for a in args)
-    for n in nodes:
-        if not isinstance(n, str) and n not in _SUPPORTED:
-            raise TypeError(f"fluxion does not support dtype {n}")
-    x64 = config.enable_x64
-    dt, weak = _promote_nodes(tuple(_canon_node(n, x64) for n in nodes), x64)
-    return dt, weak
-
-
-def _canon_node(n, x64):
-    return n if isinstance(n, str) else _canonicalize(n, x64, False)
+    return _promote(tuple(_dtype_and_weak(a) for a in args), config.enable_x64)
 
 
 def result_type(*args, return_weak_type_flag: bool = False):
-    """`jnp.result_type`: the canonical dtype that the arguments promote to."""
-    dt, weak = result_type_with_weak(*args)
+    """`jnp.result_type`: the canonical dtype that the arguments promote to.
+
+    `None` stands for the default float dtype; a weakly typed result is reported as the
+    default dtype of its kind.
+    """
+    dt, weak = result_type_with_weak(*(default_float_dtype() if a is None else a for a in args))
+    if weak:
+        dt = _default_of_kind(_kind(dt))
     return (dt, weak) if return_weak_type_flag else dt
 
 
 def promote_types(a, b) -> np.dtype:
-    """`jnp.promote_types`: promotion of two dtypes (Python scalar types count as weak)."""
-    result = _join((_input_node(a), _input_node(b)))
-    if isinstance(result, str):
-        return _default_of_kind_x64(result[0], config.enable_x64)
-    return _canonicalize(result, config.enable_x64, False)
+    """`jnp.promote_types`: the dtype two dtypes promote to, without canonicalization.
+
+    Python's int, float and complex count as weak types, whose join with themselves is
+    int64, float64 and complex128 (as `np.dtype(int)` etc.).
+    """
+    nodes = [_promote_types_node(t) for t in (a, b)]
+    bound = _least_upper_bound(config.enable_x64, *nodes)
+    return _WEAK_NODE_DTYPE.get(bound, bound)
+
+
+def _promote_types_node(t):
+    for scalar_type, node in ((int, "i*"), (float, "f*"), (complex, "c*")):
+        if t is scalar_type:
+            return node
+    return np.dtype(t)
 
 
 def scalar_type_of(x) -> type:
