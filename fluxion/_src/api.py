@@ -229,6 +229,10 @@ class JitFunction:
             fun, donate_argnums, donate_argnames)
         self._cache: dict = {}
         self._trace_cache: dict = {}
+        # Calls with only positional Arrays and nothing static or donated skip flattening.
+        self._fast_cache: dict = {}
+        self._fast_path_ok = not (self._static_argnums or self._static_argnames or
+                                  self._donate_argnums or self._donate_argnames)
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -271,6 +275,21 @@ class JitFunction:
 
     # -- calling
     def __call__(self, *args, **kwargs):
+        if not kwargs and core._trace_state.trace is core.eval_trace:
+            # Fast path: positional Arrays seen before with the same types.
+            key = []
+            for x in args:
+                if type(x) is not Array:
+                    break
+                key.append(x.aval)
+            else:
+                key.append(config.enable_x64)
+                entry = self._fast_cache.get(tuple(key))
+                if entry is not None and not config.disable_jit:
+                    return entry.out_tree.unflatten(entry.compiled(args))
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         if config.disable_jit:
             return self._fun(*args, **kwargs)
         leaves, in_tree, static_pos, static_kw, dyn_args = self._flatten(args, kwargs)
@@ -285,6 +304,8 @@ class JitFunction:
         if entry is None:
             entry = self._compile(args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args)
             self._cache[key] = entry
+            if self._fast_path_ok and not kwargs and all(type(x) is Array for x in args):
+                self._fast_cache[tuple(x.aval for x in args) + (config.enable_x64,)] = entry
         outs = entry.compiled(leaves)
         if entry.donate_mask:
             for x, donated in zip(leaves, entry.donate_mask):
@@ -317,6 +338,7 @@ class JitFunction:
 
     def clear_cache(self):
         self._cache.clear()
+        self._fast_cache.clear()
         self._trace_cache.clear()
 
     def _cache_size(self) -> int:

@@ -38,10 +38,12 @@ class CompiledFunction:
         self.out_avals = out_avals
 
     def __call__(self, args: Sequence) -> list[Array]:
-        bufs = list(self.const_bufs)
-        for x, aval in zip(args, self.in_avals):
-            bufs.append(x._buf if type(x) is Array else to_device_buffer(x, aval))
-        outs = self.executable.execute(bufs)
+        bufs = [x._buf if type(x) is Array else to_device_buffer(x, aval)
+                for x, aval in zip(args, self.in_avals)]
+        if self.const_bufs:
+            bufs = self.const_bufs + bufs
+        executable = self.executable
+        outs = executable.loaded.execute_sharded(bufs).consume_with_handlers(executable.handlers)
         return [Array(b, a) for b, a in zip(outs, self.out_avals)]
 
 
@@ -71,24 +73,18 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
 _primitive_cache: dict = {}
 
 
-def _params_key(params: dict):
-    try:
-        key = tuple(sorted(params.items()))
-        hash(key)
-        return key
-    except TypeError:
-        return None
-
-
 def apply_primitive(prim: core.Primitive, *args, **params):
     """Run one primitive on concrete values by compiling it alone (cached)."""
-    avals = tuple(core.get_aval(x) for x in args)
-    params_key = _params_key(params)
-    key = (prim, avals, params_key, config.enable_x64)
-    compiled = _primitive_cache.get(key) if params_key is not None else None
+    avals = tuple([x.aval if type(x) is Array else core.get_aval(x) for x in args])
+    # Params come in the order the primitive's wrapper passes them, so no sorting is needed.
+    key = (prim, avals, tuple(params.items()) if params else (), config.enable_x64)
+    try:
+        compiled = _primitive_cache.get(key)
+    except TypeError:  # an unhashable param: compile without caching
+        key, compiled = None, None
     if compiled is None:
         compiled = _compile_primitive(prim, avals, params)
-        if params_key is not None:
+        if key is not None:
             _primitive_cache[key] = compiled
     outs = compiled(args)
     return outs if prim.multiple_results else outs[0]

@@ -205,7 +205,12 @@ def _convert_element_type(operand, new_dtype=None, weak_type: bool = False):
 
     Host values (NumPy arrays, Python scalars) are converted on the host; NumPy values are
     first canonicalized, as arrays of them would be."""
-    aval = core.get_aval(operand)
+    if type(operand) is Array:
+        aval = operand.aval
+        if (aval.dtype is new_dtype or new_dtype is None) and aval.weak_type == weak_type:
+            return operand  # the common no-op, decided before any canonicalization
+    else:
+        aval = core.get_aval(operand)
     new_dtype = aval.dtype if new_dtype is None else dtypes.canonicalize_dtype(
         dtypes.dtype(new_dtype))
     weak_type = bool(weak_type)
