@@ -80,6 +80,19 @@ def test_doc_layer(doc):
     np.testing.assert_allclose(np.asarray(doc["layer_eager"]), expected)
 
 
+def test_doc_jvp_and_grad(doc):
+    x = doc["x"]
+    np.testing.assert_array_equal(np.asarray(doc["relu_grad"]), (x > 0).astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(doc["relu_tangent"]), (x > 0).astype(np.float32))
+
+
+def test_doc_batching(doc):
+    xs = doc["xs"]
+    np.testing.assert_array_equal(np.asarray(doc["relu_batched"]), np.maximum(xs, 0))
+    np.testing.assert_array_equal(np.asarray(doc["relu_batched_axis1"]), np.maximum(xs, 0))
+    np.testing.assert_array_equal(np.asarray(doc["per_example_grads"]), (xs > 0).astype(np.float32))
+
+
 def test_doc_abstract_eval_rejects_integers(doc):
     with pytest.raises(TypeError, match="my_relu requires a floating-point operand, got int32"):
         fluxion.jit(doc["my_relu"])(np.arange(3, dtype=np.int32))
