@@ -11,12 +11,12 @@ from fluxion._src.core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArra
 
 
 class JaxprTracer(Tracer):
-    __slots__ = ("_aval", "var")
+    __slots__ = ("_aval", "_var")
 
     def __init__(self, trace: "JaxprTrace", aval: ShapedArray, var: Var):
         self._trace = trace
         self._aval = aval
-        self.var = var
+        self._var = var
 
     @property
     def aval(self):
@@ -47,7 +47,7 @@ class JaxprTrace(Trace):
 
     def to_var(self, x):
         if isinstance(x, JaxprTracer) and x._trace is self:
-            return x.var
+            return x._var
         if isinstance(x, Tracer):
             if not x._trace.is_live:
                 raise core.escaped_tracer_error(x)

@@ -1,54 +1,179 @@
 """Operators and methods shared by `Array` and every `Tracer`, defined once in terms of jnp."""
 from __future__ import annotations
 
+import numpy as np
+
 from fluxion._src import core
 from fluxion._src.array import Array
-from fluxion._src.numpy import ufuncs
+from fluxion._src.numpy import linalg_ops, manipulation, reductions, ufuncs, util
 
 
-def _defer(fn, swap=False):
+def _unwrap(other):
+    convert = getattr(other, "__jax_array__", None)
+    return convert() if convert is not None else other
+
+
+def _binary_operator(fn, symbol: str, swap: bool = False, reject=()):
+    """An operator method: NotImplemented for non-arrays, except TypeError for `reject` types
+    (sequences, where Python would otherwise concatenate or compare elementwise)."""
     def op(self, other):
-        if not _accepts(other):
-            return NotImplemented
-        return fn(other, self) if swap else fn(self, other)
+        other = _unwrap(other)
+        if util.is_arraylike(other):
+            return fn(other, self) if swap else fn(self, other)
+        if type(other) in reject:
+            left, right = (other, self) if swap else (self, other)
+            raise TypeError(f"unsupported operand type(s) for {symbol}: "
+                            f"{type(left).__name__!r} and {type(right).__name__!r}")
+        return NotImplemented
     return op
 
 
-def _accepts(other) -> bool:
-    from fluxion._src.numpy.util import is_arraylike
-    return is_arraylike(other) or isinstance(other, (list, tuple)) is False and hasattr(other, "__jax_array__")
+_SEQUENCES = (tuple, list)
+_CONTAINERS = (dict, list, set, tuple)
 
-
-_BINARY = {
-    "add": ufuncs.add, "sub": ufuncs.subtract, "mul": ufuncs.multiply,
-    "truediv": ufuncs.true_divide, "pow": ufuncs.power,
-    "and": ufuncs.bitwise_and, "or": ufuncs.bitwise_or, "xor": ufuncs.bitwise_xor,
+# name: (function, symbol, types rejected with TypeError instead of NotImplemented)
+_ARITHMETIC = {
+    "add": (ufuncs.add, "+", _SEQUENCES),
+    "sub": (ufuncs.subtract, "-", ()),
+    "mul": (ufuncs.multiply, "*", _SEQUENCES),
+    "truediv": (ufuncs.true_divide, "/", ()),
+    "floordiv": (ufuncs.floor_divide, "//", ()),
+    "mod": (ufuncs.remainder, "%", ()),
+    "divmod": (ufuncs.divmod, "divmod()", ()),
+    "pow": (ufuncs.power, "**", ()),
+    "matmul": (linalg_ops.matmul, "@", ()),
+    "and": (ufuncs.bitwise_and, "&", ()),
+    "or": (ufuncs.bitwise_or, "|", ()),
+    "xor": (ufuncs.bitwise_xor, "^", ()),
+    "lshift": (ufuncs.left_shift, "<<", ()),
+    "rshift": (ufuncs.right_shift, ">>", ()),
 }
-_COMPARE = {"eq": ufuncs.equal, "ne": ufuncs.not_equal, "lt": ufuncs.less, "le": ufuncs.less_equal,
-            "gt": ufuncs.greater, "ge": ufuncs.greater_equal}
+_COMPARISONS = {
+    "eq": (ufuncs.equal, "==", _CONTAINERS),
+    "ne": (ufuncs.not_equal, "!=", _CONTAINERS),
+    "lt": (ufuncs.less, "<", ()),
+    "le": (ufuncs.less_equal, "<=", ()),
+    "gt": (ufuncs.greater, ">", ()),
+    "ge": (ufuncs.greater_equal, ">=", ()),
+}
 
 
-def _methods() -> dict:
+def _operators() -> dict:
     m = {}
-    for name, fn in _BINARY.items():
-        m[f"__{name}__"] = _defer(fn)
-        m[f"__r{name}__"] = _defer(fn, swap=True)
-    for name, fn in _COMPARE.items():
-        m[f"__{name}__"] = _defer(fn)
+    for name, (fn, symbol, reject) in _ARITHMETIC.items():
+        m[f"__{name}__"] = _binary_operator(fn, symbol, reject=reject)
+        m[f"__r{name}__"] = _binary_operator(fn, symbol, swap=True, reject=reject)
+    for name, (fn, symbol, reject) in _COMPARISONS.items():
+        m[f"__{name}__"] = _binary_operator(fn, symbol, reject=reject)
     m["__neg__"] = lambda self: ufuncs.negative(self)
-    m["__pos__"] = lambda self: self
+    m["__pos__"] = lambda self: ufuncs.positive(self)
     m["__abs__"] = lambda self: ufuncs.absolute(self)
+    m["__invert__"] = lambda self: ufuncs.invert(self)
+    m["__round__"] = lambda self, ndigits=None: ufuncs.round(self, ndigits or 0)
     return m
 
 
+# ---------------------------------------------------------------------------------------------
+# Methods
+
+def _shape_args(args):
+    """reshape(2, 3), reshape((2, 3)) and reshape(-1) all name a shape."""
+    if len(args) == 1 and np.ndim(args[0]) != 0:
+        return args[0]
+    return args
+
+
+def _reshape(self, *args, order="C"):
+    """The array with a new shape: `x.reshape(2, 3)` or `x.reshape((2, 3))`."""
+    return manipulation.reshape(self, _shape_args(args), order=order)
+
+
+def _transpose(self, *args):
+    """Axes permuted: `x.transpose()`, `x.transpose(1, 0)` or `x.transpose((1, 0))`."""
+    return manipulation.transpose(self, _shape_args(args) if args else None)
+
+
+def _astype(self, dtype, copy: bool = False, device=None):
+    """The array converted to `dtype`."""
+    return manipulation.astype(self, dtype)
+
+
+def _take(self, indices, axis=None, out=None, mode=None, unique_indices=False,
+          indices_are_sorted=False, fill_value=None):
+    """Elements at `indices` along `axis` (see jnp.take)."""
+    from fluxion._src.numpy import indexing
+    take = getattr(indexing, "take", None)
+    if take is None:
+        raise NotImplementedError("Array.take needs fluxion.numpy.take, which is not available")
+    return take(self, indices, axis=axis, out=out, mode=mode, unique_indices=unique_indices,
+                indices_are_sorted=indices_are_sorted, fill_value=fill_value)
+
+
+def _flatten(self, order="C"):
+    """The elements as a 1-D array."""
+    return manipulation.ravel(self, order)
+
+
+def _copy(self):
+    """The array (arrays are immutable)."""
+    return manipulation.copy(self)
+
+
+def _flat(self):
+    raise NotImplementedError("JAX Arrays do not implement the arr.flat property: consider "
+                              "arr.flatten() instead.")
+
+
+_METHODS = {
+    "all": reductions.all, "any": reductions.any, "argmax": reductions.argmax,
+    "argmin": reductions.argmin, "cumprod": reductions.cumprod, "cumsum": reductions.cumsum,
+    "max": reductions.max, "mean": reductions.mean, "min": reductions.min,
+    "prod": reductions.prod, "ptp": reductions.ptp, "std": reductions.std,
+    "sum": reductions.sum, "var": reductions.var,
+    "argsort": manipulation.argsort, "sort": manipulation.sort, "ravel": manipulation.ravel,
+    "repeat": manipulation.repeat, "squeeze": manipulation.squeeze,
+    "swapaxes": manipulation.swapaxes,
+    "clip": ufuncs.clip, "conj": ufuncs.conj, "conjugate": ufuncs.conjugate,
+    "round": ufuncs.round, "nonzero": ufuncs.nonzero,
+    "diagonal": linalg_ops.diagonal, "dot": linalg_ops.dot, "trace": linalg_ops.trace,
+    "reshape": _reshape, "transpose": _transpose, "astype": _astype, "take": _take,
+    "flatten": _flatten, "copy": _copy,
+}
+
+_PROPERTIES = {
+    "T": lambda self: manipulation.transpose(self),
+    "mT": lambda self: manipulation.matrix_transpose(self),
+    "real": lambda self: ufuncs.real(self),
+    "imag": lambda self: ufuncs.imag(self),
+    "flat": _flat,
+}
+
+
+def _tracer_item(self, *args):
+    value = core.concrete_or_error(self, "The item() method of a traced array")
+    return np.asarray(value).item(*args)
+
+
+# Array already has these; tracers get them here.
+_TRACER_ONLY = {
+    "nbytes": property(lambda self: self.aval.size * self.aval.dtype.itemsize),
+    "itemsize": property(lambda self: self.aval.dtype.itemsize),
+    "item": _tracer_item,
+}
+
+
 def attach(extra: dict | None = None) -> None:
-    """Install the operator methods (and `extra` methods) on Array and Tracer."""
-    methods = _methods()
+    """Install the operators, methods and properties (and `extra`) on Array and Tracer."""
+    members = dict(_operators())
+    members.update(_METHODS)
+    members.update({name: property(fn) for name, fn in _PROPERTIES.items()})
     if extra:
-        methods.update(extra)
+        members.update(extra)
     for cls in (Array, core.Tracer):
-        for name, fn in methods.items():
-            setattr(cls, name, fn)
+        for name, member in members.items():
+            setattr(cls, name, member)
+    for name, member in _TRACER_ONLY.items():
+        setattr(core.Tracer, name, member)
 
 
 attach()

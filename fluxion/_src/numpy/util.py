@@ -1,11 +1,14 @@
-"""Argument handling shared by fluxion.numpy: conversion, promotion and broadcasting."""
+"""Argument handling shared by fluxion.numpy: conversion, promotion, broadcasting and axes."""
 from __future__ import annotations
+
+import operator
 
 import numpy as np
 
 from fluxion._src import core, dtypes
 from fluxion._src.array import Array
 from fluxion._src.lax import lax
+from fluxion._src.lax import structural
 
 
 def is_arraylike(x) -> bool:
@@ -19,17 +22,49 @@ def check_arraylike(fname: str, *args) -> None:
                             f"position {i}.")
 
 
+def check_python_int(x) -> None:
+    """A Python int must fit the default integer type (as when JAX converts it)."""
+    if type(x) is int:
+        info = np.iinfo(dtypes.default_int_dtype())
+        if not info.min <= x <= info.max:
+            raise OverflowError(f"Python int {x} too large to convert to "
+                                f"{dtypes.default_int_dtype().name}")
+
+
+def as_array(x):
+    """`x` as an Array or Tracer, keeping its weak type (JAX's `lax.asarray`)."""
+    if isinstance(x, (Array, core.Tracer)):
+        return x
+    check_python_int(x)
+    return lax._convert_element_type(x, None, dtypes.is_weakly_typed(x))
+
+
+def ensure_arraylike(fname: str, *args):
+    """Check the arguments are array-like and convert them; one argument gives one value."""
+    check_arraylike(fname, *args)
+    out = [as_array(x) for x in args]
+    return out[0] if len(out) == 1 else out
+
+
+def convert(x, dtype, weak_type: bool = False):
+    """Convert to `dtype` (canonicalized); a no-op when the type is already right."""
+    return lax._convert_element_type(as_array(x), dtypes.canonicalize_dtype(dtype), weak_type)
+
+
 def promote_dtypes(*args):
     """Convert arguments to their common dtype under the promotion lattice (weak types kept)."""
     if len(args) < 2:
-        return [lax._convert_element_type(x, None, dtypes.is_weakly_typed(x)) if not isinstance(
-            x, (Array, core.Tracer)) else x for x in args]
+        return [as_array(x) for x in args]
+    for x in args:
+        check_python_int(x)
     dtype, weak = dtypes.result_type_with_weak(*args)
     return [lax._convert_element_type(x, dtype, weak) for x in args]
 
 
 def promote_dtypes_inexact(*args):
     """Promote, then make the common dtype inexact (ints and bools become the default float)."""
+    for x in args:
+        check_python_int(x)
     dtype, weak = dtypes.result_type_with_weak(*args)
     if not dtypes.is_inexact(dtype):
         dtype = dtypes.default_float_dtype()
@@ -37,6 +72,9 @@ def promote_dtypes_inexact(*args):
 
 
 def promote_dtypes_numeric(*args):
+    """Promote, then make a boolean common dtype the default integer."""
+    for x in args:
+        check_python_int(x)
     dtype, weak = dtypes.result_type_with_weak(*args)
     if dtype == dtypes.bool_:
         dtype = dtypes.default_int_dtype()
@@ -50,46 +88,149 @@ def broadcast_shapes(*shapes) -> tuple:
         raise ValueError(f"Incompatible shapes for broadcasting: shapes={list(shapes)}") from None
 
 
+def canonicalize_shape(shape, context: str = "") -> tuple:
+    """A shape as a tuple of Python ints; an int stands for a 1-D shape."""
+    if isinstance(shape, (core.Tracer, Array, np.ndarray)) and np.ndim(shape) == 0 or isinstance(
+            shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        dims = tuple(operator.index(core.concrete_or_error(d, context)) if isinstance(d, core.Tracer)
+                     else operator.index(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
+                        f"{shape!r}.") from None
+    if any(d < 0 for d in dims):
+        raise TypeError(f"Shapes must have nonnegative dimensions, got {dims}.")
+    return dims
+
+
 def broadcast_to(x, shape) -> object:
-    shape = tuple(shape)
+    """Broadcast `x` to `shape` with NumPy's rules (leading dims added, size-1 dims expanded)."""
+    x = as_array(x)
+    shape = canonicalize_shape(shape)
     aval = core.get_aval(x)
     if aval.shape == shape:
         return x
     ndim = len(shape)
-    if aval.ndim > ndim or any(d != 1 and d != s for d, s in zip(aval.shape, shape[ndim - aval.ndim:])):
-        raise ValueError(f"Incompatible shapes for broadcasting: {aval.shape} and requested shape {shape}")
-    keep = tuple(i for i, (d, s) in enumerate(zip(aval.shape, shape[ndim - aval.ndim:])) if d == s)
-    if len(keep) != aval.ndim:
-        x = lax.reshape(x, tuple(aval.shape[i] for i in keep))
-    return lax.broadcast_in_dim(x, shape, tuple(ndim - aval.ndim + i for i in keep))
+    lead = ndim - aval.ndim
+    if lead < 0 or any(d != 1 and d != s for d, s in zip(aval.shape, shape[lead:])):
+        raise ValueError(f"Incompatible shapes for broadcasting: {aval.shape} and requested "
+                         f"shape {shape}")
+    # broadcast_in_dim expands size-1 operand dimensions itself.
+    return lax.broadcast_in_dim(x, shape, tuple(range(lead, ndim)))
 
 
-def broadcast_arrays_for_op(*args):
-    """Broadcast to a common shape, leaving rank-0 operands alone (lax broadcasts them)."""
+def broadcast_arrays(*args) -> list:
+    """Broadcast every argument to their common shape."""
+    args = [as_array(x) for x in args]
+    shapes = [core.get_aval(x).shape for x in args]
+    if all(s == shapes[0] for s in shapes):
+        return args
+    shape = broadcast_shapes(*shapes)
+    return [broadcast_to(x, shape) for x in args]
+
+
+def broadcast_arrays_for_op(fname: str, *args):
+    """Broadcast to a common shape, leaving rank-0 operands alone (lax broadcasts them).
+
+    Incompatible shapes raise TypeError, as the elementwise lax operations do in JAX."""
     shapes = [core.get_aval(x).shape for x in args]
     if all(s == shapes[0] for s in shapes):
         return list(args)
-    shape = broadcast_shapes(*shapes)
+    try:
+        shape = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise TypeError(f"{fname} got incompatible shapes for broadcasting: "
+                        f"{', '.join(map(str, shapes))}.") from None
     return [x if s == shape or s == () else broadcast_to(x, shape) for x, s in zip(args, shapes)]
 
 
 def promote_args(fname: str, *args):
     check_arraylike(fname, *args)
-    return broadcast_arrays_for_op(*promote_dtypes(*args))
+    return broadcast_arrays_for_op(fname, *promote_dtypes(*args))
 
 
 def promote_args_inexact(fname: str, *args):
     check_arraylike(fname, *args)
-    return broadcast_arrays_for_op(*promote_dtypes_inexact(*args))
+    return broadcast_arrays_for_op(fname, *promote_dtypes_inexact(*args))
 
 
 def promote_args_numeric(fname: str, *args):
     check_arraylike(fname, *args)
-    return broadcast_arrays_for_op(*promote_dtypes_numeric(*args))
+    return broadcast_arrays_for_op(fname, *promote_dtypes_numeric(*args))
 
 
-def canonicalize_axis(axis: int, ndim: int) -> int:
-    axis = int(axis)
+def canonicalize_axis(axis, ndim: int) -> int:
+    axis = operator.index(axis)
     if not -ndim <= axis < ndim:
         raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
     return axis % ndim
+
+
+def canonicalize_axes(axis, ndim: int, fname: str = "") -> tuple:
+    """`axis` (None, an int or a sequence of ints) as a tuple of non-negative axes.
+
+    None means every axis; repeated axes raise ValueError."""
+    if axis is None:
+        return tuple(range(ndim))
+    axis = core.concrete_or_error(axis, f"The axis argument of {fname or 'this function'} must "
+                                        "be known statically")
+    if isinstance(axis, (tuple, list, np.ndarray)):
+        axes = tuple(canonicalize_axis(a, ndim) for a in axis)
+    else:
+        axes = (canonicalize_axis(axis, ndim),)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"duplicate value in 'axis': {axis}")
+    return axes
+
+
+def to_bool(x):
+    """Nonzero test, keeping booleans as they are."""
+    x = as_array(x)
+    if core.get_aval(x).dtype == dtypes.bool_:
+        return x
+    return lax.ne(x, lax._convert_element_type(0, core.get_aval(x).dtype, False))
+
+
+def scalar_like(x, value):
+    """A scalar `value` of x's dtype and weak type."""
+    aval = core.get_aval(x)
+    return lax._convert_element_type(value, aval.dtype, aval.weak_type)
+
+
+def lax_const(x, value):
+    """A scalar for computing with x that is weakly typed only when x is a weakly typed
+    scalar (JAX's `lax._const`, which decides the weak type of many jnp results)."""
+    aval = core.get_aval(x)
+    return lax._convert_element_type(value, aval.dtype, aval.weak_type and aval.ndim == 0)
+
+
+def select(pred, on_true, on_false):
+    """lax.select where rank-0 cases broadcast to the shape of the others (pred may stay rank 0)."""
+    shapes = {core.get_aval(x).shape for x in (pred, on_true, on_false)} - {()}
+    if len(shapes) > 1:
+        raise ValueError(f"select: incompatible shapes {sorted(shapes)}")
+    if shapes:
+        (shape,) = shapes
+        on_true, on_false = (x if core.get_aval(x).shape == shape else
+                             lax.broadcast_in_dim(x, shape, ()) for x in (on_true, on_false))
+    return structural.select_n(pred, on_false, on_true)
+
+
+def where(condition, x, y):
+    """Three-argument `where`: promotes x and y, broadcasts all three, selects."""
+    check_arraylike("where", condition, x, y)
+    condition = to_bool(condition)
+    x, y = promote_dtypes(x, y)
+    if core.get_aval(condition).ndim == 0:
+        x, y = broadcast_arrays(x, y)
+    else:
+        condition, x, y = broadcast_arrays(condition, x, y)
+    if core.get_aval(x).size == 0:
+        return x
+    return select(condition, x, y)
+
+
+def static_int(value, what: str) -> int:
+    """A Python int from a concrete value; traced values raise ConcretizationTypeError."""
+    return operator.index(core.concrete_or_error(value, what))

@@ -1,0 +1,374 @@
+"""Array creation: array/asarray, filled arrays, ranges, and matrices built from iotas."""
+from __future__ import annotations
+
+import numpy as np
+
+from fluxion._src import core, dtypes
+from fluxion._src.array import Array
+from fluxion._src.lax import lax
+from fluxion._src.lax import structural
+from fluxion._src.numpy import ufuncs, util
+from fluxion._src.numpy.util import canonicalize_shape
+
+
+def user_dtype(dtype) -> np.dtype | None:
+    """A dtype argument (None, a dtype, a scalar type or Python type) as a canonical dtype."""
+    if dtype is None:
+        return None
+    return dtypes.canonicalize_dtype(dtypes.dtype(dtype))
+
+
+# ---------------------------------------------------------------------------------------------
+# array / asarray
+
+def _leaves(obj) -> list:
+    if isinstance(obj, (list, tuple)):
+        return [leaf for item in obj for leaf in _leaves(item)]
+    return [obj]
+
+
+def _sequence_to_array(seq, dtype):
+    leaves = _leaves(seq)
+    util.check_arraylike("array", *leaves)
+    for leaf in leaves:
+        util.check_python_int(leaf)
+    if dtype is None:
+        dtype = dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype()
+    if any(isinstance(leaf, core.Tracer) for leaf in leaves):
+        from fluxion._src.numpy.manipulation import stack
+        return stack([array(item, dtype=dtype) for item in seq])
+    return lax._convert_element_type(np.array(seq, dtype=dtype), dtype, False)
+
+
+def _check_int_fits(value: int, dtype) -> None:
+    info = np.iinfo(dtype)
+    if not info.min <= value <= info.max:
+        raise OverflowError(f"Python integer {value} out of bounds for {np.dtype(dtype).name}")
+
+
+def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin: int = 0, *,
+          device=None):
+    """Create an array from an array, a scalar, or (nested) lists and tuples of them.
+
+    Python scalars give weakly typed arrays; lists take the promoted dtype of their elements.
+    Arrays are immutable, so `copy` never changes the result.
+    """
+    if order is not None and order not in ("K", "C"):
+        raise NotImplementedError(f"array: only order='K' and 'C' are supported, got {order!r}")
+    if hasattr(object, "__jax_array__"):
+        object = object.__jax_array__()
+    dtype = user_dtype(dtype)
+    weak = dtype is None and dtypes.is_weakly_typed(object)
+    if isinstance(object, (Array, core.Tracer)):
+        out = object
+    elif isinstance(object, (list, tuple)):
+        out = _sequence_to_array(object, dtype)
+    elif util.is_arraylike(object):
+        if type(object) is int and dtype is not None and dtypes.is_integer(dtype):
+            _check_int_fits(object, dtype)
+        out = util.as_array(object)
+    elif hasattr(object, "__array__"):
+        out = util.as_array(np.asarray(object))
+    else:
+        raise TypeError(f"Unexpected input type for array: {type(object)}")
+    out = lax._convert_element_type(out, dtype or core.get_aval(out).dtype, weak)
+    ndim = core.get_aval(out).ndim
+    if ndmin > ndim:
+        out = lax.reshape(out, (1,) * (ndmin - ndim) + core.get_aval(out).shape)
+    return out
+
+
+def asarray(a, dtype=None, order: str | None = None, *, copy: bool | None = None, device=None):
+    """Convert `a` to an array without copying when it already is one (see `array`)."""
+    return array(a, dtype=dtype, copy=bool(copy), order=order, device=device)
+
+
+# ---------------------------------------------------------------------------------------------
+# Filled arrays
+
+def _filled(shape, value, dtype, weak_type: bool = False):
+    scalar = lax._convert_element_type(value, dtype, weak_type)
+    return lax.broadcast_in_dim(scalar, shape, ())
+
+
+def _check_shape_arg(name: str, shape) -> tuple:
+    if isinstance(shape, (list, tuple)) or util.is_arraylike(shape):
+        return canonicalize_shape(shape, f"The shape argument of jnp.{name}")
+    raise TypeError(f"{name} requires a shape (an int or a sequence of ints), got {shape!r}")
+
+
+def zeros(shape, dtype=None, *, device=None):
+    """An array of zeros (dtype defaults to the default float type)."""
+    shape = _check_shape_arg("zeros", shape)
+    return _filled(shape, 0, user_dtype(dtype) or dtypes.default_float_dtype())
+
+
+def ones(shape, dtype=None, *, device=None):
+    """An array of ones (dtype defaults to the default float type)."""
+    shape = _check_shape_arg("ones", shape)
+    return _filled(shape, 1, user_dtype(dtype) or dtypes.default_float_dtype())
+
+
+def empty(shape, dtype=None, *, device=None):
+    """An array of the given shape; XLA has no uninitialized memory, so it holds zeros."""
+    return zeros(shape, dtype)
+
+
+def full(shape, fill_value, dtype=None, *, device=None):
+    """An array of `shape` filled with `fill_value` (broadcast if it is an array)."""
+    shape = _check_shape_arg("full", shape)
+    fill = util.ensure_arraylike("full", fill_value)
+    if np.ndim(fill) == 0:
+        weak = dtype is None and dtypes.is_weakly_typed(fill_value)
+        dtype = user_dtype(dtype) or core.get_aval(fill).dtype
+        return _filled(shape, fill, dtype, weak)
+    return util.broadcast_to(asarray(fill, dtype=dtype), shape)
+
+
+def _like(name, a, fill_value, dtype, shape):
+    util.check_arraylike(name, a)
+    aval = core.get_aval(util.as_array(a))
+    weak = dtype is None and dtypes.is_weakly_typed(a)
+    dtype = user_dtype(dtype) or aval.dtype
+    shape = aval.shape if shape is None else canonicalize_shape(shape)
+    return _filled(shape, fill_value, dtype, weak)
+
+
+def zeros_like(a, dtype=None, shape=None, *, device=None):
+    """Zeros with the shape and dtype (and weak type) of `a`."""
+    return _like("zeros_like", a, 0, dtype, shape)
+
+
+def ones_like(a, dtype=None, shape=None, *, device=None):
+    """Ones with the shape and dtype (and weak type) of `a`."""
+    return _like("ones_like", a, 1, dtype, shape)
+
+
+def empty_like(prototype, dtype=None, shape=None, *, device=None):
+    """Like `zeros_like` (XLA has no uninitialized memory)."""
+    return _like("empty_like", prototype, 0, dtype, shape)
+
+
+def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
+    """`fill_value` broadcast to the shape of `a`, in a's dtype unless `dtype` is given."""
+    a, fill = util.ensure_arraylike("full_like", a, fill_value)
+    if np.ndim(fill) == 0:
+        return _like("full_like", a, fill, dtype, shape)
+    aval = core.get_aval(a)
+    shape = aval.shape if shape is None else canonicalize_shape(shape)
+    return util.broadcast_to(asarray(fill, dtype=user_dtype(dtype) or aval.dtype), shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ranges
+
+def iota(dtype, shape, dimension: int):
+    """Indices along `dimension`, broadcast to `shape`."""
+    return structural.broadcasted_iota(dtype, tuple(shape), dimension)
+
+
+def arange(start, stop=None, step=None, dtype=None, *, device=None):
+    """Evenly spaced values in [start, stop) (all arguments must be concrete).
+
+    The dtype is the promoted dtype of the arguments (`arange(5)` is int32, `arange(5.)`
+    float32) unless `dtype` is given.
+    """
+    for name, value in (("start", start), ("stop", stop), ("step", step)):
+        if value is not None:
+            util.check_arraylike("arange", value)
+            core.concrete_or_error(value, f"It arose in the jnp.arange argument '{name}'")
+    start, stop, step = (v if not isinstance(v, core.Tracer) else v.to_concrete_value()
+                         for v in (start, stop, step))
+    if dtype is None:
+        dtype = dtypes.result_type(*(v for v in (start, stop, step) if v is not None))
+    dtype = user_dtype(dtype)
+    if stop is None and step is None:
+        return iota(dtype, (_iota_length(start),), 0)
+    if step is None and _is_zero(start):
+        return iota(dtype, (_iota_length(stop),), 0)
+    values = np.arange(_host(start), _host(stop), None if step is None else _host(step))
+    return lax._convert_element_type(values.astype(dtype), dtype, False)
+
+
+def _host(x):
+    return np.asarray(x).item() if isinstance(x, Array) else x
+
+
+def _is_zero(x) -> bool:
+    return np.ndim(x) == 0 and _host(x) == 0
+
+
+def _iota_length(stop) -> int:
+    stop = _host(stop)
+    if np.ndim(stop) != 0:
+        raise ValueError(f"arange: the range bounds must be scalars, got shape {np.shape(stop)}")
+    return max(0, int(np.ceil(stop)))
+
+
+def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = False,
+             dtype=None, axis: int = 0, *, device=None):
+    """`num` evenly spaced values from start to stop (inclusive when endpoint=True).
+
+    Array bounds give one sequence per element, laid out along `axis`; integer dtypes floor.
+    """
+    num = util.static_int(num, "'num' argument of jnp.linspace")
+    axis = util.static_int(axis, "'axis' argument of jnp.linspace")
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    start, stop = util.ensure_arraylike("linspace", start, stop)
+    dtype = user_dtype(dtype) or _to_inexact(dtypes.result_type(start, stop))
+    compute_dtype = _to_inexact(dtype)
+    start, stop = util.broadcast_arrays(util.convert(start, compute_dtype),
+                                        util.convert(stop, compute_dtype))
+    bounds_shape = core.get_aval(start).shape
+    axis = util.canonicalize_axis(axis, len(bounds_shape) + 1)
+    out_shape = bounds_shape[:axis] + (num,) + bounds_shape[axis:]
+    divisions = num - 1 if endpoint else num
+    if num == 0:
+        delta = util.convert(np.nan, compute_dtype)
+        out = zeros(out_shape, compute_dtype)
+    elif num == 1:
+        delta = util.convert(np.nan, compute_dtype) if endpoint else stop - start
+        out = structural.expand_dims(start, (axis,))
+    else:
+        delta = (stop - start) / util.convert(divisions, compute_dtype)
+        real_dtype = np.dtype(dtypes.finfo(compute_dtype).dtype)
+        fraction_shape = (1,) * axis + (divisions,) + (1,) * (len(bounds_shape) - axis)
+        fraction = lax.reshape(iota(real_dtype, (divisions,), 0), fraction_shape)
+        fraction = util.convert(fraction / util.convert(divisions, real_dtype), compute_dtype)
+        lo, hi = (structural.expand_dims(b, (axis,)) for b in (start, stop))
+        # start * (1 - t) + stop * t is exact at both ends, unlike start + t * (stop - start).
+        out = lo * (1 - fraction) + hi * fraction
+        if endpoint:
+            out = structural.concatenate([out, hi], axis)
+    if dtypes.is_integer(dtype) and not dtypes.is_integer(core.get_aval(out).dtype):
+        out = lax.floor(out)
+    out = util.convert(out, dtype)
+    return (out, delta) if retstep else out
+
+
+def _to_inexact(dtype) -> np.dtype:
+    dtype = np.dtype(dtype)
+    return dtype if dtypes.is_inexact(dtype) else dtypes.default_float_dtype()
+
+
+def logspace(start, stop, num: int = 50, endpoint: bool = True, base=10.0, dtype=None,
+             axis: int = 0):
+    """`base ** linspace(start, stop, ...)`."""
+    num = util.static_int(num, "'num' argument of jnp.logspace")
+    axis = util.static_int(axis, "'axis' argument of jnp.logspace")
+    start, stop = util.ensure_arraylike("logspace", start, stop)
+    dtype = user_dtype(dtype) or _to_inexact(dtypes.result_type(start, stop))
+    compute_dtype = _to_inexact(dtype)
+    exponents = linspace(util.convert(start, compute_dtype), util.convert(stop, compute_dtype),
+                         num, endpoint=endpoint, axis=axis)
+    return util.convert(ufuncs.power(base, exponents), dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Matrices
+
+def _diagonal_mask(rows: int, cols: int, k, compare):
+    """Boolean (rows, cols) mask of `compare(col - row, k)`."""
+    offset = ufuncs.subtract(iota(dtypes.int32, (rows, cols), 1),
+                             iota(dtypes.int32, (rows, cols), 0))
+    return compare(offset, k)
+
+
+def _matrix_dims(name, N, M):
+    N = util.static_int(N, f"'N' argument of jnp.{name}")
+    M = N if M is None else util.static_int(M, f"'M' argument of jnp.{name}")
+    if N < 0 or M < 0:
+        raise ValueError(f"negative dimensions are not allowed, got N={N} and M={M}")
+    return N, M
+
+
+def _int_offset(k):
+    if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+        return lax._convert_element_type(int(k), dtypes.int32, False)
+    return util.convert(k, dtypes.int32)
+
+
+def eye(N, M=None, k=0, dtype=None, *, device=None):
+    """An N x M matrix with ones on the k-th diagonal and zeros elsewhere."""
+    N, M = _matrix_dims("eye", N, M)
+    mask = _diagonal_mask(N, M, _int_offset(k), ufuncs.equal)
+    return util.convert(mask, user_dtype(dtype) or dtypes.default_float_dtype())
+
+
+def identity(n, dtype=None):
+    """The n x n identity matrix."""
+    return eye(n, dtype=dtype)
+
+
+def tri(N, M=None, k: int = 0, dtype=None):
+    """An N x M matrix with ones at and below the k-th diagonal."""
+    N, M = _matrix_dims("tri", N, M)
+    mask = _diagonal_mask(N, M, _int_offset(k), ufuncs.less_equal)
+    return util.convert(mask, user_dtype(dtype) or dtypes.default_float_dtype())
+
+
+def _triangle(name, m, k, compare):
+    m = util.ensure_arraylike(name, m)
+    aval = core.get_aval(m)
+    if aval.ndim < 2:
+        raise ValueError(f"{name} requires an array of at least two dimensions, got shape "
+                         f"{aval.shape}")
+    k = util.static_int(k, f"'k' argument of jnp.{name}")
+    rows, cols = aval.shape[-2:]
+    mask = _diagonal_mask(rows, cols, _int_offset(k), getattr(ufuncs, compare))
+    mask = util.broadcast_to(mask, aval.shape)
+    return util.select(mask, m, zeros_like(m))
+
+
+def tril(m, k: int = 0):
+    """Lower triangle of the last two axes of `m`: zeros above the k-th diagonal."""
+    return _triangle("tril", m, k, "less_equal")
+
+
+def triu(m, k: int = 0):
+    """Upper triangle of the last two axes of `m`: zeros below the k-th diagonal."""
+    return _triangle("triu", m, k, "greater_equal")
+
+
+def diag(v, k: int = 0):
+    """The k-th diagonal of a 2-D array, or a 2-D array with a 1-D array on its k-th diagonal."""
+    v = util.ensure_arraylike("diag", v)
+    k = util.static_int(k, "'k' argument of jnp.diag")
+    aval = core.get_aval(v)
+    if aval.ndim == 2:
+        from fluxion._src.numpy.linalg_ops import diagonal
+        return diagonal(v, offset=k)
+    if aval.ndim != 1:
+        raise ValueError("diag input must be 1d or 2d")
+    n = aval.shape[0] + abs(k)
+    # Entry (i, i + k) holds v[i] for k >= 0; entry (j - k, j) holds v[j] for k < 0: pad v
+    # to length n and broadcast it along the axis that indexes it.
+    padded = structural.pad(v, util.scalar_like(v, 0), ((0, abs(k), 0),))
+    along = (0,) if k >= 0 else (1,)
+    values = lax.broadcast_in_dim(padded, (n, n), along)
+    mask = _diagonal_mask(n, n, _int_offset(k), ufuncs.equal)
+    return util.select(mask, values, zeros_like(values))
+
+
+def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> list:
+    """Coordinate arrays from 1-D coordinate vectors ('xy': Cartesian, 'ij': matrix indexing)."""
+    util.check_arraylike("meshgrid", *xi)
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"Valid values for indexing are 'xy' and 'ij', got {indexing}")
+    arrays = [util.as_array(x) for x in xi]
+    shapes = [core.get_aval(a).shape for a in arrays]
+    if any(len(s) != 1 for s in shapes):
+        raise ValueError(f"Arguments to jax.numpy.meshgrid must be 1D, got shapes {shapes}")
+    ndim = len(arrays)
+    sizes = [s[0] for s in shapes]
+    dims = list(range(ndim))
+    if indexing == "xy" and ndim >= 2:
+        # Cartesian indexing: the first two vectors vary along the second and first axes.
+        dims[0], dims[1] = 1, 0
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    outs = []
+    for a, d in zip(arrays, dims):
+        shape = tuple(sizes[j] if j == d or not sparse else 1 for j in range(ndim))
+        outs.append(lax.broadcast_in_dim(a, shape, (d,)))
+    return outs

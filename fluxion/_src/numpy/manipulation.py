@@ -1,0 +1,664 @@
+"""Shape manipulation of fluxion.numpy: reshaping, transposing, joining, splitting, tiling,
+flipping, rolling, padding and sorting."""
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+
+import numpy as np
+
+from fluxion._src import core, dtypes
+from fluxion._src.array import Array
+from fluxion._src.lax import lax
+from fluxion._src.lax import sorting
+from fluxion._src.lax import structural as ls
+from fluxion._src.numpy import ufuncs, util
+from fluxion._src.numpy.creation import asarray, user_dtype
+
+
+def _aval(x):
+    return core.get_aval(x)
+
+
+def _shape(x) -> tuple:
+    return core.get_aval(x).shape
+
+
+def _ndim(x) -> int:
+    return core.get_aval(x).ndim
+
+
+# The shape queries are NumPy's: they read `.shape`, which arrays and tracers have.
+shape, ndim, size = np.shape, np.ndim, np.size
+
+
+# ---------------------------------------------------------------------------------------------
+# Reshaping and transposing
+
+def _new_shape(name, old_shape, new_shape) -> tuple:
+    dims = list((new_shape,) if np.ndim(new_shape) == 0 else new_shape)
+    dims = [util.static_int(d, f"The new shape passed to jnp.{name}") for d in dims]
+    if any(d < -1 for d in dims):
+        raise ValueError(f"jnp.{name}: negative dimensions are not allowed, got {tuple(dims)}")
+    unknown = [i for i, d in enumerate(dims) if d == -1]
+    if len(unknown) > 1:
+        raise ValueError("can only specify one unknown dimension")
+    known = math.prod(d for d in dims if d != -1)
+    total = math.prod(old_shape)
+    if unknown:
+        if known == 0 or total % known:
+            raise TypeError(f"cannot reshape array of shape {old_shape} (size {total}) into "
+                            f"shape {tuple(new_shape)}")
+        dims[unknown[0]] = total // known
+    elif known != total:
+        raise TypeError(f"cannot reshape array of shape {old_shape} (size {total}) into shape "
+                        f"{tuple(dims)} (size {known})")
+    return tuple(dims)
+
+
+def reshape(a, shape, order: str = "C", *, copy=None):
+    """Give `a` a new shape with the same size; one dimension may be -1 (inferred).
+
+    order='C' reads and writes elements in row-major order, 'F' in column-major order.
+    """
+    a = util.ensure_arraylike("reshape", a)
+    new_shape = _new_shape("reshape", _shape(a), shape)
+    if order == "C":
+        return lax.reshape(a, new_shape)
+    if order == "F":
+        reversed_dims = tuple(reversed(range(_ndim(a))))
+        flipped = lax.reshape(a, new_shape[::-1], reversed_dims)
+        return ls.transpose(flipped, tuple(reversed(range(len(new_shape)))))
+    if order == "A":
+        raise NotImplementedError("np.reshape order=A is not implemented.")
+    raise ValueError(f"Unexpected value for 'order' argument: {order}.")
+
+
+def ravel(a, order: str = "C"):
+    """The elements of `a` as a 1-D array."""
+    a = util.ensure_arraylike("ravel", a)
+    return reshape(a, (_aval(a).size,), order)
+
+
+def transpose(a, axes=None):
+    """Permute the axes of `a` (reverse them when `axes` is None)."""
+    a = util.ensure_arraylike("transpose", a)
+    nd = _ndim(a)
+    if axes is None:
+        perm = tuple(reversed(range(nd)))
+    else:
+        perm = tuple(util.canonicalize_axis(i, nd) for i in axes)
+        if sorted(perm) != list(range(nd)):
+            raise ValueError(f"axes {tuple(axes)} don't match array of dimension {nd}")
+    return ls.transpose(a, perm)
+
+
+def permute_dims(a, axes):
+    """Array-API name of `transpose`."""
+    return transpose(a, axes)
+
+
+def matrix_transpose(x):
+    """Swap the last two axes (a batch of matrices transposed)."""
+    x = util.ensure_arraylike("matrix_transpose", x)
+    nd = _ndim(x)
+    if nd < 2:
+        raise ValueError(f"x must be at least two-dimensional for matrix_transpose; got "
+                         f"ndim={nd}")
+    return ls.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def swapaxes(a, axis1: int, axis2: int):
+    """Exchange two axes."""
+    a = util.ensure_arraylike("swapaxes", a)
+    perm = list(range(_ndim(a)))
+    i, j = util.canonicalize_axis(axis1, len(perm)), util.canonicalize_axis(axis2, len(perm))
+    perm[i], perm[j] = perm[j], perm[i]
+    return ls.transpose(a, tuple(perm))
+
+
+def _axis_list(axis, nd, name) -> tuple:
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    out = tuple(util.canonicalize_axis(x, nd) for x in axes)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated axis in {name}: {axis}")
+    return out
+
+
+def moveaxis(a, source, destination):
+    """Move axes `source` to positions `destination`, keeping the others in order."""
+    a = util.ensure_arraylike("moveaxis", a)
+    nd = _ndim(a)
+    src, dst = _axis_list(source, nd, "moveaxis"), _axis_list(destination, nd, "moveaxis")
+    if len(src) != len(dst):
+        raise ValueError("Inconsistent number of elements: {} vs {}".format(len(src), len(dst)))
+    perm = [i for i in range(nd) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        perm.insert(d, s)
+    return ls.transpose(a, tuple(perm))
+
+
+def expand_dims(a, axis):
+    """Insert size-1 axes at positions `axis` (in the result)."""
+    a = util.ensure_arraylike("expand_dims", a)
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    nd_out = _ndim(a) + len(axes)
+    return ls.expand_dims(a, _axis_list(axes, nd_out, "expand_dims"))
+
+
+def squeeze(a, axis=None):
+    """Remove size-1 axes (all of them, or those in `axis`, which must have size 1)."""
+    a = util.ensure_arraylike("squeeze", a)
+    dims = _shape(a)
+    if axis is None:
+        axes = tuple(i for i, d in enumerate(dims) if d == 1)
+    else:
+        axes = _axis_list(axis, len(dims), "squeeze")
+        if any(dims[i] != 1 for i in axes):
+            raise ValueError(f"cannot select an axis to squeeze out which has size not equal to "
+                             f"one, got shape={dims} and dimensions={axes}")
+    return ls.squeeze(a, axes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Joining
+
+def _as_array_list(name, arrays) -> list:
+    if isinstance(arrays, (Array, core.Tracer, np.ndarray)):
+        arrays = util.as_array(arrays)
+        if _ndim(arrays) == 0:
+            raise ValueError(f"{name}: expected a sequence of arrays, got a 0-d array")
+        return [ls.index_in_dim(arrays, i, 0, keepdims=False) for i in range(_shape(arrays)[0])]
+    arrays = list(arrays)
+    util.check_arraylike(name, *arrays)
+    return arrays
+
+
+def concatenate(arrays, axis: int | None = 0, dtype=None):
+    """Join arrays along an existing axis (of the flattened arrays if axis is None)."""
+    arrays = _as_array_list("concatenate", arrays)
+    if not arrays:
+        raise ValueError("Need at least one array to concatenate.")
+    if axis is None:
+        return concatenate([ravel(a) for a in arrays], 0, dtype)
+    arrays = [util.as_array(a) for a in arrays]
+    if _ndim(arrays[0]) == 0:
+        raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+    axis = util.canonicalize_axis(axis, _ndim(arrays[0]))
+    arrays = util.promote_dtypes(*arrays) if dtype is None else [
+        util.convert(a, user_dtype(dtype)) for a in arrays]
+    if len(arrays) == 1:
+        return arrays[0]
+    return ls.concatenate(arrays, axis)
+
+
+def concat(arrays, /, *, axis: int | None = 0):
+    """Array-API name of `concatenate`."""
+    return concatenate(arrays, axis)
+
+
+def stack(arrays, axis: int = 0, out=None, dtype=None):
+    """Join arrays of one shape along a new axis."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.stack is not supported.")
+    arrays = [util.as_array(a) for a in _as_array_list("stack", arrays)]
+    if not arrays:
+        raise ValueError("Need at least one array to stack.")
+    shapes = {_shape(a) for a in arrays}
+    if len(shapes) != 1:
+        raise ValueError(f"All input arrays must have the same shape, got "
+                         f"{[_shape(a) for a in arrays]}.")
+    axis = util.canonicalize_axis(axis, _ndim(arrays[0]) + 1)
+    return concatenate([ls.expand_dims(a, (axis,)) for a in arrays], axis, dtype)
+
+
+def vstack(tup, dtype=None):
+    """Stack arrays row-wise (1-D arrays become rows)."""
+    return concatenate([atleast_2d(a) for a in _as_array_list("vstack", tup)], 0, dtype)
+
+
+def hstack(tup, dtype=None):
+    """Stack arrays column-wise (along axis 1, or axis 0 for 1-D arrays)."""
+    arrays = [atleast_1d(a) for a in _as_array_list("hstack", tup)]
+    axis = 0 if arrays and _ndim(arrays[0]) == 1 else 1
+    return concatenate(arrays, axis, dtype)
+
+
+def dstack(tup, dtype=None):
+    """Stack arrays depth-wise (along axis 2)."""
+    return concatenate([atleast_3d(a) for a in _as_array_list("dstack", tup)], 2, dtype)
+
+
+def column_stack(tup):
+    """Stack 1-D arrays as columns (higher-rank arrays join along axis 1)."""
+    arrays = []
+    for a in _as_array_list("column_stack", tup):
+        a = util.as_array(a)
+        arrays.append(lax.reshape(a, (_shape(a)[0], 1)) if _ndim(a) == 1 else atleast_2d(a))
+    return concatenate(arrays, 1)
+
+
+def append(arr, values, axis: int | None = None):
+    """`values` appended to `arr` along `axis` (both flattened if axis is None)."""
+    if axis is None:
+        return concatenate([ravel(arr), ravel(values)], 0)
+    return concatenate([arr, values], axis)
+
+
+def _atleast(arrays, make):
+    outs = [make(util.ensure_arraylike("atleast_nd", a)) for a in arrays]
+    return outs[0] if len(outs) == 1 else outs
+
+
+def atleast_1d(*arys):
+    """Arrays with at least one dimension (scalars become shape (1,))."""
+    return _atleast(arys, lambda a: lax.reshape(a, (1,)) if _ndim(a) == 0 else a)
+
+
+def atleast_2d(*arys):
+    """Arrays with at least two dimensions (new axes are leading)."""
+    return _atleast(arys, lambda a: lax.reshape(a, (1,) * (2 - _ndim(a)) + _shape(a))
+                    if _ndim(a) < 2 else a)
+
+
+def _to_3d(a):
+    nd = _ndim(a)
+    if nd == 0:
+        return lax.reshape(a, (1, 1, 1))
+    if nd == 1:
+        return lax.reshape(a, (1, _shape(a)[0], 1))
+    if nd == 2:
+        return lax.reshape(a, _shape(a) + (1,))
+    return a
+
+
+def atleast_3d(*arys):
+    """Arrays with at least three dimensions (1-D: (1, N, 1); 2-D: (M, N, 1))."""
+    return _atleast(arys, _to_3d)
+
+
+# ---------------------------------------------------------------------------------------------
+# Splitting
+
+def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
+    ary = util.ensure_arraylike(name, ary)
+    axis = util.canonicalize_axis(util.static_int(axis, f"axis argument of jnp.{name}"),
+                                  _ndim(ary))
+    n = _shape(ary)[axis]
+    sections = core.concrete_or_error(indices_or_sections,
+                                      f"The indices_or_sections argument of jnp.{name}")
+    if np.ndim(sections) == 0:
+        parts = operator.index(sections)
+        if parts <= 0:
+            raise ValueError("number sections must be larger than 0.")
+        if equal and n % parts:
+            raise ValueError("array split does not result in an equal division")
+        small, extra = divmod(n, parts)
+        sizes = [small + 1] * extra + [small] * (parts - extra)
+        bounds = np.cumsum([0] + sizes)
+    else:
+        cuts = [builtins.min(builtins.max(int(i) + (n if int(i) < 0 else 0), 0), n)
+                for i in np.asarray(sections).tolist()]
+        bounds = [0] + cuts + [n]
+    return [ls.slice_in_dim(ary, int(lo), builtins.max(int(lo), int(hi)), 1, axis)
+            for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def split(ary, indices_or_sections, axis: int = 0) -> list:
+    """Split into equal sections, or at the given indices, along `axis`."""
+    return _split("split", ary, indices_or_sections, axis, equal=True)
+
+
+def array_split(ary, indices_or_sections, axis: int = 0) -> list:
+    """Like `split`, but sections may differ in size by one (the first ones are larger)."""
+    return _split("array_split", ary, indices_or_sections, axis, equal=False)
+
+
+def _split_at(name, axis):
+    def fn(ary, indices_or_sections):
+        a = util.ensure_arraylike(name, ary)
+        if _ndim(a) <= axis:
+            raise ValueError(f"{name} only works on arrays of {axis + 1} or more dimensions")
+        return _split(name, a, indices_or_sections, axis, equal=True)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"`split` along axis {axis}."
+    return fn
+
+
+vsplit = _split_at("vsplit", 0)
+
+
+def hsplit(ary, indices_or_sections) -> list:
+    """`split` along axis 1 (axis 0 for 1-D arrays)."""
+    a = util.ensure_arraylike("hsplit", ary)
+    return _split("hsplit", a, indices_or_sections, 1 if _ndim(a) > 1 else 0, equal=True)
+
+
+dsplit = _split_at("dsplit", 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gathering by a static index map, as slices
+
+def _runs(index_map: np.ndarray) -> list[tuple[int, int, int]]:
+    """Split a static index sequence into runs (first index, step in {-1, 0, 1}, length)."""
+    runs, i, n = [], 0, len(index_map)
+    while i < n:
+        step = int(index_map[i + 1] - index_map[i]) if i + 1 < n else 1
+        if step not in (-1, 0, 1):
+            step = 1
+        length = 1
+        while i + length < n and index_map[i + length] - index_map[i + length - 1] == step:
+            length += 1
+        runs.append((int(index_map[i]), step if length > 1 else 1, length))
+        i += length
+    return runs
+
+
+def _take_static(a, index_map, axis: int):
+    """a taken at the static indices `index_map` along `axis`, built from slices."""
+    pieces = []
+    for first, step, length in _runs(np.asarray(index_map, dtype=np.int64)):
+        if step == 1:
+            piece = ls.slice_in_dim(a, first, first + length, 1, axis)
+        elif step == -1:
+            piece = ls.rev(ls.slice_in_dim(a, first - length + 1, first + 1, 1, axis), (axis,))
+        else:
+            one = ls.slice_in_dim(a, first, first + 1, 1, axis)
+            target = list(_shape(one))
+            target[axis] = length
+            piece = lax.broadcast_in_dim(one, tuple(target), tuple(range(len(target))))
+        pieces.append(piece)
+    if not pieces:
+        return ls.slice_in_dim(a, 0, 0, 1, axis)
+    return pieces[0] if len(pieces) == 1 else ls.concatenate(pieces, axis)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tiling, repeating, flipping, rolling
+
+def tile(A, reps):
+    """Repeat the whole array `reps` times along each axis."""
+    A = util.ensure_arraylike("tile", A)
+    reps = (reps,) if np.ndim(reps) == 0 else tuple(reps)
+    reps = tuple(util.static_int(r, "reps argument of jnp.tile") for r in reps)
+    nd = builtins.max(len(reps), _ndim(A))
+    reps = (1,) * (nd - len(reps)) + reps
+    dims = (1,) * (nd - _ndim(A)) + _shape(A)
+    interleaved = tuple(x for pair in zip(reps, dims) for x in pair)
+    expanded = lax.broadcast_in_dim(lax.reshape(A, dims), interleaved, tuple(range(1, 2 * nd, 2)))
+    return lax.reshape(expanded, tuple(r * d for r, d in zip(reps, dims)))
+
+
+def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | None = None):
+    """Repeat each element `repeats` times along `axis` (of the flattened array if None).
+
+    `repeats` is an int, or one int per element along `axis`; it must be concrete.
+    """
+    a = util.ensure_arraylike("repeat", a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = util.canonicalize_axis(axis, _ndim(a))
+    repeats = np.asarray(core.concrete_or_error(
+        repeats, "The repeats argument of jnp.repeat must be concrete (or pass "
+                 "total_repeat_length)"))
+    if np.any(repeats < 0):
+        raise ValueError(f"repeats may not contain negative values, got {repeats}")
+    n = _shape(a)[axis]
+    if repeats.ndim == 0:
+        count = int(repeats)
+        dims = _shape(a)
+        expanded = dims[:axis + 1] + (count,) + dims[axis + 1:]
+        out = lax.broadcast_in_dim(a, expanded, tuple(i for i in range(len(expanded))
+                                                      if i != axis + 1))
+        out = lax.reshape(out, dims[:axis] + (n * count,) + dims[axis + 1:])
+    else:
+        if repeats.shape != (n,):
+            raise ValueError(f"repeats has shape {repeats.shape}, but the axis has length {n}")
+        out = _take_static(a, np.repeat(np.arange(n), repeats), axis)
+    if total_repeat_length is not None:
+        return _fit_length(out, axis, total_repeat_length)
+    return out
+
+
+def _fit_length(x, axis, length):
+    """Truncate x along axis, or extend it by repeating its last element."""
+    n = _shape(x)[axis]
+    if length <= n:
+        return ls.slice_in_dim(x, 0, length, 1, axis)
+    return _take_static(x, np.concatenate([np.arange(n), np.full(length - n, n - 1)]), axis)
+
+
+def flip(m, axis=None):
+    """Reverse the order of elements along `axis` (all axes if None)."""
+    m = util.ensure_arraylike("flip", m)
+    return ls.rev(m, util.canonicalize_axes(axis, _ndim(m), "jnp.flip"))
+
+
+def fliplr(m):
+    """Reverse the columns (axis 1)."""
+    m = util.ensure_arraylike("fliplr", m)
+    if _ndim(m) < 2:
+        raise ValueError("Input must be >= 2-d.")
+    return ls.rev(m, (1,))
+
+
+def flipud(m):
+    """Reverse the rows (axis 0)."""
+    m = util.ensure_arraylike("flipud", m)
+    if _ndim(m) < 1:
+        raise ValueError("Input must be >= 1-d.")
+    return ls.rev(m, (0,))
+
+
+def rot90(m, k: int = 1, axes=(0, 1)):
+    """Rotate by 90 degrees k times in the plane of `axes`."""
+    m = util.ensure_arraylike("rot90", m)
+    ax1, ax2 = (util.canonicalize_axis(x, _ndim(m)) for x in axes)
+    if ax1 == ax2:
+        raise ValueError("Axes must be different")
+    k = operator.index(k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return ls.rev(m, (ax1, ax2))
+    perm = list(range(_ndim(m)))
+    perm[ax1], perm[ax2] = perm[ax2], perm[ax1]
+    if k == 1:
+        return ls.transpose(ls.rev(m, (ax2,)), tuple(perm))
+    return ls.rev(ls.transpose(m, tuple(perm)), (ax2,))
+
+
+def _roll_one(a, shift, axis):
+    n = _shape(a)[axis]
+    if n == 0:
+        return a
+    if core.is_concrete(shift):
+        s = operator.index(core.concrete_or_error(shift, "")) % n
+        return _take_static(a, (np.arange(n) - s) % n, axis)
+    # A traced shift: take a window of the array concatenated with itself.
+    shift = util.convert(shift, dtypes.int32)
+    start = lax.sub(lax._convert_element_type(n, dtypes.int32, False),
+                    ufuncs.remainder(shift, n))
+    return ls.dynamic_slice_in_dim(ls.concatenate([a, a], axis), start, n, axis)
+
+
+def roll(a, shift, axis=None):
+    """Shift elements cyclically by `shift` along `axis` (of the flattened array if None)."""
+    a = util.ensure_arraylike("roll", a)
+    if axis is None:
+        return reshape(roll(ravel(a), shift, 0), _shape(a))
+    shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
+    if len(axes) == 1:
+        axes = axes * len(shifts)
+    if len(shifts) != len(axes):
+        raise ValueError("'shift' and 'axis' must have the same length")
+    for s, ax in zip(shifts, axes):
+        a = _roll_one(a, s, util.canonicalize_axis(ax, _ndim(a)))
+    return a
+
+
+# ---------------------------------------------------------------------------------------------
+# Broadcasting
+
+def broadcast_to(array, shape):
+    """Broadcast `array` to `shape` with NumPy's rules."""
+    return util.broadcast_to(util.ensure_arraylike("broadcast_to", array), shape)
+
+
+def broadcast_arrays(*args) -> list:
+    """Broadcast the arguments against each other."""
+    util.check_arraylike("broadcast_arrays", *args)
+    return util.broadcast_arrays(*args)
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """The shape that arrays of the given shapes broadcast to."""
+    return util.broadcast_shapes(*(util.canonicalize_shape(s) for s in shapes))
+
+
+# ---------------------------------------------------------------------------------------------
+# Padding
+
+def _pad_widths(pad_width, nd) -> list[tuple[int, int]]:
+    widths = np.asarray(core.concrete_or_error(pad_width, "The pad_width argument of jnp.pad"))
+    if widths.dtype.kind not in "iub":
+        raise TypeError(f"`pad_width` must be of integral type, got {pad_width!r}")
+    try:
+        widths = np.broadcast_to(widths, (nd, 2))
+    except ValueError:
+        raise ValueError(f"jnp.pad: pad_width with shape {widths.shape} cannot be broadcast to "
+                         f"({nd}, 2) for an array of rank {nd}") from None
+    if np.any(widths < 0):
+        raise ValueError("index can't contain negative values")
+    return [(int(lo), int(hi)) for lo, hi in widths]
+
+
+def _pad_constant(a, widths, constant_values):
+    dtype = _aval(a).dtype
+    if np.ndim(constant_values) == 0:
+        fill = util.scalar_like(a, constant_values)
+        return ls.pad(a, fill, [(lo, hi, 0) for lo, hi in widths])
+    values = np.broadcast_to(np.asarray(core.concrete_or_error(
+        constant_values, "The constant_values argument of jnp.pad")), (_ndim(a), 2))
+    # Like NumPy, pad one axis at a time, so later axes' values fill the corners.
+    for axis, ((lo, hi), (v_lo, v_hi)) in enumerate(zip(widths, values)):
+        for side, (amount, value) in enumerate(((lo, v_lo), (hi, v_hi))):
+            if amount:
+                config = [(0, 0, 0)] * _ndim(a)
+                config[axis] = (0, amount, 0) if side else (amount, 0, 0)
+                a = ls.pad(a, util.scalar_like(a, value), config)
+    return a
+
+
+def _pad_odd_reflection(a, axis, lo, hi, include_edge):
+    """Odd reflection: 2 * edge - (even reflection), one period at most."""
+    n = _shape(a)[axis]
+    limit = n if include_edge else n - 1
+    if lo > limit or hi > limit:
+        raise NotImplementedError("jnp.pad reflect_type='odd' supports pad widths up to one "
+                                  "reflection of the array")
+    mode = "symmetric" if include_edge else "reflect"
+    parts = []
+    if lo:
+        edge = ls.slice_in_dim(a, 0, 1, 1, axis)
+        mirrored = _take_static(a, np.pad(np.arange(n), (lo, 0), mode=mode)[:lo], axis)
+        parts.append(ufuncs.subtract(ufuncs.multiply(2, edge), mirrored))
+    parts.append(a)
+    if hi:
+        edge = ls.slice_in_dim(a, n - 1, n, 1, axis)
+        mirrored = _take_static(a, np.pad(np.arange(n), (0, hi), mode=mode)[n:], axis)
+        parts.append(ufuncs.subtract(ufuncs.multiply(2, edge), mirrored))
+    return ls.concatenate(parts, axis) if len(parts) > 1 else a
+
+
+def _pad_by_index_map(a, widths, mode, reflect_type):
+    for axis, (lo, hi) in enumerate(widths):
+        if not lo and not hi:
+            continue
+        n = _shape(a)[axis]
+        if n == 0:
+            raise ValueError(f"can't extend empty axis {axis} using modes other than 'constant' "
+                             "or 'empty'")
+        if reflect_type == "odd" and mode in ("reflect", "symmetric"):
+            a = _pad_odd_reflection(a, axis, lo, hi, include_edge=mode == "symmetric")
+        else:
+            a = _take_static(a, np.pad(np.arange(n), (lo, hi), mode=mode), axis)
+    return a
+
+
+def pad(array, pad_width, mode="constant", **kwargs):
+    """Pad an array.
+
+    Modes: 'constant' (constant_values, default 0), 'empty' (zeros), 'edge', 'wrap',
+    'reflect' and 'symmetric' (reflect_type 'even' or 'odd').
+    """
+    array = util.ensure_arraylike("pad", array)
+    widths = _pad_widths(pad_width, _ndim(array))
+    allowed = {"constant": {"constant_values"}, "empty": set(), "edge": set(), "wrap": set(),
+               "reflect": {"reflect_type"}, "symmetric": {"reflect_type"}}
+    if callable(mode) or mode not in allowed:
+        raise NotImplementedError(f"jnp.pad: mode {mode!r} is not supported; use one of "
+                                  f"{sorted(allowed)}")
+    unexpected = set(kwargs) - allowed[mode]
+    if unexpected:
+        raise ValueError(f"unsupported keyword arguments for mode '{mode}': {unexpected}")
+    if mode in ("constant", "empty"):
+        return _pad_constant(array, widths, kwargs.get("constant_values", 0))
+    reflect_type = kwargs.get("reflect_type", "even")
+    if reflect_type not in ("even", "odd"):
+        raise ValueError(f"reflect_type must be 'even' or 'odd', got {reflect_type!r}")
+    return _pad_by_index_map(array, widths, mode, reflect_type)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sorting
+
+def _sort_axis(name, arr, axis, kind, order):
+    if kind is not None:
+        raise TypeError(f"'kind' argument to {name} is not supported. Use stable=True or "
+                        f"stable=False to specify sort stability.")
+    if order is not None:
+        raise TypeError(f"'order' argument to {name} is not supported.")
+    if axis is None:
+        return ravel(arr), 0
+    return arr, util.canonicalize_axis(axis, _ndim(arr))
+
+
+def sort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = True,
+         descending: bool = False):
+    """Sorted copy along `axis` (of the flattened array if None); NaNs sort last."""
+    arr, axis = _sort_axis("sort", util.ensure_arraylike("sort", a), axis, kind, order)
+    result = sorting.sort(arr, dimension=axis, is_stable=stable)
+    return ls.rev(result, (axis,)) if descending else result
+
+
+def argsort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = True,
+            descending: bool = False, dtype=None):
+    """Indices that sort `a` along `axis`; a stable sort keeps equal elements in order."""
+    arr, axis = _sort_axis("argsort", util.ensure_arraylike("argsort", a), axis, kind, order)
+    index_dtype = user_dtype(dtype) if dtype is not None else dtypes.default_int_dtype()
+    indices = ls.broadcasted_iota(index_dtype, _shape(arr), axis)
+    if descending and stable:
+        # Reversing first keeps equal elements in their original order after the final reversal.
+        arr, indices = ls.rev(arr, (axis,)), ls.rev(indices, (axis,))
+    _, perm = sorting.sort_key_val(arr, indices, dimension=axis, is_stable=stable)
+    return ls.rev(perm, (axis,)) if descending else perm
+
+
+# ---------------------------------------------------------------------------------------------
+# Conversion helpers
+
+def astype(x, dtype, /, *, copy: bool = False, device=None):
+    """`x` converted to `dtype` (complex to real keeps the real part)."""
+    x = util.ensure_arraylike("astype", x)
+    return util.convert(x, user_dtype(dtype))
+
+
+def copy(a, order=None):
+    """A copy of `a` (arrays are immutable, so this is `a` itself as an array)."""
+    return asarray(util.ensure_arraylike("copy", a))

@@ -1,0 +1,137 @@
+"""fluxion.numpy array creation against NumPy (values) and JAX (dtypes, weak types)."""
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import fluxion
+import fluxion.numpy as fnp
+
+
+def _same(got, want, weak=None):
+    got_np = np.asarray(got)
+    assert got_np.shape == np.shape(want)
+    np.testing.assert_allclose(got_np.astype(np.float64), np.asarray(want, np.float64), rtol=1e-6)
+    if weak is not None:
+        assert got.weak_type == weak
+
+
+def test_array_and_asarray():
+    x = fnp.array([[1, 2], [3, 4.5]])
+    assert x.dtype == np.float32 and not x.weak_type
+    _same(x, [[1, 2], [3, 4.5]])
+    assert fnp.array(1).weak_type and fnp.array(1).dtype == np.int32
+    assert not fnp.array(1, dtype=np.int32).weak_type
+    assert fnp.array(np.float64(1)).dtype == np.float32
+    assert fnp.array([]).dtype == np.float32 and fnp.array([]).shape == (0,)
+    assert fnp.array([1.0, np.float16(2)]).dtype == np.float16
+    assert fnp.array([[1, 2]], ndmin=4).shape == (1, 1, 1, 2)
+    a = fnp.arange(3)
+    assert fnp.asarray(a) is a
+    w = fnp.full((), 2.0)
+    assert fnp.array(w).weak_type and not fnp.asarray(w, np.float32).weak_type
+    mixed = fnp.array([a, np.arange(3), [7, 8, 9]])
+    _same(mixed, [[0, 1, 2], [0, 1, 2], [7, 8, 9]])
+    _same(fnp.asarray((1, 2), dtype=np.int8), [1, 2])
+    with pytest.raises(OverflowError):
+        fnp.array(2 ** 40)
+    with pytest.raises(OverflowError):
+        fnp.int8(300)
+    with pytest.raises(TypeError):
+        fnp.array(object())
+
+
+def test_array_of_tracers_stacks():
+    def build(x, y):
+        return fnp.array([[x, y], [y, 1.0]]), fnp.asarray([x, 2])
+    (m, v), jm = fluxion.jit(build)(np.float32(3), np.float32(4)), jnp.array([[3.0, 4.0], [4.0, 1.0]])
+    _same(m, jm)
+    assert m.dtype == jm.dtype
+    _same(v, [3, 2])
+    assert v.dtype == np.float32
+
+
+@pytest.mark.parametrize("make, want", [
+    (lambda m: m.zeros((2, 3)), np.zeros((2, 3))),
+    (lambda m: m.ones(4, dtype=np.int8), np.ones(4)),
+    (lambda m: m.empty((0, 2)), np.zeros((0, 2))),
+    (lambda m: m.full((2, 2), 7), np.full((2, 2), 7)),
+    (lambda m: m.full((2, 3), np.array([1.0, 2.0, 3.0])), np.full((2, 3), [1.0, 2.0, 3.0])),
+    (lambda m: m.zeros_like(np.ones((2, 1), np.uint8)), np.zeros((2, 1))),
+    (lambda m: m.ones_like(np.ones(3), shape=(2, 2)), np.ones((2, 2))),
+    (lambda m: m.full_like(np.ones(3, np.int32), 5.7), np.full(3, 5)),
+    (lambda m: m.full_like(np.ones(2), np.array([1.0, 2.0])), [1.0, 2.0]),
+    (lambda m: m.empty_like(np.ones(2)), np.zeros(2)),
+    (lambda m: m.arange(5), np.arange(5)),
+    (lambda m: m.arange(2.5), np.arange(2.5)),
+    (lambda m: m.arange(1, 7, 2), np.arange(1, 7, 2)),
+    (lambda m: m.arange(0, 1, 0.25), np.arange(0, 1, 0.25)),
+    (lambda m: m.arange(5, 1, -1), np.arange(5, 1, -1)),
+    (lambda m: m.arange(-3), np.arange(-3)),
+    (lambda m: m.linspace(0, 1, 5), np.linspace(0, 1, 5)),
+    (lambda m: m.linspace(2, 3, 4, endpoint=False), np.linspace(2, 3, 4, endpoint=False)),
+    (lambda m: m.linspace(0, 10, 4, dtype=int), np.linspace(0, 10, 4, dtype=int)),
+    (lambda m: m.linspace(np.array([0.0, 1.0]), 5.0, 3, axis=-1),
+     np.linspace(np.array([0.0, 1.0]), 5.0, 3, axis=-1)),
+    (lambda m: m.linspace(0, 1, 1), np.linspace(0, 1, 1)),
+    (lambda m: m.linspace(0, 1, 0), np.linspace(0, 1, 0)),
+    (lambda m: m.logspace(0, 3, 4), np.logspace(0, 3, 4)),
+    (lambda m: m.logspace(1, 2, 3, base=2.0), np.logspace(1, 2, 3, base=2.0)),
+    (lambda m: m.eye(3), np.eye(3)),
+    (lambda m: m.eye(2, 4, k=1), np.eye(2, 4, k=1)),
+    (lambda m: m.eye(3, k=-2, dtype=bool), np.eye(3, k=-2)),
+    (lambda m: m.identity(2, dtype=np.int32), np.identity(2)),
+    (lambda m: m.tri(3, 4, k=1), np.tri(3, 4, k=1)),
+    (lambda m: m.tril(np.arange(12.0).reshape(3, 4), -1), np.tril(np.arange(12.0).reshape(3, 4), -1)),
+    (lambda m: m.triu(np.arange(24).reshape(2, 3, 4), 1), np.triu(np.arange(24).reshape(2, 3, 4), 1)),
+    (lambda m: m.diag(np.arange(1, 4)), np.diag(np.arange(1, 4))),
+    (lambda m: m.diag(np.arange(1, 3), k=2), np.diag(np.arange(1, 3), k=2)),
+    (lambda m: m.diag(np.arange(1, 3), k=-1), np.diag(np.arange(1, 3), k=-1)),
+    (lambda m: m.diag(np.arange(12).reshape(3, 4), 1), np.diag(np.arange(12).reshape(3, 4), 1)),
+    (lambda m: m.diag(np.arange(12).reshape(3, 4), -2), np.diag(np.arange(12).reshape(3, 4), -2)),
+], ids=lambda v: None if callable(v) else "")
+def test_values_and_dtypes(make, want):
+    got, expected = make(fnp), make(jnp)
+    _same(got, want)
+    assert got.dtype == expected.dtype and got.weak_type == expected.weak_type
+
+
+def test_meshgrid():
+    x, y, z = np.arange(3), np.arange(4.0), np.arange(2)
+    for indexing in ("xy", "ij"):
+        for sparse in (False, True):
+            got = fnp.meshgrid(x, y, z, indexing=indexing, sparse=sparse)
+            want = np.meshgrid(x, y, z, indexing=indexing, sparse=sparse)
+            for g, w in zip(got, want):
+                _same(g, w)
+    assert [g.shape for g in fnp.meshgrid(x)] == [(3,)]
+
+
+def test_creation_under_jit_and_traced_arguments():
+    def build(k, fill):
+        return (fnp.eye(3, k=k), fnp.full((2,), fill), fnp.zeros_like(fill), fnp.arange(4),
+                fnp.linspace(fill, 2 * fill, 3))
+    eye, full, zeros, rng, lin = fluxion.jit(build)(np.int32(1), np.float32(2.0))
+    _same(eye, np.eye(3, k=1))
+    _same(full, [2.0, 2.0])
+    _same(zeros, 0.0)
+    _same(rng, np.arange(4))
+    _same(lin, [2.0, 3.0, 4.0])
+    with pytest.raises(fluxion.errors.ConcretizationTypeError):
+        fluxion.jit(lambda n: fnp.arange(n))(3)
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: fnp.zeros((2, -1)), TypeError),
+    (lambda: fnp.zeros(2.5), TypeError),
+    (lambda: fnp.linspace(0, 1, -1), ValueError),
+    (lambda: fnp.eye(-1), ValueError),
+    (lambda: fnp.tril(np.ones(3)), ValueError),
+    (lambda: fnp.diag(np.ones((2, 2, 2))), ValueError),
+    (lambda: fnp.meshgrid(np.ones((2, 2))), ValueError),
+    (lambda: fnp.meshgrid(np.ones(2), indexing="ji"), ValueError),
+    (lambda: fnp.array([1, 2], order="F"), NotImplementedError),
+    (lambda: fnp.full(2, [1, 2]), TypeError),
+])
+def test_errors(call, error):
+    with pytest.raises(error):
+        call()

@@ -1,0 +1,155 @@
+"""fluxion.numpy shape manipulation, padding and sorting against NumPy; jit against eager."""
+import numpy as np
+import pytest
+
+import fluxion
+import fluxion.numpy as fnp
+
+X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+# name: function of (module, x) for the (2, 3, 4) array x; results are arrays or lists of them.
+CASES = {
+    "reshape": lambda m, x: m.reshape(x, (4, -1)),
+    "reshape_F": lambda m, x: m.reshape(x, (6, 4), order="F"),
+    "reshape_int": lambda m, x: m.reshape(x, -1),
+    "ravel_F": lambda m, x: m.ravel(x, order="F"),
+    "transpose": lambda m, x: m.transpose(x),
+    "transpose_axes": lambda m, x: m.transpose(x, (1, -1, 0)),
+    "swapaxes": lambda m, x: m.swapaxes(x, 0, 2),
+    "moveaxis": lambda m, x: m.moveaxis(x, (0, 1), (-1, 0)),
+    "expand_dims": lambda m, x: m.expand_dims(x, (0, -1)),
+    "squeeze": lambda m, x: m.squeeze(m.expand_dims(x, (1, 3)), axis=1),
+    "squeeze_all": lambda m, x: m.squeeze(x[:1, :, :1]),
+    "concatenate": lambda m, x: m.concatenate([x, x[:1]], axis=0),
+    "concatenate_none": lambda m, x: m.concatenate([x[0], x[1, :1]], axis=None),
+    "stack": lambda m, x: m.stack([x[0], x[1]], axis=-1),
+    "vstack": lambda m, x: m.vstack([x[0], x[1, 0]]),
+    "hstack": lambda m, x: m.hstack([x[0, 0], x[1, 1]]),
+    "dstack": lambda m, x: m.dstack([x[0], x[1]]),
+    "column_stack": lambda m, x: m.column_stack([x[0, :, 0], x[1, :, :2]]),
+    "append": lambda m, x: m.append(x[0], x[1], axis=1),
+    "split": lambda m, x: m.split(x, [1, 3], axis=2),
+    "split_sections": lambda m, x: m.split(x, 3, axis=1),
+    "array_split": lambda m, x: m.array_split(x, 3, axis=2),
+    "hsplit": lambda m, x: m.hsplit(x[0], 2),
+    "tile": lambda m, x: m.tile(x[0], (2, 1, 2)),
+    "repeat": lambda m, x: m.repeat(x, 2, axis=1),
+    "repeat_flat": lambda m, x: m.repeat(x[0, 0], 3),
+    "repeat_counts": lambda m, x: m.repeat(x[0], np.array([1, 0, 3]), axis=0),
+    "flip": lambda m, x: m.flip(x, (0, 2)),
+    "flip_all": lambda m, x: m.flip(x),
+    "fliplr": lambda m, x: m.fliplr(x),
+    "flipud": lambda m, x: m.flipud(x),
+    "rot90": lambda m, x: m.rot90(x[0], 3),
+    "roll": lambda m, x: m.roll(x, 5),
+    "roll_axes": lambda m, x: m.roll(x, (1, -2), axis=(0, 2)),
+    "broadcast_to": lambda m, x: m.broadcast_to(x[:, :1], (3, 2, 3, 4)),
+    "broadcast_arrays": lambda m, x: m.broadcast_arrays(x[0, :, :1], x[1, :1]),
+    "atleast_2d": lambda m, x: m.atleast_2d(x[0, 0]),
+    "atleast_3d": lambda m, x: m.atleast_3d(x[0]),
+    "pad_constant": lambda m, x: m.pad(x, ((0, 1), (2, 0), (1, 1)), constant_values=-1),
+    "pad_values": lambda m, x: m.pad(x[0], ((1, 2), (0, 1)), constant_values=((5, 6), (7, 8))),
+    "pad_edge": lambda m, x: m.pad(x, 2, mode="edge"),
+    "pad_wrap": lambda m, x: m.pad(x[0], ((4, 5), (1, 6)), mode="wrap"),
+    "pad_reflect": lambda m, x: m.pad(x[0], ((5, 4), (7, 1)), mode="reflect"),
+    "pad_symmetric": lambda m, x: m.pad(x[0], ((4, 5), (3, 9)), mode="symmetric"),
+    "pad_reflect_odd": lambda m, x: m.pad(x[0], ((2, 1), (3, 2)), mode="reflect", reflect_type="odd"),
+    "pad_symmetric_odd": lambda m, x: m.pad(x[0], 2, mode="symmetric", reflect_type="odd"),
+    "pad_empty_axis": lambda m, x: m.pad(x[:, :0], 1),
+    "sort": lambda m, x: m.sort(m.sin(x), axis=1),
+    "sort_flat": lambda m, x: m.sort(m.cos(x), axis=None),
+    "argsort": lambda m, x: m.argsort(m.floor(x / 5) % 3, axis=-1),
+    "argsort_descending": lambda m, x: m.argsort(m.floor(x / 5) % 3, axis=None, descending=True),
+    "sort_descending": lambda m, x: m.sort(m.floor(x / 5) % 3, axis=0, descending=True),
+}
+# NumPy spellings that differ from fluxion's.
+NUMPY_OVERRIDES = {
+    "argsort_descending": lambda x: np.argsort(-(np.floor(x / 5) % 3), axis=None, kind="stable"),
+    "sort_descending": lambda x: -np.sort(-(np.floor(x / 5) % 3), axis=0),
+}
+
+
+def _as_list(v):
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _run_cases(x):
+    return {k: f(fnp, x) for k, f in CASES.items()}
+
+
+def test_values_match_numpy():
+    got = fluxion.jit(_run_cases)(X)
+    for name, fn in CASES.items():
+        want = NUMPY_OVERRIDES[name](X) if name in NUMPY_OVERRIDES else fn(np, X)
+        g, w = _as_list(got[name]), _as_list(want)
+        assert len(g) == len(w), name
+        for gi, wi in zip(g, w):
+            assert gi.shape == np.shape(wi), name
+            np.testing.assert_allclose(np.asarray(gi), wi, rtol=1e-6, err_msg=name)
+
+
+def test_eager_matches_jit():
+    names = ["reshape_F", "moveaxis", "concatenate", "split", "tile", "repeat_counts", "roll_axes",
+             "pad_reflect", "pad_values", "argsort_descending", "broadcast_to"]
+    jitted = fluxion.jit(lambda x: {k: CASES[k](fnp, x) for k in names})(X)
+    for name in names:
+        for e, j in zip(_as_list(CASES[name](fnp, X)), _as_list(jitted[name])):
+            assert e.dtype == j.dtype and e.shape == j.shape, name
+            np.testing.assert_array_equal(np.asarray(e), np.asarray(j), err_msg=name)
+
+
+def test_traced_roll_shift_and_dtype_promotion():
+    x = np.arange(5)
+    np.testing.assert_array_equal(np.asarray(fluxion.jit(fnp.roll)(x, 2)), np.roll(x, 2))
+    np.testing.assert_array_equal(np.asarray(fluxion.jit(fnp.roll)(x, -7)), np.roll(x, -7))
+    mixed = fnp.concatenate([np.ones(2, np.int8), np.ones(2, np.float16)])
+    assert mixed.dtype == np.float16
+    assert fnp.stack([np.int8(1), 2.5]).dtype == np.float32
+    assert fnp.concatenate([np.ones(2, np.int8)] * 2, dtype=np.int32).dtype == np.int32
+    stacked = fnp.stack(np.arange(6).reshape(2, 3), axis=1)
+    np.testing.assert_array_equal(np.asarray(stacked), np.stack(np.arange(6).reshape(2, 3), axis=1))
+
+
+def test_sort_nan_and_stability():
+    x = np.array([3.0, np.nan, -1.0, 3.0, -np.inf, 0.0], np.float32)
+    np.testing.assert_array_equal(np.asarray(fnp.sort(x)), np.sort(x))
+    np.testing.assert_array_equal(np.asarray(fnp.argsort(x)), np.argsort(x, kind="stable"))
+    keys = np.array([2, 1, 2, 1, 0], np.int32)
+    np.testing.assert_array_equal(np.asarray(fnp.argsort(keys, descending=True)), [0, 2, 1, 3, 4])
+    assert fnp.argsort(keys).dtype == np.int32
+
+
+def test_shape_queries_astype_copy():
+    x = fnp.ones((2, 3))
+    assert fnp.shape(x) == (2, 3) and fnp.ndim(x) == 2 and fnp.size(x) == 6
+    assert fnp.size(x, 1) == 3 and fnp.shape(3.0) == ()
+    assert fnp.astype(x, np.int8).dtype == np.int8
+    np.testing.assert_array_equal(np.asarray(fnp.copy(x)), np.ones((2, 3)))
+    assert fnp.broadcast_shapes((2, 1), (3,)) == (2, 3)
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda x: fnp.reshape(x, (5, -1)), TypeError),
+    (lambda x: fnp.reshape(x, (7,)), TypeError),
+    (lambda x: fnp.reshape(x, (-1, -1)), ValueError),
+    (lambda x: fnp.reshape(x, 24, order="A"), NotImplementedError),
+    (lambda x: fnp.transpose(x, (0, 0, 1)), ValueError),
+    (lambda x: fnp.squeeze(x, 0), ValueError),
+    (lambda x: fnp.expand_dims(x, 4), ValueError),
+    (lambda x: fnp.moveaxis(x, (0, 1), 0), ValueError),
+    (lambda x: fnp.concatenate([x, x[0]]), TypeError),
+    (lambda x: fnp.concatenate([]), ValueError),
+    (lambda x: fnp.concatenate([x[0, 0, 0], x[0, 0, 0]]), ValueError),
+    (lambda x: fnp.stack([x, x[0]]), ValueError),
+    (lambda x: fnp.split(x, 5, axis=2), ValueError),
+    (lambda x: fnp.broadcast_to(x, (3, 4)), ValueError),
+    (lambda x: fnp.pad(x, -1), ValueError),
+    (lambda x: fnp.pad(x, 1, mode="median"), NotImplementedError),
+    (lambda x: fnp.pad(x[:, :0], 1, mode="wrap"), ValueError),
+    (lambda x: fnp.fliplr(x[0, 0]), ValueError),
+    (lambda x: fnp.sort(x, kind="quicksort"), TypeError),
+    (lambda x: fnp.repeat(x, np.array([1, 2])), ValueError),
+])
+def test_errors(call, error):
+    with pytest.raises(error):
+        call(X)
