@@ -4,16 +4,20 @@ As in JAX, the index vector is always the last dimension of the indices array. O
 behaviour is chosen by `GatherScatterMode`: XLA itself clamps gather windows into bounds and
 skips scatter windows that do not fit, so CLIP needs explicit clamping only for scatters and
 FILL_OR_DROP needs explicit masking only for gathers.
+
+Differentiation and batching rules follow each primitive's definition, as in JAX: gather
+transposes to scatter-add; batching uses the operand / indices batching dimensions.
 """
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from fluxion._src import core, dtypes, staging
+from fluxion._src import ad, batching, core, dtypes, staging
 from fluxion._src.compiler.hlo import i64_array
 from fluxion._src.core import ClosedJaxpr, ShapedArray
 from fluxion._src.lax import lax as _lax, structural
@@ -321,6 +325,168 @@ def gather(operand, start_indices, dimension_numbers: GatherDimensionNumbers,
 
 
 # ---------------------------------------------------------------------------------------------
+# Where batching rules put the batch dimension
+#
+# Batching adds one dimension to each batched argument. The rules below keep it where it is
+# whenever it is already at a position the dimension numbers can describe, and otherwise
+# move (or, for unbatched arguments that must carry it, broadcast) it to the first such place.
+
+def _shift(dims, position: int) -> tuple:
+    """`dims` renumbered for an array with a new dimension inserted at `position`."""
+    return tuple(d + (d >= position) for d in dims)
+
+
+def _shift_and_add(dims, position: int) -> tuple:
+    """`dims` renumbered for a new dimension at `position`, which joins them (sorted)."""
+    return tuple(sorted(_shift(dims, position) + (position,)))
+
+
+def _complement(dims, ndim: int) -> tuple:
+    return tuple(d for d in range(ndim) if d not in dims)
+
+
+def _rank_among(members, position: int) -> int:
+    """How many of `members` precede a dimension inserted at `position`."""
+    return sum(m < position for m in members)
+
+
+def _insertion_range(members, rank: int, ndim: int) -> tuple[int, int]:
+    """The positions (first, last) at which a dimension inserted into an array of rank `ndim`
+    is preceded by exactly `rank` of the sorted dimensions `members`."""
+    first = members[rank - 1] + 1 if rank else 0
+    last = members[rank] if rank < len(members) else ndim
+    return first, last
+
+
+def _place_batch_dim(x, dim, first: int, last: int, size: int):
+    """`x` with its batch dimension somewhere in [first, last] (broadcast in if unbatched)."""
+    if dim is None:
+        return batching.broadcast_batch(x, size, first), first
+    if first <= dim <= last:
+        return x, dim
+    return batching.moveaxis(x, dim, first), first
+
+
+def _index_vector_not_batched(indices, indices_dim):
+    """The index vector dimension (the last) cannot be a batch dimension: move it first."""
+    if indices_dim == core.get_aval(indices).ndim - 1:
+        return batching.moveaxis(indices, indices_dim, 0), 0
+    return indices, indices_dim
+
+
+def _paired_batching_dims(operand_dims, indices_dims, operand_dim: int, indices_dim: int):
+    """Operand and indices batching dimensions with the pair (operand_dim, indices_dim)
+    added, renumbered, and ordered by operand dimension (which must be sorted)."""
+    pairs = sorted(zip(_shift(operand_dims, operand_dim) + (operand_dim,),
+                       _shift(indices_dims, indices_dim) + (indices_dim,)))
+    return tuple(o for o, _ in pairs), tuple(i for _, i in pairs)
+
+
+# ---------------------------------------------------------------------------------------------
+# gather: differentiation and batching
+
+def _gather_jvp(g, operand, indices, *, dimension_numbers, slice_sizes, unique_indices,
+                indices_are_sorted, mode, fill_value):
+    """Gather is linear in the operand; out-of-bounds windows filled in the primal have a
+    zero tangent."""
+    tangent_fill = 0 if mode == GatherScatterMode.FILL_OR_DROP else None
+    return gather_p.bind(g, indices, dimension_numbers=dimension_numbers,
+                         slice_sizes=slice_sizes, unique_indices=unique_indices,
+                         indices_are_sorted=indices_are_sorted, mode=mode,
+                         fill_value=tangent_fill)
+
+
+def _gather_to_scatter_dnums(dnums: GatherDimensionNumbers) -> ScatterDimensionNumbers:
+    """The dimension numbers of the scatter that writes back what a gather reads."""
+    return ScatterDimensionNumbers(
+        update_window_dims=dnums.offset_dims,
+        inserted_window_dims=dnums.collapsed_slice_dims,
+        scatter_dims_to_operand_dims=dnums.start_index_map,
+        operand_batching_dims=dnums.operand_batching_dims,
+        scatter_indices_batching_dims=dnums.start_indices_batching_dims)
+
+
+def _gather_transpose(ct, operand, indices, *, dimension_numbers, slice_sizes, unique_indices,
+                      indices_are_sorted, mode, fill_value):
+    """Scatter-add the cotangent into zeros. The same `mode` makes the scatter treat
+    out-of-bounds windows as the gather did: CLIP clamps both; FILL_OR_DROP fills the gather
+    and drops the scatter's window."""
+    if type(ct) is ad.Zero:
+        return [ad.Zero(operand.aval), None]
+    zeros = structural.full(operand.aval.shape, 0, core.get_aval(ct).dtype)
+    ct_operand = scatter_add(zeros, indices, ct, _gather_to_scatter_dnums(dimension_numbers),
+                             indices_are_sorted=indices_are_sorted,
+                             unique_indices=unique_indices, mode=mode)
+    return [ct_operand, None]
+
+
+def _gather_batch(args, dims, *, dimension_numbers, slice_sizes, unique_indices,
+                  indices_are_sorted, mode, fill_value):
+    (operand, indices), (operand_dim, indices_dim) = args, dims
+    params = dict(mode=mode, fill_value=fill_value)
+    if indices_dim is None:
+        return _gather_batch_operand(operand, operand_dim, indices, dimension_numbers,
+                                     slice_sizes, unique_indices=unique_indices,
+                                     indices_are_sorted=indices_are_sorted, **params)
+    indices, indices_dim = _index_vector_not_batched(indices, indices_dim)
+    dnums = dimension_numbers
+    # The batch dimension of the indices becomes an output batch dimension: the output's
+    # non-offset dimensions are the indices' dimensions but the index vector, in order.
+    out_ndim = core.get_aval(indices).ndim - 2 + len(dnums.offset_dims)
+    out_dim = _insertion_range(_complement(dnums.offset_dims, out_ndim), indices_dim,
+                               out_ndim)[0]
+    offset_dims = _shift(dnums.offset_dims, out_dim)
+    if operand_dim is None:
+        # Different examples may read the same operand element, and in any order.
+        new_dnums = dnums._replace(
+            offset_dims=offset_dims,
+            start_indices_batching_dims=_shift(dnums.start_indices_batching_dims, indices_dim))
+        out = gather_p.bind(operand, indices, dimension_numbers=new_dnums,
+                            slice_sizes=slice_sizes, unique_indices=False,
+                            indices_are_sorted=False, **params)
+        return out, out_dim
+    # Both batched: the batch dimensions of operand and indices advance in lockstep.
+    operand_batching, indices_batching = _paired_batching_dims(
+        dnums.operand_batching_dims, dnums.start_indices_batching_dims, operand_dim,
+        indices_dim)
+    new_dnums = GatherDimensionNumbers(
+        offset_dims=offset_dims,
+        collapsed_slice_dims=_shift(dnums.collapsed_slice_dims, operand_dim),
+        start_index_map=_shift(dnums.start_index_map, operand_dim),
+        operand_batching_dims=operand_batching, start_indices_batching_dims=indices_batching)
+    slice_sizes = slice_sizes[:operand_dim] + (1,) + slice_sizes[operand_dim:]
+    out = gather_p.bind(operand, indices, dimension_numbers=new_dnums, slice_sizes=slice_sizes,
+                        unique_indices=unique_indices, indices_are_sorted=indices_are_sorted,
+                        **params)
+    return out, out_dim
+
+
+def _gather_batch_operand(operand, operand_dim, indices, dnums, slice_sizes, **params):
+    """Only the operand is batched: its batch dimension is one more (whole) window dimension."""
+    operand_aval = core.get_aval(operand)
+    windows = _complement(dnums.collapsed_slice_dims + dnums.operand_batching_dims,
+                          operand_aval.ndim - 1)
+    out_ndim = core.get_aval(indices).ndim - 1 + len(dnums.offset_dims)
+    out_dim = _insertion_range(dnums.offset_dims, _rank_among(windows, operand_dim),
+                               out_ndim)[0]
+    new_dnums = dnums._replace(
+        offset_dims=_shift_and_add(dnums.offset_dims, out_dim),
+        collapsed_slice_dims=_shift(dnums.collapsed_slice_dims, operand_dim),
+        start_index_map=_shift(dnums.start_index_map, operand_dim),
+        operand_batching_dims=_shift(dnums.operand_batching_dims, operand_dim))
+    slice_sizes = (slice_sizes[:operand_dim] + (operand_aval.shape[operand_dim],)
+                   + slice_sizes[operand_dim:])
+    out = gather_p.bind(operand, indices, dimension_numbers=new_dnums, slice_sizes=slice_sizes,
+                        **params)
+    return out, out_dim
+
+
+ad.defjvp(gather_p, _gather_jvp, None)
+ad.primitive_transposes[gather_p] = _gather_transpose
+batching.primitive_batchers[gather_p] = _gather_batch
+
+
+# ---------------------------------------------------------------------------------------------
 # scatter
 
 def _check_scatter_shapes(operand, indices, updates, dnums: ScatterDimensionNumbers):
@@ -520,3 +686,271 @@ class _ApplyCombiner:
 
     def __hash__(self):
         return hash(self.func)
+
+
+# ---------------------------------------------------------------------------------------------
+# scatter: differentiation and batching
+
+def _scatter_to_gather(dnums: ScatterDimensionNumbers) -> GatherDimensionNumbers:
+    """The dimension numbers of the gather that reads what a scatter writes."""
+    return GatherDimensionNumbers(
+        offset_dims=dnums.update_window_dims,
+        collapsed_slice_dims=dnums.inserted_window_dims,
+        start_index_map=dnums.scatter_dims_to_operand_dims,
+        operand_batching_dims=dnums.operand_batching_dims,
+        start_indices_batching_dims=dnums.scatter_indices_batching_dims)
+
+
+def _gather_updates(x, indices, updates_shape, dnums: ScatterDimensionNumbers, **params):
+    """`x` read back at the windows a scatter with `dnums` writes, laid out as its updates."""
+    slice_sizes = _scatter_window_sizes(core.get_aval(x).shape, updates_shape, dnums)
+    return gather(x, indices, _scatter_to_gather(dnums), slice_sizes, **params)
+
+
+def _zero_cotangents(operand, updates):
+    return [ad.Zero(operand.aval) if ad.is_undefined_primal(operand) else None, None,
+            ad.Zero(updates.aval) if ad.is_undefined_primal(updates) else None]
+
+
+def _updates_shape(updates) -> tuple:
+    return updates.aval.shape if ad.is_undefined_primal(updates) else core.get_aval(updates).shape
+
+
+def _scatter_linear_jvp(prim, primals, tangents, **params):
+    """The JVP of a scatter linear in (operand, updates) jointly: the same scatter of the
+    tangents."""
+    operand, indices, updates = primals
+    out = prim.bind(operand, indices, updates, **params)
+    t_operand, _, t_updates = tangents
+    if type(t_operand) is ad.Zero and type(t_updates) is ad.Zero:
+        return out, ad.Zero.from_primal_value(out)
+    return out, prim.bind(ad.instantiate(t_operand), indices, ad.instantiate(t_updates), **params)
+
+
+def _scatter_addsub_transpose(prim, ct, operand, indices, updates, *, update_jaxpr,
+                              update_consts, dimension_numbers, indices_are_sorted,
+                              unique_indices, mode):
+    if type(ct) is ad.Zero:
+        return _zero_cotangents(operand, updates)
+    ct_operand = ct if ad.is_undefined_primal(operand) else None
+    ct_updates = None
+    if ad.is_undefined_primal(updates):
+        # fill_value 0: the cotangent of an update dropped out of bounds is zero. (Under
+        # PROMISE_IN_BOUNDS the gather clamps instead, as in JAX: a broken promise.)
+        ct_updates = _gather_updates(ct, indices, updates.aval.shape, dimension_numbers,
+                                     indices_are_sorted=indices_are_sorted,
+                                     unique_indices=unique_indices, mode=mode, fill_value=0)
+        if prim is scatter_sub_p:
+            ct_updates = _lax.neg(ct_updates)
+    return [ct_operand, None, ct_updates]
+
+
+def _scatter_jvp(primals, tangents, *, update_jaxpr, update_consts, dimension_numbers,
+                 indices_are_sorted, unique_indices, mode):
+    """The JVP of scatter (set). Which of several updates to one position wins is up to XLA,
+    so, as JAX does, the rule scatters an id per update to learn which one won at every
+    position, masks the losers (and overwritten operand values) away, and computes primal
+    and tangent outputs with scatter-adds, which have transposes."""
+    if update_jaxpr is not None:
+        raise NotImplementedError("scatter_apply JVP not implemented")
+    params = dict(dimension_numbers=dimension_numbers, indices_are_sorted=indices_are_sorted,
+                  unique_indices=unique_indices, mode=mode)
+    if unique_indices:
+        return _scatter_linear_jvp(scatter_p, primals, tangents, update_jaxpr=None,
+                                   update_consts=(), **params)
+    operand, indices, updates = primals
+    t_operand, _, t_updates = tangents
+    updates_shape = core.get_aval(updates).shape
+    update_ids = _update_ids(updates_shape, dimension_numbers.update_window_dims)
+    id_dtype = core.get_aval(update_ids).dtype
+    operand_shape = core.get_aval(operand).shape
+    scattered_ids = scatter(structural.full(operand_shape, 0, id_dtype), indices, update_ids,
+                            **params)
+    winning_ids = _gather_updates(scattered_ids, indices, updates_shape, dimension_numbers)
+    operand_kept = _lax.eq(scattered_ids, np.zeros((), id_dtype))
+    update_won = _lax.eq(update_ids, winning_ids)
+
+    def combine(x, u):
+        x = structural.select(operand_kept, x, structural.full_like(x, 0))
+        u = structural.select(update_won, u, structural.full_like(u, 0))
+        return scatter_add(x, indices, u, **params)
+
+    return (combine(operand, updates),
+            combine(ad.instantiate(t_operand), ad.instantiate(t_updates)))
+
+
+def _update_ids(updates_shape, update_window_dims):
+    """1, 2, ...: one id per update window, broadcast over the window, in updates' shape."""
+    ids_shape = tuple(1 if d in update_window_dims else n for d, n in enumerate(updates_shape))
+    count = math.prod(ids_shape)
+    dtype = np.dtype(np.int32 if count < np.iinfo(np.int32).max else np.int64)
+    ids = _lax.reshape(_lax.add(structural.iota(dtype, count), np.ones((), dtype)), ids_shape)
+    return _lax.broadcast_in_dim(ids, updates_shape, tuple(range(len(updates_shape))))
+
+
+def _scatter_transpose(ct, operand, indices, updates, *, update_jaxpr, update_consts,
+                       dimension_numbers, indices_are_sorted, unique_indices, mode):
+    """Scatter (set) is linear in (operand, updates) only when no two updates collide."""
+    if not unique_indices:
+        raise NotImplementedError("scatter transpose is only implemented where "
+                                  "unique_indices=True")
+    if type(ct) is ad.Zero:
+        return _zero_cotangents(operand, updates)
+    updates_shape = _updates_shape(updates)
+    ct_operand = ct_updates = None
+    params = dict(indices_are_sorted=indices_are_sorted, unique_indices=True, mode=mode)
+    if ad.is_undefined_primal(operand):
+        # Overwritten positions pass no cotangent to the operand.
+        zeros = structural.full(updates_shape, 0, core.get_aval(ct).dtype)
+        ct_operand = scatter(ct, indices, zeros, dimension_numbers, **params)
+    if ad.is_undefined_primal(updates):
+        ct_updates = _gather_updates(ct, indices, updates_shape, dimension_numbers,
+                                     fill_value=0, **params)
+    return [ct_operand, None, ct_updates]
+
+
+def _scatter_mul_jvp_updates(g, operand, indices, updates, *, update_jaxpr, update_consts,
+                             dimension_numbers, indices_are_sorted, unique_indices, mode):
+    if not unique_indices:
+        raise NotImplementedError(
+            "scatter_mul gradients are only implemented if `unique_indices=True`")
+    spread = scatter_add(structural.full_like(operand, 0), indices, g, dimension_numbers,
+                         indices_are_sorted=indices_are_sorted, unique_indices=True, mode=mode)
+    return _lax.mul(operand, spread)
+
+
+def _scatter_mul_transpose(ct, operand, indices, updates, *, update_jaxpr, update_consts,
+                           dimension_numbers, indices_are_sorted, unique_indices, mode):
+    """Linear in the operand (updates fixed); in the updates only for unique indices."""
+    if type(ct) is ad.Zero:
+        return _zero_cotangents(operand, updates)
+    params = dict(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                  mode=mode)
+    ct_operand = ct_updates = None
+    if ad.is_undefined_primal(operand):
+        ct_operand = scatter_mul(ct, indices, updates, dimension_numbers, **params)
+    if ad.is_undefined_primal(updates):
+        if not unique_indices:
+            raise NotImplementedError(
+                "scatter_mul gradients are only implemented if `unique_indices=True`")
+        ct_updates = _gather_updates(_lax.mul(ct, operand), indices, updates.aval.shape,
+                                     dimension_numbers, fill_value=0, **params)
+    return [ct_operand, None, ct_updates]
+
+
+def _scatter_extremal_jvp(prim, primals, tangents, *, update_jaxpr, update_consts,
+                          dimension_numbers, indices_are_sorted, unique_indices, mode):
+    """JVP of scatter-min/max as in JAX: where several values tie for the result (updates
+    equal to it, and the operand if it kept its value), the tangent is their average."""
+    operand, indices, updates = primals
+    params = dict(dimension_numbers=dimension_numbers, indices_are_sorted=indices_are_sorted,
+                  unique_indices=unique_indices, mode=mode)
+    out = prim.bind(operand, indices, updates, update_jaxpr=update_jaxpr,
+                    update_consts=update_consts, **params)
+    t_operand, _, t_updates = tangents
+    if type(t_operand) is ad.Zero and type(t_updates) is ad.Zero:
+        return out, ad.Zero.from_primal_value(out)
+    t_operand, t_updates = ad.instantiate(t_operand), ad.instantiate(t_updates)
+    updates_aval = core.get_aval(updates)
+    dtype = updates_aval.dtype
+    zeros, ones = structural.full(updates_aval.shape, 0, dtype), structural.full(
+        updates_aval.shape, 1, dtype)
+
+    def at_updates(x):  # `x` read at every update's position (JAX's default gather mode)
+        return _gather_updates(x, indices, updates_aval.shape, dimension_numbers)
+
+    def count_at_updates(flags):
+        counts = scatter_add(structural.full_like(operand, 0), indices, flags, dimension_numbers)
+        return at_updates(counts)
+
+    result = at_updates(out)
+    update_won = _lax.eq(updates, result)
+    operand_kept = _lax.eq(at_updates(operand), result)
+    winners = count_at_updates(structural.select(update_won, ones, zeros))
+    references = count_at_updates(ones)
+    share = _lax.div(ones, structural.select(operand_kept, _lax.add(winners, ones), winners))
+    updates_coef = structural.select(update_won, share, zeros)
+    operand_share = structural.select(operand_kept, share, zeros)
+    # Spread over the `references` updates at a position, these remove the operand's tangent
+    # but for its share.
+    operand_coef = _lax.div(_lax.sub(operand_share, ones), references)
+    tangent_updates = _lax.add(_lax.mul(at_updates(t_operand), operand_coef),
+                               _lax.mul(t_updates, updates_coef))
+    return out, scatter_add(t_operand, indices, tangent_updates, **params)
+
+
+def _scatter_batch(prim, args, dims, *, dimension_numbers, **params):
+    (operand, indices, updates), (operand_dim, indices_dim, updates_dim) = args, dims
+    size = next(core.get_aval(x).shape[d] for x, d in zip(args, dims) if d is not None)
+    if indices_dim is None:
+        operand, operand_dim, updates, dnums = _scatter_batch_window(
+            operand, operand_dim, updates, updates_dim, dimension_numbers, size)
+    else:
+        operand, operand_dim, indices, updates, dnums = _scatter_batch_lockstep(
+            operand, operand_dim, indices, indices_dim, updates, updates_dim,
+            dimension_numbers, size)
+    return prim.bind(operand, indices, updates, dimension_numbers=dnums, **params), operand_dim
+
+
+def _scatter_batch_window(operand, operand_dim, updates, updates_dim, dnums, size):
+    """Unbatched indices: the batch dimension is one more (whole) window dimension of operand
+    and updates, so both must have it, at matching places among the window dimensions."""
+    operand_ndim = core.get_aval(operand).ndim - (operand_dim is not None)
+    updates_ndim = core.get_aval(updates).ndim - (updates_dim is not None)
+    windows = _complement(dnums.inserted_window_dims + dnums.operand_batching_dims, operand_ndim)
+    if operand_dim is None:
+        rank = _rank_among(dnums.update_window_dims, updates_dim)
+        first, last = _insertion_range(windows, rank, operand_ndim)
+        operand_dim = min(max(updates_dim, first), last)  # where updates have it, if possible
+        operand = batching.broadcast_batch(operand, size, operand_dim)
+    else:
+        first, last = _insertion_range(dnums.update_window_dims,
+                                       _rank_among(windows, operand_dim), updates_ndim)
+        updates, updates_dim = _place_batch_dim(updates, updates_dim, first, last, size)
+    new_dnums = dnums._replace(
+        update_window_dims=_shift_and_add(dnums.update_window_dims, updates_dim),
+        inserted_window_dims=_shift(dnums.inserted_window_dims, operand_dim),
+        scatter_dims_to_operand_dims=_shift(dnums.scatter_dims_to_operand_dims, operand_dim),
+        operand_batching_dims=_shift(dnums.operand_batching_dims, operand_dim))
+    return operand, operand_dim, updates, new_dnums
+
+
+def _scatter_batch_lockstep(operand, operand_dim, indices, indices_dim, updates, updates_dim,
+                            dnums, size):
+    """Batched indices: operand and indices get a pair of batching dimensions, and updates
+    a scatter dimension matching the indices' batch dimension."""
+    indices, indices_dim = _index_vector_not_batched(indices, indices_dim)
+    if operand_dim is None:
+        operand, operand_dim = batching.broadcast_batch(operand, size, 0), 0
+    updates_ndim = core.get_aval(updates).ndim - (updates_dim is not None)
+    scatter_dims = _complement(dnums.update_window_dims, updates_ndim)
+    first, last = _insertion_range(scatter_dims, indices_dim, updates_ndim)
+    updates, updates_dim = _place_batch_dim(updates, updates_dim, first, last, size)
+    operand_batching, indices_batching = _paired_batching_dims(
+        dnums.operand_batching_dims, dnums.scatter_indices_batching_dims, operand_dim,
+        indices_dim)
+    new_dnums = ScatterDimensionNumbers(
+        update_window_dims=_shift(dnums.update_window_dims, updates_dim),
+        inserted_window_dims=_shift(dnums.inserted_window_dims, operand_dim),
+        scatter_dims_to_operand_dims=_shift(dnums.scatter_dims_to_operand_dims, operand_dim),
+        operand_batching_dims=operand_batching, scatter_indices_batching_dims=indices_batching)
+    return operand, operand_dim, indices, updates, new_dnums
+
+
+def _register_scatter_rules():
+    for prim in (scatter_add_p, scatter_sub_p):
+        ad.primitive_jvps[prim] = functools.partial(_scatter_linear_jvp, prim)
+        ad.primitive_transposes[prim] = functools.partial(_scatter_addsub_transpose, prim)
+    ad.primitive_jvps[scatter_p] = _scatter_jvp
+    ad.primitive_transposes[scatter_p] = _scatter_transpose
+    ad.defjvp(scatter_mul_p, lambda g, x, i, y, **params: scatter_mul_p.bind(g, i, y, **params),
+              None, _scatter_mul_jvp_updates)
+    ad.primitive_transposes[scatter_mul_p] = _scatter_mul_transpose
+    for prim in (scatter_min_p, scatter_max_p):
+        ad.primitive_jvps[prim] = functools.partial(_scatter_extremal_jvp, prim)
+    for prim in (scatter_p, scatter_add_p, scatter_sub_p, scatter_mul_p, scatter_min_p,
+                 scatter_max_p):
+        batching.primitive_batchers[prim] = functools.partial(_scatter_batch, prim)
+
+
+_register_scatter_rules()
