@@ -7,10 +7,11 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from fluxion._src import core, dtypes
+from fluxion._src import ad, batching, core, dtypes
 from fluxion._src.compiler.hlo import bool_array, dense_i64, i64_array
 from fluxion._src.compiler.lowering import register_lowering
 from fluxion._src.core import ShapedArray
+from fluxion._src.lax import lax
 from fluxion._src.lax.base import ANY, check_dtype, standard_primitive
 from fluxion._src.lax.contractions import canonicalize_precision
 from fluxion._src.lax.structural import rev, transpose
@@ -473,3 +474,207 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
     return conv_general_dilated(lhs, rhs, (1,) * (ndim - 2), padding, strides, rhs_dilation,
                                 dnums, precision=precision,
                                 preferred_element_type=preferred_element_type)
+
+
+# ---------------------------------------------------------------------------------------------
+# Differentiation and batching rules
+#
+# Per spatial dimension, output element o reads padded, dilated input position
+# o * stride + k * rhs_dilation for kernel tap k, where input element i sits at position
+# i * lhs_dilation + pad_low. Both transposes are convolutions again: the lhs one slides the
+# reversed kernel over the cotangent dilated by the strides; the rhs one slides the cotangent
+# (dilated by the strides) over the input. Feature and batch groups swap roles between them.
+
+def _has_tangent(t) -> bool:
+    return type(t) is not ad.Zero and core.get_aval(t).dtype != dtypes.float0
+
+
+def _conv_jvp(primals, tangents, **params):
+    """Bilinear: d(lhs * rhs) = dlhs * rhs + lhs * drhs."""
+    (lhs, rhs), (t_lhs, t_rhs) = primals, tangents
+    out = conv_general_dilated_p.bind(lhs, rhs, **params)
+    terms = []
+    if _has_tangent(t_lhs):
+        terms.append(conv_general_dilated_p.bind(t_lhs, rhs, **params))
+    if _has_tangent(t_rhs):
+        terms.append(conv_general_dilated_p.bind(lhs, t_rhs, **params))
+    if not terms or not dtypes.is_inexact(core.get_aval(out).dtype):
+        return out, ad.Zero.from_primal_value(out)
+    return out, terms[0] if len(terms) == 1 else ad.add_tangents(*terms)
+
+
+def _regroup(x, src: int, dst: int, groups: int):
+    """Split dimension `src` of `x` into (groups, size // groups) and merge the groups into
+    dimension `dst` as its major part (`src` shrinks and `dst` grows by `groups`)."""
+    shape = core.get_aval(x).shape
+    split = shape[:src] + (groups, shape[src] // groups) + shape[src + 1:]
+    x = lax.reshape(x, split)
+    dst_in_split = dst + (dst > src)
+    perm = [a for a in range(len(split)) if a != src]
+    perm.insert(perm.index(dst_in_split), src)
+    new_shape = list(shape)
+    new_shape[src] //= groups
+    new_shape[dst] *= groups
+    return lax.reshape(x, tuple(new_shape), tuple(perm))
+
+
+def _cast(x, dtype):
+    return x if core.get_aval(x).dtype == dtype else lax.convert_element_type(x, dtype)
+
+
+def _nothing_flows(ct, *arrays_or_avals) -> bool:
+    """A symbolic zero cotangent, or an empty array anywhere, contributes nothing."""
+    if type(ct) is ad.Zero:
+        return True
+    return any((a if isinstance(a, ShapedArray) else core.get_aval(a)).size == 0
+               for a in (ct, *arrays_or_avals))
+
+
+def _conv_transpose_lhs(ct, rhs, lhs_aval, *, window_strides, padding, lhs_dilation,
+                        rhs_dilation, dimension_numbers, feature_group_count, batch_group_count,
+                        precision, preferred_element_type):
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    if _nothing_flows(ct, rhs, lhs_aval):
+        return ad.Zero(lhs_aval)
+    rhs_aval = core.get_aval(rhs)
+    groups = feature_group_count * batch_group_count  # at most one of them exceeds 1
+    if groups > 1:
+        rhs = _regroup(rhs, rhs_spec[0], rhs_spec[1], groups)
+    rhs = rev(_cast(rhs, core.get_aval(ct).dtype), rhs_spec[2:])
+    pads = []
+    for d_in, d_rhs, d_out, stride, (lo, _), l_dil, r_dil in zip(
+            lhs_spec[2:], rhs_spec[2:], out_spec[2:], window_strides, padding, lhs_dilation,
+            rhs_dilation):
+        kernel = dilate_dim(rhs_aval.shape[d_rhs], r_dil)
+        low = kernel - 1 - lo
+        high = (dilate_dim(lhs_aval.shape[d_in], l_dil) + kernel - 1
+                - dilate_dim(core.get_aval(ct).shape[d_out], stride) - low)
+        pads.append((low, high))
+    trans_dnums = ConvDimensionNumbers(out_spec, (rhs_spec[1], rhs_spec[0]) + rhs_spec[2:],
+                                       lhs_spec)
+    out = conv_general_dilated_p.bind(
+        ct, rhs, window_strides=lhs_dilation, padding=tuple(pads), lhs_dilation=window_strides,
+        rhs_dilation=rhs_dilation, dimension_numbers=trans_dnums, feature_group_count=groups,
+        batch_group_count=1, precision=precision, preferred_element_type=None)
+    if batch_group_count > 1:
+        out = _regroup(out, lhs_spec[1], lhs_spec[0], batch_group_count)
+    return _cast(out, lhs_aval.dtype)
+
+
+def _conv_transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilation,
+                        rhs_dilation, dimension_numbers, feature_group_count, batch_group_count,
+                        precision, preferred_element_type):
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    if _nothing_flows(ct, lhs, rhs_aval):
+        return ad.Zero(rhs_aval)
+    lhs_aval = core.get_aval(lhs)
+    pads = []
+    for d_in, d_rhs, d_out, stride, (lo, _), l_dil, r_dil in zip(
+            lhs_spec[2:], rhs_spec[2:], out_spec[2:], window_strides, padding, lhs_dilation,
+            rhs_dilation):
+        # Just enough high padding for rhs-sized output: the taps past the last window
+        # position that the forward convolution used contribute nothing.
+        high = (dilate_dim(rhs_aval.shape[d_rhs], r_dil) - 1
+                + dilate_dim(core.get_aval(ct).shape[d_out], stride)
+                - dilate_dim(lhs_aval.shape[d_in], l_dil) - lo)
+        pads.append((lo, high))
+
+    def swap(spec):
+        return (spec[1], spec[0]) + tuple(spec[2:])
+
+    trans_dnums = ConvDimensionNumbers(swap(lhs_spec), swap(out_spec), swap(rhs_spec))
+    out = conv_general_dilated_p.bind(
+        _cast(lhs, core.get_aval(ct).dtype), ct, window_strides=rhs_dilation,
+        padding=tuple(pads), lhs_dilation=lhs_dilation, rhs_dilation=window_strides,
+        dimension_numbers=trans_dnums, feature_group_count=batch_group_count,
+        batch_group_count=feature_group_count, precision=precision, preferred_element_type=None)
+    return _cast(out, rhs_aval.dtype)
+
+
+def _conv_transpose(ct, lhs, rhs, **params):
+    lhs_linear, rhs_linear = ad.is_undefined_primal(lhs), ad.is_undefined_primal(rhs)
+    if lhs_linear and rhs_linear:
+        raise NotImplementedError("conv_general_dilated transpose: both operands are linear "
+                                  "inputs; a linear function convolves with at most one of them.")
+    if lhs_linear:
+        return [_conv_transpose_lhs(ct, rhs, lhs.aval, **params), None]
+    return [None, _conv_transpose_rhs(ct, lhs, rhs.aval, **params)]
+
+
+def _fold_batch(x, bdim: int, dim: int, groups: int = 1):
+    """Merge batch dimension `bdim` of `x` into dimension `dim` (numbered without the batch
+    dimension), which is read as (groups, size // groups): the result's `dim` is laid out as
+    (groups, batch, size // groups)."""
+    shape = core.get_aval(x).shape
+    at = dim + (dim >= bdim)
+    new_shape = [n for i, n in enumerate(shape) if i != bdim]
+    new_shape[dim] *= shape[bdim]
+    if groups > 1:
+        x = lax.reshape(x, shape[:at] + (groups, shape[at] // groups) + shape[at + 1:])
+        bdim += bdim > at
+        at += 1
+    perm = [a for a in range(core.get_aval(x).ndim) if a != bdim]
+    perm.insert(perm.index(at), bdim)
+    return lax.reshape(x, tuple(new_shape), tuple(perm))
+
+
+def _unfold_batch(x, dim: int, size: int, groups: int = 1):
+    """Inverse of _fold_batch: split dimension `dim`, laid out as (groups, batch, rest), and
+    return the result with the batch dimension at `dim`."""
+    shape = core.get_aval(x).shape
+    rest = shape[dim] // (groups * size)
+    if groups == 1:
+        return lax.reshape(x, shape[:dim] + (size, rest) + shape[dim + 1:])
+    x = lax.reshape(x, shape[:dim] + (groups, size, rest) + shape[dim + 1:])
+    perm = list(range(len(shape) + 2))
+    perm[dim], perm[dim + 1] = dim + 1, dim
+    return lax.reshape(x, shape[:dim] + (size, groups * rest) + shape[dim + 1:], tuple(perm))
+
+
+def _without_dim(x, dim) -> ShapedArray:
+    aval = core.get_aval(x)
+    if dim is None:
+        return aval
+    return aval.update(shape=aval.shape[:dim] + aval.shape[dim + 1:])
+
+
+def _conv_batch(args, dims, *, dimension_numbers, feature_group_count, batch_group_count,
+                **params):
+    """Fold the vmapped dimension into the convolution's own batch or feature dimensions
+    (using feature or batch groups when both operands are batched)."""
+    (lhs, rhs), (lhs_bdim, rhs_bdim) = args, dims
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    size = (core.get_aval(lhs).shape[lhs_bdim] if lhs_bdim is not None
+            else core.get_aval(rhs).shape[rhs_bdim])
+
+    def bind(lhs, rhs, feature_groups=feature_group_count, batch_groups=batch_group_count):
+        return conv_general_dilated_p.bind(
+            lhs, rhs, dimension_numbers=dimension_numbers, feature_group_count=feature_groups,
+            batch_group_count=batch_groups, **params)
+
+    if size == 0:  # nothing to fold into: the (empty) result of the per-example type
+        example = _conv_abstract_eval(
+            *(_without_dim(x, d) for x, d in zip(args, dims)), dimension_numbers=dimension_numbers,
+            feature_group_count=feature_group_count, batch_group_count=batch_group_count,
+            **params)
+        return ad.zeros_like_aval(example.update(shape=(0,) + example.shape)), 0
+    if lhs_bdim is not None and rhs_bdim is not None:
+        rhs = _fold_batch(rhs, rhs_bdim, rhs_spec[0])
+        if batch_group_count > 1:
+            lhs = _fold_batch(lhs, lhs_bdim, lhs_spec[0])
+            out = bind(lhs, rhs, batch_groups=size * batch_group_count)
+        else:
+            lhs = _fold_batch(lhs, lhs_bdim, lhs_spec[1])
+            out = bind(lhs, rhs, feature_groups=size * feature_group_count)
+        return _unfold_batch(out, out_spec[1], size), out_spec[1]
+    if lhs_bdim is not None:
+        out = bind(_fold_batch(lhs, lhs_bdim, lhs_spec[0], batch_group_count), rhs)
+        return _unfold_batch(out, out_spec[0], size), out_spec[0]
+    groups = feature_group_count * batch_group_count
+    out = bind(lhs, _fold_batch(rhs, rhs_bdim, rhs_spec[0], groups))
+    return _unfold_batch(out, out_spec[1], size, groups), out_spec[1]
+
+
+ad.primitive_jvps[conv_general_dilated_p] = _conv_jvp
+ad.primitive_transposes[conv_general_dilated_p] = _conv_transpose
+batching.primitive_batchers[conv_general_dilated_p] = _conv_batch

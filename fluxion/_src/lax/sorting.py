@@ -11,10 +11,13 @@ from typing import Sequence
 
 import numpy as np
 
-from fluxion._src import core, dtypes
+from fluxion._src import ad, batching, core, dtypes
 from fluxion._src.core import ShapedArray
+from fluxion._src.lax import lax
 from fluxion._src.lax.base import ANY, ORDERED, check_dtype, standard_primitive
+from fluxion._src.lax.indexing import GatherDimensionNumbers, GatherScatterMode, gather
 from fluxion._src.lax.reductions import emit_reduce, identity_value
+from fluxion._src.lax.structural import broadcasted_iota
 
 __all__ = ["argmax", "argmax_p", "argmin", "argmin_p", "sort", "sort_key_val", "sort_p",
            "top_k", "top_k_p"]
@@ -243,3 +246,73 @@ def argmin(operand, axis: int, index_dtype):
     """Index of the smallest element along `axis` (the first one on ties; the first NaN if any)."""
     index_dtype = dtypes.canonicalize_dtype(dtypes.dtype(index_dtype))
     return argmin_p.bind(operand, axes=(operator.index(axis),), index_dtype=index_dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Differentiation and batching rules
+
+def _index_dtype(size: int) -> np.dtype:
+    return np.dtype(np.int32 if size < 2 ** 31 else np.int64)
+
+
+def _take_along(x, indices, dimension: int):
+    """x[..., indices[...], ...] along `dimension`, matching positions in the other
+    dimensions (which `indices` shares with `x`)."""
+    shape = core.get_aval(indices).shape
+    others = tuple(d for d in range(len(shape)) if d != dimension)
+    dnums = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(dimension,),
+                                   start_index_map=(dimension,), operand_batching_dims=others,
+                                   start_indices_batching_dims=others)
+    return gather(x, lax.reshape(indices, shape + (1,)), dnums, (1,) * len(shape),
+                  mode=GatherScatterMode.PROMISE_IN_BOUNDS)
+
+
+def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
+    """Sort an iota along with the operands to learn the permutation, then apply it to the
+    tangents with a gather."""
+    shape = core.get_aval(primals[0]).shape
+    iota = broadcasted_iota(_index_dtype(shape[dimension]), shape, dimension)
+    *sorted_primals, permutation = sort_p.bind(*primals, iota, dimension=dimension,
+                                               is_stable=is_stable, num_keys=num_keys)
+    sorted_tangents = [t if type(t) is ad.Zero else _take_along(t, permutation, dimension)
+                       for t in tangents]
+    return sorted_primals, sorted_tangents
+
+
+def _sort_batch(args, dims, *, dimension, is_stable, num_keys):
+    bdim, size = next((d, core.get_aval(x).shape[d]) for x, d in zip(args, dims)
+                      if d is not None)
+    args = [batching.matchaxis(x, d, bdim, size) for x, d in zip(args, dims)]
+    outs = sort_p.bind(*args, dimension=dimension + (bdim <= dimension), is_stable=is_stable,
+                       num_keys=num_keys)
+    return outs, [bdim] * len(outs)
+
+
+def _top_k_jvp(primals, tangents, *, k, axis):
+    (x,), (t,) = primals, tangents
+    values, indices = top_k_p.bind(x, k=k, axis=axis)
+    return [values, indices], [_take_along(t, indices, axis),
+                               ad.Zero.from_primal_value(indices)]
+
+
+def _top_k_batch(args, dims, *, k, axis):
+    (x,), (bdim,) = args, dims
+    return top_k_p.bind(x, k=k, axis=axis + (bdim <= axis)), [bdim, bdim]
+
+
+def _argminmax_batch(prim):
+    def rule(args, dims, *, axes, index_dtype):
+        (x,), (bdim,) = args, dims
+        axis, = axes
+        return (prim.bind(x, axes=(axis + (axis >= bdim),), index_dtype=index_dtype),
+                bdim - (axis < bdim))
+    return rule
+
+
+ad.primitive_jvps[sort_p] = _sort_jvp
+batching.primitive_batchers[sort_p] = _sort_batch
+ad.primitive_jvps[top_k_p] = _top_k_jvp
+batching.primitive_batchers[top_k_p] = _top_k_batch
+for _prim in (argmax_p, argmin_p):
+    ad.defjvp_zero(_prim)
+    batching.primitive_batchers[_prim] = _argminmax_batch(_prim)
