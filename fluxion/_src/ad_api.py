@@ -116,8 +116,17 @@ def _vjp_flat(flat_fun, p_leaves):
 
     def backward(cts_out):
         cts = ad.backward_pass(linear.jaxpr, linear.consts, undefined, cts_out)
-        return [ad.instantiate(ct) for ct in cts]
+        return [_like_primal(ad.instantiate(ct), u.aval) for ct, u in zip(cts, undefined)]
     return out_p, backward
+
+
+def _like_primal(ct, aval):
+    """A cotangent with its primal's weak type (a Python-float input gets a weak gradient)."""
+    ct_aval = core.get_aval(ct)
+    if ct_aval.weak_type != aval.weak_type and ct_aval.dtype == aval.dtype:
+        from fluxion._src.lax import lax
+        return lax._convert_element_type(ct, aval.dtype, aval.weak_type)
+    return ct
 
 
 @api_boundary

@@ -18,9 +18,10 @@ def _leaves(tree):
     return [np.asarray(x) for x in tree_flatten(tree)[0]]
 
 
-def _inner(xs, ys) -> float:
-    return float(sum(np.real(np.vdot(np.asarray(x, np.complex128), np.asarray(y, np.complex128)))
-                     for x, y in zip(_leaves(xs), _leaves(ys))))
+def _inner(xs, ys) -> complex:
+    # Bilinear, not sesquilinear: JAX's VJP of a complex function is ct @ J, without conjugation.
+    return complex(sum(np.sum(np.asarray(x, np.complex128) * np.asarray(y, np.complex128))
+                       for x, y in zip(_leaves(xs), _leaves(ys))))
 
 
 def _random_like(tree, rng):

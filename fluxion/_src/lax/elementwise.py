@@ -416,6 +416,8 @@ def _pow_lhs(g, ans, x, y):
         core.get_aval(y).dtype) else y
     one = _full_like(y, 1)
     jac = lax.mul(y_as_x, lax.pow(x, lax.sub(y, one)))
+    if not dtypes.is_integer(core.get_aval(y).dtype):
+        return lax.mul(g, jac)  # as JAX: 0 * 0 ** -1 is nan at x = y = 0
     return lax.mul(g, _select(lax.eq(y, _full_like(y, 0)), _full_like(jac, 0), jac))
 
 
@@ -437,7 +439,7 @@ def _integer_pow_jvp(g, ans, x, *, y):
 def _abs_jvp(g, ans, x):
     lax = _lax()
     if not dtypes.is_complex(core.get_aval(x).dtype):
-        return lax.mul(g, lax.sign(x))
+        return _select(lax.ge(x, _full_like(x, 0)), g, lax.neg(g))  # slope 1 at 0, as in JAX
     safe = _select(lax.eq(ans, _full_like(ans, 0)), _full_like(ans, 1), ans)
     contribution = lax.div(lax.real(lax.mul(lax.conj(x), g)), safe)
     return _select(lax.eq(ans, _full_like(ans, 0)), _full_like(ans, 0), contribution)
