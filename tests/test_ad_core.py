@@ -263,3 +263,27 @@ def test_check_grads_catches_a_wrong_rule():
     wrong.defjvp(lambda p, t: (wrong(p[0]), t[0] * 2.0))
     with pytest.raises(AssertionError):
         check_grads(wrong, (np.float32(0.3),), order=1, modes=("fwd",))
+
+
+def test_custom_vjp_nondiff_argnums():
+    @functools.partial(fluxion.custom_vjp, nondiff_argnums=(0,))
+    def scale(k, x):
+        return k * x
+
+    def fwd(k, x):
+        return scale(k, x), None
+
+    def bwd(k, _, g):
+        return (k * g * 10.0,)
+
+    scale.defvjp(fwd, bwd)
+    np.testing.assert_allclose(fluxion.grad(scale, argnums=1)(3.0, 2.0), 30.0)
+    np.testing.assert_allclose(fluxion.jit(fluxion.grad(lambda x: scale(3.0, x)))(2.0), 30.0)
+
+
+def test_stop_gradient():
+    f = lambda x: x * lax.stop_gradient(x)
+    np.testing.assert_allclose(fluxion.grad(f)(3.0), 3.0)
+    jaxpr = fluxion.make_jaxpr(f)(3.0)
+    assert "stop_gradient" in str(jaxpr)
+    np.testing.assert_allclose(fluxion.vmap(fluxion.grad(f))(np.arange(3.0, dtype=np.float32)), np.arange(3.0))

@@ -142,3 +142,12 @@ def test_vmap_of_custom_rules():
     f.defjvp(lambda p, t: (f(p[0]), t[0] * 2.0))
     np.testing.assert_allclose(fluxion.vmap(f)(X), np.sin(X), rtol=1e-6)
     np.testing.assert_allclose(fluxion.vmap(fluxion.grad(lambda x: jnp.sum(f(x))))(X), 2 * np.ones_like(X))
+
+
+def test_grad_through_collectives_inside_vmap():
+    xs = np.arange(1.0, 5.0, dtype=np.float32)
+    # As in JAX, psum's transpose is a psum: each example's cotangent reaches every input.
+    per_example = fluxion.vmap(fluxion.grad(lambda x: x * lax.psum(x, "i")), axis_name="i")(xs)
+    np.testing.assert_allclose(per_example, np.full(4, 2 * xs.sum()))
+    gathered = fluxion.vmap(fluxion.grad(lambda x: jnp.sum(lax.all_gather(x, "i") ** 2)), axis_name="i")(xs)
+    np.testing.assert_allclose(gathered, 2 * xs * 4)

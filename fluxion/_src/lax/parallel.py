@@ -188,6 +188,20 @@ def _all_gather_rule(trace, vals, dims, *, axis_name, axis, tiled, axis_index_gr
 batching.collective_rules[all_gather_p] = _all_gather_rule
 
 
+def _all_gather_transpose(ct, x, *, axis_name, axis, tiled, axis_index_groups=None):
+    # Every example receives everyone's value, so x's cotangent sums its slot over examples.
+    from fluxion._src.lax import structural
+    summed = psum_p.bind(ad.instantiate(ct), axis_name=axis_name, axis_index_groups=None)
+    index = axis_index_p.bind(axis_name=axis_name)
+    if tiled:
+        chunk = x.aval.shape[axis]
+        return [structural.dynamic_slice_in_dim(summed, index * chunk, chunk, axis)]
+    return [structural.dynamic_index_in_dim(summed, index, axis, keepdims=False)]
+
+
+ad.deflinear(all_gather_p, _all_gather_transpose)
+
+
 def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bool = False):
     """Gather `x` from every example of the named axis, stacked (or concatenated if tiled)
     along `axis`."""
