@@ -36,7 +36,7 @@ class Array:
             if self._buf.is_deleted():
                 raise RuntimeError("Array has been deleted (for example donated to a jitted "
                                    "function with donate_argnums); it can no longer be used.")
-            arr = backend.to_numpy(self._buf)
+            arr = backend.to_numpy(self._buf, self.aval.dtype)
             arr.flags.writeable = False
             self._npy = arr
         return self._npy

@@ -185,7 +185,35 @@ def backend_of(device) -> Backend:
     return get_backend(platform)
 
 
-def to_numpy(buf) -> np.ndarray:
+class _DLPackCapsule:
+    """Hands a DLPack capsule to numpy.from_dlpack."""
+
+    __slots__ = ("capsule",)
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU
+
+
+# DLPack has no code for these; they go through jaxlib's own conversion.
+_NO_DLPACK = frozenset([dtypes.bfloat16, dtypes.float0])
+
+
+def to_numpy(buf, dtype) -> np.ndarray:
+    """A host copy of a device buffer.
+
+    On CPU this goes through DLPack: jaxlib's own conversion imports the jax package as a side
+    effect where jax is installed (hundreds of milliseconds, and not ours to depend on). The
+    copy keeps the result valid after the buffer is donated or deleted."""
+    if dtype not in _NO_DLPACK and buf.platform() == "cpu":
+        _, jax_ext = _jaxlib()
+        capsule = jax_ext.buffer_to_dlpack_managed_tensor(buf)
+        return np.from_dlpack(_DLPackCapsule(capsule)).copy()
     arr, _ = buf._single_device_array_to_np_array_did_copy()
     return arr
 
