@@ -551,3 +551,20 @@ print("ok")
     assert out.splitlines()[-1] == "ok"
     assert "{ lambda ; a:f32[3]. let b:f32[3] = neg a in (b,) }" in out
     assert "[1. 2. 3.] float32" in out
+
+
+def test_common_operations_do_not_import_jax_even_when_installed():
+    """jaxlib imports the jax package from some of its paths; fluxion must avoid those paths."""
+    import subprocess
+    import sys
+    code = (
+        "import sys, numpy as np\n"
+        "import fluxion, fluxion.numpy as jnp\n"
+        "x = jnp.arange(6.0).reshape(2, 3)\n"
+        "y = fluxion.jit(lambda a: jnp.sin(a) * 2)(x)\n"
+        "g = fluxion.grad(lambda a: jnp.sum(a ** 2))(x)\n"
+        "v = fluxion.vmap(jnp.sum)(x)\n"
+        "np.asarray(y); np.asarray(g); np.asarray(v); repr(y); y.tolist()\n"
+        "print('jax' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
