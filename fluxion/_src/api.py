@@ -206,11 +206,36 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
 # jit
 
 class _CacheEntry:
-    __slots__ = ("compiled", "out_tree", "traced", "donate_mask")
+    __slots__ = ("compiled", "out_tree", "traced", "donate_mask", "fast_call")
 
     def __init__(self, compiled, out_tree, traced, donate_mask):
         self.compiled, self.out_tree, self.traced, self.donate_mask = (
             compiled, out_tree, traced, donate_mask)
+        self.fast_call = _make_fast_call(compiled, out_tree)
+
+
+def _make_fast_call(compiled: CompiledFunction, out_tree):
+    """The whole call for positional Array arguments: execute, wrap, rebuild the output."""
+    loaded = compiled.executable.loaded
+    handlers = compiled.executable.handlers
+    out_avals = compiled.out_avals
+    consts = list(compiled.const_bufs)
+    if out_tree == _LEAF_TREEDEF:
+        aval = out_avals[0]
+
+        def call_one(args):
+            bufs = consts + [x._buf for x in args]
+            return Array(loaded.execute_sharded(bufs).consume_with_handlers(handlers)[0], aval)
+        return call_one
+
+    def call(args):
+        bufs = consts + [x._buf for x in args]
+        outs = loaded.execute_sharded(bufs).consume_with_handlers(handlers)
+        return out_tree.unflatten([Array(b, a) for b, a in zip(outs, out_avals)])
+    return call
+
+
+_LEAF_TREEDEF = tree_flatten(0)[1]
 
 
 class JitFunction:
@@ -286,7 +311,7 @@ class JitFunction:
                 key.append(config.enable_x64)
                 entry = self._fast_cache.get(tuple(key))
                 if entry is not None and not config.disable_jit:
-                    return entry.out_tree.unflatten(entry.compiled(args))
+                    return entry.fast_call(args)
         return self._call(args, kwargs)
 
     def _call(self, args, kwargs):

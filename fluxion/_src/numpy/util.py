@@ -145,12 +145,28 @@ def broadcast_arrays_for_op(fname: str, *args):
     return [x if s == shape or s == () else broadcast_to(x, shape) for x, s in zip(args, shapes)]
 
 
+def _same_type_arrays(args) -> bool:
+    """All arguments are arrays or tracers of one shape, dtype and weak type: nothing to do."""
+    first = args[0]
+    if not isinstance(first, (Array, core.Tracer)):
+        return False
+    aval = first.aval
+    for x in args[1:]:
+        if not isinstance(x, (Array, core.Tracer)) or x.aval != aval:
+            return False
+    return True
+
+
 def promote_args(fname: str, *args):
+    if args and _same_type_arrays(args):
+        return list(args)
     check_arraylike(fname, *args)
     return broadcast_arrays_for_op(fname, *promote_dtypes(*args))
 
 
 def promote_args_inexact(fname: str, *args):
+    if args and _same_type_arrays(args) and dtypes.is_inexact(args[0].aval.dtype):
+        return list(args)
     check_arraylike(fname, *args)
     return broadcast_arrays_for_op(fname, *promote_dtypes_inexact(*args))
 
