@@ -318,32 +318,27 @@ def backward_pass(jaxpr: core.Jaxpr, consts: Sequence, linear_args: Sequence,
 def defjvp(primitive: core.Primitive, *jvp_fns) -> None:
     """JVP of `primitive` as a sum of per-argument terms: jvp_fns[i](g, *primals, **params) is
     the tangent contribution of argument i given its tangent g (None: no dependence)."""
+    _def_term_jvp(primitive, jvp_fns, with_output=False)
+
+
+def defjvp2(primitive: core.Primitive, *jvp_fns) -> None:
+    """Like defjvp, but each term also receives the primal output: fn(g, ans, *primals)."""
+    _def_term_jvp(primitive, jvp_fns, with_output=True)
+
+
+def _def_term_jvp(primitive, jvp_fns, with_output: bool) -> None:
     def rule(primals, tangents, **params):
         out = primitive.bind(*primals, **params)
         total = None
         for fn, t in zip(jvp_fns, tangents):
             if fn is None or type(t) is Zero:
                 continue
-            term = fn(t, *primals, **params)
+            term = fn(t, out, *primals, **params) if with_output else fn(t, *primals, **params)
             total = term if total is None else add_tangents(total, term)
         if total is None:
             total = Zero.from_primal_value(out) if not primitive.multiple_results else [
                 Zero.from_primal_value(o) for o in out]
         return out, total
-    primitive_jvps[primitive] = rule
-
-
-def defjvp2(primitive: core.Primitive, *jvp_fns) -> None:
-    """Like defjvp, but each term also receives the primal output: fn(g, ans, *primals)."""
-    def rule(primals, tangents, **params):
-        out = primitive.bind(*primals, **params)
-        total = None
-        for fn, t in zip(jvp_fns, tangents):
-            if fn is None or type(t) is Zero:
-                continue
-            term = fn(t, out, *primals, **params)
-            total = term if total is None else add_tangents(total, term)
-        return out, Zero.from_primal_value(out) if total is None else total
     primitive_jvps[primitive] = rule
 
 

@@ -16,7 +16,8 @@ from fluxion._src.array import Array, make_array
 from fluxion._src.compiler import backend
 from fluxion._src.config import config
 from fluxion._src.core import ClosedJaxpr, ShapedArray
-from fluxion._src.dispatch import (CompiledFunction, closure_convert, compile_closed_jaxpr,
+from fluxion._src.call_transforms import closure_convert
+from fluxion._src.dispatch import (CompiledFunction, compile_closed_jaxpr,
                                    jit_p, lower_closed_jaxpr)
 from fluxion._src.tree_util import tree_flatten, tree_map, tree_unflatten
 

@@ -144,13 +144,3 @@ jit_p.def_impl(_jit_impl)
 jit_p.def_abstract_eval(_jit_abstract_eval)
 lowering.register_lowering(jit_p, _jit_lowering)
 core.pp_eqn_rules[jit_p] = _jit_pp_rule
-
-
-def closure_convert(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
-    """Turn the consts of a closed jaxpr into leading invars; returns (jaxpr, consts)."""
-    jaxpr = closed.jaxpr
-    if not jaxpr.constvars:
-        return closed, []
-    converted = Jaxpr([], jaxpr.constvars + jaxpr.invars, jaxpr.outvars, jaxpr.eqns,
-                      jaxpr.effects, jaxpr.debug_info)
-    return ClosedJaxpr(converted, []), list(closed.consts)
