@@ -144,3 +144,10 @@ def test_vmap_integer_and_bitwise_ops():
                     (lax.div, lambda x, y: np.trunc(x / y).astype(np.int32)), (lax.rem, np.fmod)):
         np.testing.assert_array_equal(fluxion.vmap(fn, in_axes=(1, 1), out_axes=1)(a, b), ref(a, b))
     np.testing.assert_array_equal(fluxion.vmap(lax.population_count)(a), [[bin(v).count("1") for v in r] for r in a])
+
+
+def test_logaddexp_derivative_at_ties_and_infinities_matches_jax():
+    for args in ((1.0, 1.0), (0.0, 3.0), (-np.inf, 0.0), (2.0, -np.inf)):
+        ours = fluxion.grad(jnp.logaddexp, argnums=(0, 1))(*args)
+        theirs = jax.grad(jax.numpy.logaddexp, argnums=(0, 1))(*args)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)

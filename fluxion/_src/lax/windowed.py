@@ -18,6 +18,7 @@ from fluxion._src.config import config
 from fluxion._src.compiler.hlo import dense_i64, i64_array
 from fluxion._src.compiler.lowering import register_lowering
 from fluxion._src.core import ClosedJaxpr, ShapedArray
+from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.lax import lax as lax_ops, structural
 from fluxion._src.lax.base import ANY, FLOAT, NUMBER, ORDERED, check_dtype, standard_primitive
 from fluxion._src.lax.convolution import (canonical_padding, check_positive, dilate_dim,
@@ -742,12 +743,36 @@ def _reduce_jvp(primals, tangents, *, computation, jaxpr, dimensions):
     return outs, out_tangents
 
 
-def _logaddexp(x, y):
-    """log(exp(x) + exp(y)) without overflow, in differentiable lax operations."""
+def _logaddexp_value(x, y):
+    """log(exp(x) + exp(y)) without overflow, in lax operations."""
     delta = lax_ops.sub(x, y)
     smooth = lax_ops.add(lax_ops.max(x, y),
                          lax_ops.log1p(lax_ops.exp(lax_ops.neg(lax_ops.abs(delta)))))
     return structural.select(lax_ops.ne(delta, delta), lax_ops.add(x, y), smooth)
+
+
+def _finite_or_zero(x):
+    aval = core.get_aval(x)
+    zero = lax_ops.broadcast_in_dim(lax_ops._convert_element_type(0, aval.dtype, False), aval.shape, ())
+    return structural.select(lax_ops.is_finite(x), x, zero)
+
+
+def _logaddexp_jvp(primals, tangents):
+    # The derivative is exp(x - out) for x (and likewise y), also where x == y: the value's
+    # max/abs formulation would split the tangent wrongly at ties.
+    (x, y), (tx, ty) = primals, tangents
+    out = _logaddexp(x, y)
+    finite = lax_ops.is_finite(out)
+    safe_out = _finite_or_zero(out)
+
+    def weight(v):  # exp(v - out); an infinite `out` (inf - inf) uses finite stand-ins
+        return structural.select(finite, lax_ops.exp(lax_ops.sub(v, out)),
+                                 lax_ops.exp(lax_ops.sub(_finite_or_zero(v), safe_out)))
+    return out, lax_ops.add(lax_ops.mul(tx, weight(x)), lax_ops.mul(ty, weight(y)))
+
+
+_logaddexp = custom_jvp(_logaddexp_value)
+_logaddexp.defjvp(_logaddexp_jvp)
 
 
 def _interleave(even, odd, axis: int):

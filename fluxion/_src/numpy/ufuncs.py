@@ -399,7 +399,10 @@ def hypot(x1, x2, /):
 def logaddexp(x1, x2, /):
     """log(exp(x1) + exp(x2)), computed without overflow."""
     x1, x2 = promote_args_inexact("logaddexp", x1, x2)
-    return _logaddexp(x1, x2, lax.exp, 1.0)
+    if dtypes.is_complex(_dtype(x1)):
+        raise NotImplementedError("logaddexp and logaddexp2 of complex inputs are not supported")
+    from fluxion._src.lax.windowed import _logaddexp as logaddexp_with_jvp
+    return logaddexp_with_jvp(x1, x2)
 
 
 def logaddexp2(x1, x2, /):

@@ -151,6 +151,8 @@ def _same_type_arrays(args) -> bool:
     if not isinstance(first, (Array, core.Tracer)):
         return False
     aval = first.aval
+    if aval.weak_type:  # weak operands may still change type (a weak bool becomes strong)
+        return False
     for x in args[1:]:
         if not isinstance(x, (Array, core.Tracer)) or x.aval != aval:
             return False
