@@ -197,6 +197,28 @@ def _check_scalar_output(out, holomorphic: bool):
     return aval
 
 
+def _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic, allow_int):
+    """(the differentiated arguments, a function of just those) for argnums; checks them."""
+    n = len(args)
+    for a in argnums_t:
+        if not -n <= a < n:
+            raise TypeError(f"differentiating with respect to argnums={argnums} requires at "
+                            f"least {max(argnums_t) + 1} positional arguments to be passed "
+                            f"by the caller, but got only {n} positional arguments.")
+    nums = [a % n for a in argnums_t]
+    diff_args = tuple(args[i] for i in nums)
+    for leaf in tree_flatten(diff_args)[0]:
+        _check_jax_leaves([leaf], "a differentiated argument", name)
+        _check_input_dtype(leaf, holomorphic, allow_int, name)
+
+    def partial_fun(*diff):
+        full = list(args)
+        for i, d in zip(nums, diff):
+            full[i] = d
+        return fun(*full, **kwargs)
+    return diff_args, partial_fun
+
+
 def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
                    allow_int: bool = False, reduce_axes=()):
     """Returns a function computing ``(fun(*args), gradient of fun w.r.t. args[argnums])``.
@@ -218,23 +240,8 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
     @functools.wraps(fun)
     @api_boundary
     def value_and_grad_fun(*args, **kwargs):
-        n = len(args)
-        for a in argnums_t:
-            if not -n <= a < n:
-                raise TypeError(f"differentiating with respect to argnums={argnums} requires at "
-                                f"least {max(argnums_t) + 1} positional arguments to be passed "
-                                f"by the caller, but got only {n} positional arguments.")
-        nums = [a % n for a in argnums_t]
-        diff_args = tuple(args[i] for i in nums)
-        for leaf in tree_flatten(diff_args)[0]:
-            _check_jax_leaves([leaf], "a differentiated argument", name)
-            _check_input_dtype(leaf, holomorphic, allow_int, name)
-
-        def partial_fun(*diff):
-            full = list(args)
-            for i, d in zip(nums, diff):
-                full[i] = d
-            return fun(*full, **kwargs)
+        diff_args, partial_fun = _split_diff_args(fun, args, kwargs, argnums_t, argnums, name,
+                                                  holomorphic, allow_int)
 
         p_leaves, in_tree = tree_flatten(diff_args)
         box = []
@@ -291,12 +298,6 @@ def _std_basis(leaves):
     return out
 
 
-def _check_jac_inputs(leaves, holomorphic, name, allow_int=False):
-    for x in leaves:
-        _check_jax_leaves([x], "a differentiated argument", name)
-        _check_input_dtype(x, holomorphic, allow_int, name)
-
-
 def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False):
     """Jacobian of `fun` by forward mode (vmap of jvp over the input basis).
 
@@ -311,16 +312,9 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     @functools.wraps(fun)
     @api_boundary
     def jac_fun(*args, **kwargs):
-        nums = [a % len(args) for a in argnums_t]
-        diff = tuple(args[i] for i in nums)
+        diff, partial = _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic,
+                                         False)
         in_leaves, in_tree = tree_flatten(diff)
-        _check_jac_inputs(in_leaves, holomorphic, name)
-
-        def partial(*d):
-            full = list(args)
-            for i, v in zip(nums, d):
-                full[i] = v
-            return fun(*full, **kwargs)
 
         def push(*basis_leaves):
             tangents = tree_unflatten(in_tree, basis_leaves)
@@ -374,16 +368,9 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     @functools.wraps(fun)
     @api_boundary
     def jac_fun(*args, **kwargs):
-        nums = [a % len(args) for a in argnums_t]
-        diff = tuple(args[i] for i in nums)
+        diff, partial = _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic,
+                                         allow_int)
         in_leaves, in_tree = tree_flatten(diff)
-        _check_jac_inputs(in_leaves, holomorphic, name, allow_int)
-
-        def partial(*d):
-            full = list(args)
-            for i, v in zip(nums, d):
-                full[i] = v
-            return fun(*full, **kwargs)
 
         res = vjp(partial, *diff, has_aux=has_aux)
         out, pullback = res[0], res[1]
