@@ -220,6 +220,10 @@ class PartialEvalTrace(staging.JaxprTrace):
         with core.set_current_trace(self.parent):
             return primitive.bind(*args, **params)
 
+    def stage(self, primitive, args, params):
+        """Record the equation as unknown, whatever its inputs (for partial-eval rules)."""
+        return staging.JaxprTrace.process_primitive(self, primitive, args, params)
+
     def is_unknown(self, x) -> bool:
         return isinstance(x, staging.JaxprTracer) and x._trace is self
 

@@ -222,8 +222,8 @@ def _checkpoint_partial_eval(trace: ad.PartialEvalTrace, prim, args, params):
     n_known = sum(1 for u in out_unknown if not u)
     known_outs, residuals = known_results[:n_known], known_results[n_known:]
     staged_args = list(residuals) + [x for x, u in zip(args, unknown) if u]
-    staged_outs = staging.JaxprTrace.process_primitive(
-        trace, checkpoint_p, staged_args, dict(params, jaxpr=staged_jaxpr, differentiated=True))
+    staged_outs = trace.stage(checkpoint_p, staged_args,
+                              dict(params, jaxpr=staged_jaxpr, differentiated=True))
     k, s = iter(known_outs), iter(staged_outs)
     return [next(s) if u else next(k) for u in out_unknown]
 

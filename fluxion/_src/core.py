@@ -170,9 +170,6 @@ class Primitive:
             return list(out)
         return [out]
 
-    def impl_fallback(self, *args, **params):
-        raise NotImplementedError(f"Evaluation rule for '{self.name}' not implemented")
-
 
 # ---------------------------------------------------------------------------------------------
 # Traces and tracers

@@ -3,7 +3,7 @@ jvp, partial evaluation splits it into a known call and an unknown call, and tra
 transposes the callee."""
 from __future__ import annotations
 
-from fluxion._src import ad, batching, core, staging
+from fluxion._src import ad, batching, core
 from fluxion._src.call_transforms import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from fluxion._src.dispatch import jit_p
 
@@ -30,8 +30,7 @@ def _jit_partial_eval(trace: ad.PartialEvalTrace, prim, args, params):
     n_known_out = sum(1 for u in out_unknown if not u)
     known_outs, residuals = known_results[:n_known_out], known_results[n_known_out:]
     unknown_args = list(residuals) + [x for x, u in zip(args, unknown) if u]
-    unknown_outs = staging.JaxprTrace.process_primitive(
-        trace, jit_p, unknown_args, dict(jaxpr=unknown_jaxpr, name=name))
+    unknown_outs = trace.stage(jit_p, unknown_args, dict(jaxpr=unknown_jaxpr, name=name))
     known_iter, unknown_iter = iter(known_outs), iter(unknown_outs)
     return [next(unknown_iter) if u else next(known_iter) for u in out_unknown]
 

@@ -533,7 +533,7 @@ def _cond_partial_eval(trace: ad.PartialEvalTrace, prim, args, params):
     branches = params["branches"]
     index, *ops = args
     if trace.is_unknown(index):
-        return staging.JaxprTrace.process_primitive(trace, cond_p, args, params)
+        return trace.stage(cond_p, args, params)
     ops_unknown = tuple(trace.is_unknown(x) for x in ops)
     out_unknown = tuple(any(u) for u in zip(*(partial_eval_jaxpr(b, ops_unknown)[2]
                                                for b in branches)))
@@ -550,8 +550,8 @@ def _cond_partial_eval(trace: ad.PartialEvalTrace, prim, args, params):
         known_results = cond_p.bind(index, *known_ops, branches=known_branches)
     known_outs, residuals = known_results[:num_known_outs], known_results[num_known_outs:]
     unknown_ops = [x for x, u in zip(ops, ops_unknown) if u]
-    staged_outs = staging.JaxprTrace.process_primitive(
-        trace, cond_p, [index, *residuals, *unknown_ops], dict(branches=staged_branches))
+    staged_outs = trace.stage(cond_p, [index, *residuals, *unknown_ops],
+                              dict(branches=staged_branches))
     known_iter, staged_iter = iter(known_outs), iter(staged_outs)
     return [next(staged_iter) if u else next(known_iter) for u in out_unknown]
 
@@ -776,7 +776,7 @@ def _while_partial_eval(trace: ad.PartialEvalTrace, prim, args, params):
         body_jaxpr, tuple(bconst_uk + uk), tuple(uk))[2])
     cond_known, _, (pred_uk,), _ = partial_eval_jaxpr(cond_jaxpr, tuple(cconst_uk + carry_uk))
     if pred_uk or all(carry_uk):
-        return staging.JaxprTrace.process_primitive(trace, while_p, args, params)
+        return trace.stage(while_p, args, params)
     body_known, _, _, _ = partial_eval_jaxpr(body_jaxpr, tuple(bconst_uk + carry_uk),
                                              tuple(carry_uk))
     num_known = len(carry_uk) - sum(carry_uk)
@@ -786,7 +786,7 @@ def _while_partial_eval(trace: ad.PartialEvalTrace, prim, args, params):
             *known_args, cond_jaxpr=_known_outputs_only(cond_known, 1),
             body_jaxpr=_known_outputs_only(body_known, num_known),
             cond_nconsts=cond_nconsts - sum(cconst_uk), body_nconsts=body_nconsts - sum(bconst_uk))
-    staged_outs = staging.JaxprTrace.process_primitive(trace, while_p, args, params)
+    staged_outs = trace.stage(while_p, args, params)
     known_iter = iter(known_outs)
     return [s if u else next(known_iter) for s, u in zip(staged_outs, carry_uk)]
 
@@ -1151,10 +1151,9 @@ def _scan_partial_eval(trace: ad.PartialEvalTrace, prim, args, params):
     staged = _permute_invars(staged,
                              invariant + list(range(num_res, num_res + n_unknown)) + stacked)
     unknown_args = [x for x, u in zip(args, in_uk) if u]
-    staged_outs = staging.JaxprTrace.process_primitive(
-        trace, scan_p, [*invariant_res, *unknown_args, *stacked_res],
-        dict(params, jaxpr=staged, num_consts=len(invariant) + sum(const_uk),
-             num_carry=sum(carry_uk)))
+    staged_outs = trace.stage(scan_p, [*invariant_res, *unknown_args, *stacked_res],
+                              dict(params, jaxpr=staged, num_consts=len(invariant) + sum(const_uk),
+                                   num_carry=sum(carry_uk)))
     known_iter, staged_iter = iter(known_outs), iter(staged_outs)
     return [next(staged_iter) if u else next(known_iter) for u in out_uk]
 
