@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import operator
 import time
 from typing import Any, Callable, Sequence
 
@@ -215,25 +216,15 @@ class _CacheEntry:
         self.fast_call = _make_fast_call(compiled, out_tree)
 
 
+_aval_of = operator.attrgetter("aval")
+
+
 def _make_fast_call(compiled: CompiledFunction, out_tree):
     """The whole call for positional Array arguments: execute, wrap, rebuild the output."""
-    loaded = compiled.executable.loaded
-    handlers = compiled.executable.handlers
-    out_avals = compiled.out_avals
-    consts = list(compiled.const_bufs)
     if out_tree == _LEAF_TREEDEF:
-        aval = out_avals[0]
-
-        def call_one(args):
-            bufs = consts + [x._buf for x in args]
-            return Array(loaded.execute_sharded(bufs).consume_with_handlers(handlers)[0], aval)
-        return call_one
-
-    def call(args):
-        bufs = consts + [x._buf for x in args]
-        outs = loaded.execute_sharded(bufs).consume_with_handlers(handlers)
-        return out_tree.unflatten([Array(b, a) for b, a in zip(outs, out_avals)])
-    return call
+        return compiled.array_call(single_output=True)
+    call = compiled.array_call(single_output=False)
+    return lambda args: out_tree.unflatten(call(args))
 
 
 _LEAF_TREEDEF = tree_flatten(0)[1]
@@ -301,18 +292,15 @@ class JitFunction:
 
     # -- calling
     def __call__(self, *args, **kwargs):
-        if not kwargs and core._trace_state.trace is core.eval_trace:
-            # Fast path: positional Arrays seen before with the same types.
-            key = []
-            for x in args:
-                if type(x) is not Array:
-                    break
-                key.append(x.aval)
-            else:
-                key.append(config.enable_x64)
-                entry = self._fast_cache.get(tuple(key))
-                if entry is not None and not config.disable_jit:
-                    return entry.fast_call(args)
+        if not kwargs and core._trace_state.trace is core.eval_trace and not config.disable_jit:
+            # Fast path: positional Arrays seen before with the same types. Anything else
+            # (a NumPy array, a scalar) has no `aval` and takes the general path.
+            try:
+                entry = self._fast_cache.get((*map(_aval_of, args), config.enable_x64))
+            except AttributeError:
+                entry = None
+            if entry is not None:
+                return entry.fast_call(args)
         return self._call(args, kwargs)
 
     def _call(self, args, kwargs):

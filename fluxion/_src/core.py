@@ -26,16 +26,38 @@ from fluxion._src.errors import (ConcretizationTypeError, TracerArrayConversionE
 # Abstract values
 
 class ShapedArray:
-    """The abstract value of an array: shape, dtype and weak type (JAX's `core.ShapedArray`)."""
+    """The abstract value of an array: shape, dtype and weak type (JAX's `core.ShapedArray`).
 
-    __slots__ = ("shape", "dtype", "weak_type", "_hash")
+    Instances are interned: equal avals are the same object, so hashing and equality are
+    identity (C speed) in the caches that key on avals, such as jit's dispatch cache.
+    """
+
+    __slots__ = ("shape", "dtype", "weak_type")
     array_abstraction_level = 1
+    _interned: dict = {}
 
-    def __init__(self, shape, dtype, weak_type: bool = False):
-        self.shape = tuple(shape)
-        self.dtype = dtype if type(dtype) is np.dtype else np.dtype(dtype)
-        self.weak_type = bool(weak_type)
-        self._hash = None
+    def __new__(cls, shape, dtype, weak_type: bool = False):
+        interned = ShapedArray._interned
+        try:
+            return interned[(shape, dtype, weak_type)]
+        except (KeyError, TypeError):  # TypeError: a list for a shape
+            pass
+        shape = tuple(operator.index(d) for d in shape)
+        weak_type = bool(weak_type)
+        canonical = (shape, np.dtype(dtype), weak_type)
+        aval = interned.get(canonical)
+        if aval is None:
+            aval = object.__new__(cls)
+            aval.shape, aval.dtype, aval.weak_type = canonical
+            interned[canonical] = aval
+        try:
+            interned[(shape, dtype, weak_type)] = aval
+        except TypeError:
+            pass
+        return aval
+
+    def __reduce__(self):
+        return ShapedArray, (self.shape, self.dtype, self.weak_type)
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
@@ -47,16 +69,6 @@ class ShapedArray:
 
     def strip_weak_type(self) -> "ShapedArray":
         return self.update(weak_type=False) if self.weak_type else self
-
-    def __eq__(self, other):
-        return (type(other) is ShapedArray and self.shape == other.shape
-                and self.dtype == other.dtype and self.weak_type == other.weak_type)
-
-    def __hash__(self):
-        h = self._hash
-        if h is None:
-            h = self._hash = hash((self.shape, self.dtype, self.weak_type))
-        return h
 
     def str_short(self, short_dtypes: bool = True) -> str:
         name = short_dtype_name(self.dtype) if short_dtypes else self.dtype.name
@@ -151,7 +163,10 @@ class Primitive:
         return self.name
 
     def bind(self, *args, **params):
-        return _trace_state.trace.process_primitive(self, args, params)
+        trace = _trace_state.trace
+        if trace is eval_trace and self.impl is None:  # the eager path, shortened
+            return apply_primitive(self, args, params)
+        return trace.process_primitive(self, args, params)
 
     def def_impl(self, impl: Callable) -> Callable:
         self.impl = impl
@@ -191,14 +206,14 @@ class EvalTrace(Trace):
     """The bottom trace: primitives run on concrete values."""
 
     def process_primitive(self, primitive, args, params):
+        impl = primitive.impl
+        if impl is None:
+            # No def_impl (lax's primitives, a user's): compile the lowering alone. A leaked
+            # tracer among the arguments raises when its device buffer is asked for.
+            return apply_primitive(primitive, args, params)
         for x in args:
             if isinstance(x, Tracer):
                 raise escaped_tracer_error(x)
-        impl = primitive.impl
-        if impl is None:
-            # A primitive without def_impl (e.g. a user's) runs by compiling its lowering alone.
-            from fluxion._src import dispatch  # dispatch builds on core
-            return dispatch.apply_primitive(primitive, *args, **params)
         return impl(*args, **params)
 
 
@@ -207,6 +222,7 @@ class _TraceState(threading.local):
         self.trace: Trace = eval_trace
 
 
+apply_primitive: Callable = None  # set by dispatch, which builds on core
 eval_trace = EvalTrace()
 _trace_state = _TraceState()
 
@@ -277,6 +293,11 @@ class Tracer:
     ndim = property(lambda self: len(self.aval.shape))
     size = property(lambda self: self.aval.size)
     weak_type = property(lambda self: self.aval.weak_type)
+
+    @property
+    def _buf(self):
+        # Reached when a leaked tracer meets jit's fast path, which reads device buffers.
+        raise escaped_tracer_error(self)
 
     def to_concrete_value(self):
         """The concrete value this tracer stands for, when the trace knows it; else None."""

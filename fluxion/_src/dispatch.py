@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import operator
 import time
 from typing import Sequence
 
@@ -26,6 +27,10 @@ def to_device_buffer(x, aval: ShapedArray, device=None):
     return backend.device_put_numpy(arr, aval, device)
 
 
+_buf_of = operator.attrgetter("_buf")
+_aval_of = operator.attrgetter("aval")
+
+
 class CompiledFunction:
     """An executable for a closed jaxpr with its constants already on the device."""
 
@@ -45,6 +50,28 @@ class CompiledFunction:
         executable = self.executable
         outs = executable.loaded.execute_sharded(bufs).consume_with_handlers(executable.handlers)
         return [Array(b, a) for b, a in zip(outs, self.out_avals)]
+
+    def array_call(self, single_output: bool):
+        """A faster `__call__` for arguments that are all Arrays: the dispatch fast paths.
+
+        With `single_output` it returns the one output Array, otherwise the list of them."""
+        execute = self.executable.loaded.execute_sharded
+        handlers = self.executable.handlers
+        out_avals = self.out_avals
+        consts = list(self.const_bufs)
+        if single_output and not consts:
+            (aval,) = out_avals
+
+            def call_one(args):
+                return Array(execute(list(map(_buf_of, args))).consume_with_handlers(handlers)[0],
+                             aval)
+            return call_one
+
+        def call(args):
+            outs = execute([*consts, *map(_buf_of, args)]).consume_with_handlers(handlers)
+            outs = list(map(Array, outs, out_avals))
+            return outs[0] if single_output else outs
+        return call
 
 
 def lower_closed_jaxpr(closed: ClosedJaxpr, name: str, platform: str | None = None,
@@ -70,15 +97,32 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
 # ---------------------------------------------------------------------------------------------
 # Eager primitives: each (primitive, input types, params) compiles once.
 
-_primitive_cache: dict = {}
+_primitive_cache: dict = {}  # (primitive, params, x64, *avals) -> compiled call
 
 
-def apply_primitive(prim: core.Primitive, *args, **params):
+def apply_primitive(prim: core.Primitive, args: Sequence, params: dict):
     """Run one primitive on concrete values by compiling it alone (cached)."""
-    avals = tuple([x.aval if type(x) is Array else core.get_aval(x) for x in args])
     # Params come in the order the primitive's wrapper passes them, so no sorting is needed.
-    key = (prim, avals, tuple(params.items()) if params else (), config.enable_x64)
+    param_key = tuple(params.items()) if params else ()
     try:
+        key = (prim, param_key, config.enable_x64, *map(_aval_of, args))
+        call = _primitive_cache.get(key)
+    except (AttributeError, TypeError):  # not all Arrays, or an unhashable param
+        call = None
+    else:
+        if call is None:
+            compiled = _compile_primitive(prim, key[3:], params)
+            call = _primitive_cache[key] = compiled.array_call(not prim.multiple_results)
+    if call is not None:
+        return call(args)
+    return _apply_primitive_general(prim, args, params, param_key)
+
+
+def _apply_primitive_general(prim, args, params, param_key):
+    """apply_primitive for NumPy values and Python scalars among the arguments."""
+    avals = tuple([core.get_aval(x) for x in args])
+    try:
+        key = (prim, param_key, config.enable_x64, avals)
         compiled = _primitive_cache.get(key)
     except TypeError:  # an unhashable param: compile without caching
         key, compiled = None, None
@@ -98,10 +142,7 @@ def _compile_primitive(prim, avals, params) -> CompiledFunction:
     return compile_closed_jaxpr(ClosedJaxpr(jaxpr, []), name=prim.name)
 
 
-def default_impl(prim: core.Primitive) -> core.Primitive:
-    """Give `prim` the eager implementation that compiles it with its lowering rule."""
-    prim.def_impl(lambda *args, **params: apply_primitive(prim, *args, **params))
-    return prim
+core.apply_primitive = apply_primitive
 
 
 # ---------------------------------------------------------------------------------------------

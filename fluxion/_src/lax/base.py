@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 from fluxion._src import core, dtypes
 from fluxion._src.compiler import lowering
 from fluxion._src.core import ShapedArray
-from fluxion._src.dispatch import default_impl
+from fluxion._src import dispatch  # noqa: F401  (eager execution of primitives without an impl)
 
 
 def standard_primitive(name: str, abstract_eval: Callable, lowering_rule: Callable | None = None,
@@ -16,7 +16,6 @@ def standard_primitive(name: str, abstract_eval: Callable, lowering_rule: Callab
     prim = core.Primitive(name)
     prim.multiple_results = multiple_results
     prim.def_abstract_eval(abstract_eval)
-    default_impl(prim)
     if lowering_rule is not None:
         lowering.register_lowering(prim, lowering_rule)
     return prim

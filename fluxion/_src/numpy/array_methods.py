@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from fluxion._src import core
+from fluxion._src import core, dispatch
 from fluxion._src.array import Array
+from fluxion._src.config import config
+from fluxion._src.lax import elementwise as ew
 from fluxion._src.numpy import linalg_ops, manipulation, reductions, ufuncs, util
 
 
@@ -25,6 +27,28 @@ def _binary_operator(fn, symbol: str, swap: bool = False, reject=()):
             raise TypeError(f"unsupported operand type(s) for {symbol}: "
                             f"{type(left).__name__!r} and {type(right).__name__!r}")
         return NotImplemented
+    return op
+
+
+def _eager_shortcut(general, prim, kinds: str):
+    """`general` (an Array operator method) with a shortcut for the commonest eager case.
+
+    When both operands are Arrays of one strongly typed aval whose dtype kind is in `kinds`,
+    promotion has nothing to do and the operator is `prim` itself: call the executable that
+    `dispatch.apply_primitive` compiled for it, if any, with no tracing machinery in between.
+    """
+    cache = dispatch._primitive_cache
+
+    def op(self, other):
+        if type(other) is Array:
+            aval = self.aval
+            if (other.aval is aval and not aval.weak_type and aval.dtype.kind in kinds
+                    and core._trace_state.trace is core.eval_trace):
+                # The key as apply_primitive builds it: (primitive, params, x64, *avals).
+                call = cache.get((prim, (), config.enable_x64, aval, aval))
+                if call is not None:
+                    return call((self, other))
+        return general(self, other)
     return op
 
 
@@ -172,6 +196,9 @@ def attach(extra: dict | None = None) -> None:
     for cls in (Array, core.Tracer):
         for name, member in members.items():
             setattr(cls, name, member)
+    for name, prim, kinds in (("__add__", ew.add_p, "iufc"), ("__sub__", ew.sub_p, "iufc"),
+                              ("__mul__", ew.mul_p, "iufc"), ("__truediv__", ew.div_p, "fc")):
+        setattr(Array, name, _eager_shortcut(members[name], prim, kinds))
     for name, member in _TRACER_ONLY.items():
         setattr(core.Tracer, name, member)
 

@@ -147,14 +147,13 @@ def broadcast_arrays_for_op(fname: str, *args):
 
 def _same_type_arrays(args) -> bool:
     """All arguments are arrays or tracers of one shape, dtype and weak type: nothing to do."""
-    first = args[0]
-    if not isinstance(first, (Array, core.Tracer)):
-        return False
-    aval = first.aval
-    if aval.weak_type:  # weak operands may still change type (a weak bool becomes strong)
+    aval = getattr(args[0], "aval", None)
+    # Weak operands may still change type (a weak bool becomes strong). Avals are interned,
+    # so `is` compares them.
+    if type(aval) is not core.ShapedArray or aval.weak_type:
         return False
     for x in args[1:]:
-        if not isinstance(x, (Array, core.Tracer)) or x.aval != aval:
+        if getattr(x, "aval", None) is not aval:
             return False
     return True
 
