@@ -204,3 +204,45 @@ def test_runtime_error_is_jaxlibs():
     assert fluxion.errors.JaxRuntimeError is _jax.JaxRuntimeError
     with pytest.raises(AttributeError):
         fluxion.errors.NoSuchError  # noqa: B018
+
+
+# ---------------------------------------------------------------------------------------------
+# Traceback filtering: an error inside a transformed function shows the user's lines.
+
+def _shape_bug(a):
+    return a @ fluxion.numpy.ones((5, 2))  # contracting 3 against 5
+
+
+ENTRY_POINTS = {
+    "jit": lambda x: fluxion.jit(_shape_bug)(x),
+    "jit_trace": lambda x: fluxion.jit(_shape_bug).trace(x),
+    "jit_lower": lambda x: fluxion.jit(_shape_bug).lower(x),
+    "grad": lambda x: fluxion.grad(lambda a: _shape_bug(a).sum())(x),
+    "vmap": lambda x: fluxion.vmap(_shape_bug)(x[None]),
+    "make_jaxpr": lambda x: fluxion.make_jaxpr(_shape_bug)(x),
+    "eval_shape": lambda x: fluxion.eval_shape(_shape_bug, x),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_traceback_shows_user_frames_not_internals(entry):
+    import traceback
+    x = fluxion.numpy.ones((2, 3))
+    with pytest.raises(TypeError, match="dot_general") as info:
+        ENTRY_POINTS[entry](x)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    internal = [f for f in frames if "/fluxion/_src/" in f.filename]
+    assert any(f.name == "_shape_bug" for f in frames)
+    # At most the public entry point's own frame (jit's __call__) remains.
+    assert len(internal) <= 1, [f"{f.filename}:{f.lineno}" for f in internal]
+    assert any("FLUXION_TRACEBACK_FILTERING" in note for note in info.value.__notes__)
+
+
+def test_traceback_filtering_off_keeps_everything():
+    import traceback
+    x = fluxion.numpy.ones((2, 3))
+    with fluxion.config._override("traceback_filtering", "off"):
+        with pytest.raises(TypeError) as info:
+            fluxion.jit(_shape_bug)(x)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert sum("/fluxion/_src/" in f.filename for f in frames) > 3

@@ -18,6 +18,7 @@ from fluxion._src.compiler import backend
 from fluxion._src.config import config
 from fluxion._src.core import ClosedJaxpr, ShapedArray
 from fluxion._src.call_transforms import closure_convert
+from fluxion._src.traceback_util import api_boundary
 from fluxion._src.dispatch import (CompiledFunction, compile_closed_jaxpr,
                                    jit_p, lower_closed_jaxpr)
 from fluxion._src.tree_util import tree_flatten, tree_map, tree_unflatten
@@ -167,13 +168,31 @@ def _merge_args(dyn_args, static_pos):
 # Tracing a Python function with pytree inputs and outputs
 
 class Traced:
-    """A traced function: its closed jaxpr and the pytree structure of inputs and outputs."""
+    """A traced function (`jit(f).trace(...)`): its closed jaxpr and the pytree structure of
+    its inputs and outputs. `lower()` continues to StableHLO."""
 
-    __slots__ = ("jaxpr", "in_tree", "out_tree", "in_avals", "name")
+    __slots__ = ("jaxpr", "in_tree", "out_tree", "in_avals", "name", "donate_mask")
 
-    def __init__(self, jaxpr, in_tree, out_tree, in_avals, name):
+    def __init__(self, jaxpr, in_tree, out_tree, in_avals, name, donate_mask=None):
         self.jaxpr, self.in_tree, self.out_tree, self.in_avals, self.name = (
             jaxpr, in_tree, out_tree, in_avals, name)
+        self.donate_mask = donate_mask
+
+    @property
+    def fun_name(self) -> str:
+        return self.name
+
+    @property
+    def out_info(self):
+        """The outputs as a pytree of ShapeDtypeStruct."""
+        return tree_unflatten(self.out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+                                              for a in self.jaxpr.out_avals])
+
+    @api_boundary
+    def lower(self) -> "Lowered":
+        """Lower the traced function to StableHLO."""
+        text = lower_closed_jaxpr(self.jaxpr, f"jit_{self.name}", donated_invars=self.donate_mask)
+        return Lowered(text, self, self.donate_mask)
 
 
 def fun_name(fun) -> str:
@@ -303,6 +322,7 @@ class JitFunction:
                 return entry.fast_call(args)
         return self._call(args, kwargs)
 
+    @api_boundary
     def _call(self, args, kwargs):
         if config.disable_jit:
             return self._fun(*args, **kwargs)
@@ -334,21 +354,23 @@ class JitFunction:
         return _CacheEntry(compiled, traced.out_tree, traced, mask)
 
     # -- ahead of time
+    @api_boundary
     def trace(self, *args, **kwargs) -> Traced:
-        leaves, in_tree, static_pos, static_kw, _ = self._flatten(args, kwargs)
-        return self._get_traced(leaves, in_tree, static_pos, static_kw)
-
-    def lower(self, *args, **kwargs) -> "Lowered":
+        """Trace for these arguments, without lowering or compiling."""
         leaves, in_tree, static_pos, static_kw, dyn_args = self._flatten(args, kwargs)
         traced = self._get_traced(leaves, in_tree, static_pos, static_kw)
         mask = self._donate_mask(args, static_pos, dyn_args, kwargs)
-        text = lower_closed_jaxpr(traced.jaxpr, f"jit_{traced.name}", donated_invars=mask)
-        return Lowered(text, traced, mask)
+        if mask is None:
+            return traced
+        return Traced(traced.jaxpr, traced.in_tree, traced.out_tree, traced.in_avals,
+                      traced.name, mask)
+
+    def lower(self, *args, **kwargs) -> "Lowered":
+        """Trace and lower to StableHLO for these arguments (`.compile()` continues)."""
+        return self.trace(*args, **kwargs).lower()
 
     def eval_shape(self, *args, **kwargs):
-        traced = self.trace(*args, **kwargs)
-        return tree_unflatten(traced.out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
-                                                for a in traced.jaxpr.out_avals])
+        return self.trace(*args, **kwargs).out_info
 
     def clear_cache(self):
         self._cache.clear()
@@ -448,6 +470,7 @@ def make_jaxpr(fun: Callable, static_argnums=(), return_shape: bool = False, axi
     static_argnums, _ = _normalize_static(fun, static_argnums, ())
 
     @functools.wraps(fun)
+    @api_boundary
     def make(*args, **kwargs):
         dyn_args, dyn_kwargs, static_pos, static_kw = _split_args(args, kwargs, static_argnums, ())
         leaves, in_tree = tree_flatten((dyn_args, dyn_kwargs))
@@ -462,6 +485,7 @@ def make_jaxpr(fun: Callable, static_argnums=(), return_shape: bool = False, axi
     return make
 
 
+@api_boundary
 def eval_shape(fun: Callable, *args, **kwargs):
     """The output shapes and dtypes of `fun(*args, **kwargs)`, computed without running it."""
     leaves, in_tree = tree_flatten((args, kwargs))
