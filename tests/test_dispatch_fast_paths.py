@@ -134,3 +134,13 @@ def test_avals_are_interned():
     assert {a: 1}[ShapedArray((2, 3), jnp.float32)] == 1
     with pytest.raises(TypeError):
         ShapedArray((2.5,), np.float32)
+
+
+def test_foreign_arrays_with_an_aval_are_rejected_clearly():
+    import jax as real_jax
+    foreign = real_jax.numpy.ones(3)
+    for _ in range(2):
+        with pytest.raises(TypeError, match="not a valid fluxion type"):
+            jax.lax.add(foreign, foreign)
+    with pytest.raises(TypeError):
+        jax.jit(lambda a: a + 1)(foreign)

@@ -110,7 +110,9 @@ def apply_primitive(prim: core.Primitive, args: Sequence, params: dict):
     except (AttributeError, TypeError):  # not all Arrays, or an unhashable param
         call = None
     else:
-        if call is None:
+        # Objects from elsewhere with an `aval` (another library's arrays) are not cached: the
+        # general path rejects them.
+        if call is None and all(type(a) is ShapedArray for a in key[3:]):
             compiled = _compile_primitive(prim, key[3:], params)
             call = _primitive_cache[key] = compiled.array_call(not prim.multiple_results)
     if call is not None:
