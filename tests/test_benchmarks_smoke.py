@@ -52,3 +52,19 @@ def test_markdown_table_and_json(frameworks, tmp_path):
     path = tmp_path / "results.json"
     harness.write_json(str(path), env, results)
     assert '"cpu_model"' in path.read_text()
+
+
+def test_compare_hlo_counts_ops_of_both_syntaxes():
+    import jax
+    import fluxion
+    from benchmarks import compare_hlo
+
+    def program(lib):
+        return lambda x: lib.numpy.sum(lib.numpy.tanh(x) * 2.0)
+    x = [[1.0, 2.0], [3.0, 4.0]]
+    ours = compare_hlo.op_counts(fluxion, program(fluxion), (fluxion.numpy.asarray(x),))
+    theirs = compare_hlo.op_counts(jax, program(jax), (jax.numpy.asarray(x),))
+    for emitted, optimized in (ours, theirs):
+        assert emitted["stablehlo.tanh"] == 1 and emitted["stablehlo.multiply"] == 1
+        assert "func.func" not in emitted and "stablehlo.return" not in emitted
+        assert optimized["tanh"] == 1
