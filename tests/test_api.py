@@ -241,6 +241,30 @@ def test_donate_argnames_and_kept_arguments():
     assert y.is_deleted() and not x.is_deleted()
 
 
+def test_donating_scalars_never_consumes_cached_constants():
+    # Rank-0 constants (from Python scalars) are cached device arrays; donating one must not
+    # delete the cache's copy.
+    triple = fluxion.jit(lambda v: v * 3, donate_argnums=0)
+    two = fluxion.numpy.asarray(2.0)
+    assert float(triple(two)) == 6.0
+    for _ in range(2):
+        assert float(triple(2.0)) == 6.0  # a Python scalar, donated each call
+    assert float(fluxion.numpy.asarray(2.0) + 1) == 3.0
+    assert float(fluxion.numpy.ones(()) * 2.0) == 2.0
+    aot = triple.lower(2.0).compile()
+    assert float(aot(2.0)) == 6.0 and float(aot(two)) == 6.0
+    assert float(fluxion.numpy.asarray(2.0)) == 2.0
+
+
+def test_aot_donation_deletes_the_argument_and_its_host_copy():
+    x = fluxion.numpy.arange(3.0)
+    assert x.tolist() == [0.0, 1.0, 2.0]  # caches a host copy
+    compiled = fluxion.jit(lambda v: v + 1, donate_argnums=0).lower(x).compile()
+    assert_array(compiled(x), np.arange(3.0, dtype=np.float32) + 1)
+    with pytest.raises(RuntimeError, match="deleted"):
+        np.asarray(x)
+
+
 # ---------------------------------------------------------------------------------------------
 # jit: ahead of time
 

@@ -13,7 +13,7 @@ import numpy as np
 import optree
 
 from fluxion._src import core, dtypes, staging, tree_util
-from fluxion._src.array import Array, make_array
+from fluxion._src.array import Array, make_array, unshared
 from fluxion._src.compiler import backend
 from fluxion._src.config import config
 from fluxion._src.core import ClosedJaxpr, ShapedArray
@@ -141,12 +141,9 @@ def _hashable_static(value, what: str):
     return value
 
 
-class _Split:
-    """How one call's arguments divide into static and dynamic ones."""
-    __slots__ = ("dyn_args", "dyn_kwargs", "static_key", "static_pos", "static_kw")
-
-
 def _split_args(args, kwargs, static_argnums, static_argnames):
+    if not static_argnums and not static_argnames:
+        return args, kwargs, (), ()
     n = len(args)
     nums = {i if i >= 0 else n + i for i in static_argnums}
     static_pos = tuple((i, _hashable_static(args[i], f"argument {i}")) for i in sorted(nums) if i < n)
@@ -249,6 +246,20 @@ def _make_fast_call(compiled: CompiledFunction, out_tree):
 _LEAF_TREEDEF = tree_flatten(0)[1]
 
 
+def _run(compiled: CompiledFunction, leaves, donate_mask):
+    """Call `compiled`; donated arguments lose their host copies, and cached constants are
+    copied rather than donated."""
+    if not donate_mask:
+        return compiled(leaves)
+    leaves = [unshared(x, aval) if donated else x
+              for x, aval, donated in zip(leaves, compiled.in_avals, donate_mask)]
+    outs = compiled(leaves)
+    for x, donated in zip(leaves, donate_mask):
+        if donated and type(x) is Array:
+            x._npy = None
+    return outs
+
+
 class JitFunction:
     """A function compiled with XLA on first call for each abstract signature."""
 
@@ -340,12 +351,7 @@ class JitFunction:
             self._cache[key] = entry
             if self._fast_path_ok and not kwargs and all(type(x) is Array for x in args):
                 self._fast_cache[tuple(x.aval for x in args) + (config.enable_x64,)] = entry
-        outs = entry.compiled(leaves)
-        if entry.donate_mask:
-            for x, donated in zip(leaves, entry.donate_mask):
-                if donated and type(x) is Array:
-                    x._npy = None
-        return entry.out_tree.unflatten(outs)
+        return entry.out_tree.unflatten(_run(entry.compiled, leaves, entry.donate_mask))
 
     def _compile(self, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args) -> _CacheEntry:
         traced = self._get_traced(leaves, in_tree, static_pos, static_kw)
@@ -423,7 +429,8 @@ class Compiled:
             if got.shape != want.shape or got.dtype != want.dtype:
                 raise TypeError(f"Argument {i} has type {got.str_short()} but the function was "
                                 f"compiled for {want.str_short()}")
-        return self._traced.out_tree.unflatten(self._compiled(leaves))
+        return self._traced.out_tree.unflatten(
+            _run(self._compiled, leaves, self._traced.donate_mask))
 
     def as_text(self) -> str:
         modules = self._compiled.executable.loaded.hlo_modules()

@@ -162,4 +162,33 @@ def make_array(value, dtype=None, weak_type: bool = False, device=None) -> Array
     return out
 
 
+_scalar_cache: dict = {}
+_shared_ids: set = set()  # id() of the Arrays in _scalar_cache
+
+
+def scalar_array(value: np.ndarray, weak_type: bool) -> Array:
+    """A device Array for a rank-0 host value of a canonical dtype, cached: arrays are
+    immutable, and Python scalars recur (constants in operators, hyperparameters to jit).
+    Donation must not consume a cached Array: see `unshared`."""
+    key = (value.dtype, weak_type, value.tobytes())  # bytes tell -0.0 from 0.0
+    cached = _scalar_cache.get(key)
+    if cached is None:
+        if len(_scalar_cache) > 4096:
+            _scalar_cache.clear()
+            _shared_ids.clear()
+        cached = _scalar_cache[key] = make_array(value, weak_type=weak_type)
+        _shared_ids.add(id(cached))
+    return cached
+
+
+def unshared(x, aval: ShapedArray):
+    """`x` (an argument of type `aval` about to be donated) as an Array that no cache holds:
+    a cached scalar Array is copied, and a host value gets a buffer of its own."""
+    if type(x) is Array:
+        return make_array(x._value(), weak_type=aval.weak_type) if id(x) in _shared_ids else x
+    if isinstance(x, core.Tracer):
+        return x
+    return Array(backend.device_put_numpy(np.asarray(x, dtype=aval.dtype), aval), aval)
+
+
 core.register_aval_handler(Array, lambda x: x.aval)

@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from fluxion._src import core, dtypes
-from fluxion._src.array import Array
+from fluxion._src.array import Array, scalar_array
 from fluxion._src.compiler import backend, lowering
 from fluxion._src.config import config
 from fluxion._src.core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
@@ -24,6 +24,8 @@ def to_device_buffer(x, aval: ShapedArray, device=None):
     if isinstance(x, core.Tracer):
         raise core.escaped_tracer_error(x)
     arr = np.asarray(x, dtype=aval.dtype)
+    if arr.ndim == 0 and device is None:
+        return scalar_array(arr, aval.weak_type)._buf
     return backend.device_put_numpy(arr, aval, device)
 
 

@@ -223,13 +223,13 @@ def _node_dtype(node, x64: bool) -> np.dtype:
 def _dtype_and_weak(x) -> tuple[np.dtype, bool]:
     """(dtype, weak_type) of one input of promotion: a value, a dtype-like, or a Python scalar
     type. Everything but arrays and tracers (whose dtype is already fixed) is canonicalized."""
-    if any(x is t for t in _WEAK_SCALAR_TYPES):
-        return canonicalize_dtype(_PY_SCALAR_DTYPES[x]), True
-    if type(x) in _PY_SCALAR_DTYPES:
-        return canonicalize_dtype(_PY_SCALAR_DTYPES[type(x)]), type(x) is not bool
     aval = getattr(x, "aval", None)
     if aval is not None and hasattr(aval, "weak_type"):
         return aval.dtype, aval.weak_type
+    if type(x) in _PY_SCALAR_DTYPES:
+        return canonicalize_dtype(_PY_SCALAR_DTYPES[type(x)]), type(x) is not bool
+    if any(x is t for t in _WEAK_SCALAR_TYPES):
+        return canonicalize_dtype(_PY_SCALAR_DTYPES[x]), True
     dt = dtype(x)
     if dt not in _SUPPORTED:
         raise TypeError(f"Value {x!r} with dtype {dt} is not a valid fluxion array type. Only "

@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from fluxion._src import core, dtypes
-from fluxion._src.array import Array, make_array
+from fluxion._src.array import Array, make_array, scalar_array
 from fluxion._src.lax import contractions, elementwise as ew, reductions, shapes
 from fluxion._src.lax.contractions import Precision, canonicalize_precision
 from fluxion._src.lax.elementwise import RoundingMethod
@@ -153,20 +153,11 @@ def reciprocal(x):
 # ---------------------------------------------------------------------------------------------
 # Conversion
 
-_constant_cache: dict = {}
-
-
 def _host_constant(value: np.ndarray, new_dtype, weak_type: bool) -> Array:
-    """A device Array for a host value converted to new_dtype; small scalars are cached."""
+    """A device Array for a host value converted to new_dtype; scalars are cached."""
     arr = _convert_on_host(value, new_dtype)
     if arr.ndim == 0:
-        key = (new_dtype, weak_type, arr.tobytes())
-        cached = _constant_cache.get(key)
-        if cached is None:
-            if len(_constant_cache) > 4096:
-                _constant_cache.clear()
-            cached = _constant_cache[key] = make_array(arr, weak_type=weak_type)
-        return cached
+        return scalar_array(arr, weak_type)
     return make_array(arr, weak_type=weak_type)
 
 

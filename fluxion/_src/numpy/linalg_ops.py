@@ -88,13 +88,17 @@ def _matmul_plan(a_batch, b_batch):
 def matmul(a, b, *, precision=None, preferred_element_type=None):
     """Matrix product with broadcast batch dimensions; 1-D operands are vectors."""
     a, b, out_dtype, weak = _promote_for_product("matmul", a, b, preferred_element_type)
-    for i, x in enumerate((a, b)):
-        if _ndim(x) == 0:
+    a_shape, b_shape = _shape(a), _shape(b)
+    for i, shape in enumerate((a_shape, b_shape)):
+        if not shape:
             raise ValueError(f"matmul input operand {i} must have ndim at least 1, but it has "
                              f"ndim 0")
-    a_vec, b_vec = _ndim(a) == 1, _ndim(b) == 1
-    a_batch = _shape(a)[:-2]
-    b_batch = _shape(b)[:-2]
+    if len(a_shape) <= 2 and len(b_shape) <= 2:  # no batch axes: one dot_general
+        return _dot_general(a, b, ((len(a_shape) - 1,), (0,)), ((), ()), precision, out_dtype,
+                            weak)
+    a_vec, b_vec = len(a_shape) == 1, len(b_shape) == 1
+    a_batch = a_shape[:-2]
+    b_batch = b_shape[:-2]
     plan = _matmul_plan(a_batch, b_batch)
     if plan is None:
         raise ValueError(f"Incompatible shapes for matmul arguments: {_shape(a)} and {_shape(b)}")

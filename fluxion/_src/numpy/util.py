@@ -7,6 +7,7 @@ import numpy as np
 
 from fluxion._src import core, dtypes
 from fluxion._src.array import Array
+from fluxion._src.config import config
 from fluxion._src.lax import lax
 from fluxion._src.lax import structural
 
@@ -22,11 +23,14 @@ def check_arraylike(fname: str, *args) -> None:
                             f"position {i}.")
 
 
+_DEFAULT_INT_BOUNDS = {False: (-2**31, 2**31 - 1), True: (-2**63, 2**63 - 1)}
+
+
 def check_python_int(x) -> None:
     """A Python int must fit the default integer type (as when JAX converts it)."""
     if type(x) is int:
-        info = np.iinfo(dtypes.default_int_dtype())
-        if not info.min <= x <= info.max:
+        low, high = _DEFAULT_INT_BOUNDS[config.enable_x64]
+        if not low <= x <= high:
             raise OverflowError(f"Python int {x} too large to convert to "
                                 f"{dtypes.default_int_dtype().name}")
 
@@ -135,8 +139,9 @@ def broadcast_arrays_for_op(fname: str, *args):
 
     Incompatible shapes raise TypeError, as the elementwise lax operations do in JAX."""
     shapes = [core.get_aval(x).shape for x in args]
-    if all(s == shapes[0] for s in shapes):
-        return list(args)
+    longest = max(shapes, key=len)
+    if all(s == longest or s == () for s in shapes):
+        return list(args)  # lax broadcasts rank-0 operands itself
     try:
         shape = tuple(np.broadcast_shapes(*shapes))
     except ValueError:
