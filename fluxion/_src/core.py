@@ -731,3 +731,74 @@ def _subjaxprs(params):
 
 
 subjaxprs = _subjaxprs
+
+
+# ---------------------------------------------------------------------------------------------
+# Structural identity of jaxprs, for caches that must not depend on object identity
+
+class _Identity:
+    """A hashable stand-in comparing `obj` by identity (and keeping it alive)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return type(other) is _Identity and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+
+def _literal_key(lit: Literal) -> tuple:
+    value = np.asarray(lit.val)
+    return ("literal", lit.aval, value.dtype, value.tobytes())  # bytes tell -0.0 from 0.0
+
+
+def _param_key(value):
+    if isinstance(value, ClosedJaxpr):
+        return ("closed", jaxpr_fingerprint(value.jaxpr),
+                tuple(_Identity(c) for c in value.consts))
+    if isinstance(value, Jaxpr):
+        return ("jaxpr", jaxpr_fingerprint(value))
+    if isinstance(value, (tuple, list)):
+        return (type(value), tuple(_param_key(v) for v in value))
+    if value is None or isinstance(value, (bool, int, float, complex, str, np.dtype, ShapedArray,
+                                           np.generic)):
+        return value if not isinstance(value, float) else (float, repr(value))
+    return _Identity(value)  # functions, arrays and anything else: by identity
+
+
+def jaxpr_fingerprint(jaxpr: Jaxpr) -> tuple:
+    """A hashable value that two jaxprs share when they compute the same thing in the same way.
+
+    Variables are numbered by first appearance; avals, primitives and plain-data params are
+    compared by value, nested jaxprs by their fingerprints, and functions and constant values
+    by identity. Equal fingerprints mean one compiled executable serves both jaxprs."""
+    numbers: dict[int, int] = {}
+
+    def atom(x):
+        if isinstance(x, Literal):
+            return _literal_key(x)
+        return numbers[id(x)]
+
+    def bind(v):
+        numbers[id(v)] = len(numbers)
+        return v.aval
+
+    head = (tuple(bind(v) for v in jaxpr.constvars), tuple(bind(v) for v in jaxpr.invars))
+    eqns = tuple(
+        (eqn.primitive, tuple(atom(x) for x in eqn.invars),
+         tuple(sorted((k, _param_key(v)) for k, v in eqn.params.items())),
+         tuple(bind(v) for v in eqn.outvars))
+        for eqn in jaxpr.eqns)
+    return head, eqns, tuple(atom(x) for x in jaxpr.outvars)
+
+
+def structural_params_key(params: dict):
+    """`params` as a hashable key with their jaxprs compared structurally; None when no param
+    holds a jaxpr (then the params themselves are the key)."""
+    if not any(True for _ in _subjaxprs(params)):
+        return None
+    return tuple((k, _param_key(v)) for k, v in params.items())

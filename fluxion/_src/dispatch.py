@@ -115,18 +115,33 @@ def apply_primitive(prim: core.Primitive, args: Sequence, params: dict):
         # Objects from elsewhere with an `aval` (another library's arrays) are not cached: the
         # general path rejects them.
         if call is None and all(type(a) is ShapedArray for a in key[3:]):
-            compiled = _compile_primitive(prim, key[3:], params)
-            call = _primitive_cache[key] = compiled.array_call(not prim.multiple_results)
+            call = _compile_uncached(prim, key, params)
     if call is not None:
         return call(args)
     return _apply_primitive_general(prim, args, params, param_key)
+
+
+def _compile_uncached(prim, key, params):
+    """Compile for a key that missed the cache. Primitives with jaxpr params (control flow)
+    are cached by the jaxprs' structure, not identity: eager code traces a fresh body on each
+    call, and equal bodies must share one executable (and not pile up in the cache)."""
+    structural = core.structural_params_key(params)
+    if structural is not None:
+        key = (prim, structural, *key[2:])
+        call = _primitive_cache.get(key)
+        if call is not None:
+            return call
+    compiled = _compile_primitive(prim, key[3:], params)
+    call = _primitive_cache[key] = compiled.array_call(not prim.multiple_results)
+    return call
 
 
 def _apply_primitive_general(prim, args, params, param_key):
     """apply_primitive for NumPy values and Python scalars among the arguments."""
     avals = tuple([core.get_aval(x) for x in args])
     try:
-        key = (prim, param_key, config.enable_x64, avals)
+        structural = core.structural_params_key(params)  # see _compile_uncached
+        key = (prim, param_key if structural is None else structural, config.enable_x64, avals)
         compiled = _primitive_cache.get(key)
     except TypeError:  # an unhashable param: compile without caching
         key, compiled = None, None
