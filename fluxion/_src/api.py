@@ -267,7 +267,6 @@ class JitFunction:
                  donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None):
         if not callable(fun):
             raise TypeError(f"jit expects a callable, got {fun!r}")
-        functools.update_wrapper(self, fun)
         self._fun = fun
         self._static_argnums, self._static_argnames = _normalize_static(
             fun, static_argnums, static_argnames)
@@ -280,14 +279,6 @@ class JitFunction:
         self._fast_cache: dict = {}
         self._fast_path_ok = not (self._static_argnums or self._static_argnames or
                                   self._donate_argnums or self._donate_argnames)
-
-    def __get__(self, obj, objtype=None):
-        if obj is None:
-            return self
-        return functools.partial(self, obj)
-
-    def __repr__(self):
-        return f"<JitFunction of {fun_name(self._fun)}>"
 
     # -- helpers
     def _flatten(self, args, kwargs):
@@ -321,17 +312,33 @@ class JitFunction:
         return traced
 
     # -- calling
-    def __call__(self, *args, **kwargs):
-        if not kwargs and core._trace_state.trace is core.eval_trace and not config.disable_jit:
-            # Fast path: positional Arrays seen before with the same types. Anything else
-            # (a NumPy array, a scalar) has no `aval` and takes the general path.
-            try:
-                entry = self._fast_cache.get((*map(_aval_of, args), config.enable_x64))
-            except AttributeError:
-                entry = None
-            if entry is not None:
-                return entry.fast_call(args)
-        return self._call(args, kwargs)
+    def public_function(self) -> Callable:
+        """The function `jit` returns: the dispatch fast path, then `_call`.
+
+        A plain function rather than this object's `__call__`: calling an instance costs a
+        slot lookup more per call, and the fast path is the hot loop of every jitted program.
+        """
+        fast_get = self._fast_cache.get
+        general = self._call
+        trace_state, eval_trace = core._trace_state, core.eval_trace
+
+        def jitted(*args, **kwargs):
+            if not kwargs and trace_state.trace is eval_trace and not config.disable_jit:
+                # Positional Arrays seen before with the same types. Anything else (a NumPy
+                # array, a scalar) has no `aval` and takes the general path.
+                try:
+                    fast_call = fast_get((*map(_aval_of, args), config.enable_x64))
+                except AttributeError:
+                    fast_call = None
+                if fast_call is not None:
+                    return fast_call(args)
+            return general(args, kwargs)
+
+        functools.update_wrapper(jitted, self._fun)
+        for name in ("lower", "trace", "eval_shape", "clear_cache", "_cache", "_fast_cache",
+                     "_cache_size"):
+            setattr(jitted, name, getattr(self, name))
+        return jitted
 
     @api_boundary
     def _call(self, args, kwargs):
@@ -350,7 +357,8 @@ class JitFunction:
             entry = self._compile(args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args)
             self._cache[key] = entry
             if self._fast_path_ok and not kwargs and all(type(x) is Array for x in args):
-                self._fast_cache[tuple(x.aval for x in args) + (config.enable_x64,)] = entry
+                self._fast_cache[tuple(x.aval for x in args) + (config.enable_x64,)] = (
+                    entry.fast_call)
         return entry.out_tree.unflatten(_run(entry.compiled, leaves, entry.donate_mask))
 
     def _compile(self, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args) -> _CacheEntry:
@@ -465,8 +473,8 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), d
                   donate_argnums=donate_argnums, donate_argnames=donate_argnames, inline=inline,
                   keep_unused=keep_unused, device=device, backend=backend)
     if fun is None:
-        return lambda f: JitFunction(f, **kwargs)
-    return JitFunction(fun, **kwargs)
+        return lambda f: JitFunction(f, **kwargs).public_function()
+    return JitFunction(fun, **kwargs).public_function()
 
 
 # ---------------------------------------------------------------------------------------------
