@@ -32,9 +32,18 @@ def element_type(dtype) -> str:
         raise TypeError(f"dtype {dtype} has no StableHLO element type") from None
 
 
+_tensor_types: dict = {}  # (shape, dtype) -> text; lowering asks for the same few many times
+
+
 def tensor_type(aval) -> str:
-    dims = "".join(f"{d}x" for d in aval.shape)
-    return f"tensor<{dims}{element_type(aval.dtype)}>"
+    key = (aval.shape, aval.dtype)
+    text = _tensor_types.get(key)
+    if text is None:
+        if len(_tensor_types) > 16384:
+            _tensor_types.clear()
+        dims = "".join(f"{d}x" for d in aval.shape)
+        text = _tensor_types[key] = f"tensor<{dims}{element_type(aval.dtype)}>"
+    return text
 
 
 def i64_array(values) -> str:
