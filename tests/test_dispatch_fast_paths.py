@@ -144,3 +144,31 @@ def test_foreign_arrays_with_an_aval_are_rejected_clearly():
             jax.lax.add(foreign, foreign)
     with pytest.raises(TypeError):
         jax.jit(lambda a: a + 1)(foreign)
+
+
+WHERE_CASES = [(True, 1, 2.5), (np.array([True, False]), 1, 2),
+               (np.array([1, 0]), np.float16(1), 2.0), (True, 2**40, 1),
+               (np.array([True, False]), np.arange(2), 1.5), (False, np.int8(3), 300),
+               (np.array([[True], [False]]), np.arange(3.0), np.float32(-1))]
+
+
+@pytest.mark.parametrize("case", range(len(WHERE_CASES)))
+def test_eager_where_runs_compiled_and_matches_jax(case):
+    # Eager three-argument where runs as one jitted executable; results, dtypes, weak types
+    # and errors must be those of the traced path and of JAX.
+    import jax as real_jax
+
+    def outcome(np_module, args):
+        try:
+            r = np_module.where(*args)
+        except Exception as e:  # noqa: BLE001 - the error class is what is compared
+            return type(e).__name__
+        return str(r.dtype), r.weak_type, np.asarray(r).tolist()
+
+    args = WHERE_CASES[case]
+    expected = outcome(real_jax.numpy, args)
+    assert outcome(jnp, args) == expected
+    assert outcome(jnp, args) == expected  # the cached executable
+    if not isinstance(expected, str):
+        traced = jax.jit(lambda *a: jnp.where(*a))(*args)
+        assert (str(traced.dtype), traced.weak_type, np.asarray(traced).tolist()) == expected

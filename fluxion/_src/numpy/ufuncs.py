@@ -6,6 +6,7 @@ import operator
 import numpy as np
 
 from fluxion._src import core, dtypes
+from fluxion._src.api import jit
 from fluxion._src.lax import lax
 from fluxion._src.lax import structural
 from fluxion._src.numpy import util
@@ -732,7 +733,14 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     if x is None or y is None:
         raise ValueError(f"Either both or neither of the x and y arguments should be provided "
                          f"to jax.numpy.where, got {x} and {y}.")
+    if core.current_trace() is core.eval_trace:
+        # Eagerly, run promotion, broadcasting and select as one executable, not several.
+        util.check_arraylike("where", condition, x, y)
+        return _where_jit(condition, x, y)
     return util.where(condition, x, y)
+
+
+_where_jit = jit(util.where)
 
 
 def nonzero(a, *, size=None, fill_value=None) -> tuple:
