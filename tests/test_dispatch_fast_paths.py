@@ -172,3 +172,36 @@ def test_eager_where_runs_compiled_and_matches_jax(case):
     if not isinstance(expected, str):
         traced = jax.jit(lambda *a: jnp.where(*a))(*args)
         assert (str(traced.dtype), traced.weak_type, np.asarray(traced).tolist()) == expected
+
+
+SCALARS = [2.0, -0.0, 0.5, 1e10, float("inf"), float("nan")]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.complex64, ml_dtypes.bfloat16],
+                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("symbol", list(OPERATORS))
+def test_eager_operator_with_python_float_matches_jax(symbol, dtype):
+    # Array op float (and float op Array) take a shortcut once compiled; it must give JAX's
+    # values, dtype and weak type, including overflow to inf and the sign of zero.
+    import jax as real_jax
+    values = np.array([3, -1, 0.25], dtype=dtype)
+    ours, theirs = jnp.asarray(values), real_jax.numpy.asarray(values)
+    for scalar in SCALARS:
+        for _ in range(2):  # compile, then the shortcut
+            for swap in (False, True):
+                got = _apply(symbol, scalar, ours) if swap else _apply(symbol, ours, scalar)
+                want = _apply(symbol, scalar, theirs) if swap else _apply(symbol, theirs, scalar)
+                assert got.dtype == want.dtype and got.weak_type == want.weak_type
+                wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+                g, w = np.asarray(got).astype(wide), np.asarray(want).astype(wide)
+                np.testing.assert_array_equal(g, w)
+                np.testing.assert_array_equal(np.signbit(g.real), np.signbit(w.real))
+
+
+def test_eager_operator_with_python_float_under_x64(x64):
+    x = jnp.arange(3.0)
+    assert x.dtype == jnp.float64
+    for _ in range(2):
+        r = x * 0.1
+        assert r.dtype == jnp.float64
+        np.testing.assert_array_equal(np.asarray(r), np.arange(3.0) * 0.1)

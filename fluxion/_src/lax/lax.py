@@ -170,7 +170,8 @@ def _convert_on_host(value: np.ndarray, new_dtype) -> np.ndarray:
     if dtypes.is_complex(value.dtype) and not dtypes.is_complex(new_dtype):
         value = value.real
     if not (dtypes.is_float(value.dtype) and dtypes.is_integer(new_dtype)):
-        return value.astype(new_dtype)
+        with np.errstate(over="ignore"):  # overflow gives inf, as on the device
+            return value.astype(new_dtype)
     info = dtypes.iinfo(new_dtype)
     value = value.astype(np.float64)
     too_big, too_small, nan = value >= float(info.max), value <= float(info.min), np.isnan(value)

@@ -1,12 +1,14 @@
 """Operators and methods shared by `Array` and every `Tracer`, defined once in terms of jnp."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from fluxion._src import core, dispatch
 from fluxion._src.array import Array
 from fluxion._src.config import config
-from fluxion._src.lax import elementwise as ew
+from fluxion._src.lax import elementwise as ew, lax
 from fluxion._src.numpy import linalg_ops, manipulation, reductions, ufuncs, util
 
 
@@ -30,26 +32,37 @@ def _binary_operator(fn, symbol: str, swap: bool = False, reject=()):
     return op
 
 
-def _eager_shortcut(general, prim, kinds: str):
-    """`general` (an Array operator method) with a shortcut for the commonest eager case.
+def _eager_shortcut(general, prim, kinds: str, swap: bool = False):
+    """`general` (an Array operator method) with shortcuts for the commonest eager cases.
 
     When both operands are Arrays of one strongly typed aval whose dtype kind is in `kinds`,
-    promotion has nothing to do and the operator is `prim` itself: call the executable that
+    or the other operand is a Python float and the Array's dtype is a strong float or complex
+    type, promotion leaves the Array's dtype as it is and the operator is `prim` itself (the
+    float becoming a scalar of that dtype, as promotion converts it). Then call the executable that
     `dispatch.apply_primitive` compiled for it, if any, with no tracing machinery in between.
     """
     cache = dispatch._primitive_cache
 
     def op(self, other):
-        if type(other) is Array:
+        if core._trace_state.trace is core.eval_trace:
             aval = self.aval
-            if (other.aval is aval and not aval.weak_type and aval.dtype.kind in kinds
-                    and core._trace_state.trace is core.eval_trace):
-                # The key as apply_primitive builds it: (primitive, params, x64, *avals).
-                call = cache.get((prim, (), config.enable_x64, aval, aval))
+            if type(other) is Array:
+                if other.aval is aval and not aval.weak_type and aval.dtype.kind in kinds:
+                    # The key as apply_primitive builds it: (primitive, params, x64, *avals).
+                    call = cache.get((prim, (), config.enable_x64, aval, aval))
+                    if call is not None:
+                        return call((other, self) if swap else (self, other))
+            elif type(other) is float and not aval.weak_type and aval.dtype.kind in "fc":
+                scalar = lax._convert_element_type(other, aval.dtype, False)
+                operands = (scalar, self) if swap else (self, scalar)
+                call = cache.get((prim, (), config.enable_x64, *map(_aval_of, operands)))
                 if call is not None:
-                    return call((self, other))
+                    return call(operands)
         return general(self, other)
     return op
+
+
+_aval_of = operator.attrgetter("aval")
 
 
 _SEQUENCES = (tuple, list)
@@ -196,9 +209,10 @@ def attach(extra: dict | None = None) -> None:
     for cls in (Array, core.Tracer):
         for name, member in members.items():
             setattr(cls, name, member)
-    for name, prim, kinds in (("__add__", ew.add_p, "iufc"), ("__sub__", ew.sub_p, "iufc"),
-                              ("__mul__", ew.mul_p, "iufc"), ("__truediv__", ew.div_p, "fc")):
-        setattr(Array, name, _eager_shortcut(members[name], prim, kinds))
+    for name, prim, kinds in (("add", ew.add_p, "iufc"), ("sub", ew.sub_p, "iufc"),
+                              ("mul", ew.mul_p, "iufc"), ("truediv", ew.div_p, "fc")):
+        for method, swap in ((f"__{name}__", False), (f"__r{name}__", True)):
+            setattr(Array, method, _eager_shortcut(members[method], prim, kinds, swap))
     for name, member in _TRACER_ONLY.items():
         setattr(core.Tracer, name, member)
 
