@@ -1,6 +1,7 @@
 """Operators and methods shared by `Array` and every `Tracer`, defined once in terms of jnp."""
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -53,7 +54,7 @@ def _eager_shortcut(general, prim, kinds: str, swap: bool = False):
                     if call is not None:
                         return call((other, self) if swap else (self, other))
             elif type(other) is float and not aval.weak_type and aval.dtype.kind in "fc":
-                scalar = lax._convert_element_type(other, aval.dtype, False)
+                scalar = _float_operand(other, aval.dtype)
                 operands = (scalar, self) if swap else (self, scalar)
                 call = cache.get((prim, (), config.enable_x64, *map(_aval_of, operands)))
                 if call is not None:
@@ -63,6 +64,19 @@ def _eager_shortcut(general, prim, kinds: str, swap: bool = False):
 
 
 _aval_of = operator.attrgetter("aval")
+_float_operands: dict = {}  # (dtype, value, sign) -> the value as a device scalar of dtype
+
+
+def _float_operand(value: float, dtype):
+    """`value` converted to `dtype` as promotion converts it, cached (the sign is part of the
+    key, since 0.0 == -0.0)."""
+    key = (dtype, value, math.copysign(1.0, value))
+    scalar = _float_operands.get(key)
+    if scalar is None:
+        if len(_float_operands) > 4096:  # NaNs never hit: keep the cache bounded
+            _float_operands.clear()
+        scalar = _float_operands[key] = lax._convert_element_type(value, dtype, False)
+    return scalar
 
 
 _SEQUENCES = (tuple, list)
