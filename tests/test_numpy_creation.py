@@ -135,3 +135,15 @@ def test_creation_under_jit_and_traced_arguments():
 def test_errors(call, error):
     with pytest.raises(error):
         call()
+
+
+@pytest.mark.parametrize("value,dtype", [(4294967295, np.uint32), (2**40, np.float32),
+                                         (-1, np.uint8), (300, np.int8), (2**40, None)])
+def test_array_of_python_int_checks_the_requested_dtype(value, dtype):
+    def outcome(module):
+        try:
+            r = module.array(value, dtype=dtype)
+        except OverflowError:
+            return "OverflowError"
+        return str(r.dtype), r.weak_type, np.asarray(r).item()
+    assert outcome(fnp) == outcome(jnp)

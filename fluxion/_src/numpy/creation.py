@@ -64,9 +64,13 @@ def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin:
     elif isinstance(object, (list, tuple)):
         out = _sequence_to_array(object, dtype)
     elif util.is_arraylike(object):
-        if type(object) is int and dtype is not None and dtypes.is_integer(dtype):
-            _check_int_fits(object, dtype)
-        out = util.as_array(object)
+        if type(object) is int and dtype is not None:
+            # Checked against the requested dtype, not the default int: uint32 max is fine.
+            if dtypes.is_integer(dtype):
+                _check_int_fits(object, dtype)
+            out = lax._convert_element_type(object, dtype, False)
+        else:
+            out = util.as_array(object)
     elif hasattr(object, "__array__"):
         out = util.as_array(np.asarray(object))
     else:
