@@ -17,7 +17,7 @@ if __package__ in (None, ""):  # run as a script: make the `benchmarks` package 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import harness  # noqa: E402
-from benchmarks.workloads import WORKLOADS  # noqa: E402
+from benchmarks.registry import all_workloads  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results.json")
 
@@ -47,13 +47,14 @@ def _numbers(text: str) -> list[int]:
 
 
 def selected_workloads(only) -> list:
+    workloads = all_workloads()
     if only is None:
-        return list(WORKLOADS)
-    known = {w.number for w in WORKLOADS}
+        return workloads
+    known = {w.number for w in workloads}
     unknown = sorted(set(only) - known)
     if unknown:
         raise SystemExit(f"unknown workload numbers {unknown}; known: {sorted(known)}")
-    return [w for w in WORKLOADS if w.number in only]
+    return [w for w in workloads if w.number in only]
 
 
 def load_frameworks(candidate: str) -> list:
