@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import core, dtypes, staging
+from fluxion._src import core, dtypes, machinery_ops, staging
 from fluxion._src.core import ShapedArray, Trace, Tracer
 
 # primitive -> rule(primals, tangents, **params) -> (primal_out, tangent_out)
@@ -49,8 +49,7 @@ def zeros_like_aval(aval: ShapedArray):
     """A concrete (or traced, under the current trace) array of zeros of type `aval`."""
     if aval.dtype == dtypes.float0:
         return np.zeros(aval.shape, dtypes.float0)
-    from fluxion._src.lax import structural
-    return structural.full(aval.shape, 0, aval.dtype)
+    return machinery_ops.full(aval.shape, 0, aval.dtype)
 
 
 def instantiate(t):
@@ -91,8 +90,7 @@ def _add_any_abstract_eval(x, y):
 def _add_any_impl(x, y):
     if core.get_aval(x).dtype == dtypes.float0:
         return x
-    from fluxion._src.lax import lax
-    return lax.add(x, y)
+    return machinery_ops.add(x, y)
 
 
 def _add_any_lowering(ctx, x, y):

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import core
+from fluxion._src import core, machinery_ops
 from fluxion._src.core import ShapedArray, Trace, Tracer
 
 not_mapped = None
@@ -63,11 +63,10 @@ def axis_size(name) -> int:
 def moveaxis(x, src: int, dst: int):
     if src == dst:
         return x
-    from fluxion._src.lax import structural
     ndim = core.get_aval(x).ndim
     perm = [i for i in range(ndim) if i != src]
     perm.insert(dst, src)
-    return structural.transpose(x, tuple(perm))
+    return machinery_ops.transpose(x, tuple(perm))
 
 
 def bdim_at_front(x, dim, size: int):
@@ -78,12 +77,11 @@ def bdim_at_front(x, dim, size: int):
 
 
 def broadcast_batch(x, size: int, dim: int):
-    from fluxion._src.lax import lax
     aval = core.get_aval(x)
     shape = list(aval.shape)
     shape.insert(dim, size)
     dims = tuple(i if i < dim else i + 1 for i in range(aval.ndim))
-    return lax.broadcast_in_dim(x, tuple(shape), dims)
+    return machinery_ops.broadcast_in_dim(x, tuple(shape), dims)
 
 
 def matchaxis(x, src, dst, size: int):
@@ -220,16 +218,14 @@ def broadcasting_batcher(primitive: core.Primitive) -> Callable:
 
 
 def _expand_dim(x, dim: int):
-    from fluxion._src.lax import lax
     aval = core.get_aval(x)
     shape = list(aval.shape)
     shape.insert(dim, 1)
-    return lax.reshape(x, tuple(shape))
+    return machinery_ops.reshape(x, tuple(shape))
 
 
 def _to_rank_with_batch(x, d, rank: int, dim: int):
     """A batched scalar (shape (B,)) as rank `rank`, B at `dim` and 1 elsewhere."""
-    from fluxion._src.lax import lax
     shape = [1] * rank
     shape[dim] = core.get_aval(x).shape[d]
-    return lax.reshape(x, tuple(shape))
+    return machinery_ops.reshape(x, tuple(shape))

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fluxion._src import ad, batching, core, dtypes
+from fluxion._src import ad, batching, core, dtypes, machinery_ops
 from fluxion._src.array import Array
 from fluxion._src.compiler.hlo import i64_array
 from fluxion._src.core import ShapedArray
@@ -1196,3 +1196,9 @@ def collapse(operand, start_dimension: int, stop_dimension: int | None = None):
                          f"[{start_dimension}:{stop_dimension}]")
     size = math.prod(shape[lo:hi])
     return lax.reshape(operand, shape[:lo] + (size,) + shape[hi:])
+
+
+# The transformation machinery sits below lax; it reaches these operations through
+# machinery_ops, which is filled in here.
+machinery_ops.install(full=full, add=lax.add, transpose=transpose,
+                      broadcast_in_dim=lax.broadcast_in_dim, reshape=lax.reshape)
