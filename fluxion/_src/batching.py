@@ -194,7 +194,8 @@ def defvectorized(primitive: core.Primitive) -> None:
 def defbroadcasting(primitive: core.Primitive) -> None:
     """`primitive` is elementwise over operands of equal rank whose dims are equal or 1 (and
     rank-0 operands): batched operands line their batch dims up; unbatched ones get a size-1
-    dimension there, so nothing is copied or transposed when the batch dims already agree."""
+    dimension there, so nothing is copied or transposed when the batch dims already agree.
+    A primitive with several results gives each of them that batch dimension."""
     primitive_batchers[primitive] = broadcasting_batcher(primitive)
 
 
@@ -213,7 +214,10 @@ def broadcasting_batcher(primitive: core.Primitive) -> Callable:
             else:
                 x = _to_rank_with_batch(a, d, out_ndim, out_dim) if ndim < out_ndim else moveaxis(a, d, out_dim)
                 new_args.append(x)
-        return primitive.bind(*new_args, **params), out_dim
+        out = primitive.bind(*new_args, **params)
+        if primitive.multiple_results:
+            return out, [out_dim] * len(out)
+        return out, out_dim
     return rule
 
 

@@ -94,16 +94,7 @@ threefry2x32_p = standard_primitive("threefry2x32", _threefry2x32_abstract_eval,
 lowering.register_lowering(threefry2x32_p, lowering.lower_fun(_threefry2x32_rolled),
                            platform="cpu")
 ad.defjvp_zero(threefry2x32_p)
-_broadcasting_batcher = batching.broadcasting_batcher(threefry2x32_p)
-
-
-def _threefry2x32_batch(args, dims):
-    # Elementwise over broadcast operands; both outputs get the batch dimension.
-    outs, dim = _broadcasting_batcher(args, dims)
-    return outs, [dim, dim]
-
-
-batching.primitive_batchers[threefry2x32_p] = _threefry2x32_batch
+batching.defbroadcasting(threefry2x32_p)
 
 
 def threefry2x32(k1, k2, x1, x2):
