@@ -5,6 +5,7 @@ import functools
 import glob
 import logging
 import os
+import threading
 import time
 
 import numpy as np
@@ -123,6 +124,9 @@ def _make_cuda():
 _FACTORIES = {"cpu": _make_cpu, "cuda": _make_cuda}
 _backends: dict[str, Backend] = {}
 _failed: dict[str, str] = {}
+# Creating a client twice would give two sets of devices named alike whose buffers and
+# executables do not mix; threads making their first calls at once must share one.
+_backends_lock = threading.RLock()
 
 
 def _requested_platforms() -> list[str]:
@@ -133,6 +137,14 @@ def _requested_platforms() -> list[str]:
 
 def get_backend(platform: str | None = None) -> Backend:
     """The backend for `platform`, or the default one: a GPU where available, else the CPU."""
+    backend = _backends.get("__default__" if platform is None else platform)
+    if backend is not None:
+        return backend
+    with _backends_lock:
+        return _get_backend_locked(platform)
+
+
+def _get_backend_locked(platform: str | None) -> Backend:
     if platform is not None:
         platform = "cuda" if platform == "gpu" else platform.lower()
         if platform not in _backends:
