@@ -168,7 +168,7 @@ def test_invalid_argument_to_make_jaxpr_and_eval_shape():
 
 
 def test_jit_requires_a_callable():
-    with pytest.raises(TypeError, match="jit expects a callable"):
+    with pytest.raises(TypeError, match="Expected a callable value, got 3"):
         fluxion.jit(3)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from fluxion._src import ad, core, dtypes
 from fluxion._src.ad import Zero
-from fluxion._src.api import fun_name
+from fluxion._src.api import check_callable, fun_name
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import tree_flatten, tree_map, tree_structure, tree_unflatten
 
@@ -62,6 +62,7 @@ def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
         raise TypeError(f"primal and tangent arguments to jvp must have the same tree structure; "
                         f"primals have tree structure {in_tree} whereas tangents have tree "
                         f"structure {t_tree}.")
+    check_callable(fun)
     name = fun_name(fun)
     _check_jax_leaves(p_leaves, "a primal argument", name)
     tangents_in = []
@@ -86,6 +87,7 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
     """Returns ``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the JVP at
     `primals` using the linearization computed once."""
     p_leaves, in_tree = tree_flatten(primals)
+    check_callable(fun)
     name = fun_name(fun)
     _check_jax_leaves(p_leaves, "a primal argument", name)
     box = []
@@ -137,6 +139,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     cotangents, one per primal, with the primals' structure.
     """
     p_leaves, in_tree = tree_flatten(primals)
+    check_callable(fun)
     name = fun_name(fun)
     _check_jax_leaves(p_leaves, "a primal argument", name)
     box = []
@@ -233,6 +236,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
     allow_int : bool
         Allow integer inputs (their gradients are float0 zeros).
     """
+    check_callable(fun)
     name = fun_name(fun)
     multiple = isinstance(argnums, (tuple, list))
     argnums_t = tuple(argnums) if multiple else (argnums,)
@@ -305,6 +309,7 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     ``out.shape + in.shape``.
     """
     from fluxion._src.vmap import vmap
+    check_callable(fun)
     name = fun_name(fun)
     multiple = isinstance(argnums, (tuple, list))
     argnums_t = tuple(argnums) if multiple else (argnums,)
@@ -361,6 +366,7 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     ``out.shape + in.shape``.
     """
     from fluxion._src.vmap import vmap
+    check_callable(fun)
     name = fun_name(fun)
     multiple = isinstance(argnums, (tuple, list))
     argnums_t = tuple(argnums) if multiple else (argnums,)

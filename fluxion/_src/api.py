@@ -118,6 +118,11 @@ def _normalize_static(fun, static_argnums, static_argnames):
     except (TypeError, ValueError):
         return static_argnums, static_argnames
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not any(p.kind == p.VAR_POSITIONAL for p in params):
+        for i in static_argnums:
+            if not -len(positional) <= i < len(positional):
+                raise ValueError(f"Jitted function has static_argnums={static_argnums}, but only "
+                                 f"accepts {len(positional)} positional arguments.")
     names = set(static_argnames)
     nums = set(static_argnums)
     for i in static_argnums:
@@ -190,6 +195,12 @@ class Traced:
         """Lower the traced function to StableHLO."""
         text = lower_closed_jaxpr(self.jaxpr, f"jit_{self.name}", donated_invars=self.donate_mask)
         return Lowered(text, self, self.donate_mask)
+
+
+def check_callable(fun) -> None:
+    """JAX's TypeError for a transformation applied to something that is not a function."""
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun}")
 
 
 def fun_name(fun) -> str:
@@ -265,8 +276,7 @@ class JitFunction:
 
     def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
                  donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None):
-        if not callable(fun):
-            raise TypeError(f"jit expects a callable, got {fun!r}")
+        check_callable(fun)
         self._fun = fun
         self._static_argnums, self._static_argnames = _normalize_static(
             fun, static_argnums, static_argnames)
@@ -451,7 +461,10 @@ class Compiled:
         return self._compiled.executable.loaded.get_compiled_memory_stats()
 
 
-def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
+_NO_FUNCTION = object()  # `jit(static_argnums=...)` without a function returns a decorator
+
+
+def jit(fun: Callable = _NO_FUNCTION, *, static_argnums=(), static_argnames=(), donate_argnums=(),
         donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None):
     """Compile `fun` with XLA, once per abstract signature of its arguments.
 
@@ -472,7 +485,7 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), d
     kwargs = dict(static_argnums=static_argnums, static_argnames=static_argnames,
                   donate_argnums=donate_argnums, donate_argnames=donate_argnames, inline=inline,
                   keep_unused=keep_unused, device=device, backend=backend)
-    if fun is None:
+    if fun is _NO_FUNCTION:
         return lambda f: JitFunction(f, **kwargs).public_function()
     return JitFunction(fun, **kwargs).public_function()
 

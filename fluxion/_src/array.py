@@ -34,8 +34,9 @@ class Array:
     def _value(self) -> np.ndarray:
         if self._npy is None:
             if self._buf.is_deleted():
-                raise RuntimeError("Array has been deleted (for example donated to a jitted "
-                                   "function with donate_argnums); it can no longer be used.")
+                raise RuntimeError(f"Array has been deleted with shape={self.aval.str_short()} "
+                                   "(for example donated to a jitted function with "
+                                   "donate_argnums): it can no longer be used.")
             arr = backend.to_numpy(self._buf, self.aval.dtype)
             arr.flags.writeable = False
             self._npy = arr

@@ -50,7 +50,12 @@ class CompiledFunction:
         if self.const_bufs:
             bufs = self.const_bufs + bufs
         executable = self.executable
-        outs = executable.loaded.execute_sharded(bufs).consume_with_handlers(executable.handlers)
+        try:
+            outs = executable.loaded.execute_sharded(bufs).consume_with_handlers(
+                executable.handlers)
+        except backend.runtime_error_class():
+            raise_if_deleted(bufs, self.in_avals, len(self.const_bufs))
+            raise
         return [Array(b, a) for b, a in zip(outs, self.out_avals)]
 
     def array_call(self, single_output: bool):
@@ -59,21 +64,43 @@ class CompiledFunction:
         With `single_output` it returns the one output Array, otherwise the list of them."""
         execute = self.executable.loaded.execute_sharded
         handlers = self.executable.handlers
-        out_avals = self.out_avals
+        out_avals, in_avals = self.out_avals, self.in_avals
         consts = list(self.const_bufs)
+        runtime_error = backend.runtime_error_class()
         if single_output and not consts:
             (aval,) = out_avals
 
             def call_one(args):
-                return Array(execute(list(map(_buf_of, args))).consume_with_handlers(handlers)[0],
-                             aval)
+                bufs = list(map(_buf_of, args))
+                try:
+                    return Array(execute(bufs).consume_with_handlers(handlers)[0], aval)
+                except runtime_error:
+                    raise_if_deleted(bufs, in_avals, 0)
+                    raise
             return call_one
 
         def call(args):
-            outs = execute([*consts, *map(_buf_of, args)]).consume_with_handlers(handlers)
+            bufs = [*consts, *map(_buf_of, args)]
+            try:
+                outs = execute(bufs).consume_with_handlers(handlers)
+            except runtime_error:
+                raise_if_deleted(bufs, in_avals, len(consts))
+                raise
             outs = list(map(Array, outs, out_avals))
             return outs[0] if single_output else outs
         return call
+
+
+def raise_if_deleted(bufs, in_avals, num_consts: int) -> None:
+    """After a failed execution: a RuntimeError naming the argument that was deleted or
+    donated, if any (jaxlib's own message only counts shards)."""
+    for i, buf in enumerate(bufs[num_consts:]):
+        if buf.is_deleted():
+            aval = in_avals[i] if i < len(in_avals) else None
+            what = f" with shape={aval.str_short()}" if aval is not None else ""
+            raise RuntimeError(f"Array has been deleted{what} (argument {i}; for example donated "
+                               "to a jitted function with donate_argnums): it can no longer be "
+                               "used.") from None
 
 
 def lower_closed_jaxpr(closed: ClosedJaxpr, name: str, platform: str | None = None,

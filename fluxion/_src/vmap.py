@@ -8,7 +8,7 @@ from typing import Callable
 import optree
 
 from fluxion._src import batching, core
-from fluxion._src.api import fun_name
+from fluxion._src.api import check_callable, fun_name
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import NAMESPACE, tree_flatten, tree_unflatten
 
@@ -81,6 +81,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
     axis_size : int, optional
         The mapped size, needed when no input is mapped.
     """
+    check_callable(fun)
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     name = fun_name(fun)
