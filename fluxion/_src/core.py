@@ -25,6 +25,19 @@ from fluxion._src.errors import (ConcretizationTypeError, TracerArrayConversionE
 # ---------------------------------------------------------------------------------------------
 # Abstract values
 
+_MAX_BYTES = np.iinfo(np.int64).max
+
+
+def _check_size_fits(shape: tuple, dtype: np.dtype) -> None:
+    """XLA aborts the process on shapes whose size in bytes overflows int64; refuse them."""
+    size = 1
+    for d in shape:
+        size *= d
+    if size * dtype.itemsize > _MAX_BYTES:
+        raise ValueError(f"Shape {shape} of {dtype.name} has {size} elements, more than any "
+                         f"array can hold (at most 2**63 - 1 bytes).")
+
+
 class ShapedArray:
     """The abstract value of an array: shape, dtype and weak type (JAX's `core.ShapedArray`).
 
@@ -47,6 +60,7 @@ class ShapedArray:
         canonical = (shape, np.dtype(dtype), weak_type)
         aval = interned.get(canonical)
         if aval is None:
+            _check_size_fits(shape, canonical[1])
             aval = object.__new__(cls)
             aval.shape, aval.dtype, aval.weak_type = canonical
             interned[canonical] = aval

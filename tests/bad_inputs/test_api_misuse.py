@@ -55,3 +55,15 @@ def test_using_a_donated_array_says_so():
     f(x)
     with pytest.raises(RuntimeError, match="Array has been deleted"):
         f(x)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: jnp.zeros((2**40, 2**40)),
+    lambda: jnp.ones((2**31, 2**31, 4), jnp.float32),
+    lambda: fluxion.jit(lambda x: jnp.broadcast_to(x, (2**40, 2**40)))(1.0),
+    lambda: fluxion.eval_shape(lambda: jnp.zeros((2**62, 4))),
+])
+def test_shapes_whose_size_overflows_are_refused_before_xla(make):
+    # XLA aborts the whole process on these (JAX too).
+    with pytest.raises(ValueError, match="more than any array can hold"):
+        make()
