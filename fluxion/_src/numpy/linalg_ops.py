@@ -12,6 +12,7 @@ from fluxion._src.lax import lax
 from fluxion._src.lax import structural as ls
 from fluxion._src.numpy import ufuncs, util
 from fluxion._src.numpy.creation import user_dtype
+from fluxion._src.numpy.eager import eager_compiled
 
 
 def _shape(x) -> tuple:
@@ -38,6 +39,7 @@ def _dot_general(a, b, contracting, batch, precision, out_dtype, weak):
     return lax._convert_element_type(out, out_dtype, weak)
 
 
+@eager_compiled(static_argnames=('precision', 'preferred_element_type'))
 def dot(a, b, *, precision=None, preferred_element_type=None):
     """NumPy's dot: contracts the last axis of a with the second-to-last axis of b (its only
     axis if b is 1-D); scalars multiply."""
@@ -48,6 +50,7 @@ def dot(a, b, *, precision=None, preferred_element_type=None):
     return _dot_general(a, b, ((_ndim(a) - 1,), (b_axis,)), ((), ()), precision, out_dtype, weak)
 
 
+@eager_compiled(static_argnames=('precision', 'preferred_element_type'))
 def vdot(a, b, *, precision=None, preferred_element_type=None):
     """Dot product of the flattened arrays, conjugating the first."""
     from fluxion._src.numpy.manipulation import ravel
@@ -85,6 +88,7 @@ def _matmul_plan(a_batch, b_batch):
     return a_squeeze, b_squeeze, pairs, a_free, b_free
 
 
+@eager_compiled(static_argnames=('precision', 'preferred_element_type'))
 def matmul(a, b, *, precision=None, preferred_element_type=None):
     """Matrix product with broadcast batch dimensions; 1-D operands are vectors."""
     a, b, out_dtype, weak = _promote_for_product("matmul", a, b, preferred_element_type)
@@ -120,6 +124,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     return ls.transpose(out, tuple(labels.index(t) for t in wanted))
 
 
+@eager_compiled(static_argnames=('axes', 'precision', 'preferred_element_type'))
 def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
     """Contract `axes` of a with `axes` of b: an int N (last N of a, first N of b) or a pair
     of axis sequences."""
@@ -149,6 +154,7 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
     return _dot_general(a, b, (a_axes, b_axes), ((), ()), precision, out_dtype, weak)
 
 
+@eager_compiled(static_argnames=('precision', 'preferred_element_type'))
 def inner(a, b, *, precision=None, preferred_element_type=None):
     """Contract the last axes of a and b (scalars multiply)."""
     a, b, out_dtype, weak = _promote_for_product("inner", a, b, preferred_element_type)
@@ -158,6 +164,7 @@ def inner(a, b, *, precision=None, preferred_element_type=None):
                         out_dtype, weak)
 
 
+@eager_compiled(static_argnames=('out',))
 def outer(a, b, out=None):
     """outer(a, b)[i, j] = a.ravel()[i] * b.ravel()[j]."""
     from fluxion._src.numpy.manipulation import ravel
@@ -168,6 +175,7 @@ def outer(a, b, out=None):
     return ufuncs.multiply(lax.reshape(a, _shape(a) + (1,)), lax.reshape(b, (1,) + _shape(b)))
 
 
+@eager_compiled(static_argnames=())
 def kron(a, b):
     """Kronecker product: blocks a[i, j, ...] * b."""
     a, b = util.promote_dtypes(*util.ensure_arraylike("kron", a, b))
@@ -181,6 +189,7 @@ def kron(a, b):
     return lax.reshape(product, tuple(da * db for da, db in zip(_shape(a), _shape(b))))
 
 
+@eager_compiled(static_argnames=('offset', 'axis1', 'axis2'))
 def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1):
     """The `offset` diagonal of the (axis1, axis2) planes, as the last axis of the result."""
     from fluxion._src.numpy.manipulation import moveaxis
@@ -203,6 +212,7 @@ def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1):
     return ls.slice_in_dim(flat, 0, length * length, length + 1, len(lead)) if length else flat
 
 
+@eager_compiled(static_argnames=('offset', 'axis1', 'axis2', 'dtype', 'out'))
 def trace(a, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype=None, out=None):
     """Sum of the `offset` diagonal (dtype rules as for `sum`)."""
     from fluxion._src.numpy.reductions import sum as sum_

@@ -15,6 +15,7 @@ from fluxion._src.lax import windowed
 from fluxion._src.lax.reductions import identity_value
 from fluxion._src.numpy import ufuncs, util
 from fluxion._src.numpy.creation import user_dtype
+from fluxion._src.numpy.eager import eager_compiled
 
 
 def _aval(x):
@@ -119,6 +120,7 @@ def _to_bool(x):
     return util.convert(x, dtypes.bool_)
 
 
+@eager_compiled(static_argnames=('axis', 'dtype', 'out', 'keepdims', 'promote_integers'))
 def sum(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=None, where=None,
         promote_integers: bool = True):
     """Sum over `axis` (None: all axes). Booleans and narrow integers sum in the default
@@ -128,6 +130,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=None
                       keepdims=keepdims, initial=initial, where=where)
 
 
+@eager_compiled(static_argnames=('axis', 'dtype', 'out', 'keepdims', 'promote_integers'))
 def prod(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=None, where=None,
          promote_integers: bool = True):
     """Product over `axis` (dtype rules as for `sum`)."""
@@ -136,12 +139,14 @@ def prod(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=Non
                       keepdims=keepdims, initial=initial, where=where)
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'keepdims'))
 def max(a, axis=None, out=None, keepdims: bool = False, initial=None, where=None):
     """Maximum over `axis` (NaN if any element is NaN); empty reductions need `initial`."""
     return _reduction(a, "max", "max", has_identity=False, axis=axis, out=out,
                       keepdims=keepdims, initial=initial, where=where)
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'keepdims'))
 def min(a, axis=None, out=None, keepdims: bool = False, initial=None, where=None):
     """Minimum over `axis` (NaN if any element is NaN); empty reductions need `initial`."""
     return _reduction(a, "min", "min", has_identity=False, axis=axis, out=out,
@@ -151,12 +156,14 @@ def min(a, axis=None, out=None, keepdims: bool = False, initial=None, where=None
 amax, amin = max, min
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'keepdims'))
 def all(a, axis=None, out=None, keepdims: bool = False, *, where=None):
     """True if every element over `axis` is nonzero."""
     return _reduction(a, "all", "and", preproc=_to_bool, axis=axis, out=out,
                       keepdims=keepdims, where=where)
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'keepdims'))
 def any(a, axis=None, out=None, keepdims: bool = False, *, where=None):
     """True if some element over `axis` is nonzero."""
     return _reduction(a, "any", "or", preproc=_to_bool, axis=axis, out=out,
@@ -172,6 +179,7 @@ def _count(a, axes, keepdims, where, dtype):
                keepdims=keepdims)
 
 
+@eager_compiled(static_argnames=('axis', 'dtype', 'out', 'keepdims'))
 def mean(a, axis=None, dtype=None, out=None, keepdims: bool = False, *, where=None):
     """Arithmetic mean over `axis`; integers average as the default float type."""
     _check_no_out("mean", out)
@@ -203,6 +211,7 @@ def _var_dtypes(a_dtype, dtype):
     return _upcast_f16(a_dtype), np.dtype(real)
 
 
+@eager_compiled(static_argnames=('axis', 'dtype', 'out', 'ddof', 'keepdims', 'correction'))
 def var(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False, *,
         where=None, mean=None, correction=None):
     """Variance over `axis`: sum(|a - mean|**2) / (N - correction); correction is ddof."""
@@ -233,6 +242,7 @@ def var(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = Fals
     return util.where(lax.gt(normalizer, util.scalar_like(normalizer, 0)), result, np.nan)
 
 
+@eager_compiled(static_argnames=('axis', 'dtype', 'out', 'ddof', 'keepdims', 'correction'))
 def std(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False, *,
         where=None, mean=None, correction=None):
     """Standard deviation over `axis`: the square root of `var`."""
@@ -243,6 +253,7 @@ def std(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = Fals
                         correction=correction))
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'keepdims'))
 def ptp(a, axis=None, out=None, keepdims: bool = False):
     """Peak to peak: max - min over `axis`."""
     _check_no_out("ptp", out)
@@ -250,12 +261,14 @@ def ptp(a, axis=None, out=None, keepdims: bool = False):
     return lax.sub(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
 
 
+@eager_compiled(static_argnames=('axis', 'keepdims'))
 def count_nonzero(a, axis=None, keepdims: bool = False):
     """Number of nonzero elements over `axis`, in the default integer type."""
     a = util.ensure_arraylike("count_nonzero", a)
     return sum(util.to_bool(a), axis, dtype=dtypes.default_int_dtype(), keepdims=keepdims)
 
 
+@eager_compiled(static_argnames=('axis', 'returned', 'keepdims'))
 def average(a, axis=None, weights=None, returned: bool = False, keepdims: bool = False):
     """Weighted mean over `axis`; `returned` also gives the sum of the weights."""
     a = util.ensure_arraylike("average", a)
@@ -309,6 +322,7 @@ def _nan_reduction(name, reduction, a, fill, nan_if_all_nan, axis, keepdims, whe
     return out
 
 
+@eager_compiled(static_argnames=('axis', 'dtype', 'out', 'keepdims'))
 def nansum(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=None, where=None):
     """Sum treating NaNs as zero."""
     _check_no_out("nansum", out)
@@ -316,6 +330,7 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=N
                           initial=initial)
 
 
+@eager_compiled(static_argnames=('axis', 'dtype', 'out', 'keepdims'))
 def nanprod(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=None, where=None):
     """Product treating NaNs as one."""
     _check_no_out("nanprod", out)
@@ -323,6 +338,7 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=
                           initial=initial)
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'keepdims'))
 def nanmax(a, axis=None, out=None, keepdims: bool = False, initial=None, where=None):
     """Maximum ignoring NaNs (NaN where every element is NaN)."""
     _check_no_out("nanmax", out)
@@ -330,6 +346,7 @@ def nanmax(a, axis=None, out=None, keepdims: bool = False, initial=None, where=N
                           initial=initial)
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'keepdims'))
 def nanmin(a, axis=None, out=None, keepdims: bool = False, initial=None, where=None):
     """Minimum ignoring NaNs (NaN where every element is NaN)."""
     _check_no_out("nanmin", out)
@@ -337,6 +354,7 @@ def nanmin(a, axis=None, out=None, keepdims: bool = False, initial=None, where=N
                           initial=initial)
 
 
+@eager_compiled(static_argnames=('axis', 'dtype', 'out', 'keepdims'))
 def nanmean(a, axis=None, dtype=None, out=None, keepdims: bool = False, where=None):
     """Mean of the non-NaN elements."""
     _check_no_out("nanmean", out)
@@ -372,11 +390,13 @@ def _arg_extreme(name, lax_fn, a, axis, out, keepdims):
     return _expand_reduced(result, dims) if keepdims else result
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'keepdims'))
 def argmax(a, axis=None, out=None, keepdims=None):
     """Index of the maximum along `axis` (of the flattened array if None); first on ties."""
     return _arg_extreme("argmax", sorting.argmax, a, axis, out, bool(keepdims))
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'keepdims'))
 def argmin(a, axis=None, out=None, keepdims=None):
     """Index of the minimum along `axis` (of the flattened array if None); first on ties."""
     return _arg_extreme("argmin", sorting.argmin, a, axis, out, bool(keepdims))
@@ -407,21 +427,25 @@ def _cumulative(name, scan_name, a, axis, dtype, out, fill_nan=False, fill=0):
     return util.convert(result, result_dtype)
 
 
+@eager_compiled(static_argnames=('axis', 'dtype', 'out'))
 def cumsum(a, axis=None, dtype=None, out=None):
     """Cumulative sum along `axis` (of the flattened array if None)."""
     return _cumulative("cumsum", "cumsum", a, axis, dtype, out)
 
 
+@eager_compiled(static_argnames=('axis', 'dtype', 'out'))
 def cumprod(a, axis=None, dtype=None, out=None):
     """Cumulative product along `axis` (of the flattened array if None)."""
     return _cumulative("cumprod", "cumprod", a, axis, dtype, out)
 
 
+@eager_compiled(static_argnames=('axis', 'dtype', 'out'))
 def nancumsum(a, axis=None, dtype=None, out=None):
     """Cumulative sum treating NaNs as zero."""
     return _cumulative("nancumsum", "cumsum", a, axis, dtype, out, fill_nan=True, fill=0)
 
 
+@eager_compiled(static_argnames=('axis', 'dtype', 'out'))
 def nancumprod(a, axis=None, dtype=None, out=None):
     """Cumulative product treating NaNs as one."""
     return _cumulative("nancumprod", "cumprod", a, axis, dtype, out, fill_nan=True, fill=1)

@@ -1,0 +1,230 @@
+"""Eager calls of jnp functions run as one cached executable, as JAX jits its jnp functions.
+
+Outside any transformation, a function decorated with `@eager_compiled(...)` does not run its
+primitives one by one (one executable each): the first call with a given signature (argument
+types, static argument values, x64) traces the whole function and compiles it once; later calls
+look the signature up and run that executable. Under a transformation (jit, grad, vmap, ...)
+the function runs as written, so jaxprs stay flat.
+
+Arrays and NumPy arrays are dynamic arguments, and so are Python scalars (weakly typed, as
+under jit, so `x * 2` and `x * 3` share one executable); the arguments named static must be
+hashable and are part of the signature. A call with any other kind of argument (a list of
+scalars, an unhashable value) runs op by op, which is always correct.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import operator
+
+import numpy as np
+
+from fluxion._src import core, staging
+from fluxion._src.array import Array
+from fluxion._src.config import config
+from fluxion._src.dispatch import compile_closed_jaxpr, to_device_buffer
+from fluxion._src.numpy.util import check_python_int
+from fluxion._src.tree_util import tree_flatten, tree_unflatten
+
+# Signatures kept per function; the oldest is dropped past this (a loop over many shapes).
+MAX_SIGNATURES_PER_FUNCTION = 64
+
+_PYTHON_SCALARS = (bool, int, float, complex)
+_NOT_CACHEABLE = object()
+
+
+def eager_compiled(static_argnames=()):
+    """Decorator: eager calls of the function run as one executable per signature.
+
+    `static_argnames` names the parameters that select what is computed (axes, dtypes,
+    flags); they may also be passed positionally.
+    """
+    static_argnames = frozenset(static_argnames)
+
+    def decorate(fun):
+        params = list(inspect.signature(fun).parameters.values())
+        static_positions = frozenset(i for i, p in enumerate(params) if p.name in static_argnames
+                                     and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        # Calls with fewer positional arguments than this, all Arrays, and no keywords take the
+        # fast path: their signature is just the avals.
+        fast_arity = min(static_positions, default=len(params) + 1)
+        cache: dict = {}
+        fast_cache: dict = {}
+        fast_get = fast_cache.get
+        trace_state, eval_trace = core._trace_state, core.eval_trace
+
+        @functools.wraps(fun)
+        def wrapper(*args, **kwargs):
+            if trace_state.trace is not eval_trace or config.disable_jit:
+                return fun(*args, **kwargs)
+            if not kwargs and len(args) <= fast_arity:
+                try:
+                    fast_key = (config.enable_x64, *map(_aval_attr, args))
+                except AttributeError:  # not all Arrays
+                    fast_key = None
+                else:
+                    call = fast_get(fast_key)
+                    if call is not None:
+                        return call(args)
+            else:
+                fast_key = None
+            signature, dynamic = _signature(args, kwargs, static_positions, static_argnames)
+            if signature is _NOT_CACHEABLE:
+                return fun(*args, **kwargs)
+            entry = cache.get(signature)
+            if entry is None:
+                entry = _compile(fun, args, kwargs, static_positions, static_argnames)
+                _bounded_insert(cache, signature, entry)
+            if fast_key is not None:
+                _bounded_insert(fast_cache, fast_key, entry.array_call)
+            return entry(dynamic)
+
+        wrapper.eager_cache = cache
+        wrapper.eager_fast_cache = fast_cache
+        return wrapper
+    return decorate
+
+
+_aval_attr = operator.attrgetter("aval")
+
+
+def _bounded_insert(cache: dict, key, value) -> None:
+    if len(cache) >= MAX_SIGNATURES_PER_FUNCTION:
+        del cache[next(iter(cache))]
+    cache[key] = value
+
+
+def _dynamic_key(x):
+    """The signature entry of a dynamic argument, or _NOT_CACHEABLE."""
+    t = type(x)
+    if t is Array:
+        return x.aval
+    if t in _PYTHON_SCALARS:
+        return t
+    if t is np.ndarray or isinstance(x, np.generic):
+        return ("np", x.shape, x.dtype)
+    return _NOT_CACHEABLE
+
+
+def _signature(args, kwargs, static_positions, static_names):
+    """(signature, dynamic leaves) of a call, or (_NOT_CACHEABLE, None)."""
+    key = [config.enable_x64, len(args)]
+    dynamic = []
+    for i, x in enumerate(args):
+        if i in static_positions:
+            key.append(("static", x))
+            continue
+        if type(x) in (list, tuple):
+            entries = tuple(map(_dynamic_key, x))
+            if _NOT_CACHEABLE in entries:
+                return _NOT_CACHEABLE, None
+            key.append((type(x), entries))
+            dynamic.extend(x)
+            continue
+        k = _dynamic_key(x)
+        if k is _NOT_CACHEABLE:
+            if x is None:  # an optional argument left out
+                key.append(None)
+                continue
+            return _NOT_CACHEABLE, None
+        key.append(k)
+        dynamic.append(x)
+    for name, x in kwargs.items():
+        if name in static_names or x is None:
+            key.append((name, x))
+            continue
+        k = _dynamic_key(x)
+        if k is _NOT_CACHEABLE:
+            return _NOT_CACHEABLE, None
+        key.append((name, k))
+        dynamic.append(x)
+    key = tuple(key)
+    try:
+        hash(key)
+    except TypeError:  # an unhashable static argument: op by op
+        return _NOT_CACHEABLE, None
+    return key, dynamic
+
+
+class _Entry:
+    """The compiled function of one signature; called with the dynamic arguments."""
+
+    __slots__ = ("call", "array_call", "in_avals", "out_tree", "single")
+
+    def __init__(self, compiled, out_tree):
+        self.in_avals = compiled.in_avals
+        self.out_tree = out_tree
+        self.single = out_tree.num_leaves == 1 and out_tree == tree_flatten(0)[1]
+        self.call = compiled.array_call(single_output=self.single)
+        if self.single:
+            self.array_call = self.call  # for arguments that are all Arrays already
+        else:
+            call = self.call
+            self.array_call = lambda args: tree_unflatten(out_tree, call(args))
+
+    def __call__(self, dynamic):
+        leaves = [x if type(x) is Array else _to_array(x, aval)
+                  for x, aval in zip(dynamic, self.in_avals)]
+        out = self.call(leaves)
+        return out if self.single else tree_unflatten(self.out_tree, out)
+
+
+def _to_array(x, aval) -> Array:
+    check_python_int(x)
+    return Array(to_device_buffer(x, aval), aval)
+
+
+def _compile(fun, args, kwargs, static_positions, static_names) -> _Entry:
+    dyn_avals, rebuild = _abstract_call(args, kwargs, static_positions, static_names)
+    out_tree_box = []
+
+    def flat_fun(*leaves):
+        call_args, call_kwargs = rebuild(leaves)
+        out_leaves, out_tree = tree_flatten(fun(*call_args, **call_kwargs))
+        out_tree_box.append(out_tree)
+        return out_leaves
+
+    name = getattr(fun, "__name__", "jnp_function")
+    closed = staging.trace_to_jaxpr(flat_fun, dyn_avals, origin=f"jnp.{name}")
+    return _Entry(compile_closed_jaxpr(closed, name=f"jnp_{name}"), out_tree_box[0])
+
+
+def _abstract_call(args, kwargs, static_positions, static_names):
+    """The avals of the dynamic arguments and a function putting tracers in their places."""
+    avals, slots = [], []  # slots: ("arg", i) / ("seq", i, j) / ("kw", name)
+    for i, x in enumerate(args):
+        if i in static_positions or x is None:
+            continue
+        if type(x) in (list, tuple):
+            for j, y in enumerate(x):
+                avals.append(_aval_of(y))
+                slots.append(("seq", i, j))
+        else:
+            avals.append(_aval_of(x))
+            slots.append(("arg", i))
+    for name, x in kwargs.items():
+        if name in static_names or x is None:
+            continue
+        avals.append(_aval_of(x))
+        slots.append(("kw", name))
+
+    def rebuild(leaves):
+        call_args = [list(x) if type(x) in (list, tuple) else x for x in args]
+        call_kwargs = dict(kwargs)
+        for slot, leaf in zip(slots, leaves):
+            if slot[0] == "arg":
+                call_args[slot[1]] = leaf
+            elif slot[0] == "seq":
+                call_args[slot[1]][slot[2]] = leaf
+            else:
+                call_kwargs[slot[1]] = leaf
+        call_args = [type(orig)(new) if type(orig) in (list, tuple) else new
+                     for orig, new in zip(args, call_args)]
+        return call_args, call_kwargs
+    return avals, rebuild
+
+
+def _aval_of(x):
+    if type(x) is Array:
+        return x.aval
+    return core.get_aval(x)  # a Python scalar is weakly typed, a NumPy value is not

@@ -1,0 +1,94 @@
+"""Eager jnp calls run as one cached executable per signature, with op-by-op semantics."""
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import fluxion
+import fluxion.numpy as jnp
+from fluxion._src.numpy import eager, linalg_ops, reductions
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((4, 5)).astype(np.float32)
+I = RNG.integers(-5, 5, (4, 5)).astype(np.int32)
+B = X > 0
+
+CALLS = [
+    ("sum", lambda m, x: m.sum(x)),
+    ("sum_axis_keepdims", lambda m, x: m.sum(x, axis=1, keepdims=True)),
+    ("sum_positional_axis", lambda m, x: m.sum(x, 0)),
+    ("sum_initial_where", lambda m, x: m.sum(x, axis=0, initial=2, where=m.asarray(B))),
+    ("prod_dtype", lambda m, x: m.prod(x, dtype=m.float32)),
+    ("max", lambda m, x: m.max(x, axis=0)),
+    ("mean", lambda m, x: m.mean(x)),
+    ("var_ddof", lambda m, x: m.var(x, axis=1, ddof=1)),
+    ("std", lambda m, x: m.std(x)),
+    ("argmax", lambda m, x: m.argmax(x, axis=1)),
+    ("argmin_flat", lambda m, x: m.argmin(x)),
+    ("cumsum", lambda m, x: m.cumsum(x, axis=0)),
+    ("any", lambda m, x: m.any(x > 0, axis=0)),
+    ("count_nonzero", lambda m, x: m.count_nonzero(x)),
+    ("average", lambda m, x: m.average(x, axis=0, weights=m.arange(4.0))),
+    ("matmul", lambda m, x: m.matmul(x, x.T)),
+    ("dot", lambda m, x: m.dot(x, m.ones(5, x.dtype))),
+    ("tensordot", lambda m, x: m.tensordot(x, x, axes=([0], [0]))),
+    ("outer", lambda m, x: m.outer(x[0], x[1])),
+    ("trace", lambda m, x: m.trace(x)),
+    ("method_sum", lambda m, x: x.sum(axis=0)),
+]
+
+
+@pytest.mark.parametrize("name,call", CALLS, ids=[c[0] for c in CALLS])
+@pytest.mark.parametrize("data", [X, I], ids=["f32", "i32"])
+def test_eager_matches_jax_and_op_by_op(name, call, data):
+    expected = call(jjnp, jjnp.asarray(data))
+    got = call(jnp, jnp.asarray(data))
+    with fluxion.disable_jit():
+        op_by_op = call(jnp, jnp.asarray(data))
+    for g, ref in [(got, expected), (op_by_op, expected)]:
+        assert g.dtype == ref.dtype and g.shape == ref.shape
+        assert g.weak_type == ref.weak_type
+        np.testing.assert_allclose(np.asarray(g), np.asarray(ref), rtol=2e-6, atol=2e-6)
+
+
+def test_python_scalars_of_a_kind_share_one_executable():
+    x = jnp.asarray(X)
+    reductions.sum.eager_cache.clear()
+    results = [float(jnp.sum(x, initial=k)) for k in range(5)]
+    assert len(reductions.sum.eager_cache) == 1
+    np.testing.assert_allclose(results, [X.sum() + k for k in range(5)], rtol=1e-5)
+
+
+def test_static_arguments_and_types_select_executables():
+    reductions.mean.eager_cache.clear()
+    jnp.mean(jnp.asarray(X))
+    jnp.mean(jnp.asarray(X))
+    jnp.mean(jnp.asarray(X), axis=0)
+    jnp.mean(jnp.asarray(I))
+    assert len(reductions.mean.eager_cache) == 3
+
+
+def test_unhashable_static_argument_runs_op_by_op():
+    got = jnp.sum(jnp.asarray(X), axis=[0, 1])
+    np.testing.assert_allclose(got, X.sum(), rtol=1e-5)
+
+
+def test_under_jit_the_jaxpr_stays_flat():
+    text = str(fluxion.make_jaxpr(lambda x: jnp.mean(x @ x.T))(X))
+    assert "pjit" not in text and "jit" not in text and "reduce_sum" in text
+
+
+def test_cache_is_bounded():
+    linalg_ops.trace.eager_cache.clear()
+    for n in range(eager.MAX_SIGNATURES_PER_FUNCTION + 5):
+        jnp.trace(jnp.ones((2, n + 1)))
+    assert len(linalg_ops.trace.eager_cache) == eager.MAX_SIGNATURES_PER_FUNCTION
+
+
+def test_errors_are_those_of_the_function():
+    with pytest.raises(ValueError):
+        jnp.sum(jnp.asarray(X), axis=5)
+    with pytest.raises(TypeError):
+        jnp.matmul(jnp.ones((2, 3)), jnp.ones((4, 2)))
+    with pytest.raises(OverflowError):
+        jnp.sum(jnp.asarray(I), initial=2**40)
