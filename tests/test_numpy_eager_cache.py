@@ -53,14 +53,14 @@ def test_eager_matches_jax_and_op_by_op(name, call, data):
 
 def test_python_scalars_of_a_kind_share_one_executable():
     x = jnp.asarray(X)
-    reductions.sum.eager_cache.clear()
+    reductions.sum.clear_cache()
     results = [float(jnp.sum(x, initial=k)) for k in range(5)]
     assert len(reductions.sum.eager_cache) == 1
     np.testing.assert_allclose(results, [X.sum() + k for k in range(5)], rtol=1e-5)
 
 
 def test_static_arguments_and_types_select_executables():
-    reductions.mean.eager_cache.clear()
+    reductions.mean.clear_cache()
     jnp.mean(jnp.asarray(X))
     jnp.mean(jnp.asarray(X))
     jnp.mean(jnp.asarray(X), axis=0)
@@ -79,7 +79,7 @@ def test_under_jit_the_jaxpr_stays_flat():
 
 
 def test_cache_is_bounded():
-    linalg_ops.trace.eager_cache.clear()
+    linalg_ops.trace.clear_cache()
     for n in range(eager.MAX_SIGNATURES_PER_FUNCTION + 5):
         jnp.trace(jnp.ones((2, n + 1)))
     assert len(linalg_ops.trace.eager_cache) == eager.MAX_SIGNATURES_PER_FUNCTION

@@ -79,8 +79,12 @@ def eager_compiled(static_argnames=()):
                 _bounded_insert(fast_cache, fast_key, entry.array_call)
             return entry(dynamic)
 
+        def clear_cache():
+            cache.clear()
+            fast_cache.clear()
+
         wrapper.eager_cache = cache
-        wrapper.eager_fast_cache = fast_cache
+        wrapper.clear_cache = clear_cache
         return wrapper
     return decorate
 
