@@ -138,22 +138,37 @@ def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = 
     return out
 
 
-def log_softmax(x, axis=-1, where=None):
-    """x - logsumexp(x) along `axis`."""
+def _masked_max(x, axis, where):
     jnp = _jnp()
     from fluxion._src.lax.stop_gradient import stop_gradient
+    if where is None:
+        return stop_gradient(jnp.max(x, axis=axis, keepdims=True))
+    return stop_gradient(jnp.max(x, axis=axis, keepdims=True, where=where, initial=-np.inf))
+
+
+def log_softmax(x, axis=-1, where=None):
+    """x - logsumexp(x) along `axis`; with `where`, masked-out entries are -inf and take no
+    part in the normalization."""
+    jnp = _jnp()
     x = _inexact(x)
-    shifted = x - stop_gradient(jnp.max(x, axis=axis, keepdims=True))
-    return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True))
+    if where is not None:
+        x = jnp.where(where, x, -np.inf)
+    shifted = x - _masked_max(x, axis, where)
+    total = jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True, where=where)
+    result = shifted - jnp.log(total)
+    return result if where is None else jnp.where(where, result, -np.inf)
 
 
 def softmax(x, axis=-1, where=None):
-    """exp(x) / sum(exp(x)) along `axis`."""
+    """exp(x) / sum(exp(x)) along `axis`; with `where`, masked-out entries are 0 and take no
+    part in the normalization."""
     jnp = _jnp()
-    from fluxion._src.lax.stop_gradient import stop_gradient
     x = _inexact(x)
-    unnormalized = jnp.exp(x - stop_gradient(jnp.max(x, axis=axis, keepdims=True)))
-    return unnormalized / jnp.sum(unnormalized, axis=axis, keepdims=True)
+    if where is not None:
+        x = jnp.where(where, x, -np.inf)
+    unnormalized = jnp.exp(x - _masked_max(x, axis, where))
+    result = unnormalized / jnp.sum(unnormalized, axis=axis, keepdims=True, where=where)
+    return result if where is None else jnp.where(where, result, 0.0)
 
 
 def one_hot(x, num_classes: int, *, dtype=None, axis=-1):

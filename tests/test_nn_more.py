@@ -1,0 +1,106 @@
+"""The newer jax.nn activations, logmeanexp, masked softmax and dot_product_attention."""
+import jax
+import numpy as np
+import pytest
+
+import fluxion
+import fluxion.numpy as jnp
+from fluxion.test_util import check_grads
+
+X = np.linspace(-3, 3, 13).astype(np.float32)
+UNARY = ["identity", "tanh", "hard_sigmoid", "hard_silu", "hard_swish", "mish", "soft_sign",
+         "squareplus", "sparse_plus", "sparse_sigmoid"]
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_activation_values_dtypes_and_jit(name):
+    ours, theirs = getattr(fluxion.nn, name), getattr(jax.nn, name)
+    got, want = ours(X), theirs(X)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(fluxion.jit(ours)(X), want, atol=1e-6)
+    assert ours(2.0).weak_type == theirs(2.0).weak_type
+
+
+@pytest.mark.parametrize("name", ["mish", "soft_sign", "squareplus", "hard_silu", "tanh"])
+def test_activation_gradients(name, x64):
+    f = getattr(fluxion.nn, name)
+    check_grads(f, (np.array([-2.3, -0.4, 0.7, 1.9]),), order=2, modes=["fwd", "rev"])
+
+
+def test_log1mexp_values_and_derivative(x64):
+    x = np.array([1e-3, 0.2, 0.69, 0.7, 3.0, 30.0])
+    # Maechler's accurate evaluation, in NumPy float64.
+    want = np.where(x < np.log(2), np.log(-np.expm1(-x)), np.log1p(-np.exp(-x)))
+    np.testing.assert_allclose(fluxion.nn.log1mexp(x), want, rtol=1e-12)
+    check_grads(fluxion.nn.log1mexp, (x,), order=1, modes=["fwd", "rev"])
+    np.testing.assert_allclose(fluxion.grad(lambda t: fluxion.nn.log1mexp(t).sum())(x),
+                               1 / np.expm1(x), rtol=1e-12)
+
+
+def test_glu_and_logmeanexp():
+    x = X[:12].reshape(3, 4)
+    np.testing.assert_allclose(fluxion.nn.glu(x), jax.nn.glu(x), atol=1e-6)
+    np.testing.assert_allclose(fluxion.nn.glu(x, axis=1), jax.nn.glu(x, axis=1))
+    with pytest.raises(ValueError, match="even"):
+        fluxion.nn.glu(X)
+    where = x > -1
+    for kw in [{}, {"axis": 1}, {"axis": 0, "keepdims": True}, {"axis": 1, "where": where}]:
+        np.testing.assert_allclose(fluxion.nn.logmeanexp(x, **kw), jax.nn.logmeanexp(x, **kw),
+                                   rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_where_masks_entries(name):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    where = rng.random((3, 5)) > 0.4
+    for axis in (-1, 0):
+        got = getattr(fluxion.nn, name)(x, axis=axis, where=where)
+        want = getattr(jax.nn, name)(x, axis=axis, where=where)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+RNG = np.random.default_rng(1)
+Q = RNG.standard_normal((2, 5, 4, 8)).astype(np.float32)
+K = RNG.standard_normal((2, 6, 2, 8)).astype(np.float32)
+V = RNG.standard_normal((2, 6, 2, 8)).astype(np.float32)
+OPTIONS = [
+    {}, {"is_causal": True},
+    {"bias": RNG.standard_normal((2, 4, 5, 6)).astype(np.float32)},
+    {"mask": RNG.random((2, 1, 5, 6)) > 0.3},
+    {"local_window_size": (1, 2)}, {"local_window_size": 1, "is_causal": True, "scale": 0.3},
+    {"query_seq_lengths": np.array([3, 5], np.int32),
+     "key_value_seq_lengths": np.array([6, 2], np.int32)},
+]
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "plain")
+def test_dot_product_attention_matches_jax(options):
+    got = fluxion.nn.dot_product_attention(Q, K, V, **options)
+    want = jax.nn.dot_product_attention(Q, K, V, **options)
+    np.testing.assert_allclose(got, want, atol=2e-6)
+
+
+def test_dot_product_attention_unbatched_residual_grad_and_vmap():
+    out, lse = fluxion.nn.dot_product_attention(Q[0], K[0], V[0], return_residual=True)
+    want, want_lse = jax.nn.dot_product_attention(Q[0], K[0], V[0], return_residual=True)
+    np.testing.assert_allclose(out, want, atol=2e-6)
+    np.testing.assert_allclose(lse, want_lse, atol=2e-6)
+    loss = lambda q, k, v: (fluxion.nn.dot_product_attention(q, k, v, is_causal=True) ** 2).sum()
+    jloss = lambda q, k, v: (jax.nn.dot_product_attention(q, k, v, is_causal=True) ** 2).sum()
+    for g, w in zip(fluxion.grad(loss, argnums=(0, 1, 2))(Q, K, V),
+                    jax.grad(jloss, argnums=(0, 1, 2))(Q, K, V)):
+        np.testing.assert_allclose(g, w, atol=2e-5)
+    batched = fluxion.vmap(fluxion.nn.dot_product_attention)(Q, K, V)
+    looped = np.stack([fluxion.nn.dot_product_attention(Q[i], K[i], V[i]) for i in range(2)])
+    np.testing.assert_allclose(batched, looped, atol=2e-6)
+
+
+def test_dot_product_attention_errors():
+    with pytest.raises(ValueError, match="multiple of key/value heads"):
+        fluxion.nn.dot_product_attention(Q[:, :, :3], K, V)
+    with pytest.raises(ValueError, match="value shape"):
+        fluxion.nn.dot_product_attention(Q, K, V[:, :5])
+    with pytest.raises(ValueError, match="cuDNN"):
+        fluxion.nn.dot_product_attention(Q, K, V, implementation="cudnn")
