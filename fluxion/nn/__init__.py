@@ -6,3 +6,4 @@ from fluxion._src.nn_activations import (identity, tanh, glu, hard_sigmoid, hard
                                          hard_swish, mish, soft_sign, squareplus, sparse_plus,
                                          sparse_sigmoid, log1mexp, logmeanexp,
                                          dot_product_attention)
+from fluxion.nn import initializers  # noqa: F401,E402
