@@ -13,6 +13,8 @@ import operator
 import textwrap
 from typing import Any, Callable, Hashable, Iterable
 
+import warnings
+
 import optree
 from optree import PyTreeKind
 
@@ -474,7 +476,12 @@ def register_pytree_node(nodetype: type, flatten_func: Callable, unflatten_func:
     ([(key, child), ...], aux)` gives key paths; without it children are keyed by
     `FlattenedIndexKey(i)`.
     """
-    optree.register_pytree_node(nodetype, flatten_func, unflatten_func, namespace=NAMESPACE)
+    with warnings.catch_warnings():
+        # optree warns that a namedtuple subclass overrides the built-in namedtuple handling;
+        # overriding it is the point of registering one (JAX allows it silently).
+        warnings.filterwarnings("ignore", message=r"PyTree type .* is a subclass of "
+                                r"`collections.namedtuple`")
+        optree.register_pytree_node(nodetype, flatten_func, unflatten_func, namespace=NAMESPACE)
     _keyed_flatten_by_type.pop(nodetype, None)
     if flatten_with_keys_func is not None:
         _key_flatteners[nodetype] = lambda node: list(flatten_with_keys_func(node)[0])

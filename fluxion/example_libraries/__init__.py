@@ -1,0 +1,1 @@
+"""Small example libraries (`jax.example_libraries`): `stax` layers and `optimizers`."""
