@@ -283,6 +283,11 @@ class JitFunction:
         # Donated arguments are named or numbered like static ones, each inferred from the other.
         self._donate_argnums, self._donate_argnames = _normalize_static(
             fun, donate_argnums, donate_argnames)
+        both = set(self._static_argnames) & set(self._donate_argnames)
+        if both or set(self._static_argnums) & set(self._donate_argnums):
+            raise ValueError("static_argnames and donate_argnames cannot intersect. Argument "
+                             f"names {both or set()} appear in both static_argnames and "
+                             "donate_argnames")
         self._cache: dict = {}
         self._trace_cache: dict = {}
         # Calls with only positional Arrays and nothing static or donated skip flattening.

@@ -1391,7 +1391,8 @@ def associative_scan(fn: Callable, elems, reverse: bool = False, axis: int = 0):
         raise ValueError("associative_scan needs at least one array in elems.")
     ndim = core.get_aval(leaves[0]).ndim
     if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+        raise np.exceptions.AxisError(f"axis {axis} is out of bounds for array of dimension "
+                                      f"{ndim}")
     axis %= ndim
     sizes = [core.get_aval(x).shape[axis] if core.get_aval(x).ndim > axis else None
              for x in leaves]

@@ -26,7 +26,8 @@ __all__ = ["argmax", "argmax_p", "argmin", "argmin_p", "sort", "sort_key_val", "
 def _canonicalize_axis(axis, ndim: int) -> int:
     axis = operator.index(axis)
     if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+        raise np.exceptions.AxisError(f"axis {axis} is out of bounds for array of dimension "
+                                      f"{ndim}")
     return axis % ndim if ndim else axis
 
 

@@ -50,7 +50,8 @@ def _int_tuple(opname: str, argname: str, values) -> tuple:
 def _canonicalize_axis(axis, ndim: int) -> int:
     axis = operator.index(axis)
     if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+        raise np.exceptions.AxisError(f"axis {axis} is out of bounds for array of dimension "
+                                      f"{ndim}")
     return axis % ndim
 
 

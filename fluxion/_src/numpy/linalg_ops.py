@@ -199,7 +199,7 @@ def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1):
     offset = util.static_int(offset, "'offset' argument of jnp.diagonal")
     i, j = util.canonicalize_axis(axis1, _ndim(a)), util.canonicalize_axis(axis2, _ndim(a))
     if i == j:
-        raise ValueError("axis1 and axis2 must not be equal")
+        raise TypeError("diagonal: axis1 and axis2 must not be equal")
     a = moveaxis(a, (i, j), (-2, -1))
     *lead, rows, cols = _shape(a)
     row_start = min(max(-offset, 0), rows)

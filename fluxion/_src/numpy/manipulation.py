@@ -40,10 +40,11 @@ def _new_shape(name, old_shape, new_shape) -> tuple:
     dims = list((new_shape,) if np.ndim(new_shape) == 0 else new_shape)
     dims = [util.static_int(d, f"The new shape passed to jnp.{name}") for d in dims]
     if any(d < -1 for d in dims):
-        raise ValueError(f"jnp.{name}: negative dimensions are not allowed, got {tuple(dims)}")
+        raise TypeError(f"jnp.{name}: new sizes must be nonnegative or -1, got {tuple(dims)}")
     unknown = [i for i, d in enumerate(dims) if d == -1]
     if len(unknown) > 1:
-        raise ValueError("can only specify one unknown dimension")
+        raise TypeError(f"can only specify one unknown axis size with a `-1` value, got "
+                        f"{tuple(dims)}")
     known = math.prod(d for d in dims if d != -1)
     total = math.prod(old_shape)
     if unknown:
@@ -90,7 +91,8 @@ def transpose(a, axes=None):
     else:
         perm = tuple(util.canonicalize_axis(i, nd) for i in axes)
         if sorted(perm) != list(range(nd)):
-            raise ValueError(f"axes {tuple(axes)} don't match array of dimension {nd}")
+            raise TypeError(f"transpose permutation isn't a permutation of operand dimensions, "
+                            f"got permutation {tuple(axes)} for operand shape {_aval(a).shape}.")
     return ls.transpose(a, perm)
 
 

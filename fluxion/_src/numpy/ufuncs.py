@@ -130,7 +130,9 @@ def _int_floor_divide(x1, x2):
     if _dtype(x1).kind == "u":
         return quotient
     zero = scalar_like(x1, 0)
-    inexact = lax.bitwise_and(lax.ne(lax.lt(x1, zero), lax.lt(x2, zero)),
+    # Signs compared with sign(), not < 0, so a zero divisor gives JAX's value (x // 0 is
+    # -2 for x > 0: XLA's x / 0 = -1, then the floor adjustment).
+    inexact = lax.bitwise_and(lax.ne(lax.sign(x1), lax.sign(x2)),
                               lax.ne(lax.rem(x1, x2), zero))
     return select(inexact, lax.sub(quotient, scalar_like(quotient, 1)), quotient)
 

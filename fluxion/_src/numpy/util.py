@@ -185,7 +185,8 @@ def promote_args_numeric(fname: str, *args):
 def canonicalize_axis(axis, ndim: int) -> int:
     axis = operator.index(axis)
     if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+        raise np.exceptions.AxisError(f"axis {axis} is out of bounds for array of dimension "
+                                      f"{ndim}")
     return axis % ndim
 
 
