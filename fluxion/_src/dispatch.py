@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from fluxion._src import core, dtypes
+from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.array import Array, scalar_array
 from fluxion._src.compiler import backend, lowering
 from fluxion._src.config import config
@@ -126,7 +127,8 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
 # ---------------------------------------------------------------------------------------------
 # Eager primitives: each (primitive, input types, params) compiles once.
 
-_primitive_cache: dict = {}  # (primitive, params, x64, *avals) -> compiled call
+# (primitive, params, x64, *avals) -> compiled call
+_primitive_cache: dict = BoundedDict(4096)
 
 
 def apply_primitive(prim: core.Primitive, args: Sequence, params: dict):
@@ -155,11 +157,11 @@ def _compile_uncached(prim, key, params):
     structural = core.structural_params_key(params)
     if structural is not None:
         key = (prim, structural, *key[2:])
+    with compile_lock:
         call = _primitive_cache.get(key)
-        if call is not None:
-            return call
-    compiled = _compile_primitive(prim, key[3:], params)
-    call = _primitive_cache[key] = compiled.array_call(not prim.multiple_results)
+        if call is None:
+            compiled = _compile_primitive(prim, key[3:], params)
+            call = _primitive_cache[key] = compiled.array_call(not prim.multiple_results)
     return call
 
 
@@ -173,9 +175,12 @@ def _apply_primitive_general(prim, args, params, param_key):
     except TypeError:  # an unhashable param: compile without caching
         key, compiled = None, None
     if compiled is None:
-        compiled = _compile_primitive(prim, avals, params)
-        if key is not None:
-            _primitive_cache[key] = compiled
+        with compile_lock:
+            compiled = _primitive_cache.get(key) if key is not None else None
+            if compiled is None:
+                compiled = _compile_primitive(prim, avals, params)
+                if key is not None:
+                    _primitive_cache[key] = compiled
     outs = compiled(args)
     return outs if prim.multiple_results else outs[0]
 
@@ -197,15 +202,18 @@ core.apply_primitive = apply_primitive
 jit_p = core.Primitive("jit")
 jit_p.multiple_results = True
 
-_jaxpr_cache: dict = {}
+_jaxpr_cache: dict = BoundedDict(1024)
 
 
 def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars=None, **_):
     key = (id(jaxpr), config.enable_x64)
     entry = _jaxpr_cache.get(key)
     if entry is None or entry[0] is not jaxpr:
-        entry = (jaxpr, compile_closed_jaxpr(jaxpr, name=f"jit_{name}"))
-        _jaxpr_cache[key] = entry
+        with compile_lock:
+            entry = _jaxpr_cache.get(key)
+            if entry is None or entry[0] is not jaxpr:
+                entry = (jaxpr, compile_closed_jaxpr(jaxpr, name=f"jit_{name}"))
+                _jaxpr_cache[key] = entry
     return entry[1](args)
 
 
