@@ -1,9 +1,11 @@
 """Running things: eager primitives, compiled jaxprs, and the `jit` call primitive."""
 from __future__ import annotations
 
+import hashlib
 import logging
 import operator
 import time
+import weakref
 from typing import Sequence
 
 import numpy as np
@@ -120,8 +122,26 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
                        time.perf_counter() - start)
     out_avals = closed.out_avals
     exe = backend.compile_module(text, out_avals, name=name)
-    const_bufs = [to_device_buffer(c, v.aval) for c, v in zip(closed.consts, closed.jaxpr.constvars)]
+    const_bufs = [_constant_buffer(c, v.aval) for c, v in zip(closed.consts, closed.jaxpr.constvars)]
     return CompiledFunction(exe, const_bufs, closed.in_avals, out_avals)
+
+
+# Device copies of large host constants, by content: a function closing over a big NumPy
+# array keeps one device copy however often it is retraced. Entries live while an executable
+# holds them (weak values).
+_constant_buffers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_CONTENT_KEYED_BYTES = 1 << 16
+
+
+def _constant_buffer(c, aval: ShapedArray):
+    if type(c) is not np.ndarray or c.nbytes < _CONTENT_KEYED_BYTES:
+        return to_device_buffer(c, aval)
+    host = np.ascontiguousarray(c, dtype=aval.dtype)
+    key = (aval, hashlib.blake2b(memoryview(host).cast("B"), digest_size=16).digest())
+    buf = _constant_buffers.get(key)
+    if buf is None:
+        buf = _constant_buffers[key] = to_device_buffer(host, aval)
+    return buf
 
 
 # ---------------------------------------------------------------------------------------------
