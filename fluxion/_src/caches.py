@@ -8,6 +8,12 @@
 - each `jit` function: 1024 signatures (its dispatch, fast-path and trace caches);
 - each jnp function's eager executables (numpy/eager.py): 64 signatures;
 - Python-scalar constants on the device (array._scalar_cache): 4096, then cleared;
+- Python floats as device scalars for Array operators (numpy/array_methods): 4096, then
+  cleared;
+- StableHLO tensor type text (compiler/hlo._tensor_types): 16384, then cleared;
+- scatter combiner jaxprs (lax/indexing._combiner_cache): 1024, then cleared;
+- large host constants on the device (dispatch._constant_buffers): weak, freed with the last
+  executable that uses them;
 - interned avals (core.ShapedArray): not evicted, since avals compare by identity; one small
   object per distinct (shape, dtype, weak type).
 """
