@@ -1,2 +1,2 @@
 """SciPy's API on fluxion arrays (`jax.scipy`)."""
-from fluxion.scipy import cluster, integrate, ndimage, optimize, sparse, special  # noqa: F401
+from fluxion.scipy import cluster, integrate, ndimage, optimize, sparse, special, stats  # noqa: F401

@@ -1,0 +1,278 @@
+"""`fluxion.scipy.stats`: densities, mass functions and CDFs of common distributions.
+
+Location-scale families share one helper: a standardized log density `f(z)` becomes
+`logpdf(x, loc, scale) = f((x - loc) / scale) - log(scale)`. Outside a support the log
+density is -inf, as in SciPy.
+"""
+from __future__ import annotations
+
+import math
+import types
+
+import numpy as np
+
+import fluxion.numpy as jnp
+from fluxion._src.scipy import special as sp
+from fluxion._src.scipy.special import _inexact
+
+
+def _standardize(x, loc, scale):
+    x, loc, scale = _inexact(x, loc, scale)
+    return (x - loc) / scale, scale
+
+
+def _namespace(name, **functions):
+    module = types.SimpleNamespace(**functions)
+    module.__name__ = name
+    return module
+
+
+def _location_scale(name, log_density, cdf=None, log_cdf=None, sf=None, log_sf=None,
+                    ppf=None, isf=None):
+    """The functions of a location-scale family from those of its standard member."""
+    functions = {}
+
+    def logpdf(x, loc=0, scale=1):
+        z, scale = _standardize(x, loc, scale)
+        return log_density(z) - jnp.log(scale)
+    functions["logpdf"] = logpdf
+    functions["pdf"] = lambda x, loc=0, scale=1: jnp.exp(logpdf(x, loc, scale))
+    for key, standard in [("cdf", cdf), ("logcdf", log_cdf), ("sf", sf), ("logsf", log_sf)]:
+        if standard is not None:
+            functions[key] = (lambda f: lambda x, loc=0, scale=1:
+                              f(_standardize(x, loc, scale)[0]))(standard)
+    for key, standard in [("ppf", ppf), ("isf", isf)]:
+        if standard is not None:
+            def quantile(q, loc=0, scale=1, f=standard):
+                q, loc, scale = _inexact(q, loc, scale)
+                return f(q) * scale + loc
+            functions[key] = quantile
+    for fn_name, fn in functions.items():
+        fn.__name__ = fn_name
+        fn.__doc__ = f"The {fn_name} of the {name} distribution (with loc and scale)."
+    return _namespace(name, **functions)
+
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+norm = _location_scale(
+    "normal", lambda z: -0.5 * z * z - _HALF_LOG_2PI,
+    cdf=sp.ndtr, log_cdf=sp.log_ndtr, sf=lambda z: sp.ndtr(-z), log_sf=lambda z: sp.log_ndtr(-z),
+    ppf=sp.ndtri, isf=lambda q: -sp.ndtri(q))
+
+def _logistic_log_density(z):
+    a = jnp.abs(z)  # the density is symmetric; this form cannot overflow
+    return -a - 2 * jnp.log1p(jnp.exp(-a))
+
+
+logistic = _location_scale(
+    "logistic", _logistic_log_density,
+    cdf=sp.expit, sf=lambda z: sp.expit(-z), ppf=sp.logit, isf=lambda q: -sp.logit(q))
+
+laplace = _location_scale(
+    "Laplace", lambda z: -jnp.abs(z) - math.log(2.0),
+    cdf=lambda z: jnp.where(z < 0, 0.5 * jnp.exp(z), 1 - 0.5 * jnp.exp(-z)))
+
+cauchy = _location_scale(
+    "Cauchy", lambda z: -math.log(math.pi) - jnp.log1p(z * z),
+    cdf=lambda z: 0.5 + jnp.arctan(z) / math.pi,
+    log_cdf=lambda z: jnp.log(0.5 + jnp.arctan(z) / math.pi),
+    sf=lambda z: 0.5 - jnp.arctan(z) / math.pi,
+    log_sf=lambda z: jnp.log(0.5 - jnp.arctan(z) / math.pi),
+    ppf=lambda q: jnp.tan(math.pi * (q - 0.5)), isf=lambda q: jnp.tan(math.pi * (0.5 - q)))
+
+uniform = _location_scale(
+    "uniform", lambda z: jnp.where((z >= 0) & (z <= 1), 0.0, -jnp.inf),
+    cdf=lambda z: jnp.clip(z, 0.0, 1.0),
+    ppf=lambda q: jnp.where((q >= 0) & (q <= 1), q, jnp.nan))
+
+expon = _location_scale(
+    "exponential", lambda z: jnp.where(z >= 0, -z, -jnp.inf),
+    cdf=lambda z: jnp.where(z >= 0, -jnp.expm1(-z), 0.0),
+    log_cdf=lambda z: jnp.where(z >= 0, jnp.log(-jnp.expm1(-z)), -jnp.inf),
+    sf=lambda z: jnp.where(z >= 0, jnp.exp(-z), 1.0),
+    log_sf=lambda z: jnp.where(z >= 0, -z, 0.0),
+    ppf=lambda q: jnp.where((q >= 0) & (q <= 1), -jnp.log1p(-q), jnp.nan))
+
+gumbel_r = _location_scale(
+    "right-skewed Gumbel", lambda z: -z - jnp.exp(-z),
+    cdf=lambda z: jnp.exp(-jnp.exp(-z)), log_cdf=lambda z: -jnp.exp(-z),
+    sf=lambda z: -jnp.expm1(-jnp.exp(-z)), log_sf=lambda z: jnp.log(-jnp.expm1(-jnp.exp(-z))),
+    ppf=lambda q: -jnp.log(-jnp.log(q)))
+
+gumbel_l = _location_scale(
+    "left-skewed Gumbel", lambda z: z - jnp.exp(z),
+    cdf=lambda z: -jnp.expm1(-jnp.exp(z)), log_cdf=lambda z: jnp.log(-jnp.expm1(-jnp.exp(z))),
+    sf=lambda z: jnp.exp(-jnp.exp(z)), log_sf=lambda z: -jnp.exp(z),
+    ppf=lambda q: jnp.log(-jnp.log1p(-q)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Shape families
+
+def _pareto_logpdf(x, b, loc=0, scale=1):
+    z, scale = _standardize(x, loc, scale)
+    b = _inexact(b)
+    return jnp.where(z >= 1, jnp.log(b) - (b + 1) * jnp.log(z) - jnp.log(scale), -jnp.inf)
+
+
+def _pareto_logcdf(x, b, loc=0, scale=1):
+    z, _ = _standardize(x, loc, scale)
+    return jnp.where(z >= 1, jnp.log1p(-z ** -_inexact(b)), -jnp.inf)
+
+
+def _pareto_logsf(x, b, loc=0, scale=1):
+    z, _ = _standardize(x, loc, scale)
+    return jnp.where(z >= 1, -_inexact(b) * jnp.log(z), 0.0)
+
+
+def _pareto_ppf(q, b, loc=0, scale=1):
+    q, b, loc, scale = _inexact(q, b, loc, scale)
+    return jnp.where((q >= 0) & (q <= 1), scale * (1 - q) ** (-1 / b) + loc, jnp.nan)
+
+
+pareto = _namespace(
+    "pareto", logpdf=_pareto_logpdf, pdf=lambda *a, **k: jnp.exp(_pareto_logpdf(*a, **k)),
+    logcdf=_pareto_logcdf, cdf=lambda *a, **k: jnp.exp(_pareto_logcdf(*a, **k)),
+    logsf=_pareto_logsf, sf=lambda *a, **k: jnp.exp(_pareto_logsf(*a, **k)), ppf=_pareto_ppf)
+
+
+def _t_logpdf(x, df, loc=0, scale=1):
+    z, scale = _standardize(x, loc, scale)
+    df = _inexact(df)
+    return (sp.gammaln((df + 1) / 2) - sp.gammaln(df / 2) - 0.5 * jnp.log(df * math.pi)
+            - (df + 1) / 2 * jnp.log1p(z * z / df) - jnp.log(scale))
+
+
+t = _namespace("t", logpdf=_t_logpdf, pdf=lambda *a, **k: jnp.exp(_t_logpdf(*a, **k)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Discrete distributions
+
+def _bernoulli_logpmf(k, p, loc=0):
+    k, p, loc = _inexact(k, p, loc)
+    x = k - loc
+    value = sp.xlogy(x, p) + sp.xlog1py(1 - x, -p)
+    return jnp.where((x == 0) | (x == 1), value, -jnp.inf)
+
+
+def _bernoulli_cdf(k, p):
+    k, p = _inexact(k, p)
+    return jnp.where(k < 0, 0.0, jnp.where(k < 1, 1 - p, 1.0))
+
+
+def _bernoulli_ppf(q, p):
+    q, p = _inexact(q, p)
+    return jnp.where((q < 0) | (q > 1), jnp.nan, jnp.where(q <= 1 - p, 0.0, 1.0))
+
+
+bernoulli = _namespace("bernoulli", logpmf=_bernoulli_logpmf,
+                       pmf=lambda *a, **k: jnp.exp(_bernoulli_logpmf(*a, **k)),
+                       cdf=_bernoulli_cdf, ppf=_bernoulli_ppf)
+
+
+def _geom_logpmf(k, p, loc=0):
+    k, p, loc = _inexact(k, p, loc)
+    x = k - loc
+    return jnp.where(x <= 0, -jnp.inf, sp.xlog1py(x - 1, -p) + jnp.log(p))
+
+
+geom = _namespace("geom", logpmf=_geom_logpmf, pmf=lambda *a, **k: jnp.exp(_geom_logpmf(*a, **k)))
+
+
+def _binom_logpmf(k, n, p, loc=0):
+    k, n, p, loc = _inexact(k, n, p, loc)
+    x = k - loc
+    log_comb = sp.gammaln(n + 1) - sp.gammaln(x + 1) - sp.gammaln(n - x + 1)
+    value = log_comb + sp.xlogy(x, p) + sp.xlog1py(n - x, -p)
+    return jnp.where((x >= 0) & (x <= n) & (x == jnp.floor(x)), value, -jnp.inf)
+
+
+binom = _namespace("binom", logpmf=_binom_logpmf,
+                   pmf=lambda *a, **k: jnp.exp(_binom_logpmf(*a, **k)))
+
+
+def _nbinom_logpmf(k, n, p, loc=0):
+    k, n, p, loc = _inexact(k, n, p, loc)
+    x = k - loc
+    log_comb = sp.gammaln(n + x) - sp.gammaln(x + 1) - sp.gammaln(n)
+    value = log_comb + n * jnp.log(p) + sp.xlog1py(x, -p)
+    return jnp.where(x >= 0, value, -jnp.inf)
+
+
+nbinom = _namespace("nbinom", logpmf=_nbinom_logpmf,
+                    pmf=lambda *a, **k: jnp.exp(_nbinom_logpmf(*a, **k)))
+
+
+def _betabinom_logpmf(k, n, a, b, loc=0):
+    k, n, a, b, loc = _inexact(k, n, a, b, loc)
+    x = k - loc
+    log_comb = sp.gammaln(n + 1) - sp.gammaln(x + 1) - sp.gammaln(n - x + 1)
+    value = log_comb + sp.betaln(x + a, n - x + b) - sp.betaln(a, b)
+    return jnp.where((x >= 0) & (x <= n), value, -jnp.inf)
+
+
+betabinom = _namespace("betabinom", logpmf=_betabinom_logpmf,
+                       pmf=lambda *a, **k: jnp.exp(_betabinom_logpmf(*a, **k)))
+
+
+def _multinomial_logpmf(x, n, p):
+    x, n, p = _inexact(x, n, p)
+    value = sp.gammaln(n + 1) + jnp.sum(sp.xlogy(x, p) - sp.gammaln(x + 1), axis=-1)
+    return jnp.where(jnp.sum(x, axis=-1) == n, value, -jnp.inf)
+
+
+multinomial = _namespace("multinomial", logpmf=_multinomial_logpmf,
+                         pmf=lambda *a, **k: jnp.exp(_multinomial_logpmf(*a, **k)))
+
+
+def _dirichlet_logpdf(x, alpha):
+    x, alpha = _inexact(x, alpha)
+    if alpha.ndim != 1:
+        raise ValueError(f"`alpha` must be one-dimensional; got alpha.shape={alpha.shape}")
+    if x.shape[0] not in (alpha.shape[0], alpha.shape[0] - 1):
+        raise ValueError(f"`x` must have either the same number of entries as `alpha` or one "
+                         f"entry fewer; got x.shape={x.shape}, alpha.shape={alpha.shape}")
+    if x.shape[0] != alpha.shape[0]:
+        x = jnp.concatenate([x, 1 - jnp.sum(x, 0, keepdims=True)], axis=0)
+    normalizer = jnp.sum(sp.gammaln(alpha)) - sp.gammaln(jnp.sum(alpha))
+    if x.ndim > 1:
+        alpha = alpha.reshape(alpha.shape + (1,) * (x.ndim - 1))
+    log_density = jnp.sum(sp.xlogy(alpha - 1, x), axis=0) - normalizer
+    on_simplex = jnp.all(x > 0, axis=0) & (jnp.abs(jnp.sum(x, axis=0) - 1) < 1e-6)
+    return jnp.where(on_simplex, log_density, -jnp.inf)
+
+
+dirichlet = _namespace("dirichlet", logpdf=_dirichlet_logpdf,
+                       pdf=lambda *a, **k: jnp.exp(_dirichlet_logpdf(*a, **k)))
+
+
+def _wrapcauchy_logpdf(x, c):
+    x, c = _inexact(x, c)
+    value = jnp.log(1 - c * c) - math.log(2 * math.pi) - jnp.log(1 + c * c - 2 * c * jnp.cos(x))
+    inside = (x >= 0) & (x <= 2 * math.pi)
+    return jnp.where((c > 0) & (c < 1), jnp.where(inside, value, -jnp.inf), jnp.nan)
+
+
+wrapcauchy = _namespace("wrapcauchy", logpdf=_wrapcauchy_logpdf,
+                        pdf=lambda *a, **k: jnp.exp(_wrapcauchy_logpdf(*a, **k)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics of samples
+
+def sem(a, axis: int | None = 0, ddof: int = 1, nan_policy: str = "propagate", *,
+        keepdims: bool = False):
+    """Standard error of the mean: std(a, ddof) / sqrt(n)."""
+    if nan_policy not in ("propagate", "omit"):
+        raise ValueError(f"nan_policy must be 'propagate' or 'omit', got {nan_policy!r}")
+    a = _inexact(a)
+    if axis is None:
+        a, axis = a.ravel(), 0
+    if nan_policy == "omit":
+        count = jnp.sum(~jnp.isnan(a), axis=axis, keepdims=keepdims)
+        mean = jnp.nanmean(a, axis=axis, keepdims=True)
+        squares = jnp.nansum((a - mean) ** 2, axis=axis, keepdims=keepdims)
+        return jnp.sqrt(squares / (count - ddof)) / jnp.sqrt(count)
+    return jnp.std(a, axis=axis, ddof=ddof, keepdims=keepdims) / math.sqrt(a.shape[axis])

@@ -1,0 +1,4 @@
+"""Statistical distributions and functions (`jax.scipy.stats`)."""
+from fluxion._src.scipy.stats import (  # noqa: F401
+    bernoulli, betabinom, binom, cauchy, dirichlet, expon, geom, gumbel_l, gumbel_r, laplace,
+    logistic, multinomial, nbinom, norm, pareto, sem, t, uniform, wrapcauchy)
