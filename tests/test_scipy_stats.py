@@ -87,3 +87,26 @@ def test_sem_and_gradients(x64):
     check_grads(lambda x, m, s: st.norm.logcdf(x, m, s), (X[:4], 0.3, 1.7), order=1,
                 modes=["fwd", "rev"])
     check_grads(lambda x: st.logistic.logpdf(x, 0.2, 0.9), (X,), order=2, modes=["rev"])
+
+
+@pytest.mark.parametrize("fn", ["logpdf", "pdf", "logcdf", "cdf", "logsf", "sf"])
+@pytest.mark.parametrize("a,b", [(-1.0, 2.0), (3.0, 9.0), (-9.0, -4.0), (-0.5, 0.5)])
+def test_truncnorm(fn, a, b, x64):
+    x = np.linspace(-10, 10, 21)
+    np.testing.assert_allclose(getattr(st.truncnorm, fn)(x, a, b, 0.3, 1.2),
+                               getattr(sst.truncnorm, fn)(x, a, b, 0.3, 1.2), rtol=1e-6,
+                               atol=1e-300)
+    assert np.isnan(np.asarray(st.truncnorm.logpdf(0.0, 1.0, 1.0)))
+
+
+@pytest.mark.parametrize("method", ["average", "min", "max", "dense", "ordinal"])
+def test_rankdata(method):
+    x = np.array([3.0, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5])
+    got, want = st.rankdata(x, method), jst.rankdata(x, method)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, sst.rankdata(x, method))
+    y = x[:10].reshape(2, 5)
+    np.testing.assert_array_equal(st.rankdata(y, method, axis=1),
+                                  sst.rankdata(y, method, axis=1))
+    with pytest.raises(ValueError, match="unknown method"):
+        st.rankdata(x, "mean")

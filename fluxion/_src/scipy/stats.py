@@ -276,3 +276,100 @@ def sem(a, axis: int | None = 0, ddof: int = 1, nan_policy: str = "propagate", *
         squares = jnp.nansum((a - mean) ** 2, axis=axis, keepdims=keepdims)
         return jnp.sqrt(squares / (count - ddof)) / jnp.sqrt(count)
     return jnp.std(a, axis=axis, ddof=ddof, keepdims=keepdims) / math.sqrt(a.shape[axis])
+
+
+# ---------------------------------------------------------------------------------------------
+# The truncated normal
+
+def _log_diff_exp(x, y):
+    """log(exp(x) - exp(y)) for x >= y, stably."""
+    return x + jnp.log(-jnp.expm1(y - x))
+
+
+def _log_gauss_mass(a, b):
+    """log P(a < Z < b) for a standard normal Z, accurate in both tails and the middle."""
+    a, b = jnp.broadcast_arrays(*_inexact(a, b))
+    left, right = b <= 0, a > 0
+    lo, hi = jnp.where(right, -b, a), jnp.where(right, -a, b)  # mirror the right tail
+    tail = _log_diff_exp(sp.log_ndtr(hi), sp.log_ndtr(lo))
+    central = jnp.log1p(-sp.ndtr(a) - sp.ndtr(-b))
+    return jnp.where(left | right, tail, central)
+
+
+def _truncnorm_logpdf(x, a, b, loc=0, scale=1):
+    x, a, b, loc, scale = _inexact(x, a, b, loc, scale)
+    value = norm.logpdf(x, loc, scale) - _log_gauss_mass(a, b)
+    z = (x - loc) / scale
+    value = jnp.where((z < a) | (z > b), -jnp.inf, value)
+    return jnp.where(a >= b, jnp.nan, value)
+
+
+def _truncnorm_logcdf(x, a, b, loc=0, scale=1):
+    x, a, b, loc, scale = _inexact(x, a, b, loc, scale)
+    x, a, b = jnp.broadcast_arrays(x, a, b)
+    z = (x - loc) / scale
+    total = _log_gauss_mass(a, b)
+    log_cdf = _log_gauss_mass(a, z) - total
+    log_sf = _log_gauss_mass(z, b) - total
+    inner = jnp.where(log_cdf > -0.1, jnp.log1p(-jnp.exp(log_sf)), log_cdf)
+    value = jnp.where(z >= b, 0.0, jnp.where(z <= a, -jnp.inf, inner))
+    return jnp.where(a >= b, jnp.nan, value)
+
+
+def _truncnorm_logsf(x, a, b, loc=0, scale=1):
+    x, a, b, loc, scale = _inexact(x, a, b, loc, scale)
+    return _truncnorm_logcdf(-x, -b, -a, -loc, scale)
+
+
+truncnorm = _namespace(
+    "truncnorm", logpdf=_truncnorm_logpdf, pdf=lambda *a, **k: jnp.exp(_truncnorm_logpdf(*a, **k)),
+    logcdf=_truncnorm_logcdf, cdf=lambda *a, **k: jnp.exp(_truncnorm_logcdf(*a, **k)),
+    logsf=_truncnorm_logsf, sf=lambda *a, **k: jnp.exp(_truncnorm_logsf(*a, **k)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Ranks
+
+def rankdata(a, method: str = "average", *, axis: int | None = None,
+             nan_policy: str = "propagate"):
+    """Ranks of the data, 1-based; ties by `method`: 'average', 'min', 'max', 'dense' or
+    'ordinal'."""
+    if method not in ("average", "min", "max", "dense", "ordinal"):
+        raise ValueError(f"unknown method '{method}'")
+    if nan_policy not in ("propagate", "omit", "raise"):
+        raise ValueError(f"nan_policy must be 'propagate', 'raise' or 'omit', got {nan_policy}")
+    if nan_policy != "propagate":
+        raise NotImplementedError("The 'raise' and 'omit' nan_policy values are not supported")
+    a = jnp.asarray(a)
+    if axis is not None:
+        return jnp.moveaxis(_rank_rows(jnp.moveaxis(a, axis, 0).reshape(a.shape[axis], -1)
+                                              .T, method).T.reshape(
+            (a.shape[axis],) + tuple(np.delete(a.shape, axis))), 0, axis)
+    a = a.ravel()
+    order = jnp.argsort(a, stable=True)
+    ranks_ordinal = jnp.zeros(a.shape, int).at[order].set(jnp.arange(1, a.size + 1))
+    as_float = lambda r: r.astype(jnp.result_type(float))  # noqa: E731  (JAX's rank dtype)
+    if method == "ordinal":
+        return as_float(ranks_ordinal)
+    sorted_a = a[order]
+    new_group = jnp.concatenate([jnp.ones((min(a.size, 1),), bool), sorted_a[1:] != sorted_a[:-1]])
+    dense_sorted = jnp.cumsum(new_group)
+    dense = jnp.zeros(a.shape, dense_sorted.dtype).at[order].set(dense_sorted)
+    if method == "dense":
+        return as_float(dense)
+    # First and last positions (1-based) of each group of ties, by group number.
+    starts = jnp.nonzero(new_group, size=a.size, fill_value=a.size)[0] + 1
+    count = jnp.sum(new_group)
+    ends = jnp.concatenate([starts[1:] - 1, jnp.array([a.size])])
+    ends = jnp.where(jnp.arange(a.size) == count - 1, a.size, ends)
+    group = dense - 1
+    if method == "min":
+        return as_float(starts[group])
+    if method == "max":
+        return as_float(ends[group])
+    return as_float(0.5 * (starts[group] + ends[group]))
+
+
+def _rank_rows(rows, method):
+    from fluxion._src.vmap import vmap
+    return vmap(lambda r: rankdata(r, method))(rows)
