@@ -110,3 +110,17 @@ def test_rankdata(method):
                                   sst.rankdata(y, method, axis=1))
     with pytest.raises(ValueError, match="unknown method"):
         st.rankdata(x, "mean")
+
+
+def test_gamma_family_densities(x64):
+    x = np.array([-1.0, 0.0, 0.3, 1.0, 2.5, 7.0])
+    u = np.array([-0.1, 0.0, 0.2, 0.5, 0.9, 1.0, 1.2])
+    for ours, theirs, args, points in [
+            (st.gamma, sst.gamma, (2.5, 0.1, 1.3), x), (st.chi2, sst.chi2, (3.0,), x),
+            (st.beta, sst.beta, (2.0, 3.5), u), (st.gennorm, sst.gennorm, (1.5, 0.2, 2.0), x)]:
+        np.testing.assert_allclose(ours.logpdf(points, *args), theirs.logpdf(points, *args),
+                                   rtol=1e-8)
+        np.testing.assert_allclose(ours.pdf(points, *args), theirs.pdf(points, *args), rtol=1e-8)
+    k = np.arange(-1.0, 9.0)
+    np.testing.assert_allclose(st.poisson.logpmf(k, 3.2), sst.poisson.logpmf(k, 3.2), rtol=1e-8)
+    np.testing.assert_allclose(st.poisson.pmf(k, 3.2), sst.poisson.pmf(k, 3.2), rtol=1e-8)

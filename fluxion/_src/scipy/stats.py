@@ -373,3 +373,54 @@ def rankdata(a, method: str = "average", *, axis: int | None = None,
 def _rank_rows(rows, method):
     from fluxion._src.vmap import vmap
     return vmap(lambda r: rankdata(r, method))(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gamma-family densities (their CDFs need the regularized incomplete gamma and beta functions)
+
+def _gamma_logpdf(x, a, loc=0, scale=1):
+    z, scale = _standardize(x, loc, scale)
+    a = _inexact(a)
+    value = sp.xlogy(a - 1, z) - z - sp.gammaln(a) - jnp.log(scale)
+    return jnp.where(z < 0, -jnp.inf, value)
+
+
+def _chi2_logpdf(x, df, loc=0, scale=1):
+    z, scale = _standardize(x, loc, scale)
+    half = _inexact(df) / 2
+    value = (sp.xlogy(half - 1, z) - z / 2 - sp.gammaln(half) - half * np.log(2.0)
+             - jnp.log(scale))
+    return jnp.where(z < 0, -jnp.inf, value)
+
+
+def _beta_logpdf(x, a, b, loc=0, scale=1):
+    z, scale = _standardize(x, loc, scale)
+    a, b = _inexact(a, b)
+    value = sp.xlogy(a - 1, z) + sp.xlog1py(b - 1, -z) - sp.betaln(a, b) - jnp.log(scale)
+    return jnp.where((z < 0) | (z > 1), -jnp.inf, value)
+
+
+def _gennorm_logpdf(x, beta, loc=0, scale=1):
+    z, scale = _standardize(x, loc, scale)
+    beta = _inexact(beta)
+    return (jnp.log(beta) - np.log(2.0) - sp.gammaln(1 / beta) - jnp.abs(z) ** beta
+            - jnp.log(scale))
+
+
+def _poisson_logpmf(k, mu, loc=0):
+    k, mu, loc = _inexact(k, mu, loc)
+    x = k - loc
+    value = sp.xlogy(x, mu) - sp.gammaln(x + 1) - mu
+    return jnp.where((x >= 0) & (x == jnp.floor(x)), value, -jnp.inf)
+
+
+def _density(name, logpdf):
+    return _namespace(name, logpdf=logpdf, pdf=lambda *a, **k: jnp.exp(logpdf(*a, **k)))
+
+
+gamma = _density("gamma", _gamma_logpdf)
+chi2 = _density("chi2", _chi2_logpdf)
+beta = _density("beta", _beta_logpdf)
+gennorm = _density("gennorm", _gennorm_logpdf)
+poisson = _namespace("poisson", logpmf=_poisson_logpmf,
+                     pmf=lambda *a, **k: jnp.exp(_poisson_logpmf(*a, **k)))
