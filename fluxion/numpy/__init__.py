@@ -54,3 +54,7 @@ inf = _np.inf
 nan = _np.nan
 newaxis = None
 from fluxion._src.numpy.vectorize import vectorize  # noqa: F401
+
+from fluxion._src.numpy.number_functions import (  # noqa: F401
+    acos, acosh, asin, asinh, atan, atanh, atan2, gcd, lcm, frexp, ldexp, modf, nextafter,
+    spacing, fabs, bitwise_count, i0)
