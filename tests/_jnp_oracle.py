@@ -40,7 +40,16 @@ def check(name, *args, rtol=1e-6, atol=0.0, jit=True, check_weak=True, **kwargs)
     actual = getattr(fnp, name)(*args, **kwargs)
     assert_matches(expected, actual, rtol, atol, check_weak)
     if jit:
-        jitted = fluxion.jit(lambda *a: getattr(fnp, name)(*a, **kwargs))(*args)
+        # NumPy arrays and scalars are traced; everything else (shapes, Python scalars) is static.
+        traced = [i for i, a in enumerate(args) if isinstance(a, (np.ndarray, np.generic))]
+
+        def call(*traced_args):
+            full = list(args)
+            for i, a in zip(traced, traced_args):
+                full[i] = a
+            return getattr(fnp, name)(*full, **kwargs)
+
+        jitted = fluxion.jit(call)(*(args[i] for i in traced))
         assert_matches(expected, jitted, rtol, atol, check_weak)
     return actual
 
@@ -65,3 +74,21 @@ def check_error(name, *args, **kwargs):
     assert expected is not None, f"jax.numpy.{name} does not raise"
     actual = error_class(getattr(fnp, name), *args, **kwargs)
     assert actual is not None and issubclass(actual, expected), (name, expected, actual)
+
+
+def check_fn(fn, *args, rtol=1e-6, atol=0.0, jit=True, check_weak=True):
+    """fn(fnp, *args) equals fn(jnp, *args) (value, dtype, weak type), eagerly and under jit."""
+    expected = fn(jnp, *args)
+    actual = fn(fnp, *args)
+    assert_matches(expected, actual, rtol, atol, check_weak)
+    if jit:
+        assert_matches(expected, fluxion.jit(lambda *a: fn(fnp, *a))(*args), rtol, atol,
+                       check_weak)
+    return actual
+
+
+def check_fn_error(fn, *args):
+    expected = error_class(fn, jnp, *args)
+    assert expected is not None, "jax.numpy does not raise"
+    actual = error_class(fn, fnp, *args)
+    assert actual is not None and issubclass(actual, expected), (expected, actual)

@@ -58,3 +58,8 @@ from fluxion._src.numpy.vectorize import vectorize  # noqa: F401
 from fluxion._src.numpy.number_functions import (  # noqa: F401
     acos, acosh, asin, asinh, atan, atanh, atan2, gcd, lcm, frexp, ldexp, modf, nextafter,
     spacing, fabs, bitwise_count, i0)
+
+from fluxion._src.numpy.index_tricks import (  # noqa: F401
+    r_, c_, s_, index_exp, mgrid, ogrid, ix_, indices, tril_indices, triu_indices,
+    tril_indices_from, triu_indices_from, diag_indices, diag_indices_from, mask_indices,
+    ravel_multi_index, unravel_index, fill_diagonal)
