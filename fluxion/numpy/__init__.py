@@ -63,3 +63,8 @@ from fluxion._src.numpy.index_tricks import (  # noqa: F401
     r_, c_, s_, index_exp, mgrid, ogrid, ix_, indices, tril_indices, triu_indices,
     tril_indices_from, triu_indices_from, diag_indices, diag_indices_from, mask_indices,
     ravel_multi_index, unravel_index, fill_diagonal)
+
+from fluxion._src.numpy.array_edits import (  # noqa: F401
+    block, insert, delete, resize, rollaxis, unstack, trim_zeros, apply_along_axis,
+    apply_over_axes, put, put_along_axis, place, packbits, unpackbits, vander, diagflat,
+    array_equiv, geomspace)
