@@ -68,3 +68,6 @@ from fluxion._src.numpy.array_edits import (  # noqa: F401
     block, insert, delete, resize, rollaxis, unstack, trim_zeros, apply_along_axis,
     apply_over_axes, put, put_along_axis, place, packbits, unpackbits, vander, diagflat,
     array_equiv, geomspace)
+
+from fluxion._src.numpy.vector_products import (  # noqa: F401
+    vecdot, matvec, vecmat, cumulative_sum, cumulative_prod)
