@@ -71,3 +71,8 @@ from fluxion._src.numpy.array_edits import (  # noqa: F401
 
 from fluxion._src.numpy.vector_products import (  # noqa: F401
     vecdot, matvec, vecmat, cumulative_sum, cumulative_prod)
+
+# The built-in ufuncs replace the plain functions of the same names imported above.
+from fluxion._src.numpy.ufunc_objects import (  # noqa: F401,E402
+    ufunc, frompyfunc, add, multiply, subtract, maximum, minimum, bitwise_and, bitwise_or,
+    bitwise_xor, logical_and, logical_or, logical_xor, logaddexp, logaddexp2, negative)
