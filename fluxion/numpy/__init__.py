@@ -76,3 +76,11 @@ from fluxion._src.numpy.vector_products import (  # noqa: F401
 from fluxion._src.numpy.ufunc_objects import (  # noqa: F401,E402
     ufunc, frompyfunc, add, multiply, subtract, maximum, minimum, bitwise_and, bitwise_or,
     bitwise_xor, logical_and, logical_or, logical_xor, logaddexp, logaddexp2, negative)
+
+from fluxion._src.numpy.io import (  # noqa: F401,E402
+    load, save, savez, frombuffer, fromfile, fromstring, fromfunction, fromiter, from_dlpack,
+    array_repr, array_str, printoptions, get_printoptions, set_printoptions, iterable,
+    isscalar, iscomplex, iscomplexobj, isreal, isrealobj)
+
+from fluxion._src.numpy.scalar_types import (  # noqa: F401,E402
+    bool_ as bool, object_, flexible, character, ComplexWarning)

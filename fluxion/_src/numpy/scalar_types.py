@@ -120,3 +120,10 @@ def isdtype(dtype, kind) -> bool:
         elif the_dtype == np.dtype(k):
             return True
     return False
+
+
+# ---------------------------------------------------------------------------------------------
+# The remaining names of jax.numpy's type namespace.
+
+object_, flexible, character = np.object_, np.flexible, np.character
+ComplexWarning = np.exceptions.ComplexWarning
