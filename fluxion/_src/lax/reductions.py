@@ -1,6 +1,7 @@
 """Reductions over axes: reduce_sum, reduce_prod, reduce_max, reduce_min, reduce_and/or/xor."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from fluxion._src import ad, batching, core, dtypes
@@ -34,7 +35,12 @@ def identity_value(kind: str, dtype) -> np.ndarray:
         if dtype.kind in "iu":
             info = np.iinfo(dtype)
             return np.array(info.min if kind == "max" else info.max, dtype)
-        return np.array(sign * np.inf, dtype)
+        extreme = np.array(sign * np.inf, dtype)
+        if not np.isinf(extreme.astype(np.float32)):
+            # Narrow floats without infinities (float8_e4m3fn, ...): their largest finite value.
+            info = ml_dtypes.finfo(dtype)
+            extreme = np.array(info.min if kind == "max" else info.max, dtype)
+        return extreme
     raise ValueError(kind)
 
 
