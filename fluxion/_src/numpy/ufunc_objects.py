@@ -1,9 +1,10 @@
 """`jnp.ufunc` and `jnp.frompyfunc`: universal functions with reduce, accumulate, reduceat,
 outer and at, and the built-in ufuncs (`jnp.add`, `jnp.maximum`, ...) as ufunc objects.
 
-A built-in ufunc calls its elementwise function with nothing in between: each one is the
-only instance of its own subclass whose `__call__` is that function, so `jnp.add(x, y)` costs
-what calling `ufuncs.add` costs. Its methods use the dedicated reductions (sum for add.reduce,
+A built-in ufunc is its elementwise function itself, carrying the ufunc's methods and
+attributes (`jnp.add.reduce`, `jnp.add.nin`) and counted as an instance of `jnp.ufunc`: so
+`jnp.add(x, y)` costs exactly what calling `ufuncs.add` costs (an object with a `__call__`
+would add a slot lookup to every call). Its methods use the dedicated reductions (sum for add.reduce,
 cumsum for add.accumulate, scatter-add for add.at); a ufunc made by `frompyfunc` runs its
 methods as loops over the function (fori_loop, scan), as JAX does.
 """
@@ -35,7 +36,15 @@ def _one(x):
     return lax._convert_element_type(1, aval.dtype, aval.weak_type)
 
 
-class ufunc:
+class _UfuncType(type):
+    """Makes the built-in ufuncs, which are plain functions, instances of `ufunc`."""
+
+    def __instancecheck__(cls, obj):
+        return type.__instancecheck__(cls, obj) or (
+            cls is ufunc and type.__instancecheck__(ufunc, getattr(obj, "_ufunc", None)))
+
+
+class ufunc(metaclass=_UfuncType):
     """A universal function: elementwise `func` of `nin` arrays with `nout` results, with
     NumPy's ufunc methods (`reduce`, `accumulate`, `reduceat`, `outer`, `at`).
 
@@ -305,7 +314,8 @@ class ufunc:
         a_shape, b_shape = _aval(A).shape, _aval(B).shape
         flat_a = lax.reshape(A, (math.prod(a_shape),))
         flat_b = lax.reshape(B, (math.prod(b_shape),))
-        result = vmap(vmap(self, (None, 0)), (0, None))(flat_a, flat_b)
+        pair = lambda a, b: self(a, b)  # noqa: E731  (vmap inspects a function's signature)
+        result = vmap(vmap(pair, (None, 0)), (0, None))(flat_a, flat_b)
         return lax.reshape(result, a_shape + b_shape)
 
 
@@ -317,11 +327,14 @@ def frompyfunc(func: Callable[..., Any], /, nin: int, nout: int, *, identity: An
 # ---------------------------------------------------------------------------------------------
 # Built-in ufuncs
 
-def _builtin(func, nin, identity=None, **methods) -> ufunc:
-    """The ufunc for `func`, in a subclass of its own whose __call__ is `func` itself."""
-    cls = type(f"_{func.__name__}_ufunc", (ufunc,), {"__call__": staticmethod(func),
-                                                     "__module__": __name__})
-    return cls(func, nin, 1, name=func.__name__, identity=identity, call=func, **methods)
+def _builtin(func, nin, identity=None, **methods):
+    """`func` with the methods and attributes of its ufunc attached (see the module doc)."""
+    u = ufunc(func, nin, 1, name=func.__name__, identity=identity, call=func, **methods)
+    func._ufunc = u
+    for name in ("reduce", "accumulate", "reduceat", "outer", "at"):
+        setattr(func, name, getattr(u, name))
+    func.nin, func.nout, func.nargs, func.identity = u.nin, u.nout, u.nargs, u.identity
+    return func
 
 
 def _reduce_with(reduction):
