@@ -259,7 +259,7 @@ class HloOps:
         if compare_type is None:
             dt = x.dtype
             compare_type = ("FLOAT" if dtypes.is_inexact(dt) else "UNSIGNED"
-                            if dt.kind in "ub" else "SIGNED")
+                            if dtypes._kind(dt) in "ub" else "SIGNED")
         attrs = {"comparison_direction": f"#stablehlo<comparison_direction {direction}>",
                  "compare_type": f"#stablehlo<comparison_type {compare_type}>"}
         return self.op1("stablehlo.compare", [x, y], x.aval.update(dtype=dtypes.bool_, weak_type=False), attrs)

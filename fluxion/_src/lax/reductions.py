@@ -26,14 +26,14 @@ def identity_value(kind: str, dtype) -> np.ndarray:
     if kind == "mul":
         return np.ones((), dtype)
     if kind == "and":
-        return np.array(-1 if dtype.kind == "i" else True if dtype == dtypes.bool_ else
-                        np.iinfo(dtype).max, dtype)
+        return np.array(-1 if dtypes._kind(dtype) == "i" else True if dtype == dtypes.bool_ else
+                        ml_dtypes.iinfo(dtype).max, dtype)
     if kind in ("max", "min"):
         sign = -1 if kind == "max" else 1
         if dtype == dtypes.bool_:
             return np.array(kind == "min", dtype)
-        if dtype.kind in "iu":
-            info = np.iinfo(dtype)
+        if dtypes.is_integer(dtype):
+            info = ml_dtypes.iinfo(dtype)  # also int2/int4
             return np.array(info.min if kind == "max" else info.max, dtype)
         extreme = np.array(sign * np.inf, dtype)
         if not np.isinf(extreme.astype(np.float32)):
