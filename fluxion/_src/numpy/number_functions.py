@@ -7,7 +7,6 @@ import numpy as np
 from fluxion._src import core, dtypes
 from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.lax import lax, structural
-from fluxion._src.lax.control_flow import while_loop
 from fluxion._src.numpy import ufuncs, util
 from fluxion._src.numpy.util import (ensure_arraylike, promote_args_inexact, promote_args_numeric,
                                      promote_dtypes_inexact, scalar_like, select)
@@ -39,6 +38,7 @@ def gcd(x1, x2):
     x1, x2 = ensure_arraylike("gcd", x1, x2)
     x1, x2 = util.promote_dtypes(x1, x2)
     _check_integer("gcd", x1)
+    from fluxion._src.lax.control_flow import while_loop
     x1, x2 = util.broadcast_arrays(ufuncs.absolute(x1), ufuncs.absolute(x2))
     zero = scalar_like(x2, 0)
 
