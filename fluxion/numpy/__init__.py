@@ -54,3 +54,4 @@ inf = _np.inf
 nan = _np.nan
 newaxis = None
 from fluxion._src.numpy.vectorize import vectorize  # noqa: F401
+from fluxion.numpy import fft  # noqa: F401,E402  (the jnp.fft submodule)
