@@ -40,11 +40,11 @@ def _upcast(fun):
 
 
 def _broadcast_all(*args):
-    shape = ()
-    for a in args:
-        if a.shape:
-            shape = a.shape
-    return [a if a.shape == shape else lax.broadcast_in_dim(a, shape, ()) for a in args]
+    """Operands broadcast to the op's shape (rank-0 ones, and size-1 dimensions)."""
+    shape = np.broadcast_shapes(*[a.shape for a in args])
+    return [a if a.shape == shape else
+            lax.broadcast_in_dim(a, shape, tuple(range(a.ndim)) if a.shape else ())
+            for a in args]
 
 
 def _eps(dt) -> float:
