@@ -14,3 +14,4 @@ from fluxion._src.lax.parallel import *  # noqa: F401,F403
 from fluxion._src.lax.fft import *  # noqa: F401,F403
 from fluxion._src.lax.jax_names import *  # noqa: F401,F403
 from fluxion._src.lax.special import *  # noqa: F401,F403
+from fluxion._src.lax.jax_names_ops import *  # noqa: F401,F403
