@@ -19,7 +19,7 @@ from fluxion._src.compiler import lowering
 from fluxion._src.core import ShapedArray
 from fluxion._src.lax import lax
 from fluxion._src.lax import structural
-from fluxion._src.lax.base import INT, binop, standard_primitive
+from fluxion._src.lax.base import ANY, INT, ORDERED, binop, standard_primitive
 from fluxion._src.lax.contractions import Precision
 from fluxion._src.lax.derived import derived_primitive
 from fluxion._src.lax.elementwise import (  # noqa: F401  (re-exported under JAX's names)
@@ -67,6 +67,7 @@ __all__ = [
     # new operations
     "stack", "stack_p", "unstack", "unstack_p", "tile", "tile_p", "split", "split_p",
     "optimization_barrier", "optimization_barrier_p", "copy_p", "mulhi", "mulhi_p",
+    "eq_to_p", "le_to_p", "lt_to_p",
     "rng_uniform", "rng_uniform_p", "rng_bit_generator", "rng_bit_generator_p",
     "RandomAlgorithm", "broadcast_shapes", "broadcast_like", "batch_matmul", "dtype", "empty",
     "index_take", "shape_as_value", "stage", "stage_p", "conv_transpose_shape_tuple",
@@ -263,6 +264,30 @@ batching.defbroadcasting(mulhi_p)
 def mulhi(x, y, /):
     """The high half of the full-width product of integers `x` and `y`."""
     return mulhi_p.bind(_asarray(x), _asarray(y))
+
+
+# ---------------------------------------------------------------------------------------------
+# eq_to, le_to, lt_to: comparisons under IEEE total order (-0.0 < 0.0, NaNs ordered)
+
+def _total_order_compare(direction: str):
+    def rule(ctx, x, y):
+        from fluxion._src.lax.base import broadcast_operands
+        x, y = broadcast_operands(ctx, [x, y])
+        compare_type = "TOTALORDER" if dtypes.is_inexact(x.dtype) else None
+        return ctx.compare(x, y, direction, compare_type)
+    return rule
+
+
+def _bool_result(*avals, **params):
+    return np.dtype(np.bool_)
+
+
+eq_to_p = binop("eq_to", ANY, _total_order_compare("EQ"), _bool_result)
+le_to_p = binop("le_to", ORDERED, _total_order_compare("LE"), _bool_result)
+lt_to_p = binop("lt_to", ORDERED, _total_order_compare("LT"), _bool_result)
+for _prim in (eq_to_p, le_to_p, lt_to_p):
+    ad.defjvp_zero(_prim)
+    batching.defbroadcasting(_prim)
 
 
 # ---------------------------------------------------------------------------------------------
