@@ -130,6 +130,9 @@ def stack(operands: Sequence, axis: int = 0):
     if not operands:
         raise ValueError("stack requires at least one operand")
     avals = [core.get_aval(x) for x in operands]
+    if len({a.ndim for a in avals}) != 1:
+        raise ValueError(f"Cannot stack arrays with different numbers of dimensions: got "
+                         f"{', '.join(str(a.shape) for a in avals)}.")
     if len({a.shape for a in avals}) != 1:
         raise ValueError(f"stack requires operands of the same shape, got "
                          f"{[a.shape for a in avals]}")
@@ -152,8 +155,8 @@ def tile(operand, reps: Sequence[int]):
     operand = _asarray(operand)
     reps = tuple(operator.index(r) for r in reps)
     if len(reps) != operand.ndim:
-        raise ValueError(f"len(reps) must equal operand.ndim, got reps={reps} for operand of "
-                         f"shape {operand.shape}")
+        raise TypeError(f"reps length must be equal to the ndim of x, got len(reps)="
+                        f"{len(reps)} and x.ndim={operand.ndim}.")
     if any(r < 0 for r in reps):
         raise ValueError(f"reps must be non-negative, got {reps}")
     return tile_p.bind(operand, reps=reps)
@@ -184,10 +187,10 @@ optimization_barrier_p = standard_primitive("optimization_barrier", lambda *aval
 
 
 def _barrier_jvp(primals, tangents):
+    # Primals and tangents each go through their own barrier, so linearization can keep the
+    # primal half known.
     tangents = [ad.instantiate(t) for t in tangents]
-    outs = optimization_barrier_p.bind(*primals, *tangents)
-    n = len(primals)
-    return outs[:n], outs[n:]
+    return (optimization_barrier_p.bind(*primals), optimization_barrier_p.bind(*tangents))
 
 
 ad.primitive_jvps[optimization_barrier_p] = _barrier_jvp
