@@ -29,7 +29,6 @@ NOT_HERE = {
     "dce_sink_p": "an effect-only equation with no outputs; fluxion's DCE has no effects yet",
     "device_put_p": "fluxion's device_put is not a primitive",
     "select_and_scatter_p": "only select_and_scatter_add exists (the general form is not built)",
-    "scaled_dot": "block-scaled (microscaling fp8) dot is not built",
 }
 
 
@@ -127,7 +126,7 @@ def test_function_signatures_match_jax():
              "index_take", "approx_max_k", "approx_min_k", "ragged_dot", "igamma", "igammac",
              "igamma_grad_a", "betainc", "zeta", "bessel_i0e", "bessel_i1e",
              "conv_general_dilated_patches", "conv_general_dilated_local",
-             "conv_transpose_shape_tuple", "platform_dependent", "composite"]
+             "conv_transpose_shape_tuple", "platform_dependent", "composite", "scaled_dot"]
     for name in names:
         ours = list(inspect.signature(getattr(lax, name)).parameters)
         theirs = list(inspect.signature(getattr(jax.lax, name)).parameters)

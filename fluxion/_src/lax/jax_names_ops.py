@@ -300,3 +300,77 @@ def composite(decomposition: Callable, name: str, version: int = 0):
 
 
 del core
+
+
+# ---------------------------------------------------------------------------------------------
+# scaled_dot: block-scaled dot product
+
+def _check_scale(side, operand_shape, scale_shape, contracting):
+    for i, size in enumerate(operand_shape):
+        if i in contracting:
+            if size % scale_shape[i]:
+                raise TypeError(f"{side} contracting dim {i} of size {size} must be divisible "
+                                f"by its scale's dim size {scale_shape[i]}.")
+            if size // scale_shape[i] < 2:
+                raise TypeError(f"The ratio of {side} contracting dim {i} to its scale's dim "
+                                f"size ({size // scale_shape[i]}) must be at least 2.")
+        elif scale_shape[i] != size:
+            raise TypeError(f"{side} dim {i} of size {size} does not match scale dim size "
+                            f"{scale_shape[i]}.")
+
+
+def _expand_scale(scale, operand_shape, contracting):
+    """Each scale entry repeated over its block of the contracting dimensions."""
+    for i in contracting:
+        if scale.shape[i] != operand_shape[i]:
+            block = operand_shape[i] // scale.shape[i]
+            shape = list(scale.shape)
+            shape.insert(i + 1, block)
+            dims = tuple(d if d <= i else d + 1 for d in range(scale.ndim))
+            scale = lax.broadcast_in_dim(scale, tuple(shape), dims)
+            shape[i] *= block
+            del shape[i + 1]
+            scale = lax.reshape(scale, tuple(shape))
+    return scale
+
+
+def scaled_dot(lhs, rhs, *, lhs_scale=None, rhs_scale=None, dimension_numbers=None,
+               preferred_element_type=None):
+    """`(lhs * lhs_scale) @ (rhs * rhs_scale)` (a `dot_general`), each scale repeated over
+    blocks of the contracting dimensions; operands and scales are taken in bfloat16 and the
+    result is `preferred_element_type` (default bfloat16). Not differentiable, as in JAX."""
+    from fluxion._src.numpy.util import as_array
+    lhs, rhs = as_array(lhs), as_array(rhs)
+    if dimension_numbers is None:
+        if lhs.ndim < 2:
+            raise TypeError("scaled_dot does not support 0-rank and 1-rank operands.")
+        n = lhs.ndim
+        dimension_numbers = (((n - 1,), (n - 2,)), (tuple(range(n - 2)), tuple(range(n - 2))))
+    (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
+    ranks = {lhs.ndim, rhs.ndim} | {np.ndim(s) for s in (lhs_scale, rhs_scale) if s is not None}
+    if len(ranks) != 1:
+        raise TypeError("All input tensors must have the same rank.")
+    if len(lhs_batch) != len(rhs_batch):
+        raise TypeError("LHS and RHS must have the same number of batch dimensions, got "
+                        f"{len(lhs_batch)} and {len(rhs_batch)}.")
+    for i, j in zip(lhs_contract, rhs_contract):
+        if lhs.shape[i] != rhs.shape[j]:
+            raise TypeError(f"LHS contracting dim {i} of size {lhs.shape[i]} does not match "
+                            f"RHS contracting dim {j} of size {rhs.shape[j]}.")
+    bf16 = np.dtype(dtypes.bfloat16)
+    out_dtype = bf16 if preferred_element_type is None else np.dtype(preferred_element_type)
+    sides = []
+    for side, x, scale, contract in (("LHS", lhs, lhs_scale, lhs_contract),
+                                     ("RHS", rhs, rhs_scale, rhs_contract)):
+        x = lax.convert_element_type(x, bf16)
+        if scale is not None:
+            scale = as_array(scale)
+            _check_scale(side, x.shape, scale.shape, contract)
+            scale = _expand_scale(lax.convert_element_type(scale, bf16), x.shape, contract)
+            x = lax.mul(x, scale)
+        sides.append(x)
+    return lax.dot_general(sides[0], sides[1], dimension_numbers,
+                           preferred_element_type=out_dtype)
+
+
+__all__.append("scaled_dot")
