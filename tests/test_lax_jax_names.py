@@ -227,3 +227,29 @@ def test_scaled_dot_against_jax():
         _same(lax.scaled_dot(lhs, rhs, **kw), theirs)
     with pytest.raises(TypeError):
         lax.scaled_dot(lhs, rhs, lhs_scale=ls[..., :1].repeat(3, -1))
+
+
+def test_select_and_scatter_p_against_jax():
+    from jax._src.lax import windowed_reductions as jax_windowed
+
+    from fluxion._src import staging
+    from fluxion._src.core import ShapedArray
+    scalar = ShapedArray((), np.dtype(np.float32))
+    source = RNG.standard_normal((2, 2)).astype(np.float32)
+    operand = RNG.standard_normal((4, 5)).astype(np.float32)
+    for jax_select, our_select in [(jax.lax.ge, lax.ge), (jax.lax.le, lax.le)]:
+        sel = staging.trace_to_jaxpr(lambda a, b: [our_select(a, b)], [scalar, scalar])
+        sca = staging.trace_to_jaxpr(lambda a, b: [lax.max(a, b)], [scalar, scalar])
+        params = dict(select_jaxpr=sel.jaxpr, select_consts=tuple(sel.consts),
+                      scatter_jaxpr=sca.jaxpr, scatter_consts=tuple(sca.consts),
+                      window_dimensions=(2, 3), window_strides=(2, 3), padding=((0, 0), (0, 1)))
+        f = lambda o, s: lax.select_and_scatter_p.bind(o, s, np.float32(-9), **params)  # noqa
+        want = jax_windowed._select_and_scatter(operand, jax_select, (2, 3), (2, 3),
+                                                ((0, 0), (0, 1)), source, np.float32(-9),
+                                                jax.lax.max)
+        _same(f(operand, source), want)
+        _same(fluxion.jit(f)(operand, source), want)
+        batched = fluxion.vmap(f)(np.stack([operand, -operand]), np.stack([source, source]))
+        _same(batched[0], want)
+        with pytest.raises(TypeError):
+            f(operand, source[:1])

@@ -28,7 +28,6 @@ NOT_HERE = {
     "dce_sink": "an effect-only equation with no outputs; fluxion's DCE has no effects yet",
     "dce_sink_p": "an effect-only equation with no outputs; fluxion's DCE has no effects yet",
     "device_put_p": "fluxion's device_put is not a primitive",
-    "select_and_scatter_p": "only select_and_scatter_add exists (the general form is not built)",
 }
 
 

@@ -374,3 +374,64 @@ def scaled_dot(lhs, rhs, *, lhs_scale=None, rhs_scale=None, dimension_numbers=No
 
 
 __all__.append("scaled_dot")
+
+
+# ---------------------------------------------------------------------------------------------
+# select_and_scatter: XLA's SelectAndScatter with arbitrary select and scatter computations
+
+def _select_and_scatter_abstract_eval(operand, source, init_value, *, select_jaxpr,
+                                      select_consts, scatter_jaxpr, scatter_consts,
+                                      window_dimensions, window_strides, padding):
+    from fluxion._src.lax.windowed import _window_output_shape
+    ones = (1,) * len(window_dimensions)
+    windows = _window_output_shape("select_and_scatter", operand, window_dimensions,
+                                   window_strides, padding, ones, ones)
+    if source.shape != windows:
+        raise TypeError(f"select_and_scatter source shape {source.shape} must be the shape "
+                        f"{windows} of the windows of operand shape {operand.shape}.")
+    if init_value.shape != () or init_value.dtype != source.dtype:
+        raise TypeError("select_and_scatter init_value must be a scalar of the source's dtype")
+    return ShapedArray(operand.shape, source.dtype)
+
+
+def _select_and_scatter_lowering(ctx, operand, source, init_value, *, select_jaxpr,
+                                 select_consts, scatter_jaxpr, scatter_consts,
+                                 window_dimensions, window_strides, padding):
+    from fluxion._src.compiler.hlo import dense_i64, i64_array
+    from fluxion._src.core import ClosedJaxpr
+    scalar = ShapedArray((), operand.dtype)
+    select = ctx.new_block([scalar, scalar])
+    select.ret(ctx.lower_jaxpr(ClosedJaxpr(select_jaxpr, list(select_consts)), select.args,
+                               select))
+    source_scalar = ShapedArray((), source.dtype)
+    scatter = ctx.new_block([source_scalar, source_scalar])
+    scatter.ret(ctx.lower_jaxpr(ClosedJaxpr(scatter_jaxpr, list(scatter_consts)),
+                                scatter.args, scatter))
+    return ctx.op1("stablehlo.select_and_scatter", [operand, source, init_value],
+                   ctx.avals_out[0],
+                   {"window_dimensions": i64_array(window_dimensions),
+                    "window_strides": i64_array(window_strides),
+                    "padding": dense_i64(padding, (len(padding), 2))}, [select, scatter])
+
+
+select_and_scatter_p = standard_primitive("select_and_scatter",
+                                          _select_and_scatter_abstract_eval,
+                                          _select_and_scatter_lowering)
+
+
+def _select_and_scatter_batch(args, dims, **params):
+    operand, source, init_value = args
+    d_op, d_src, d_init = dims
+    if d_init is not batching.not_mapped:
+        raise NotImplementedError("select_and_scatter: a batched init_value is not supported")
+    size = next(x.shape[d] for x, d in zip(args, dims) if d is not batching.not_mapped)
+    operand = batching.bdim_at_front(operand, d_op, size)
+    source = batching.bdim_at_front(source, d_src, size)
+    params = dict(params, window_dimensions=(1,) + tuple(params["window_dimensions"]),
+                  window_strides=(1,) + tuple(params["window_strides"]),
+                  padding=((0, 0),) + tuple(tuple(p) for p in params["padding"]))
+    return select_and_scatter_p.bind(operand, source, init_value, **params), 0
+
+
+batching.primitive_batchers[select_and_scatter_p] = _select_and_scatter_batch
+__all__.append("select_and_scatter_p")
