@@ -253,3 +253,17 @@ def test_select_and_scatter_p_against_jax():
         _same(batched[0], want)
         with pytest.raises(TypeError):
             f(operand, source[:1])
+
+
+def test_dce_sink_survives_dce_and_transformations():
+    x = np.ones(3, np.float32)
+    assert lax.dce_sink(x) is None
+    f = lambda x: (lax.dce_sink({"a": x * 2}), x + 1)[1]  # noqa: E731
+    eqns = fluxion.make_jaxpr(f)(x).jaxpr.eqns
+    assert [e.primitive.name for e in eqns] == ["mul", "dce_sink", "add"]
+    assert [e.primitive.name for e in jax.make_jaxpr(
+        lambda x: (jax.lax.dce_sink({"a": x * 2}), x + 1)[1])(x).jaxpr.eqns] == [
+        "mul", "dce_sink", "add"]
+    np.testing.assert_array_equal(fluxion.jit(f)(x), x + 1)
+    np.testing.assert_array_equal(fluxion.grad(lambda x: f(x).sum())(x), np.ones(3))
+    np.testing.assert_array_equal(fluxion.vmap(f)(np.ones((2, 3))), 2 * np.ones((2, 3)))

@@ -435,3 +435,37 @@ def _select_and_scatter_batch(args, dims, **params):
 
 batching.primitive_batchers[select_and_scatter_p] = _select_and_scatter_batch
 __all__.append("select_and_scatter_p")
+
+
+# ---------------------------------------------------------------------------------------------
+# dce_sink: an equation with no outputs that dead-code elimination keeps
+
+dce_sink_p = standard_primitive("dce_sink", lambda *avals, prevent_mlir_dce: [],
+                                lambda ctx, *xs, prevent_mlir_dce: [], multiple_results=True)
+dce_sink_p.has_side_effect = True
+
+
+def _dce_sink_jvp(primals, tangents, **params):
+    dce_sink_p.bind(*primals, **params)
+    return [], []
+
+
+def _dce_sink_batch(args, dims, **params):
+    dce_sink_p.bind(*args, **params)
+    return [], []
+
+
+ad.primitive_jvps[dce_sink_p] = _dce_sink_jvp
+batching.primitive_batchers[dce_sink_p] = _dce_sink_batch
+
+
+def dce_sink(val, *, prevent_mlir_dce: bool = False):
+    """Keep `val` (a pytree of arrays) alive in the jaxpr: the `dce_sink` equation has no
+    outputs and survives dead-code elimination. It emits no StableHLO. Returns None."""
+    from fluxion._src import tree_util
+    from fluxion._src.numpy.util import as_array
+    leaves = [as_array(x) for x in tree_util.tree_leaves(val)]
+    dce_sink_p.bind(*leaves, prevent_mlir_dce=bool(prevent_mlir_dce))
+
+
+__all__ += ["dce_sink", "dce_sink_p"]
