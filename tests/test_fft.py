@@ -75,13 +75,13 @@ def test_single_precision_values(name, kw):
     np.testing.assert_allclose(got, want, atol=2e-5 * max(1, np.abs(want).max()))
 
 
-DTYPES = ["bool", "int8", "int32", "uint8", "int64", "float16", "bfloat16", "float32",
-          "float64", "complex64", "complex128"]
+DTYPES = ["bool", "int8", "uint64", "float16", "bfloat16", "float32", "float64", "complex64",
+          "complex128"]
 
 
 @pytest.mark.parametrize("x64_on", [False, True])
 def test_result_dtypes_and_errors_match_jax(x64_on):
-    names = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "rfftn", "irfftn"]
+    names = ["fft", "rfft", "irfft", "hfft", "ihfft", "rfftn"]
     with both_x64(x64_on):
         for dt in DTYPES:
             a = np.ones((2, 8), jnp.dtype(dt))

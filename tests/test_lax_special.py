@@ -94,8 +94,8 @@ def test_gradients(x64):
 def test_vmap_against_loop():
     a, x = A.astype(np.float32), X.astype(np.float32)
     for f in (lax.igamma, lax.igammac, lax.igamma_grad_a, lax.random_gamma_grad):
-        got = fluxion.vmap(f, in_axes=(0, None))(a[:3], x)
-        want = np.stack([f(a[i], x) for i in range(3)])
+        got = fluxion.vmap(f, in_axes=(0, None))(a[:2], x)
+        want = np.stack([f(a[i], x) for i in range(2)])
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-7)
     got = fluxion.vmap(lax.betainc, in_axes=(None, 0, 0))(np.float32(2), BB.astype(np.float32),
                                                           BX.astype(np.float32))
