@@ -89,3 +89,4 @@ from fluxion._src.numpy.scalar_types import (  # noqa: F401,E402
     float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2,
     float8_e5m2fnuz, float8_e8m0fnu, float4_e2m1fn, float6_e2m3fn, float6_e3m2fn, int1, int2,
     int4, uint1, uint2, uint4)
+from fluxion.numpy import fft  # noqa: F401,E402  (the jnp.fft submodule)
