@@ -54,3 +54,11 @@ inf = _np.inf
 nan = _np.nan
 newaxis = None
 from fluxion._src.numpy.vectorize import vectorize  # noqa: F401
+
+# Set operations, statistics, searching/sorting, calculus, polynomials, windows, Array API.
+from fluxion._src.numpy.setops import (  # noqa: F401,E402
+    unique, unique_all, unique_counts, unique_inverse, unique_values, union1d, intersect1d,
+    setdiff1d, setxor1d, isin)
+from fluxion._src.numpy.searching import (  # noqa: F401,E402
+    searchsorted, lexsort, partition, argpartition, sort_complex, argwhere, flatnonzero,
+    extract, compress, select, piecewise, choose)
