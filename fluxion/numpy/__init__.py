@@ -62,3 +62,9 @@ from fluxion._src.numpy.setops import (  # noqa: F401,E402
 from fluxion._src.numpy.searching import (  # noqa: F401,E402
     searchsorted, lexsort, partition, argpartition, sort_complex, argwhere, flatnonzero,
     extract, compress, select, piecewise, choose)
+from fluxion._src.numpy.statistics import (  # noqa: F401,E402
+    median, quantile, percentile, nanmedian, nanquantile, nanpercentile, nanvar, nanstd,
+    nanargmax, nanargmin, cov, corrcoef, histogram, histogram2d, histogramdd,
+    histogram_bin_edges, bincount, digitize)
+from fluxion._src.numpy.calculus import (  # noqa: F401,E402
+    diff, ediff1d, gradient, trapezoid, interp, convolve, correlate, unwrap, cross)
