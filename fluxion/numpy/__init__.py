@@ -68,3 +68,8 @@ from fluxion._src.numpy.statistics import (  # noqa: F401,E402
     histogram_bin_edges, bincount, digitize)
 from fluxion._src.numpy.calculus import (  # noqa: F401,E402
     diff, ediff1d, gradient, trapezoid, interp, convolve, correlate, unwrap, cross)
+from fluxion._src.numpy.polynomial import (  # noqa: F401,E402
+    poly, polyadd, polysub, polymul, polydiv, polyder, polyint, polyval, polyfit, roots)
+from fluxion._src.numpy.windows import bartlett, blackman, hamming, hanning, kaiser  # noqa: F401,E402,E501
+from fluxion._src.numpy.array_api import (  # noqa: F401,E402
+    __array_api_version__, __array_namespace_info__, astype)
