@@ -8,6 +8,7 @@ import numpy as np
 
 from fluxion._src import core, dtypes
 from fluxion._src.numpy import util
+from fluxion._src.numpy.eager import eager_compiled
 
 
 def _jnp():
@@ -21,6 +22,7 @@ def _slice_axis(x, start, stop, axis):
     return x[tuple(index)]
 
 
+@eager_compiled(static_argnames=('n', 'axis'))
 def diff(a, n: int = 1, axis: int = -1, prepend=None, append=None):
     """n-th discrete difference along `axis` (booleans: elementwise not-equal)."""
     jnp = _jnp()
@@ -133,6 +135,7 @@ def gradient(f, *varargs, axis=None, edge_order=None):
     return grads[0] if len(axes) == 1 else grads
 
 
+@eager_compiled(static_argnames=('axis',))
 def trapezoid(y, x=None, dx=1.0, axis: int = -1):
     """Integral of `y` along `axis` by the trapezoidal rule (samples at `x` or spacing `dx`)."""
     jnp = _jnp()
@@ -149,6 +152,7 @@ def trapezoid(y, x=None, dx=1.0, axis: int = -1):
     return 0.5 * jnp.sum(d * (y_arr[..., 1:] + y_arr[..., :-1]), axis=-1)
 
 
+@eager_compiled(static_argnames=('left', 'right', 'period'))
 def interp(x, xp, fp, left=None, right=None, period=None):
     """Piecewise-linear interpolation of the points (xp, fp) at `x`.
 
@@ -232,18 +236,21 @@ def _conv(x, y, mode, op, precision, preferred_element_type):
     return result[0, 0, out_order]
 
 
+@eager_compiled(static_argnames=('mode', 'precision', 'preferred_element_type'))
 def convolve(a, v, mode: str = "full", *, precision=None, preferred_element_type=None):
     """Discrete linear convolution of two 1-D arrays (modes 'full', 'same', 'valid')."""
     a, v = util.ensure_arraylike("convolve", a, v)
     return _conv(a, v, mode, "convolve", precision, preferred_element_type)
 
 
+@eager_compiled(static_argnames=('mode', 'precision', 'preferred_element_type'))
 def correlate(a, v, mode: str = "valid", *, precision=None, preferred_element_type=None):
     """Cross-correlation of two 1-D arrays (the second is conjugated)."""
     a, v = util.ensure_arraylike("correlate", a, v)
     return _conv(a, v, mode, "correlate", precision, preferred_element_type)
 
 
+@eager_compiled(static_argnames=('axis',))
 def unwrap(p, discont=None, axis: int = -1, period=2 * np.pi):
     """Unwrap phases: replace jumps larger than `discont` by their `period` complement."""
     jnp = _jnp()
@@ -265,6 +272,7 @@ def unwrap(p, discont=None, axis: int = -1, period=2 * np.pi):
                            axis=axis)
 
 
+@eager_compiled(static_argnames=('axisa', 'axisb', 'axisc', 'axis'))
 def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None):
     """Cross product of (arrays of) 2- or 3-vectors."""
     jnp = _jnp()

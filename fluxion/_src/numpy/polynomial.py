@@ -12,6 +12,7 @@ import numpy as np
 
 from fluxion._src import core, dtypes
 from fluxion._src.numpy import util
+from fluxion._src.numpy.eager import eager_compiled
 
 
 def _jnp():
@@ -161,6 +162,7 @@ def poly(seq_of_zeros):
     return a
 
 
+@eager_compiled(static_argnames=('unroll',))
 def polyval(p, x, *, unroll: int = 16):
     """Value of the polynomial `p` at `x` by Horner's rule (a scan over the coefficients)."""
     jnp = _jnp()
@@ -173,6 +175,7 @@ def polyval(p, x, *, unroll: int = 16):
     return y
 
 
+@eager_compiled(static_argnames=())
 def polyadd(a1, a2):
     """Sum of two polynomials."""
     a1, a2 = util.promote_dtypes(*util.ensure_arraylike("polyadd", a1, a2))
@@ -181,6 +184,7 @@ def polyadd(a1, a2):
     return a2.at[-a1.shape[0]:].add(a1) if a1.shape[0] else a2
 
 
+@eager_compiled(static_argnames=())
 def polysub(a1, a2):
     """Difference of two polynomials."""
     jnp = _jnp()
@@ -188,6 +192,7 @@ def polysub(a1, a2):
     return polyadd(a1, jnp.negative(a2))
 
 
+@eager_compiled(static_argnames=('m',))
 def polyint(p, m: int = 1, k=None):
     """m-th antiderivative of `p` with integration constants `k` (scalar or length m)."""
     jnp = _jnp()
@@ -211,6 +216,7 @@ def polyint(p, m: int = 1, k=None):
     return jnp.true_divide(jnp.concatenate((p_arr, k_arr)), coeff)
 
 
+@eager_compiled(static_argnames=('m',))
 def polyder(p, m: int = 1):
     """m-th derivative of the polynomial `p`."""
     jnp = _jnp()

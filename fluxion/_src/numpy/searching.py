@@ -10,6 +10,7 @@ import numpy as np
 from fluxion._src import core, dtypes
 from fluxion import lax
 from fluxion._src.numpy import util
+from fluxion._src.numpy.eager import eager_compiled
 
 
 def _jnp():
@@ -92,6 +93,7 @@ def _searchsorted_sort(a, v, side, out_dtype):
     return result.astype(out_dtype).reshape(v.shape)
 
 
+@eager_compiled(static_argnames=('side', 'method'))
 def searchsorted(a, v, side: str = "left", sorter=None, *, method: str = "scan"):
     """Indices where `v`'s elements would be inserted into sorted 1-D `a` to keep it sorted.
 
@@ -123,6 +125,7 @@ def searchsorted(a, v, side: str = "left", sorter=None, *, method: str = "scan")
                      f"['sort', 'scan', 'scan_unrolled', 'compare_all'].")
 
 
+@eager_compiled(static_argnames=('axis',))
 def lexsort(keys, axis: int = -1):
     """Indirect stable sort by several keys; the last key is the primary one."""
     jnp = _jnp()
@@ -157,6 +160,7 @@ def _negated_for_bottom(arr):
     return -arr
 
 
+@eager_compiled(static_argnames=('kth', 'axis'))
 def partition(a, kth: int, axis: int = -1):
     """Copy of `a` where the element at `kth` is in its sorted place, smaller ones before.
 
@@ -171,6 +175,7 @@ def partition(a, kth: int, axis: int = -1):
     return _jnp().swapaxes(lax.concatenate([bottom, top], arr.ndim - 1), -1, axis)
 
 
+@eager_compiled(static_argnames=('kth', 'axis'))
 def argpartition(a, kth: int, axis: int = -1):
     """Indices that partition `a` as `partition` does."""
     jnp = _jnp()
@@ -184,6 +189,7 @@ def argpartition(a, kth: int, axis: int = -1):
     return jnp.swapaxes(lax.concatenate([bottom_ind, top_ind], arr.ndim - 1), -1, axis)
 
 
+@eager_compiled(static_argnames=())
 def sort_complex(a):
     """Sort by real part then imaginary part; the result is complex."""
     jnp = _jnp()
@@ -249,6 +255,7 @@ def extract(condition, arr, *, size: int | None = None, fill_value=0):
     return compress(jnp.ravel(condition), jnp.ravel(arr), size=size, fill_value=fill_value)
 
 
+@eager_compiled(static_argnames=())
 def select(condlist, choicelist, default=0):
     """Elementwise choice from `choicelist` by the first true condition in `condlist`."""
     jnp = _jnp()

@@ -15,6 +15,7 @@ import numpy as np
 from fluxion._src import core, dtypes
 from fluxion import lax
 from fluxion._src.numpy import util
+from fluxion._src.numpy.eager import eager_compiled
 
 UNIQUE_SIZE_HINT = (
     "When jax.numpy.unique() is called with size=None (the default), it requires concrete input "
@@ -229,6 +230,7 @@ def _in1d(x, y, invert: bool, method: str = "auto"):
     return ~found if invert else found
 
 
+@eager_compiled(static_argnames=('assume_unique', 'invert', 'method'))
 def isin(element, test_elements, assume_unique: bool = False, invert: bool = False, *,
          method="auto"):
     """Boolean array of `element`'s shape: whether each element occurs in `test_elements`."""

@@ -10,6 +10,7 @@ import numpy as np
 
 from fluxion._src import core, dtypes
 from fluxion._src.numpy import util
+from fluxion._src.numpy.eager import eager_compiled
 from fluxion._src.numpy.reductions import _var_dtypes
 
 _QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest", "inverted_cdf")
@@ -163,6 +164,7 @@ def _check_quantile_args(name, a, q, out, overwrite_input):
     return a, q
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'overwrite_input', 'method', 'keepdims'))
 def quantile(a, q, axis=None, out=None, overwrite_input: bool = False, method: str = "linear",
              keepdims: bool = False, *, weights=None):
     """q-th quantiles of `a` along `axis` (`q` scalar or 1-D, in [0, 1])."""
@@ -170,6 +172,7 @@ def quantile(a, q, axis=None, out=None, overwrite_input: bool = False, method: s
     return _quantile("quantile", a, q, axis, method, keepdims, False, weights)
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'overwrite_input', 'method', 'keepdims'))
 def nanquantile(a, q, axis=None, out=None, overwrite_input: bool = False,
                 method: str = "linear", keepdims: bool = False, *, weights=None):
     """Quantiles ignoring NaNs."""
@@ -197,6 +200,7 @@ def nanpercentile(a, q, axis=None, out=None, overwrite_input: bool = False,
                        method=method, keepdims=keepdims, weights=weights)
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'overwrite_input', 'keepdims'))
 def median(a, axis=None, out=None, overwrite_input: bool = False, keepdims: bool = False):
     """Median along `axis` (the midpoint of the two middle values for even counts)."""
     a = util.ensure_arraylike("median", a)
@@ -204,6 +208,7 @@ def median(a, axis=None, out=None, overwrite_input: bool = False, keepdims: bool
                     keepdims=keepdims, method="midpoint")
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'overwrite_input', 'keepdims'))
 def nanmedian(a, axis=None, out=None, overwrite_input: bool = False, keepdims: bool = False):
     """Median ignoring NaNs."""
     a = util.ensure_arraylike("nanmedian", a)
@@ -211,6 +216,7 @@ def nanmedian(a, axis=None, out=None, overwrite_input: bool = False, keepdims: b
                        keepdims=keepdims, method="midpoint")
 
 
+@eager_compiled(static_argnames=('axis', 'dtype', 'out', 'ddof', 'keepdims'))
 def nanvar(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False,
            where=None, mean=None):
     """Variance ignoring NaNs (NaN where fewer than ddof+1 values remain)."""
@@ -241,6 +247,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = F
     return util.convert(result, dtype)
 
 
+@eager_compiled(static_argnames=('axis', 'dtype', 'out', 'ddof', 'keepdims'))
 def nanstd(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False,
            where=None, mean=None):
     """Standard deviation ignoring NaNs."""
@@ -264,16 +271,19 @@ def _nanarg(name, fn, fill, a, axis, out, keepdims):
     return jnp.where(jnp.all(nan_mask, axis=axis, keepdims=keepdims), -1, result)
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'keepdims'))
 def nanargmax(a, axis=None, out=None, keepdims=None):
     """Index of the maximum ignoring NaNs (-1 where a slice is all NaN)."""
     return _nanarg("nanargmax", _jnp().argmax, -np.inf, a, axis, out, keepdims)
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'keepdims'))
 def nanargmin(a, axis=None, out=None, keepdims=None):
     """Index of the minimum ignoring NaNs (-1 where a slice is all NaN)."""
     return _nanarg("nanargmin", _jnp().argmin, np.inf, a, axis, out, keepdims)
 
 
+@eager_compiled(static_argnames=('rowvar', 'bias', 'ddof', 'dtype'))
 def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof=None, fweights=None,
         aweights=None, dtype=None):
     """Covariance matrix of the variables (rows of `m` when rowvar)."""
@@ -332,6 +342,7 @@ def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof=None, fweights=
     return jnp.true_divide(jnp.dot(X, jnp.conj(X_T)), f).squeeze()
 
 
+@eager_compiled(static_argnames=('rowvar', 'dtype'))
 def corrcoef(x, y=None, rowvar: bool = True, dtype=None):
     """Pearson correlation coefficients (entries clipped to [-1, 1])."""
     jnp = _jnp()
@@ -373,6 +384,7 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
     return jnp.linspace(lo, hi, bins_int + 1, dtype=dtype)
 
 
+@eager_compiled(static_argnames=('bins', 'range', 'density'))
 def histogram(a, bins=10, range=None, weights=None, density=None):
     """Counts (or weights, or a density) of `a`'s values in each bin, and the bin edges."""
     jnp = _jnp()
@@ -493,6 +505,7 @@ def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None,
     return jnp.zeros(length, weights.dtype).at[jnp.clip(x, 0)].add(weights, mode="drop")
 
 
+@eager_compiled(static_argnames=('right', 'method'))
 def digitize(x, bins, right: bool = False, *, method=None):
     """Index of the bin each value of `x` falls in (`bins` increasing or decreasing)."""
     jnp = _jnp()
