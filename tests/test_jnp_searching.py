@@ -67,6 +67,8 @@ def test_sort_complex_argwhere_flatnonzero():
     for x in (np.array([3, 1, 2]), np.array([3, 1, 2], np.float32),
               np.array([3j, 1, 2], np.complex64), np.array([3, 1, 2], np.int8)):
         agree("sort_complex", x)
+        agree("sort_complex", x, x64=True)
+    agree("sort_complex", np.array([3, 1, 2], np.int64), x64=True)
     z = np.array([[0, 1, 2], [3, 0, 0]])
     agree("argwhere", z)
     np.testing.assert_array_equal(np.asarray(fnp.argwhere(z)), np.argwhere(z))

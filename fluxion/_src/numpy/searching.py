@@ -3,8 +3,6 @@ partition, argpartition, sort_complex, argwhere, flatnonzero, extract, compress,
 piecewise and choose."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from fluxion._src import core, dtypes
@@ -192,13 +190,12 @@ def argpartition(a, kth: int, axis: int = -1):
 @eager_compiled(static_argnames=())
 def sort_complex(a):
     """Sort by real part then imaginary part; the result is complex."""
-    jnp = _jnp()
     a = util.ensure_arraylike("sort_complex", a)
     out = lax.sort(a, dimension=0) if a.ndim else a
-    dtype = dtypes.to_complex_dtype(out.dtype) if hasattr(dtypes, "to_complex_dtype") else None
-    if dtype is None:
-        dtype = jnp.result_type(out.dtype, np.complex64)
-    return util.convert(out, dtype)
+    if dtypes.is_complex(out.dtype):
+        return out
+    # JAX's to_complex_dtype: 64-bit types become complex128, narrower ones complex64.
+    return util.convert(out, np.complex128 if out.dtype.itemsize == 8 else np.complex64)
 
 
 def argwhere(a, *, size: int | None = None, fill_value=None):

@@ -31,8 +31,7 @@ def _jnp():
 def _static_size(size, where: str):
     if size is None:
         return None
-    return core.concrete_or_error(operator.index(size) if not isinstance(size, core.Tracer)
-                                  else size, f"The error arose in {where}")
+    return operator.index(core.concrete_or_error(size, f"The error arose in {where}"))
 
 
 def _concrete_mask_indices(mask, where: str):
@@ -283,8 +282,8 @@ def setxor1d(ar1, ar2, assume_unique: bool = False, *, size: int | None = None,
         core.concrete_or_error(a, "The error arose in setxor1d()")
         core.concrete_or_error(b, "The error arose in setxor1d()")
     if not assume_unique:
-        a = _first_of_runs(a, size)
-        b = _first_of_runs(b, size)
+        a = _first_of_runs(a)
+        b = _first_of_runs(b)
     aux = jnp.concatenate([a[0], b[0]]) if not assume_unique else jnp.concatenate([a, b])
     valid = (jnp.concatenate([a[1], b[1]]) if not assume_unique
              else jnp.ones(aux.shape, bool))
@@ -313,7 +312,7 @@ def setxor1d(ar1, ar2, assume_unique: bool = False, *, size: int | None = None,
     return _fill_to_size(picked, count, size, fill_value)
 
 
-def _first_of_runs(x, size):
+def _first_of_runs(x):
     """Sorted `x` with a mask of the first element of each run (its unique values)."""
     aux, first, _ = _unique_sorted_mask(x, 0, True)
     return aux, first
