@@ -135,18 +135,32 @@ def unique(ar, return_index: bool = False, return_inverse: bool = False,
     size, fill_value : fix the output length (padding with `fill_value`, default the minimum
         unique value), which makes the function usable under jit.
     """
-    jnp = _jnp()
     arr = util.ensure_arraylike("unique", ar)
     size = _static_size(size, "jnp.unique()")
+    if size is None:
+        return _unique_flat_or_axis(arr, return_index, return_inverse, return_counts, axis,
+                                    equal_nan, None, fill_value)
+    return _unique_sized(arr, return_index, return_inverse, return_counts, axis, equal_nan,
+                         size, fill_value)
+
+
+def _unique_flat_or_axis(arr, return_index, return_inverse, return_counts, axis, equal_nan,
+                         size, fill_value):
     if arr.ndim == 0 and axis is None:
         arr = arr.reshape(1)
     inverse_shape = None
     if axis is None:
-        inverse_shape = util.as_array(ar).shape
+        inverse_shape = arr.shape
         arr = arr.ravel()
         axis = 0
     return _unique(arr, axis, return_index, return_inverse, return_counts, equal_nan=equal_nan,
                    size=size, fill_value=fill_value, inverse_shape=inverse_shape)
+
+
+# With a static size the computation is traceable: eager calls run one cached executable.
+_unique_sized = eager_compiled(static_argnames=(
+    "return_index", "return_inverse", "return_counts", "axis", "equal_nan", "size"))(
+        _unique_flat_or_axis)
 
 
 class _UniqueAllResult(NamedTuple):
