@@ -124,8 +124,8 @@ class Array:
         return self
 
     def devices(self) -> set:
-        return {self._buf.sharding._device} if hasattr(self._buf.sharding, "_device") else set(
-            self._buf.sharding.device_set)
+        sharding = self.sharding
+        return {sharding._device} if hasattr(sharding, "_device") else set(sharding.device_set)
 
     @property
     def device(self):
@@ -133,7 +133,9 @@ class Array:
 
     @property
     def sharding(self):
-        return self._buf.sharding
+        # jaxlib's ArrayImpl keeps its sharding in `_sharding` (its public property is
+        # defined by the jax package, which fluxion does not import).
+        return self._buf._sharding
 
     def is_deleted(self) -> bool:
         return self._buf.is_deleted()

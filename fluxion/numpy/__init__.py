@@ -90,3 +90,21 @@ from fluxion._src.numpy.scalar_types import (  # noqa: F401,E402
     float8_e5m2fnuz, float8_e8m0fnu, float4_e2m1fn, float6_e2m3fn, float6_e3m2fn, int1, int2,
     int4, uint1, uint2, uint4)
 from fluxion.numpy import fft  # noqa: F401,E402  (the jnp.fft submodule)
+# Set operations, statistics, searching/sorting, calculus, polynomials, windows, Array API.
+from fluxion._src.numpy.setops import (  # noqa: F401,E402
+    unique, unique_all, unique_counts, unique_inverse, unique_values, union1d, intersect1d,
+    setdiff1d, setxor1d, isin)
+from fluxion._src.numpy.searching import (  # noqa: F401,E402
+    searchsorted, lexsort, partition, argpartition, sort_complex, argwhere, flatnonzero,
+    extract, compress, select, piecewise, choose)
+from fluxion._src.numpy.statistics import (  # noqa: F401,E402
+    median, quantile, percentile, nanmedian, nanquantile, nanpercentile, nanvar, nanstd,
+    nanargmax, nanargmin, cov, corrcoef, histogram, histogram2d, histogramdd,
+    histogram_bin_edges, bincount, digitize)
+from fluxion._src.numpy.calculus import (  # noqa: F401,E402
+    diff, ediff1d, gradient, trapezoid, interp, convolve, correlate, unwrap, cross)
+from fluxion._src.numpy.polynomial import (  # noqa: F401,E402
+    poly, polyadd, polysub, polymul, polydiv, polyder, polyint, polyval, polyfit, roots)
+from fluxion._src.numpy.windows import bartlett, blackman, hamming, hanning, kaiser  # noqa: F401,E402,E501
+from fluxion._src.numpy.array_api import (  # noqa: F401,E402
+    __array_api_version__, __array_namespace_info__, astype)
