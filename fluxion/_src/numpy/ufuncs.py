@@ -801,3 +801,26 @@ def _take_prefix(x, size):
 def _positions(n: int):
     from fluxion._src.numpy.creation import iota
     return iota(dtypes.default_int_dtype(), (n,), 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Outside any transformation, each elementwise function runs as one compiled executable per
+# signature (numpy/eager.py) instead of one executable per primitive it binds, as JAX jits its
+# jnp functions. Excluded: functions whose result depends on values (nonzero, where's one-
+# argument form, array_equal's shape check) and power, which treats a Python integer exponent
+# as a static integer power.
+
+def _compile_eager_calls():
+    from fluxion._src.numpy.eager import eager_compiled
+    static = {"angle": ("deg",), "around": ("decimals", "out"), "round": ("decimals", "out"),
+              "isclose": ("equal_nan",), "nan_to_num": ("copy",)}
+    excluded = {"where", "nonzero", "power", "pow", "array_equal", "allclose"}
+    namespace = globals()
+    for name, fn in list(namespace.items()):
+        if (name.startswith("_") or name in excluded or not callable(fn)
+                or getattr(fn, "__module__", None) != __name__ or isinstance(fn, type)):
+            continue
+        namespace[name] = eager_compiled(static_argnames=static.get(name, ()))(fn)
+
+
+_compile_eager_calls()
