@@ -185,15 +185,15 @@ def test_packbits_unpackbits(bitorder, axis):
     rng = np.random.default_rng(0)
     bits = rng.integers(0, 2, (5, 11)).astype(np.uint8)
     check("packbits", bits, axis, bitorder)
-    check("packbits", bits.astype(bool), axis, bitorder)
-    check("packbits", bits.astype(np.int32) * 3, axis, bitorder)
+    check("packbits", bits.astype(bool), axis, bitorder, jit=False)
+    check("packbits", bits.astype(np.int32) * 3, axis, bitorder, jit=False)
     packed = np.packbits(bits, axis, bitorder=bitorder)
     np.testing.assert_array_equal(fnp.packbits(bits, axis, bitorder), packed)
     check("unpackbits", packed, axis, None, bitorder)
     np.testing.assert_array_equal(fnp.unpackbits(packed, axis, bitorder=bitorder),
                                   np.unpackbits(packed, axis, bitorder=bitorder))
     for count in (0, 3, 30):
-        check("unpackbits", packed, axis, count, bitorder)
+        check("unpackbits", packed, axis, count, bitorder, jit=False)
         np.testing.assert_array_equal(
             fnp.unpackbits(packed, axis, count, bitorder),
             np.unpackbits(packed, axis, count, bitorder=bitorder))
@@ -213,7 +213,7 @@ def test_bits_errors_and_empty():
 @pytest.mark.parametrize("N", [None, 0, 2, 4])
 @pytest.mark.parametrize("increasing", [False, True])
 def test_vander(x, N, increasing):
-    check("vander", x, N, increasing, rtol=1e-5)
+    check("vander", x, N, increasing, rtol=1e-5, jit=N is None)
     np.testing.assert_allclose(fnp.vander(x, N, increasing), np.vander(x, N, increasing),
                                rtol=1e-5)
 

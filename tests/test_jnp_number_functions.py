@@ -62,13 +62,13 @@ def test_frexp_ldexp_roundtrip(dtype, x64):
 def test_frexp_ldexp_vs_jax():
     for x64 in (False, True):
         with jax.enable_x64(x64), fluxion.enable_x64(x64):
-            check("frexp", 3.0)
-            check("frexp", np.array([1.5, -6.0, 0.0], np.float16))
+            check("frexp", 3.0, jit=False)
+            check("frexp", np.array([1.5, -6.0, 0.0], np.float16), jit=False)
             check("frexp", np.arange(5))
-            check("ldexp", 3.0, 2)
-            check("ldexp", np.float16(3), np.int32(2))
+            check("ldexp", 3.0, 2, jit=False)
+            check("ldexp", np.float16(3), np.int32(2), jit=False)
             check("ldexp", np.array([1.0, 0.75, -2.0], np.float32), np.array([0, 130, -3]))
-            check("ldexp", np.float32(0.5), 128)  # 2**128 alone would overflow
+            check("ldexp", np.float32(0.5), 128, jit=False)  # 2**128 alone would overflow
     check_error("ldexp", 1.0, 2.0)
     check_error("ldexp", 1j, 2)
     check_error("frexp", 1j)
