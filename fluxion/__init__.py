@@ -20,3 +20,7 @@ from fluxion import core, dtypes, ad_checkpoint, test_util, nn, random, tree, im
 from fluxion.interpreters import ad as _ad, batching as _batching  # noqa: F401
 
 __version__ = "0.1.0"
+
+# Debugging and observability (issue 13)
+from fluxion._src.callbacks import pure_callback, effects_barrier  # noqa: F401
+from fluxion import debug, experimental  # noqa: F401

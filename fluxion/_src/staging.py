@@ -5,7 +5,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import core
+from fluxion._src import core, effects
 from fluxion._src.core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Trace,
                                Tracer, Var)
 
@@ -112,7 +112,8 @@ def dce_jaxpr(jaxpr: Jaxpr) -> Jaxpr:
     live = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
     kept = []
     for eqn in reversed(jaxpr.eqns):
-        if getattr(eqn.primitive, "has_side_effect", False) or any(id(v) in live for v in eqn.outvars):
+        if (any(id(v) in live for v in eqn.outvars) or getattr(eqn.primitive, "has_side_effect", False)
+                or effects.has_effects(eqn)):
             kept.append(eqn)
             live.update(id(v) for v in eqn.invars if isinstance(v, Var))
     kept.reverse()

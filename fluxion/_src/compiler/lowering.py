@@ -130,7 +130,18 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, platform: str, name: str = "main",
     safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "main"
     header = (f"module @{safe} attributes {{mhlo.num_partitions = 1 : i32, "
               f"mhlo.num_replicas = 1 : i32}} {{\n")
-    return header + text + "\n" + "\n".join(module.functions) + ("\n" if module.functions else "") + "}\n"
+    text = header + text + "\n" + "\n".join(module.functions) + ("\n" if module.functions else "") + "}\n"
+    host_callbacks = module.__dict__.get("host_callbacks")
+    if host_callbacks:  # Python callables the compiled program calls (see callbacks.py)
+        text = ModuleText(text)
+        text.host_callbacks = host_callbacks
+    return text
+
+
+class ModuleText(str):
+    """Module text that carries the host callbacks its custom calls index into."""
+
+    host_callbacks: list = []
 
 
 def lower_fun(fun: Callable, multiple_results: bool = True) -> Callable:
