@@ -90,7 +90,7 @@ def _check_results(outs, result_avals, where: str) -> list[np.ndarray]:
             else:
                 raise RuntimeError(f"{where} returned dtype {arr.dtype} for result {i}, but "
                                    f"result_shape_dtypes declares {aval.dtype}")
-        checked.append(np.ascontiguousarray(arr))
+        checked.append(arr if arr.flags.c_contiguous else arr.copy(order="C"))
     return checked
 
 
