@@ -1,6 +1,7 @@
 """`jit`, `make_jaxpr`, `eval_shape` and device placement."""
 from __future__ import annotations
 
+import weakref
 import functools
 import inspect
 import logging
@@ -12,6 +13,7 @@ import numpy as np
 
 import optree
 
+from fluxion._src import cache_misses, profiling, transfer_guard
 from fluxion._src import core, dtypes, staging, tree_util
 from fluxion._src.array import Array, make_array, unshared
 from fluxion._src.compiler import backend
@@ -224,7 +226,8 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
         return out_leaves
 
     start = time.perf_counter()
-    closed = staging.trace_to_jaxpr(flat_fun, in_avals, origin=f"{origin} of {name}")
+    with profiling.phase("trace", name=name):
+        closed = staging.trace_to_jaxpr(flat_fun, in_avals, origin=f"{origin} of {name}")
     if config.log_compiles:
         logger.warning("Finished tracing + transforming %s for %s in %.3f sec", name, origin,
                        time.perf_counter() - start)
@@ -271,6 +274,9 @@ def _run(compiled: CompiledFunction, leaves, donate_mask):
     return outs
 
 
+live_jit_functions: "weakref.WeakSet[JitFunction]" = weakref.WeakSet()
+
+
 class JitFunction:
     """A function compiled with XLA on first call for each abstract signature."""
 
@@ -278,6 +284,7 @@ class JitFunction:
                  donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None):
         check_callable(fun)
         self._fun = fun
+        live_jit_functions.add(self)  # for fluxion.clear_caches()
         self._static_argnums, self._static_argnames = _normalize_static(
             fun, static_argnums, static_argnames)
         # Donated arguments are named or numbered like static ones, each inferred from the other.
@@ -369,6 +376,8 @@ class JitFunction:
                config.enable_x64)
         entry = self._cache.get(key)
         if entry is None:
+            if config.explain_cache_misses:
+                cache_misses.explain(self._fun, self._cache, key)
             entry = self._compile(args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args)
             self._cache[key] = entry
             if self._fast_path_ok and not kwargs and all(type(x) is Array for x in args):
@@ -581,7 +590,8 @@ def device_get(x):
         if type(leaf) is Array:
             return np.asarray(leaf)
         return leaf
-    return tree_map(get, x)
+    with transfer_guard.explicit():
+        return tree_map(get, x)
 
 
 def block_until_ready(x):

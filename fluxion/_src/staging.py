@@ -6,6 +6,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from fluxion._src import core, effects
+from fluxion._src.config import config
 from fluxion._src.core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Trace,
                                Tracer, Var)
 
@@ -104,7 +105,22 @@ def trace_to_jaxpr(fun: Callable, in_avals: Sequence[ShapedArray], origin: str =
         closed = trace.to_jaxpr(outs)
     finally:
         trace.is_live = False
+    if config.check_tracer_leaks:
+        del args, outs
+        _check_tracer_leaks(trace)
     return closed
+
+
+def _check_tracer_leaks(trace: JaxprTrace) -> None:
+    """`config.check_tracer_leaks`: raise if a tracer of the finished `trace` is still alive."""
+    import gc
+    gc.collect()
+    leaked = [o for o in gc.get_referrers(trace) if isinstance(o, JaxprTracer)]
+    if leaked:
+        raise core.escaped_tracer_error(leaked[0]).__class__(
+            f"Leaked trace {trace.origin}: {len(leaked)} tracer(s) outlived it, e.g. "
+            f"{leaked[0]!r}. A tracer was stored in a global, a closure or an object attribute; "
+            "return it from the function instead.")
 
 
 def dce_jaxpr(jaxpr: Jaxpr) -> Jaxpr:
