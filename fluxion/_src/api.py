@@ -13,7 +13,7 @@ import numpy as np
 
 import optree
 
-from fluxion._src import cache_misses, profiling, transfer_guard
+from fluxion._src import cache_misses, nan_checks, profiling, source_info, transfer_guard
 from fluxion._src import core, dtypes, staging, tree_util
 from fluxion._src.array import Array, make_array, unshared
 from fluxion._src.compiler import backend
@@ -226,7 +226,7 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
         return out_leaves
 
     start = time.perf_counter()
-    with profiling.phase("trace", name=name):
+    with profiling.phase("trace", name=name), source_info.extend_name_stack(f"{origin}({name})"):
         closed = staging.trace_to_jaxpr(flat_fun, in_avals, origin=f"{origin} of {name}")
     if config.log_compiles:
         logger.warning("Finished tracing + transforming %s for %s in %.3f sec", name, origin,
@@ -380,10 +380,14 @@ class JitFunction:
                 cache_misses.explain(self._fun, self._cache, key)
             entry = self._compile(args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args)
             self._cache[key] = entry
-            if self._fast_path_ok and not kwargs and all(type(x) is Array for x in args):
+            if self._fast_path_ok and not kwargs and all(type(x) is Array for x in args) \
+                    and not nan_checks.enabled():
                 self._fast_cache[tuple(x.aval for x in args) + (config.enable_x64,)] = (
                     entry.fast_call)
-        return entry.out_tree.unflatten(_run(entry.compiled, leaves, entry.donate_mask))
+        outs = _run(entry.compiled, leaves, entry.donate_mask)
+        if config.debug_nans or config.debug_infs:
+            nan_checks.check_jit_outputs(entry.traced, leaves, outs)
+        return entry.out_tree.unflatten(outs)
 
     def _compile(self, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args) -> _CacheEntry:
         traced = self._get_traced(leaves, in_tree, static_pos, static_kw)

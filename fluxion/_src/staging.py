@@ -5,7 +5,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import core, effects
+from fluxion._src import core, effects, source_info
 from fluxion._src.config import config
 from fluxion._src.core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Trace,
                                Tracer, Var)
@@ -70,7 +70,7 @@ class JaxprTrace(Trace):
         invars = [self.to_var(x) for x in args]
         out_avals = primitive.abstract_eval_avals([v.aval for v in invars], params)
         outvars = [Var(a) for a in out_avals]
-        self.eqns.append(JaxprEqn(invars, outvars, primitive, params))
+        self.eqns.append(JaxprEqn(invars, outvars, primitive, params, source_info.current()))
         outs = [JaxprTracer(self, a, v) for a, v in zip(out_avals, outvars)]
         return outs if primitive.multiple_results else outs[0]
 

@@ -84,11 +84,18 @@ def lower_jaxpr_into(block: Block, jaxpr: Jaxpr | ClosedJaxpr, args: Sequence[Va
             return _literal_value(block, v)
         return env[id(v)]
 
+    lines = block.lines
     for eqn in jaxpr.eqns:
         rule = get_lowering(eqn.primitive, platform)
         ctx = LoweringRuleContext(block, [v.aval for v in eqn.invars],
                                   [v.aval for v in eqn.outvars], platform)
+        first_line = len(lines)
         outs = rule(ctx, *[read(v) for v in eqn.invars], **eqn.params)
+        if eqn.source_info is not None:  # the user's file:line and name stack on its ops
+            loc = eqn.source_info.loc(eqn.primitive.name)
+            for i in range(first_line, len(lines)):
+                if not lines[i].endswith(":0))"):  # ops of an inlined jit keep their own
+                    lines[i] += loc
         if isinstance(outs, Value):
             outs = [outs]
         outs = list(outs)

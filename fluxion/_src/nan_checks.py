@@ -1,0 +1,117 @@
+"""`config.debug_nans` / `config.debug_infs`: find the primitive that made a NaN or an Inf.
+
+While either flag is on, every eager primitive's outputs are checked, and so are a jitted
+function's; when a jitted output holds a NaN (Inf), its jaxpr is run again one primitive at a
+time and `FloatingPointError` names the first primitive whose output has one, with the user's
+source line that created it. Off, nothing on any path costs anything: the flags swap the
+eager entry point and keep jit off its fast path only while they are on.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fluxion._src import core, dtypes
+from fluxion._src.config import config
+
+_plain_apply = None
+
+
+def _bad_kind(values) -> str | None:
+    for x in values:
+        aval = getattr(x, "aval", None)
+        if aval is None or not dtypes.is_inexact(aval.dtype):
+            continue
+        arr = np.asarray(x)
+        if config.debug_nans and np.isnan(arr).any():
+            return "nan"
+        if config.debug_infs and np.isinf(arr).any():
+            return "inf"
+    return None
+
+
+def _error(kind: str, prim_name: str, where: str | None) -> FloatingPointError:
+    at = f" at {where}" if where else ""
+    return FloatingPointError(f"invalid value ({kind}) encountered in {prim_name}{at}")
+
+
+def _checked_apply(prim, args, params):
+    outs = _plain_apply(prim, args, params)
+    kind = _bad_kind(outs if prim.multiple_results else [outs])
+    if kind is not None and _bad_kind(args) != kind:
+        raise _error(kind, prim.name, core.user_frame_summary())
+    return outs
+
+
+def check_jit_outputs(traced, args, outs) -> None:
+    """After a jitted call: if an output is bad, re-run primitive by primitive and raise."""
+    kind = _bad_kind(outs)
+    if kind is None:
+        return
+    closed = traced.jaxpr
+    found = _rerun(closed.jaxpr, closed.consts, list(args))
+    if found is not None:
+        prim_name, info = found
+        raise _error(kind, prim_name, info.summary() if info is not None else None)
+    raise _error(kind, f"jit({traced.name})", None)
+
+
+def _rerun(jaxpr, consts, args):
+    """Evaluate `jaxpr` eagerly; (primitive name, source info) of the first bad output."""
+    from fluxion._src import dispatch
+    env = {}
+
+    def read(v):
+        return v.val if type(v) is core.Literal else env[id(v)]
+
+    for v, x in zip(jaxpr.constvars, consts):
+        env[id(v)] = x
+    for v, x in zip(jaxpr.invars, args):
+        env[id(v)] = x
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        kind = None
+        if eqn.primitive.impl is None:
+            outs = dispatch.apply_primitive(eqn.primitive, ins, eqn.params)
+        else:  # jit, control flow: their own eager binds may find it first
+            try:
+                outs = eqn.primitive.bind(*ins, **eqn.params)
+            except FloatingPointError as e:
+                kind, outs = str(e), None
+        if outs is not None:
+            outs = outs if eqn.primitive.multiple_results else [outs]
+            kind = _bad_kind(outs)
+        if kind is not None and _bad_kind(ins) is None:
+            inner = None
+            for sub in core.subjaxprs(eqn.params):  # e.g. a nested jit: look inside
+                if len(sub.invars) == len(ins) and not sub.constvars:
+                    inner = _rerun(sub, [], ins)
+                    break
+            return inner or (eqn.primitive.name, eqn.source_info)
+        for v, x in zip(eqn.outvars, outs):
+            env[id(v)] = x
+    return None
+
+
+def enabled() -> bool:
+    return bool(config.debug_nans or config.debug_infs)
+
+
+def _on_config_change(name, value) -> None:
+    global _plain_apply
+    if name not in ("debug_nans", "debug_infs"):
+        return
+    from fluxion._src import api, dispatch
+    if enabled():
+        if _plain_apply is None:
+            _plain_apply = dispatch.apply_primitive
+            core.apply_primitive = _checked_apply
+        for jitted in list(api.live_jit_functions):  # calls must take the checking path
+            jitted._fast_cache.clear()
+    elif _plain_apply is not None:
+        core.apply_primitive = _plain_apply
+        _plain_apply = None
+
+
+config._listeners.append(_on_config_change)
+if enabled():
+    _on_config_change("debug_nans", True)
