@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fluxion._src import core, dtypes, effects
-from fluxion._src import ad, batching
+from fluxion._src import ad, batching, token_lowering
 from fluxion._src.compiler import lowering
 from fluxion._src.core import ShapedArray
 
@@ -159,19 +159,11 @@ def _lowering(prim):
     return rule
 
 
-def _block_token(block) -> str:
-    token = block.__dict__.get("_ordered_token")
-    if token is None:
-        token = block.module.fresh("tok")
-        block.lines.append(f'{token} = "stablehlo.after_all"() : () -> !stablehlo.token')
-    return token
-
-
 def _ordered_call(ctx, args, result_avals, index):
     """A callback custom call threaded on the block's token chain (program order)."""
     from fluxion._src.compiler.hlo import Value, tensor_type
     block = ctx.block
-    token = _block_token(block)
+    token = token_lowering.block_token(block)
     operands = ", ".join([token] + [a.name for a in args])
     in_types = ", ".join(["!stablehlo.token"] + [a.type for a in args])
     out_types = ["!stablehlo.token"] + [tensor_type(a) for a in result_avals]
@@ -276,6 +268,7 @@ for _p in _ALL:
 ad.primitive_jvps[pure_callback_p] = _pure_jvp
 ad.primitive_jvps[io_callback_p] = _io_jvp
 ad.primitive_jvps[debug_callback_p] = _debug_jvp
+token_lowering.install()
 
 
 # ---------------------------------------------------------------------------------------------
