@@ -194,7 +194,11 @@ class Primitive:
         """Output avals as a list, whatever `multiple_results` is."""
         if self.abstract_eval is None:
             raise NotImplementedError(f"Abstract evaluation for '{self.name}' not implemented")
-        out = self.abstract_eval(*avals, **params)
+        try:
+            out = self.abstract_eval(*avals, **params)
+        except (TypeError, ValueError) as e:  # a shape or dtype error: say where and on what
+            note_user_line(e, self.name, avals)
+            raise
         if self.multiple_results:
             return list(out)
         return [out]
@@ -281,6 +285,22 @@ def user_frame_summary() -> str:
             return f"{filename}:{frame.f_lineno} ({frame.f_code.co_name})"
         frame = frame.f_back
     return "<unknown>"
+
+
+def note_user_line(e: BaseException, op_name: str | None = None, avals=None) -> None:
+    """Add a note to `e` naming the user's line that made `op_name` fail (once per error)."""
+    if getattr(e, "_fluxion_user_line", False):
+        return
+    try:
+        e._fluxion_user_line = True
+    except AttributeError:
+        return
+    operands = ""
+    if avals:
+        operands = " on operands " + ", ".join(
+            a.str_short() if isinstance(a, ShapedArray) else repr(a) for a in avals)
+    what = f"{op_name}{operands} " if op_name else ""
+    e.add_note(f"{what}at {user_frame_summary()}".strip())
 
 
 def _is_internal_file(filename: str) -> bool:

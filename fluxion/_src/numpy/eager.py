@@ -73,7 +73,11 @@ def eager_compiled(static_argnames=()):
                 return fun(*args, **kwargs)
             entry = cache.get(signature)
             if entry is None:
-                entry = _compile(fun, args, kwargs, static_positions, static_argnames)
+                try:
+                    entry = _compile(fun, args, kwargs, static_positions, static_argnames)
+                except (TypeError, ValueError) as e:  # name the user's line (cold path)
+                    core.note_user_line(e)
+                    raise
                 _bounded_insert(cache, signature, entry)
             if fast_key is not None:
                 _bounded_insert(fast_cache, fast_key, entry.array_call)
