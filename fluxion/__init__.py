@@ -28,3 +28,4 @@ from fluxion._src.runtime_info import clear_caches, live_arrays, print_environme
 from fluxion._src.transfer_guard import (transfer_guard, transfer_guard_host_to_device,  # noqa: F401
                                          transfer_guard_device_to_host)
 from fluxion import profiler  # noqa: F401
+from fluxion._src.source_info import named_scope, named_call  # noqa: F401

@@ -138,7 +138,7 @@ def stop_server() -> None:
     if not _servers:
         raise ValueError("No active profiler server.")
     for port in list(_servers):
-        _servers.pop(port).stop()
+        del _servers[port]  # jaxlib's server shuts down when its object is destroyed
 
 
 def device_memory_profile(backend: str | None = None) -> bytes:

@@ -94,8 +94,11 @@ def lower_jaxpr_into(block: Block, jaxpr: Jaxpr | ClosedJaxpr, args: Sequence[Va
         if eqn.source_info is not None:  # the user's file:line and name stack on its ops
             loc = eqn.source_info.loc(eqn.primitive.name)
             for i in range(first_line, len(lines)):
-                if not lines[i].endswith(":0))"):  # ops of an inlined jit keep their own
-                    lines[i] += loc
+                line = lines[i]
+                if "\n" in line:  # an op with regions: their ops get the location too
+                    lines[i] = _with_region_locs(line, loc)
+                elif not line.endswith(":0))"):  # ops of an inlined jit keep their own
+                    lines[i] = line + loc
         if isinstance(outs, Value):
             outs = [outs]
         outs = list(outs)
@@ -109,6 +112,17 @@ def lower_jaxpr_into(block: Block, jaxpr: Jaxpr | ClosedJaxpr, args: Sequence[Va
                                 f"{v.aval.str_short()}")
             env[id(v)] = out
     return [read(v) for v in jaxpr.outvars]
+
+
+def _with_region_locs(text: str, loc: str) -> str:
+    """`loc` appended to every op line of a multi-line op (its regions' ops and itself)
+    that has no location yet."""
+    out = []
+    for segment in text.split("\n"):
+        if " : (" in segment and not segment.endswith(":0))"):
+            segment += loc
+        out.append(segment)
+    return "\n".join(out)
 
 
 def lower_jaxpr_to_module(jaxpr: Jaxpr, platform: str, name: str = "main",
