@@ -2,9 +2,9 @@
 an error value the program returns, so they work under jit, vmap, grad and control flow.
 
 `checkify(f, errors)` traces `f` to a jaxpr, then evaluates that jaxpr equation by equation at
-the caller's trace, threading an error state through it: `[failed, code, *payloads]`, where
-`code` numbers the check that failed first and each check site with format arguments owns one
-payload slot holding its values. The sites are found in a first pass over the jaxpr (nested
+the caller's trace, threading an error state through it: `[code, *payloads]`, where `code`
+numbers the check that failed first (-1: none did) and each check site with format arguments
+owns payload slots holding its values. The sites are found in a first pass over the jaxpr (nested
 jaxprs included), so loops and branches carry a state of fixed structure.
 """
 from __future__ import annotations
@@ -158,14 +158,13 @@ class _Site:
 class Error:
     """The error state a checkified function returns (`jax.experimental.checkify.Error`)."""
 
-    def __init__(self, failed, code, payloads, sites: tuple):
-        self._failed = failed
+    def __init__(self, code, payloads, sites: tuple):
         self._code = code
         self._payloads = list(payloads)
         self._sites = sites
 
     def _first(self):
-        failed = np.asarray(self._failed)
+        failed = np.asarray(self._code) >= 0
         if not failed.any():
             return None
         flat = failed.reshape(-1)
@@ -215,11 +214,11 @@ class Error:
 
 
 def _error_flatten(err: Error):
-    return [err._failed, err._code, *err._payloads], err._sites
+    return [err._code, *err._payloads], err._sites
 
 
 def _error_unflatten(sites, children):
-    return Error(children[0], children[1], children[2:], sites)
+    return Error(children[0], children[1:], sites)
 
 
 def _register_error_pytree():
@@ -235,7 +234,7 @@ def check_error(error: Error) -> None:
     checkified function's own Error."""
     if not isinstance(error, Error):
         raise TypeError(f"check_error takes a checkify.Error, got {type(error).__name__}")
-    leaves = [error._failed, error._code, *error._payloads]
+    leaves = [error._code, *error._payloads]
     if not any(isinstance(x, core.Tracer) for x in leaves):
         error.throw()
         return
@@ -318,13 +317,13 @@ def _index_checked(eqn) -> bool:
 # The error-threading interpreter
 
 class _State:
-    """Values of the error state, as a flat list: failed, code, payloads (site order)."""
+    """Values of the error state, as a flat list: code, payloads (site order)."""
 
     def __init__(self, sites: list[_Site], values):
         self.sites = sites
         self.values = list(values)
         self.offsets = []
-        off = 2
+        off = 1
         for s in sites:
             self.offsets.append(off)
             off += len(s.payload_avals)
@@ -332,11 +331,9 @@ class _State:
     def record(self, index: int, failed, payload=()):
         from fluxion import lax
         import fluxion.numpy as jnp
-        old_failed, old_code = self.values[0], self.values[1]
-        failed = jnp.asarray(failed)
-        new_now = jnp.logical_and(failed, jnp.logical_not(old_failed))
-        self.values[0] = jnp.logical_or(old_failed, failed)
-        self.values[1] = jnp.where(new_now, np.int32(index), old_code)
+        old_code = self.values[0]
+        new_now = jnp.logical_and(failed, old_code < 0)  # the first failure wins
+        self.values[0] = jnp.where(new_now, np.int32(index), old_code)
         off = self.offsets[index]
         for k, v in enumerate(payload):
             old = self.values[off + k]
@@ -345,7 +342,7 @@ class _State:
 
 def _initial_values(sites):
     import fluxion.numpy as jnp
-    vals = [jnp.asarray(False), jnp.asarray(np.int32(-1))]
+    vals = [jnp.asarray(np.int32(-1))]
     for s in sites:
         vals.extend(jnp.zeros(a.shape, a.dtype) for a in s.payload_avals)
     return vals
@@ -380,12 +377,12 @@ def _eval_eqn(eqn, ins, state: _State, table: _Sites) -> list:
         return []
     if prim is check_error_p:
         nested_sites = eqn.params["sites"]
-        failed, code, *payloads = ins
+        code, *payloads = ins
         off = 0
         for j, s in enumerate(nested_sites):
             n = len(s.payload_avals)
             index = table.by_eqn[(id(eqn), ("nested", j))]
-            state.record(index, jnp.logical_and(failed, code == j), payloads[off:off + n])
+            state.record(index, code == j, payloads[off:off + n])
             off += n
         return []
     rule = _control_flow_rules.get(name)
@@ -544,7 +541,7 @@ def checkify(f: Callable, errors: frozenset = user_checks) -> Callable:
         table.scan(closed.jaxpr)
         state = _State(table.sites, _initial_values(table.sites))
         outs = _eval(closed.jaxpr, closed.consts, leaves, state, table)
-        err = Error(state.values[0], state.values[1], state.values[2:], tuple(table.sites))
+        err = Error(state.values[0], state.values[1:], tuple(table.sites))
         return err, tree_util.tree_unflatten(out_tree_box[0], outs)
 
     return checked
