@@ -259,3 +259,27 @@ def test_print_environment_info(capsys):
     assert "fluxion" in text and "jaxlib" in text and "numpy" in text
     jax.print_environment_info()
     assert "python" in capsys.readouterr().out
+
+
+def test_graph_view(tmp_path):
+    import re
+    import xml.dom.minidom
+    from fluxion import tools
+
+    def f(x, w):
+        y = jnp.tanh(x @ w)
+        z = lax.cond(y.sum() > 0, lambda a: a * 2, lambda a: a, y)
+        return lax.scan(lambda c, r: (c + r, r * 2), jnp.zeros(4), z)[0].sum()
+
+    args = (jnp.ones((3, 4)), jnp.ones((4, 4)))
+    page = tools.graph(f, path=str(tmp_path / "g.html"))(*args)
+    assert (tmp_path / "g.html").read_text() == page
+    for name in ("dot_general", "tanh", "cond", "scan", "f32[3,4]"):
+        assert name in page
+    assert "96 flops" in page  # XLA's count for the (3,4)@(4,4) product: 2*3*4*4
+    assert page.count("<details>") >= 3  # cond's two branches and scan's body, collapsible
+    for svg in re.findall(r"<svg.*?</svg>", page, re.S):
+        xml.dom.minidom.parseString(svg)
+    only_svg = tools.graph(f, fmt="svg", cost_analysis=False)(*args)
+    xml.dom.minidom.parseString(only_svg)
+    assert "flops" not in only_svg
