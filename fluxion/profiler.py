@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import glob
-import gzip
-import json
 import os
 import threading
 
@@ -61,6 +58,9 @@ def stop_trace() -> None:
 
 
 def _write_perfetto_trace(logdir: str) -> None:
+    import glob
+    import gzip
+    import json
     runs = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*")))
     if not runs:
         return

@@ -238,6 +238,9 @@ class EvalTrace(Trace):
 class _TraceState(threading.local):
     def __init__(self):
         self.trace: Trace = eval_trace
+        # While a jaxpr is re-evaluated (eval_jaxpr, transposition), the source info of the
+        # equation being evaluated: equations it stages keep pointing at the user's line.
+        self.source_info = None
 
 
 apply_primitive: Callable = None  # set by dispatch, which builds on core
@@ -693,14 +696,20 @@ def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence, *args, propagate_source_info: boo
         raise TypeError(f"jaxpr takes {len(jaxpr.invars)} arguments, got {len(args)}")
     for v, x in zip(jaxpr.invars, args):
         env[id(v)] = x
-    for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        out = eqn.primitive.bind(*ins, **eqn.params)
-        if eqn.primitive.multiple_results:
-            for v, x in zip(eqn.outvars, out):
-                env[id(v)] = x
-        else:
-            env[id(eqn.outvars[0])] = out
+    state = _trace_state
+    outer_info = state.source_info
+    try:
+        for eqn in jaxpr.eqns:
+            ins = [read(v) for v in eqn.invars]
+            state.source_info = eqn.source_info or outer_info
+            out = eqn.primitive.bind(*ins, **eqn.params)
+            if eqn.primitive.multiple_results:
+                for v, x in zip(eqn.outvars, out):
+                    env[id(v)] = x
+            else:
+                env[id(eqn.outvars[0])] = out
+    finally:
+        state.source_info = outer_info
     return [read(v) for v in jaxpr.outvars]
 
 

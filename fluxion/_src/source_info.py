@@ -56,18 +56,32 @@ _stack = _NameStack()
 _internal: dict[str, bool] = {}
 
 
+_interned: dict = {}
+
+
 def current() -> SourceInfo | None:
-    """The SourceInfo of the innermost frame outside fluxion (None if there is none)."""
+    """The SourceInfo of the innermost frame outside fluxion (None if there is none), or that
+    of the equation being re-evaluated (see `core._TraceState.source_info`)."""
+    info = core._trace_state.source_info
+    if info is not None:
+        return info
     frame = sys._getframe(2)
     internal = _internal
     while frame is not None:
         code = frame.f_code
-        filename = code.co_filename
+        filename = code.co_filename  # keyed by name: a code object's hash walks its contents
         is_internal = internal.get(filename)
         if is_internal is None:
             is_internal = internal[filename] = core._is_internal_file(filename)
         if not is_internal:
-            return SourceInfo(filename, frame.f_lineno, code.co_name, _stack.text)
+            key = (filename, frame.f_lineno, code.co_name, _stack.text)
+            info = _interned.get(key)
+            if info is None:  # shared, so its loc(...) texts are built once
+                if len(_interned) > 50000:
+                    _interned.clear()
+                info = _interned[key] = SourceInfo(code.co_filename, frame.f_lineno,
+                                                   code.co_name, _stack.text)
+            return info
         frame = frame.f_back
     return None
 
