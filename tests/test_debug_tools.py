@@ -283,3 +283,26 @@ def test_graph_view(tmp_path):
     only_svg = tools.graph(f, fmt="svg", cost_analysis=False)(*args)
     xml.dom.minidom.parseString(only_svg)
     assert "flops" not in only_svg
+
+
+def test_debug_nans_inside_control_flow(debug_nans):
+    def f(x):
+        y = lax.cond(x > 0, lambda v: jnp.sqrt(-v), lambda v: v, x)  # COND-LINE
+        return y
+
+    with pytest.raises(FloatingPointError, match=r"encountered in sqrt at .*test_debug_tools.py"):
+        jax.jit(f)(1.0)
+
+    def g(xs):
+        def body(c, x):
+            return c + x, jnp.log(x - 2.0)
+        return lax.scan(body, 0.0, xs)
+
+    with pytest.raises(FloatingPointError, match="encountered in log"):
+        jax.jit(g)(jnp.arange(5.0))
+
+    def w(x):
+        return lax.while_loop(lambda c: c < 3, lambda c: c + jnp.arccos(c), x)
+
+    with pytest.raises(FloatingPointError, match="encountered in acos"):
+        jax.jit(w)(0.5)

@@ -81,14 +81,42 @@ def _rerun(jaxpr, consts, args):
             outs = outs if eqn.primitive.multiple_results else [outs]
             kind = _bad_kind(outs)
         if kind is not None and _bad_kind(ins) is None:
-            inner = None
-            for sub in core.subjaxprs(eqn.params):  # e.g. a nested jit: look inside
-                if len(sub.invars) == len(ins) and not sub.constvars:
-                    inner = _rerun(sub, [], ins)
-                    break
-            return inner or (eqn.primitive.name, eqn.source_info)
+            return _look_inside(eqn, ins) or (eqn.primitive.name, eqn.source_info)
         for v, x in zip(eqn.outvars, outs):
             env[id(v)] = x
+    return None
+
+
+def _look_inside(eqn, ins):
+    """Re-run a bad jit / cond / while / scan equation's body eagerly to find the culprit."""
+    name, p = eqn.primitive.name, eqn.params
+    if name == "jit":
+        return _rerun(p["jaxpr"].jaxpr, p["jaxpr"].consts, ins)
+    if name == "cond":
+        index = int(np.clip(int(np.asarray(ins[0])), 0, len(p["branches"]) - 1))
+        branch = p["branches"][index]
+        return _rerun(branch.jaxpr, branch.consts, ins[1:])
+    if name == "while":
+        nc, nb = p["cond_nconsts"], p["body_nconsts"]
+        cconsts, bconsts, carry = ins[:nc], ins[nc:nc + nb], list(ins[nc + nb:])
+        cond, body = p["cond_jaxpr"], p["body_jaxpr"]
+        while bool(core.eval_jaxpr(cond.jaxpr, cond.consts, *cconsts, *carry)[0]):
+            found = _rerun(body.jaxpr, body.consts, [*bconsts, *carry])
+            if found is not None:
+                return found
+            carry = core.eval_jaxpr(body.jaxpr, body.consts, *bconsts, *carry)
+        return None
+    if name == "scan":
+        body, nconsts, ncarry = p["jaxpr"], p["num_consts"], p["num_carry"]
+        consts, carry, xs = ins[:nconsts], list(ins[nconsts:nconsts + ncarry]), ins[nconsts + ncarry:]
+        steps = range(p["length"] - 1, -1, -1) if p["reverse"] else range(p["length"])
+        for t in steps:
+            x_t = [x[t] for x in xs]
+            found = _rerun(body.jaxpr, body.consts, [*consts, *carry, *x_t])
+            if found is not None:
+                return found
+            carry = core.eval_jaxpr(body.jaxpr, body.consts, *consts, *carry, *x_t)[:ncarry]
+        return None
     return None
 
 
