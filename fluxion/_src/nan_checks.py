@@ -135,6 +135,9 @@ def _on_config_change(name, value) -> None:
             core.apply_primitive = _checked_apply
         for jitted in list(api.live_jit_functions):  # calls must take the checking path
             jitted._fast_cache.clear()
+        from fluxion._src.numpy import eager
+        for cache in eager.fast_caches:
+            cache.clear()
     elif _plain_apply is not None:
         core.apply_primitive = _plain_apply
         _plain_apply = None
