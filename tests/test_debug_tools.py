@@ -306,3 +306,16 @@ def test_debug_nans_inside_control_flow(debug_nans):
 
     with pytest.raises(FloatingPointError, match="encountered in acos"):
         jax.jit(w)(0.5)
+
+
+def test_name_stack_names_transformations():
+    import re
+
+    def f(x):
+        with jax.named_scope("layer"):
+            return jnp.sum(jnp.tanh(x) ** 2)
+
+    text = jax.jit(jax.vmap(jax.grad(f))).lower(jnp.ones((2, 3))).as_text()
+    names = set(re.findall(r'loc\("([^"]+)"', text))
+    assert "jit(f)/vmap(f)/jvp(f)/layer/tanh" in names
+    assert any(n.startswith("jit(f)/vmap(f)/transpose(jvp(f))/layer/") for n in names)

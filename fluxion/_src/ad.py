@@ -307,7 +307,9 @@ def backward_pass(jaxpr: core.Jaxpr, consts: Sequence, linear_args: Sequence,
                 "not implemented.")
         ct_arg = cts if eqn.primitive.multiple_results else cts[0]
         state = core._trace_state
-        outer_info, state.source_info = state.source_info, eqn.source_info or state.source_info
+        info = eqn.source_info
+        outer_info, state.source_info = state.source_info, (
+            info.transposed() if info is not None else state.source_info)
         try:  # the transposed equations point at the user's line of the forward one
             cts_in = rule(ct_arg, *args, **eqn.params)
         finally:

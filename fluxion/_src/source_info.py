@@ -15,7 +15,7 @@ from fluxion._src import core
 
 
 class SourceInfo:
-    __slots__ = ("file", "line", "function", "name_stack", "_locs")
+    __slots__ = ("file", "line", "function", "name_stack", "_locs", "_transposed")
 
     def __init__(self, file: str, line: int, function: str, name_stack: str):
         self.file = file
@@ -23,6 +23,21 @@ class SourceInfo:
         self.function = function
         self.name_stack = name_stack
         self._locs = None
+        self._transposed = None
+
+    def transposed(self) -> "SourceInfo":
+        """This location with the name stack of its transposition: the last `jvp(...)` scope
+        becomes `transpose(jvp(...))`, as JAX names the ops of a backward pass."""
+        t = self._transposed
+        if t is None:
+            parts = self.name_stack.split("/") if self.name_stack else []
+            jvps = [i for i, p in enumerate(parts) if p.startswith("jvp(")]
+            if jvps:
+                parts[jvps[-1]] = f"transpose({parts[jvps[-1]]})"
+            else:
+                parts.append("transpose")
+            t = self._transposed = SourceInfo(self.file, self.line, self.function, "/".join(parts))
+        return t
 
     def __repr__(self):
         return f"{self.file}:{self.line} ({self.function})"
