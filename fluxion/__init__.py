@@ -16,7 +16,7 @@ from fluxion._src.checkpoint import checkpoint, remat, checkpoint_policies  # no
 from fluxion._src import jit_rules as _jit_rules  # noqa: F401  (differentiation of jit calls)
 from fluxion import numpy, lax, tree_util, errors, extend, interpreters  # noqa: F401
 from fluxion.tree_util import tree_map, tree_flatten, tree_unflatten, tree_leaves, tree_structure  # noqa: F401
-from fluxion import core, dtypes, ad_checkpoint, test_util, nn, random, tree, image  # noqa: F401
+from fluxion import core, dtypes, ad_checkpoint, test_util, nn, random, tree, image, scipy  # noqa: F401
 from fluxion.interpreters import ad as _ad, batching as _batching  # noqa: F401
 
 __version__ = "0.1.0"

@@ -9,6 +9,7 @@ from fluxion._src.tree_util import (  # noqa: F401
     PyTreeDef,
     SequenceKey,
     all_leaves,
+    default_registry,
     flatten_one_level,
     flatten_one_level_with_keys,
     is_tree_node,

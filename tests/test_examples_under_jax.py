@@ -12,7 +12,7 @@ import pytest
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 # (script, steps for the test run)
-PROGRAMS = [("stax_cnn.py", 30), ("vae.py", 40)]
+PROGRAMS = [("stax_cnn.py", 30), ("vae.py", 40), ("bayesian_logistic_regression.py", 40)]
 
 
 def as_jax_program(source: str) -> str:

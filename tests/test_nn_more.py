@@ -104,3 +104,26 @@ def test_dot_product_attention_errors():
         fluxion.nn.dot_product_attention(Q, K, V[:, :5])
     with pytest.raises(ValueError, match="cuDNN"):
         fluxion.nn.dot_product_attention(Q, K, V, implementation="cudnn")
+
+
+def test_scaled_products():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((2, 64)).astype(np.float32)
+    b = rng.standard_normal((3, 64)).astype(np.float32)
+    dn = (((1,), (1,)), ((), ()))
+    np.testing.assert_allclose(fluxion.nn.scaled_dot_general(a, b, dn),
+                               jax.nn.scaled_dot_general(a, b, dn), rtol=1e-5, atol=1e-5)
+    for mode in ("mxfp8", "nvfp4"):
+        ours, theirs = (fluxion.nn.get_scaled_dot_general_config(mode),
+                        jax.nn.get_scaled_dot_general_config(mode))
+        assert (ours.mode, ours.block_size, ours.data_type, ours.scale_type) == (
+            theirs.mode, theirs.block_size, theirs.data_type, theirs.scale_type)
+    lhs = rng.standard_normal((1, 4, 64)).astype(np.float32)
+    rhs = rng.standard_normal((1, 5, 64)).astype(np.float32)
+    ls = rng.uniform(0.5, 2, (1, 4, 2)).astype(np.float32)
+    rs = rng.uniform(0.5, 2, (1, 5, 2)).astype(np.float32)
+    want = np.einsum("bmk,bnk->bmn", lhs * np.repeat(ls, 32, -1), rhs * np.repeat(rs, 32, -1))
+    np.testing.assert_allclose(fluxion.nn.scaled_matmul(lhs, rhs, ls, rs), want, rtol=1e-5,
+                               atol=1e-4)
+    with pytest.raises(ValueError, match="do not divide"):
+        fluxion.nn.scaled_matmul(lhs, rhs, ls[..., :1], rs)

@@ -43,6 +43,8 @@ def _summary(eval_shape, fn, *args):
     try:
         out = eval_shape(fn, *args)
     except (TypeError, ValueError, NotImplementedError, OverflowError) as e:
+        if isinstance(e, np.exceptions.AxisError):
+            return "ValueError"  # fluxion's axis errors are AxisError, a ValueError subclass
         return type(e).__name__
     if isinstance(out, (tuple, list)):
         out = out[0]

@@ -67,3 +67,19 @@ def test_static_fields_of_registered_dataclasses():
     np.testing.assert_allclose(out, [1.0, 2.0, 3.0])
     field = [f for f in dataclasses.fields(Op) if f.name == "kind"][0]
     assert field.metadata["static"] is True
+
+
+def test_default_registry_acts_on_fluxions_registry():
+    registry = fluxion.tree_util.default_registry
+    leaves, treedef = registry.flatten({"a": 1, "b": (2, 3)})
+    assert leaves == [1, 2, 3] and treedef == fluxion.tree.structure({"a": 0, "b": (0, 0)})
+
+    class Box:
+        def __init__(self, value):
+            self.value = value
+
+    registry.register_node(Box, lambda b: ((b.value,), None), lambda aux, children: Box(*children))
+    assert registry.is_node(Box)
+    assert fluxion.tree.leaves([Box(4), 5]) == [4, 5]
+    assert registry.flatten_one_level((1, 2))[0] == [1, 2] or tuple(
+        registry.flatten_one_level((1, 2))[0]) == (1, 2)

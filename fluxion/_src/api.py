@@ -16,6 +16,7 @@ import optree
 from fluxion._src import cache_misses, nan_checks, profiling, source_info, transfer_guard
 from fluxion._src import core, dtypes, staging, tree_util
 from fluxion._src.array import Array, make_array, unshared
+from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.compiler import backend
 from fluxion._src.config import config
 from fluxion._src.core import ClosedJaxpr, ShapedArray
@@ -275,6 +276,7 @@ def _run(compiled: CompiledFunction, leaves, donate_mask):
 
 
 live_jit_functions: "weakref.WeakSet[JitFunction]" = weakref.WeakSet()
+JIT_CACHE_SIZE = 1024  # signatures kept per jit function (see caches.py)
 
 
 class JitFunction:
@@ -295,10 +297,10 @@ class JitFunction:
             raise ValueError("static_argnames and donate_argnames cannot intersect. Argument "
                              f"names {both or set()} appear in both static_argnames and "
                              "donate_argnames")
-        self._cache: dict = {}
-        self._trace_cache: dict = {}
+        self._cache: dict = BoundedDict(JIT_CACHE_SIZE)
+        self._trace_cache: dict = BoundedDict(JIT_CACHE_SIZE)
         # Calls with only positional Arrays and nothing static or donated skip flattening.
-        self._fast_cache: dict = {}
+        self._fast_cache: dict = BoundedDict(JIT_CACHE_SIZE)
         self._fast_path_ok = not (self._static_argnums or self._static_argnames or
                                   self._donate_argnums or self._donate_argnames)
 
@@ -378,8 +380,12 @@ class JitFunction:
         if entry is None:
             if config.explain_cache_misses:
                 cache_misses.explain(self._fun, self._cache, key)
-            entry = self._compile(args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args)
-            self._cache[key] = entry
+            with compile_lock:  # threads missing at once compile once
+                entry = self._cache.get(key)
+                if entry is None:
+                    entry = self._compile(args, kwargs, leaves, in_tree, static_pos, static_kw,
+                                          dyn_args)
+                    self._cache[key] = entry
             if self._fast_path_ok and not kwargs and all(type(x) is Array for x in args) \
                     and not nan_checks.enabled():
                 self._fast_cache[tuple(x.aval for x in args) + (config.enable_x64,)] = (

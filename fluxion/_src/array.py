@@ -41,7 +41,10 @@ class Array:
             if config.transfer_guard or config.transfer_guard_device_to_host:
                 from fluxion._src import transfer_guard
                 transfer_guard.check("device_to_host", f"array of {self.aval.str_short()}")
-            arr = backend.to_numpy(self._buf, self.aval.dtype)
+            if self.aval.dtype in dtypes.NARROW_HOST_VIA:
+                arr = _narrow_to_numpy(self)
+            else:
+                arr = backend.to_numpy(self._buf, self.aval.dtype)
             arr.flags.writeable = False
             self._npy = arr
         return self._npy
@@ -197,3 +200,13 @@ def unshared(x, aval: ShapedArray):
 
 
 core.register_aval_handler(Array, lambda x: x.aval)
+
+
+def _narrow_to_numpy(x: "Array") -> np.ndarray:
+    """A host copy of an Array of a narrow ml_dtypes type, which DLPack cannot carry: XLA
+    converts it exactly to a wider type, and NumPy converts that back."""
+    from fluxion._src.lax import lax
+    # Eagerly, even while a trace asks for this value (as a constant of the traced function).
+    with core.set_current_trace(core.eval_trace):
+        wide = lax._convert_element_type(x, dtypes.NARROW_HOST_VIA[x.aval.dtype], False)
+    return np.asarray(wide).astype(x.aval.dtype)

@@ -1,14 +1,17 @@
 """Running things: eager primitives, compiled jaxprs, and the `jit` call primitive."""
 from __future__ import annotations
 
+import hashlib
 import logging
 import operator
 import time
+import weakref
 from typing import Sequence
 
 import numpy as np
 
 from fluxion._src import core, dtypes, profiling
+from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.array import Array, scalar_array
 from fluxion._src.compiler import backend, lowering
 from fluxion._src.config import config
@@ -125,14 +128,33 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
     out_avals = closed.out_avals
     with profiling.phase("compile", name=name):
         exe = backend.compile_module(text, out_avals, name=name)
-    const_bufs = [to_device_buffer(c, v.aval) for c, v in zip(closed.consts, closed.jaxpr.constvars)]
+    const_bufs = [_constant_buffer(c, v.aval) for c, v in zip(closed.consts, closed.jaxpr.constvars)]
     return CompiledFunction(exe, const_bufs, closed.in_avals, out_avals)
+
+
+# Device copies of large host constants, by content: a function closing over a big NumPy
+# array keeps one device copy however often it is retraced. Entries live while an executable
+# holds them (weak values).
+_constant_buffers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_CONTENT_KEYED_BYTES = 1 << 16
+
+
+def _constant_buffer(c, aval: ShapedArray):
+    if type(c) is not np.ndarray or c.nbytes < _CONTENT_KEYED_BYTES:
+        return to_device_buffer(c, aval)
+    host = np.ascontiguousarray(c, dtype=aval.dtype)
+    key = (aval, hashlib.blake2b(memoryview(host).cast("B"), digest_size=16).digest())
+    buf = _constant_buffers.get(key)
+    if buf is None:
+        buf = _constant_buffers[key] = to_device_buffer(host, aval)
+    return buf
 
 
 # ---------------------------------------------------------------------------------------------
 # Eager primitives: each (primitive, input types, params) compiles once.
 
-_primitive_cache: dict = {}  # (primitive, params, x64, *avals) -> compiled call
+# (primitive, params, x64, *avals) -> compiled call
+_primitive_cache: dict = BoundedDict(4096)
 
 
 def apply_primitive(prim: core.Primitive, args: Sequence, params: dict):
@@ -161,11 +183,11 @@ def _compile_uncached(prim, key, params):
     structural = core.structural_params_key(params)
     if structural is not None:
         key = (prim, structural, *key[2:])
+    with compile_lock:
         call = _primitive_cache.get(key)
-        if call is not None:
-            return call
-    compiled = _compile_primitive(prim, key[3:], params)
-    call = _primitive_cache[key] = compiled.array_call(not prim.multiple_results)
+        if call is None:
+            compiled = _compile_primitive(prim, key[3:], params)
+            call = _primitive_cache[key] = compiled.array_call(not prim.multiple_results)
     return call
 
 
@@ -179,9 +201,12 @@ def _apply_primitive_general(prim, args, params, param_key):
     except TypeError:  # an unhashable param: compile without caching
         key, compiled = None, None
     if compiled is None:
-        compiled = _compile_primitive(prim, avals, params)
-        if key is not None:
-            _primitive_cache[key] = compiled
+        with compile_lock:
+            compiled = _primitive_cache.get(key) if key is not None else None
+            if compiled is None:
+                compiled = _compile_primitive(prim, avals, params)
+                if key is not None:
+                    _primitive_cache[key] = compiled
     outs = compiled(args)
     return outs if prim.multiple_results else outs[0]
 
@@ -203,15 +228,18 @@ core.apply_primitive = apply_primitive
 jit_p = core.Primitive("jit")
 jit_p.multiple_results = True
 
-_jaxpr_cache: dict = {}
+_jaxpr_cache: dict = BoundedDict(1024)
 
 
 def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars=None, **_):
     key = (id(jaxpr), config.enable_x64)
     entry = _jaxpr_cache.get(key)
     if entry is None or entry[0] is not jaxpr:
-        entry = (jaxpr, compile_closed_jaxpr(jaxpr, name=f"jit_{name}"))
-        _jaxpr_cache[key] = entry
+        with compile_lock:
+            entry = _jaxpr_cache.get(key)
+            if entry is None or entry[0] is not jaxpr:
+                entry = (jaxpr, compile_closed_jaxpr(jaxpr, name=f"jit_{name}"))
+                _jaxpr_cache[key] = entry
     return entry[1](args)
 
 

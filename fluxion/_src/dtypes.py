@@ -18,8 +18,38 @@ complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
 # Tangent dtype of integer and boolean values: a zero-sized void type, as in JAX.
 float0 = np.dtype([("float0", np.void, 0)])
 
+# The narrow types of ml_dtypes (JAX's float8/6/4 and 1/2/4-bit integers). They promote only
+# with weakly typed values; NumPy sees them as kind 'V' (void), so their kinds are kept here.
+float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, \
+    float8_e5m2fnuz, float8_e8m0fnu = (np.dtype(getattr(ml_dtypes, n)) for n in (
+        "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
+        "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu"))
+float6_e2m3fn, float6_e3m2fn = np.dtype(ml_dtypes.float6_e2m3fn), np.dtype(ml_dtypes.float6_e3m2fn)
+float4_e2m1fn = np.dtype(ml_dtypes.float4_e2m1fn)
+int2, int4, uint2, uint4 = (np.dtype(getattr(ml_dtypes, n)) for n in ("int2", "int4", "uint2",
+                                                                       "uint4"))
+SMALL_FLOAT_DTYPES = (float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn,
+                      float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu,
+                      float6_e2m3fn, float6_e3m2fn, float4_e2m1fn)
+INTN_DTYPES = (int2, int4, uint2, uint4)
+if hasattr(ml_dtypes, "int1"):
+    int1, uint1 = np.dtype(ml_dtypes.int1), np.dtype(ml_dtypes.uint1)
+    INTN_DTYPES += (int1, uint1)
+# Host copies of narrow-typed arrays go through a wider type that holds every value exactly.
+NARROW_HOST_VIA = {**{dt: float32 for dt in SMALL_FLOAT_DTYPES},
+                   **{dt: (uint8 if dt.name.startswith("u") else int8) for dt in INTN_DTYPES}}
+_NARROW_KINDS = {**{dt: "f" for dt in SMALL_FLOAT_DTYPES},
+                 **{dt: ("u" if dt.name.startswith("u") else "i") for dt in INTN_DTYPES}}
+
+# jaxlib 0.10.2 cannot transfer float6 arrays, and XLA takes 1-bit integers for booleans
+# (buffers of them mismatch their executables): these have names and scalar types only.
+UNUSABLE_DTYPES = tuple(dt for dt in (float6_e2m3fn, float6_e3m2fn, *INTN_DTYPES)
+                        if dt.name in ("float6_e2m3fn", "float6_e3m2fn", "int1", "uint1"))
+
 SUPPORTED_DTYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-                    bfloat16, float16, float32, float64, complex64, complex128)
+                    bfloat16, float16, float32, float64, complex64, complex128,
+                    *(dt for dt in (*SMALL_FLOAT_DTYPES, *INTN_DTYPES)
+                      if dt not in UNUSABLE_DTYPES))
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 
 _TO_32 = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
@@ -55,8 +85,11 @@ def _default_of_kind(kind: str) -> np.dtype:
 
 
 def _kind(dt: np.dtype) -> str:
-    """NumPy's kind letter, with bfloat16 (kind 'V' in NumPy) counted as a float."""
-    return "f" if dt == bfloat16 else dt.kind
+    """NumPy's kind letter, with bfloat16 and the narrow ml_dtypes types (kind 'V' in NumPy)
+    counted as floats or integers."""
+    if dt.kind != "V":
+        return dt.kind
+    return "f" if dt == bfloat16 else _NARROW_KINDS.get(dt, "V")
 
 
 def canonicalize_dtype(dtype, allow_extended: bool = False) -> np.dtype:
@@ -73,6 +106,9 @@ def _canonicalize(dtype: np.dtype, x64: bool) -> np.dtype:
     if dtype == float0:
         return dtype
     if dtype not in _SUPPORTED:
+        if dtype in UNUSABLE_DTYPES:
+            raise TypeError(f"fluxion does not support arrays of dtype {dtype}: XLA CPU in "
+                            "jaxlib 0.10.2 cannot hold them (as in JAX)")
         raise TypeError(f"fluxion does not support dtype {dtype}")
     return dtype if x64 else _TO_32.get(dtype, dtype)
 
@@ -114,6 +150,16 @@ def is_weakly_typed(x) -> bool:
 def issubdtype(a, b) -> bool:
     """NumPy's issubdtype, extended so that bfloat16 is a floating type."""
     a = a if isinstance(a, np.dtype) or (isinstance(a, type) and issubclass(a, np.generic)) else np.dtype(a)
+    narrow = np.dtype(a) if not isinstance(a, np.dtype) and a in _NARROW_TYPES else a
+    if isinstance(narrow, np.dtype) and narrow in _NARROW_KINDS:
+        # The narrow types stand in NumPy's hierarchy where their kind puts them.
+        b_dtype = _as_concrete_dtype(b)
+        if b_dtype is not None:
+            return narrow == b_dtype
+        stand_in = {"f": np.float16, "i": np.int8, "u": np.uint8}[_NARROW_KINDS[narrow]]
+        return bool(np.issubdtype(stand_in, b))
+    if isinstance(b, np.dtype) and b in _NARROW_KINDS or b in _NARROW_TYPES:
+        return False
     if isinstance(a, np.dtype) and a == bfloat16:
         a = np.dtype(np.float16)  # stands in for its category
         if b in (bfloat16, ml_dtypes.bfloat16):
@@ -123,6 +169,21 @@ def issubdtype(a, b) -> bool:
     if isinstance(b, np.dtype) and b == bfloat16:
         return False
     return bool(np.issubdtype(a, b))
+
+
+_NARROW_TYPES = frozenset(dt.type for dt in (*SMALL_FLOAT_DTYPES, *INTN_DTYPES))
+
+
+def _as_concrete_dtype(b):
+    """b as a dtype when it names one concrete dtype (not a category like np.floating)."""
+    if isinstance(b, np.dtype):
+        return b
+    if isinstance(b, type) and issubclass(b, np.generic) and not b.__subclasses__() and \
+            b not in (np.generic,):
+        return np.dtype(b)
+    if isinstance(b, str):
+        return np.dtype(b)
+    return None
 
 
 def is_float(dt) -> bool:
@@ -138,7 +199,7 @@ def is_complex(dt) -> bool:
 
 
 def is_integer(dt) -> bool:
-    return np.dtype(dt).kind in "iu"
+    return _kind(np.dtype(dt)) in "iu"
 
 
 def finfo(dt):
@@ -161,15 +222,17 @@ _WEAK_NODE_DTYPE = {"i*": int64, "f*": float64, "c*": complex128}
 def _lattice_edges(x64: bool) -> dict:
     return {
         bool_: ["i*"],
-        "i*": [uint8, int8],
+        "i*": [uint8, int8, *INTN_DTYPES],
         uint8: [int16, uint16], uint16: [int32, uint32],
         # Without x64, uint32 and int32 meet at int32 rather than forming an int64.
         uint32: [int64, uint64] if x64 else [int32, uint64],
         uint64: ["f*"],
         int8: [int16], int16: [int32], int32: [int64], int64: ["f*"],
-        "f*": ["c*", bfloat16, float16],
+        "f*": ["c*", bfloat16, float16, *SMALL_FLOAT_DTYPES],
         bfloat16: [float32], float16: [float32], float32: [float64, complex64], float64: [complex128],
         "c*": [complex64], complex64: [complex128], complex128: [],
+        # The narrow types are leaves: they promote with weak values only.
+        **{dt: [] for dt in (*SMALL_FLOAT_DTYPES, *INTN_DTYPES)},
     }
 
 

@@ -230,3 +230,74 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     from fluxion._src.lax.stop_gradient import stop_gradient
     lse = jnp.transpose(logsumexp(logits, axis=-1).astype(k.dtype), (0, 2, 1))
     return encoded, stop_gradient(lse.reshape(out_shape[:-1]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Block-scaled matrix products
+
+import dataclasses as _dataclasses  # noqa: E402
+
+
+@_dataclasses.dataclass
+class BlockScaleConfig:
+    """How an operand is quantized for a block-scaled product: `block_size` elements of
+    `data_type` share one scale of `scale_type`."""
+
+    mode: str
+    block_size: int
+    data_type: object
+    scale_type: object
+    global_scale: object = None
+    infer_only: bool = False
+
+
+def get_scaled_dot_general_config(mode: str, global_scale=None) -> BlockScaleConfig:
+    """The block-scaling configuration of 'mxfp8' (32-element blocks of float8_e4m3fn with
+    float8_e8m0fnu scales) or 'nvfp4' (16 of float4_e2m1fn with float8_e4m3fn scales)."""
+    import ml_dtypes
+    if mode == "mxfp8":
+        return BlockScaleConfig(mode, 32, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e8m0fnu,
+                                None, False)
+    if mode == "nvfp4":
+        scale = jnp.array([1.0], np.float32) if global_scale is None else global_scale
+        return BlockScaleConfig(mode, 16, ml_dtypes.float4_e2m1fn, ml_dtypes.float8_e4m3fn,
+                                scale, False)
+    raise ValueError(f"Unsupported mode: {mode}")
+
+
+def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=np.float32):
+    """sum_k lhs[b,m,k] * rhs[b,n,k], each element times the scale of its block of the
+    contracting dimension: (B, M, K) x (B, N, K) with scales (B, M, K/bs), (B, N, K/bs).
+
+    On the CPU the operands are dequantized to float32 and multiplied there (JAX's
+    implementation needs cuDNN)."""
+    lhs, rhs = jnp.asarray(lhs), jnp.asarray(rhs)
+    lhs_scales, rhs_scales = jnp.asarray(lhs_scales), jnp.asarray(rhs_scales)
+    if lhs.ndim != 3 or rhs.ndim != 3 or lhs.shape[2] != rhs.shape[2]:
+        raise ValueError(f"scaled_matmul expects (B, M, K) and (B, N, K) operands, got "
+                         f"{lhs.shape} and {rhs.shape}")
+    blocks = lhs_scales.shape[-1]
+    if lhs.shape[2] % blocks or rhs_scales.shape[-1] != blocks:
+        raise ValueError(f"scaled_matmul: scales {lhs_scales.shape} and {rhs_scales.shape} do "
+                         f"not divide the contracting size {lhs.shape[2]} into blocks")
+    size = lhs.shape[2] // blocks
+
+    def dequantized(x, scales):
+        return x.astype(np.float32) * jnp.repeat(scales.astype(np.float32), size, axis=-1)
+    out = jnp.einsum("bmk,bnk->bmn", dequantized(lhs, lhs_scales), dequantized(rhs, rhs_scales))
+    return out.astype(preferred_element_type)
+
+
+def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type=np.float32,
+                       configs=None, implementation=None):
+    """A dot_general meant for block-scaled low-precision operands; without cuDNN (on the
+    CPU) it is computed as lax.dot_general in preferred_element_type, as JAX does there."""
+    if implementation not in (None, "xla"):
+        raise ValueError(f"scaled_dot_general: implementation={implementation!r} needs cuDNN "
+                         "on a GPU, which fluxion does not have")
+    if np.dtype(preferred_element_type) not in (np.float32, np.float16, dtypes.bfloat16):
+        raise TypeError(f"Only support preferred_element_type in (f32, bf16, f16), but got "
+                        f"{preferred_element_type}")
+    from fluxion import lax
+    return lax.dot_general(lhs, rhs, dimension_numbers,
+                           preferred_element_type=preferred_element_type)

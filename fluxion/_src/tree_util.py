@@ -649,3 +649,32 @@ register_pytree_node(
     lambda partial: ((partial.args, partial.keywords), partial.func),
     lambda func, children: Partial(func, *children[0], **children[1]),
 )
+
+
+class PyTreeRegistry:
+    """The registry of container types, as an object (JAX's `tree_util.default_registry`);
+    fluxion has one registry, and these methods act on it."""
+
+    def flatten(self, tree, leaf_predicate=None):
+        return tree_flatten(tree, leaf_predicate)
+
+    def flatten_one_level(self, tree):
+        return flatten_one_level(tree)
+
+    def flatten_one_level_with_keys(self, tree):
+        return flatten_one_level_with_keys(tree)
+
+    def flatten_with_path(self, tree, leaf_predicate=None):
+        return tree_flatten_with_path(tree, leaf_predicate)
+
+    def is_node(self, type):
+        return is_tree_node(type)
+
+    def register_node(self, type, to_iterable, from_iterable, to_iterable_with_keys=None):
+        register_pytree_node(type, to_iterable, from_iterable, to_iterable_with_keys)
+
+    def register_dataclass_node(self, type, data_fields, meta_fields, /):
+        register_dataclass(type, data_fields, meta_fields)
+
+
+default_registry = PyTreeRegistry()

@@ -11,3 +11,7 @@ from fluxion._src.lax.sorting import *  # noqa: F401,F403
 from fluxion._src.lax.stop_gradient import *  # noqa: F401,F403
 from fluxion._src.lax.control_flow import *  # noqa: F401,F403
 from fluxion._src.lax.parallel import *  # noqa: F401,F403
+from fluxion._src.lax.fft import *  # noqa: F401,F403
+from fluxion._src.lax.jax_names import *  # noqa: F401,F403
+from fluxion._src.lax.special import *  # noqa: F401,F403
+from fluxion._src.lax.jax_names_ops import *  # noqa: F401,F403

@@ -7,3 +7,5 @@ from fluxion._src.nn_activations import (identity, tanh, glu, hard_sigmoid, hard
                                          sparse_sigmoid, log1mexp, logmeanexp,
                                          dot_product_attention)
 from fluxion.nn import initializers  # noqa: F401,E402
+from fluxion._src.nn_activations import (get_scaled_dot_general_config, scaled_dot_general,  # noqa: F401,E402
+                                         scaled_matmul)

@@ -54,3 +54,39 @@ inf = _np.inf
 nan = _np.nan
 newaxis = None
 from fluxion._src.numpy.vectorize import vectorize  # noqa: F401
+
+from fluxion._src.numpy.number_functions import (  # noqa: F401
+    acos, acosh, asin, asinh, atan, atanh, atan2, gcd, lcm, frexp, ldexp, modf, nextafter,
+    spacing, fabs, bitwise_count, i0)
+
+from fluxion._src.numpy.index_tricks import (  # noqa: F401
+    r_, c_, s_, index_exp, mgrid, ogrid, ix_, indices, tril_indices, triu_indices,
+    tril_indices_from, triu_indices_from, diag_indices, diag_indices_from, mask_indices,
+    ravel_multi_index, unravel_index, fill_diagonal)
+
+from fluxion._src.numpy.array_edits import (  # noqa: F401
+    block, insert, delete, resize, rollaxis, unstack, trim_zeros, apply_along_axis,
+    apply_over_axes, put, put_along_axis, place, packbits, unpackbits, vander, diagflat,
+    array_equiv, geomspace)
+
+from fluxion._src.numpy.vector_products import (  # noqa: F401
+    vecdot, matvec, vecmat, cumulative_sum, cumulative_prod)
+
+# The built-in ufuncs replace the plain functions of the same names imported above.
+from fluxion._src.numpy.ufunc_objects import (  # noqa: F401,E402
+    ufunc, frompyfunc, add, multiply, subtract, maximum, minimum, bitwise_and, bitwise_or,
+    bitwise_xor, logical_and, logical_or, logical_xor, logaddexp, logaddexp2, negative)
+
+from fluxion._src.numpy.io import (  # noqa: F401,E402
+    load, save, savez, frombuffer, fromfile, fromstring, fromfunction, fromiter, from_dlpack,
+    array_repr, array_str, printoptions, get_printoptions, set_printoptions, iterable,
+    isscalar, iscomplex, iscomplexobj, isreal, isrealobj)
+
+from fluxion._src.numpy.scalar_types import (  # noqa: F401,E402
+    bool_ as bool, object_, flexible, character, ComplexWarning)
+
+from fluxion._src.numpy.scalar_types import (  # noqa: F401,E402
+    float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2,
+    float8_e5m2fnuz, float8_e8m0fnu, float4_e2m1fn, float6_e2m3fn, float6_e3m2fn, int1, int2,
+    int4, uint1, uint2, uint4)
+from fluxion.numpy import fft  # noqa: F401,E402  (the jnp.fft submodule)

@@ -19,6 +19,12 @@ _ELEMENT_TYPES = {
     "uint8": "ui8", "uint16": "ui16", "uint32": "ui32", "uint64": "ui64",
     "bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64",
     "complex64": "complex<f32>", "complex128": "complex<f64>",
+    # The narrow types of ml_dtypes, by their MLIR names.
+    "float8_e3m4": "f8E3M4", "float8_e4m3": "f8E4M3", "float8_e4m3b11fnuz": "f8E4M3B11FNUZ",
+    "float8_e4m3fn": "f8E4M3FN", "float8_e4m3fnuz": "f8E4M3FNUZ", "float8_e5m2": "f8E5M2",
+    "float8_e5m2fnuz": "f8E5M2FNUZ", "float8_e8m0fnu": "f8E8M0FNU", "float6_e2m3fn": "f6E2M3FN",
+    "float6_e3m2fn": "f6E3M2FN", "float4_e2m1fn": "f4E2M1FN",
+    "int1": "i1", "int2": "i2", "int4": "i4", "uint1": "ui1", "uint2": "ui2", "uint4": "ui4",
 }
 
 
@@ -253,7 +259,7 @@ class HloOps:
         if compare_type is None:
             dt = x.dtype
             compare_type = ("FLOAT" if dtypes.is_inexact(dt) else "UNSIGNED"
-                            if dt.kind in "ub" else "SIGNED")
+                            if dtypes._kind(dt) in "ub" else "SIGNED")
         attrs = {"comparison_direction": f"#stablehlo<comparison_direction {direction}>",
                  "compare_type": f"#stablehlo<comparison_type {compare_type}>"}
         return self.op1("stablehlo.compare", [x, y], x.aval.update(dtype=dtypes.bool_, weak_type=False), attrs)

@@ -25,8 +25,8 @@ def standard_primitive(name: str, abstract_eval: Callable, lowering_rule: Callab
 # Accepted dtype sets: (the NumPy categories they stand for, as JAX names them; predicate).
 
 def _is_bool(dt): return dt == dtypes.bool_
-def _is_int(dt): return dt.kind in "iu"
-def _is_signed_int(dt): return dt.kind == "i"
+def _is_int(dt): return dtypes.is_integer(dt)  # int2/int4 are kind 'V' to NumPy
+def _is_signed_int(dt): return dtypes.is_integer(dt) and dtypes._kind(dt) == "i"
 def _is_float(dt): return dtypes.is_float(dt)
 def _is_complex(dt): return dt.kind == "c"
 

@@ -88,7 +88,7 @@ nextafter_p = binop("nextafter", FLOAT, "chlo.next_after")
 
 
 def _sign_lowering(ctx, x):
-    if x.dtype.kind == "u":
+    if dtypes._kind(x.dtype) == "u":
         return ctx.convert(ctx.compare(x, _const(ctx, 0, x), "NE"), x.dtype)
     return ctx.op1("stablehlo.sign", [x], ctx.avals_out[0])
 

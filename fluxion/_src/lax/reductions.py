@@ -1,6 +1,7 @@
 """Reductions over axes: reduce_sum, reduce_prod, reduce_max, reduce_min, reduce_and/or/xor."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from fluxion._src import ad, batching, core, dtypes
@@ -25,16 +26,21 @@ def identity_value(kind: str, dtype) -> np.ndarray:
     if kind == "mul":
         return np.ones((), dtype)
     if kind == "and":
-        return np.array(-1 if dtype.kind == "i" else True if dtype == dtypes.bool_ else
-                        np.iinfo(dtype).max, dtype)
+        return np.array(-1 if dtypes._kind(dtype) == "i" else True if dtype == dtypes.bool_ else
+                        ml_dtypes.iinfo(dtype).max, dtype)
     if kind in ("max", "min"):
         sign = -1 if kind == "max" else 1
         if dtype == dtypes.bool_:
             return np.array(kind == "min", dtype)
-        if dtype.kind in "iu":
-            info = np.iinfo(dtype)
+        if dtypes.is_integer(dtype):
+            info = ml_dtypes.iinfo(dtype)  # also int2/int4
             return np.array(info.min if kind == "max" else info.max, dtype)
-        return np.array(sign * np.inf, dtype)
+        extreme = np.array(sign * np.inf, dtype)
+        if not np.isinf(extreme.astype(np.float32)):
+            # Narrow floats without infinities (float8_e4m3fn, ...): their largest finite value.
+            info = ml_dtypes.finfo(dtype)
+            extreme = np.array(info.min if kind == "max" else info.max, dtype)
+        return extreme
     raise ValueError(kind)
 
 

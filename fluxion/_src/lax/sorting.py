@@ -46,6 +46,10 @@ def _sort_abstract_eval(*avals, dimension, is_stable, num_keys):
     if not 0 <= dimension < avals[0].ndim:
         raise ValueError(f"sort: dimension {dimension} is out of bounds for operands of shape "
                          f"{avals[0].shape}")
+    if any(a.dtype.name in ("int2", "uint2") for a in avals):
+        # XLA CPU compiles it but returns garbage (jaxlib 0.10.2; JAX gives wrong results too).
+        raise TypeError("sort does not support int2 or uint2 operands (XLA CPU sorts them "
+                        "wrongly); convert to int8 or uint8 first.")
     for i, a in enumerate(avals):
         check_dtype("sort", a, ANY, i)
     return list(avals)

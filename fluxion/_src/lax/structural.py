@@ -377,6 +377,10 @@ def _concatenate_abstract_eval(*xs, dimension):
                         f"than the one being concatenated: concatenating along dimension "
                         f"{dimension} for shapes {shapes}.")
     _check_same_dtypes("concatenate", xs)
+    if xs[0].dtype.name in ("int2", "uint2"):
+        # XLA CPU aborts the process compiling this (a failed check in its concatenate emitter).
+        raise TypeError(f"concatenate does not support {xs[0].dtype.name} operands (XLA CPU "
+                        "cannot compile it); convert to int8 or uint8 first.")
     shape = list(xs[0].shape)
     shape[dimension] = sum(x.shape[dimension] for x in xs)
     return ShapedArray(shape, xs[0].dtype, all(x.weak_type for x in xs))

@@ -41,7 +41,7 @@ def _sequence_to_array(seq, dtype):
 
 
 def _check_int_fits(value: int, dtype) -> None:
-    info = np.iinfo(dtype)
+    info = dtypes.iinfo(dtype)  # ml_dtypes' iinfo also knows int2 and int4
     if not info.min <= value <= info.max:
         raise OverflowError(f"Python integer {value} out of bounds for {np.dtype(dtype).name}")
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from fluxion._src import core, staging
 from fluxion._src.array import Array
+from fluxion._src.caches import compile_lock
 from fluxion._src.config import config
 from fluxion._src.dispatch import compile_closed_jaxpr, to_device_buffer
 from fluxion._src.numpy.util import check_python_int
@@ -79,12 +80,15 @@ def eager_compiled(static_argnames=()):
                 return fun(*args, **kwargs)
             entry = cache.get(signature)
             if entry is None:
-                try:
-                    entry = _compile(fun, args, kwargs, static_positions, static_argnames)
-                except (TypeError, ValueError) as e:  # name the user's line (cold path)
-                    core.note_user_line(e)
-                    raise
-                _bounded_insert(cache, signature, entry)
+                with compile_lock:
+                    entry = cache.get(signature)
+                    if entry is None:
+                        try:
+                            entry = _compile(fun, args, kwargs, static_positions, static_argnames)
+                        except (TypeError, ValueError) as e:  # name the user's line (cold path)
+                            core.note_user_line(e)
+                            raise
+                        _bounded_insert(cache, signature, entry)
             if fast_key is not None:
                 _bounded_insert(fast_cache, fast_key, entry.array_call)
             return entry(dynamic)

@@ -120,3 +120,29 @@ def isdtype(dtype, kind) -> bool:
         elif the_dtype == np.dtype(k):
             return True
     return False
+
+
+# ---------------------------------------------------------------------------------------------
+# The remaining names of jax.numpy's type namespace.
+
+object_, flexible, character = np.object_, np.flexible, np.character
+ComplexWarning = np.exceptions.ComplexWarning
+
+# The narrow ml_dtypes types (see dtypes.SMALL_FLOAT_DTYPES and INTN_DTYPES).
+float8_e3m4 = _scalar_type(ml_dtypes.float8_e3m4, "float8_e3m4")
+float8_e4m3 = _scalar_type(ml_dtypes.float8_e4m3, "float8_e4m3")
+float8_e4m3b11fnuz = _scalar_type(ml_dtypes.float8_e4m3b11fnuz, "float8_e4m3b11fnuz")
+float8_e4m3fn = _scalar_type(ml_dtypes.float8_e4m3fn, "float8_e4m3fn")
+float8_e4m3fnuz = _scalar_type(ml_dtypes.float8_e4m3fnuz, "float8_e4m3fnuz")
+float8_e5m2 = _scalar_type(ml_dtypes.float8_e5m2, "float8_e5m2")
+float8_e5m2fnuz = _scalar_type(ml_dtypes.float8_e5m2fnuz, "float8_e5m2fnuz")
+float8_e8m0fnu = _scalar_type(ml_dtypes.float8_e8m0fnu, "float8_e8m0fnu")
+float4_e2m1fn = _scalar_type(ml_dtypes.float4_e2m1fn, "float4_e2m1fn")
+float6_e2m3fn = _scalar_type(ml_dtypes.float6_e2m3fn, "float6_e2m3fn")
+float6_e3m2fn = _scalar_type(ml_dtypes.float6_e3m2fn, "float6_e3m2fn")
+int2 = _scalar_type(ml_dtypes.int2, "int2")
+int4 = _scalar_type(ml_dtypes.int4, "int4")
+uint2 = _scalar_type(ml_dtypes.uint2, "uint2")
+uint4 = _scalar_type(ml_dtypes.uint4, "uint4")
+int1 = _scalar_type(ml_dtypes.int1, "int1")
+uint1 = _scalar_type(ml_dtypes.uint1, "uint1")

@@ -65,23 +65,31 @@ def promote_dtypes(*args):
     return [lax._convert_element_type(x, dtype, weak) for x in args]
 
 
+def to_inexact_dtype(dtype) -> np.dtype:
+    """JAX's fixed map to an inexact type: bools and integers of up to 32 bits become float32,
+    64-bit integers float64 (then canonicalized); inexact types stay."""
+    if dtypes.is_inexact(dtype):
+        return dtype
+    wide = dtype.itemsize == 8 and dtype.kind in "iu"
+    return dtypes.canonicalize_dtype(np.float64 if wide else np.float32)
+
+
 def promote_dtypes_inexact(*args):
-    """Promote, then make the common dtype inexact (ints and bools become the default float)."""
+    """Promote, then make the common dtype inexact (see to_inexact_dtype)."""
     for x in args:
         check_python_int(x)
     dtype, weak = dtypes.result_type_with_weak(*args)
-    if not dtypes.is_inexact(dtype):
-        dtype = dtypes.default_float_dtype()
+    dtype = to_inexact_dtype(dtype)
     return [lax._convert_element_type(x, dtype, weak) for x in args]
 
 
 def promote_dtypes_numeric(*args):
-    """Promote, then make a boolean common dtype the default integer."""
+    """Promote, then make a boolean common dtype int32."""
     for x in args:
         check_python_int(x)
     dtype, weak = dtypes.result_type_with_weak(*args)
     if dtype == dtypes.bool_:
-        dtype = dtypes.default_int_dtype()
+        dtype = dtypes.int32  # as JAX's to_numeric_dtype, with or without x64
     return [lax._convert_element_type(x, dtype, weak) for x in args]
 
 

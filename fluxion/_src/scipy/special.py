@@ -1,0 +1,337 @@
+"""`fluxion.scipy.special`: special functions, written with lax and fluxion.numpy.
+
+Each function takes arrays (promoted to an inexact dtype as in JAX) and differentiates through
+its definition unless it says otherwise.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import fluxion.numpy as jnp
+from fluxion import lax
+from fluxion._src import dtypes
+from fluxion._src.custom_derivatives import custom_jvp
+from fluxion._src.nn_functions import log_softmax, logsumexp, softmax  # noqa: F401
+
+
+def _inexact(*args):
+    """The arguments as arrays of their common inexact dtype."""
+    arrays = [jnp.asarray(a) for a in args]
+    dtype = dtypes.result_type(*arrays)
+    if not dtypes.is_inexact(dtype):
+        dtype = dtypes.default_float_dtype()
+    arrays = [a.astype(dtype) for a in arrays]
+    return arrays if len(arrays) > 1 else arrays[0]
+
+
+def _real_only(name, x):
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise ValueError(f"{name} does not support complex-valued inputs.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Error function, logistic, normal distribution
+
+def erf(x):
+    """The error function."""
+    return lax.erf(_inexact(x))
+
+
+def erfc(x):
+    """The complementary error function, 1 - erf(x)."""
+    return lax.erfc(_inexact(x))
+
+
+def erfinv(x):
+    """The inverse of erf."""
+    return lax.erf_inv(_inexact(x))
+
+
+def expit(x):
+    """The logistic sigmoid 1 / (1 + exp(-x))."""
+    return lax.logistic(_inexact(x))
+
+
+def logit(x):
+    """log(x / (1 - x)), the inverse of expit."""
+    x = _inexact(x)
+    return lax.log(x / (1 - x))
+
+
+def ndtr(x):
+    """The standard normal CDF."""
+    x = _inexact(x)
+    if x.dtype not in (np.float32, np.float64, np.float16, dtypes.bfloat16):
+        raise TypeError(f"x.dtype={x.dtype} is not supported.")
+    half_sqrt2 = 0.5 * math.sqrt(2.0)
+    w = x * jnp.asarray(half_sqrt2, x.dtype)
+    z = jnp.abs(w)
+    y = jnp.where(z < half_sqrt2, 1.0 + lax.erf(w),
+                  jnp.where(w > 0, 2.0 - lax.erfc(z), lax.erfc(z)))
+    return 0.5 * y
+
+
+# Cephes ndtri.c (S. L. Moshier): rational approximations of the inverse normal CDF on
+# (exp(-2), 1 - exp(-2)), and for the tails with z = sqrt(-2 log p) below and above 8.
+_NDTRI_P0 = [-5.99633501014107895267e1, 9.80010754185999661536e1, -5.66762857469070293439e1,
+             1.39312609387279679503e1, -1.23916583867381258016e0]
+_NDTRI_Q0 = [1.0, 1.95448858338141759834e0, 4.67627912898881538453e0, 8.63602421390890590575e1,
+             -2.25462687854119370527e2, 2.00260212380060660359e2, -8.20372256168333339912e1,
+             1.59056225126211695515e1, -1.18331621121330003142e0]
+_NDTRI_P1 = [4.05544892305962419923e0, 3.15251094599893866154e1, 5.71628192246421288162e1,
+             4.40805073893200834700e1, 1.46849561928858024014e1, 2.18663306850790267539e0,
+             -1.40256079171354495875e-1, -3.50424626827848203418e-2,
+             -8.57456785154685413611e-4]
+_NDTRI_Q1 = [1.0, 1.57799883256466749731e1, 4.53907635128879210584e1, 4.13172038254672030440e1,
+             1.50425385692907503408e1, 2.50464946208309415979e0, -1.42182922854787788574e-1,
+             -3.80806407691578277194e-2, -9.33259480895457427372e-4]
+_NDTRI_P2 = [3.23774891776946035970e0, 6.91522889068984211695e0, 3.93881025292474443415e0,
+             1.33303460815807542389e0, 2.01485389549179081538e-1, 1.23716634817820021358e-2,
+             3.01581553508235416007e-4, 2.65806974686737550832e-6, 6.23974539184983293730e-9]
+_NDTRI_Q2 = [1.0, 6.02427039364742014255e0, 3.67983563856160859403e0, 1.37702099489081330271e0,
+             2.16236993594496635890e-1, 1.34204006088543189037e-2, 3.28014464682127739104e-4,
+             2.89247864745380683936e-6, 6.79019408009981274425e-9]
+
+
+def _polyval(coefficients, x):
+    out = jnp.zeros_like(x)
+    for c in coefficients:
+        out = out * x + c
+    return out
+
+
+def ndtri(p):
+    """The inverse of the standard normal CDF (Cephes' rational approximations)."""
+    p = _inexact(p)
+    if p.dtype not in (np.float32, np.float64):
+        raise TypeError(f"x.dtype={p.dtype} is not supported, see docstring for supported "
+                        "types.")
+    high = 1.0 - math.exp(-2.0)
+    q = jnp.where(p > high, 1.0 - p, p)  # the tail nearer the value
+    q = jnp.where(q == 0, 0.5, q)  # p = 0 or 1: any value that keeps NaNs out
+    w = q - 0.5
+    ww = w * w
+    centre = -(w + w * ww * _polyval(_NDTRI_P0, ww) / _polyval(_NDTRI_Q0, ww)) \
+        * math.sqrt(2.0 * math.pi)
+    z = jnp.sqrt(-2.0 * jnp.log(q))
+    inv = 1.0 / z
+    start = z - jnp.log(z) / z
+    far = start - _polyval(_NDTRI_P2, inv) / _polyval(_NDTRI_Q2, inv) / z
+    near = start - _polyval(_NDTRI_P1, inv) / _polyval(_NDTRI_Q1, inv) / z
+    x = jnp.where(q > math.exp(-2.0), centre, jnp.where(z >= 8.0, far, near))
+    x = jnp.where(p > high, x, -x)
+    return jnp.where(p == 0, -np.inf, jnp.where(p == 1, np.inf, x))
+
+
+def _double_factorial(n: int) -> int:
+    return math.prod(range(n, 0, -2))
+
+
+@custom_jvp
+def _asymptotic_series(x, order):
+    """1 - 1/x^2 + 3/x^4 - 15/x^6 + ...: the series of log_ndtr for very negative x."""
+    total = jnp.ones_like(x)
+    x2n = x * x
+    for n in range(1, order + 1):
+        term = _double_factorial(2 * n - 1) / x2n
+        total = total - term if n % 2 else total + term
+        x2n = x2n * x * x
+    return total
+
+
+_asymptotic_series.defjvp(lambda primals, tangents: (
+    _asymptotic_series(*primals), jnp.zeros_like(primals[0])))
+
+
+def log_ndtr(x, series_order: int = 3):
+    """log of the standard normal CDF, accurate far into both tails."""
+    if not isinstance(series_order, int):
+        raise TypeError("series_order must be a Python integer.")
+    if series_order < 0:
+        raise ValueError("series_order must be non-negative.")
+    if series_order > 30:
+        raise ValueError("series_order must be <= 30.")
+    x = _inexact(x)
+    if x.dtype == np.float64:
+        lower, upper = -20.0, 8.0
+    elif x.dtype == np.float32:
+        lower, upper = -10.0, 5.0
+    else:
+        raise TypeError(f"x.dtype={x.dtype} is not supported.")
+    above = x > upper
+    cdf = ndtr(jnp.where(above, -x, jnp.maximum(x, lower)))
+    tail_x = jnp.minimum(x, lower)  # where x is not in the lower tail, a harmless value
+    log_scale = -0.5 * tail_x * tail_x - jnp.log(-tail_x) - 0.5 * math.log(2.0 * math.pi)
+    lower_tail = log_scale + jnp.log(_asymptotic_series(tail_x, series_order))
+    return jnp.where(above, -cdf, jnp.where(x > lower, jnp.log(cdf), lower_tail))
+
+
+# ---------------------------------------------------------------------------------------------
+# Gamma and beta functions
+
+def gammaln(x):
+    """log |Gamma(x)|."""
+    return lax.lgamma(_inexact(x))
+
+
+def loggamma(x):
+    """The principal branch of log Gamma(x); for real x, NaN where x <= 0 (as SciPy). Complex
+    arguments are not supported."""
+    x = _inexact(x)
+    _real_only("loggamma", x)
+    return jnp.where(x > 0, lax.lgamma(x), np.nan)
+
+
+def gammasgn(x):
+    """The sign of Gamma(x): NaN at the poles (non-positive integers) and for NaN."""
+    x = _inexact(x)
+    _real_only("gammasgn", x)
+    floor = jnp.floor(x)
+    negative = x < 0
+    nan = (negative & (x == floor)) | jnp.isnan(x)
+    minus = (negative & (floor % 2 != 0)) | ((x == 0) & jnp.signbit(x))
+    return jnp.where(nan, np.nan, jnp.where(minus, -1.0, 1.0)).astype(x.dtype)
+
+
+def gamma(x):
+    """The gamma function, sign(Gamma(x)) * exp(log|Gamma(x)|)."""
+    x = _inexact(x)
+    return gammasgn(x) * jnp.exp(gammaln(x))
+
+
+def digamma(x):
+    """The logarithmic derivative of the gamma function."""
+    return lax.digamma(_inexact(x))
+
+
+def polygamma(n, x):
+    """The n-th derivative of digamma."""
+    n, x = jnp.asarray(n), _inexact(x)
+    if not jnp.issubdtype(n.dtype, np.integer):
+        raise ValueError(f"polygamma: n must be an integer array, got dtype {n.dtype}")
+    return lax.polygamma(n.astype(x.dtype), x)
+
+
+def betaln(a, b):
+    """log |B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b)."""
+    a, b = _inexact(a, b)
+    return gammaln(a) + gammaln(b) - gammaln(a + b)
+
+
+def beta(a, b):
+    """The beta function B(a, b)."""
+    a, b = _inexact(a, b)
+    sign = gammasgn(a) * gammasgn(b) * gammasgn(a + b)
+    return sign * jnp.exp(betaln(a, b))
+
+
+def multigammaln(a, d):
+    """log of the multivariate gamma function of dimension `d` (a Python int)."""
+    if not isinstance(d, (int, np.integer)):
+        raise TypeError(f"multigammaln: d must be a Python int, got {d!r}")
+    a = _inexact(a)
+    constant = 0.25 * d * (d - 1) * math.log(math.pi)
+    shifts = jnp.arange(d, dtype=a.dtype) / 2
+    return jnp.sum(gammaln(a[..., None] - shifts), axis=-1) + constant
+
+
+def factorial(n, exact: bool = False):
+    """n! = Gamma(n + 1) (0 for negative n); exact=True is not supported, as in JAX."""
+    if exact:
+        raise NotImplementedError("factorial with exact=True")
+    n = _inexact(n)
+    return jnp.where(n < 0, 0.0, jnp.exp(gammaln(n + 1))).astype(n.dtype)
+
+
+def poch(z, m):
+    """The Pochhammer symbol (rising factorial) Gamma(z + m) / Gamma(z)."""
+    z, m = _inexact(z, m)
+    _real_only("poch", z)
+    return jnp.where(m == 0.0, 1.0, gamma(z + m) / gamma(z)).astype(z.dtype)
+
+
+def comb(N, k, *, repetition: bool = False):
+    """Binomial coefficient C(N, k) (with repetition: C(N + k - 1, k)); 0 outside 0 <= k <= N."""
+    N, k = _inexact(N, k)
+    if repetition:
+        return jnp.where((k == 0) & (N >= 0), 1.0, comb(N + k - 1, k)).astype(N.dtype)
+    valid = (k <= N) & (N >= 0) & (k >= 0)
+    n, kk = jnp.where(valid, N, 0.0), jnp.where(valid, k, 0.0)
+    value = jnp.exp(gammaln(n + 1) - gammaln(kk + 1) - gammaln(n + 1 - kk))
+    return jnp.where(valid, value, 0.0).astype(N.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Entropy and logs
+
+@custom_jvp
+def xlogy(x, y):
+    """x * log(y), 0 where x == 0."""
+    x, y = _inexact(x, y)
+    return jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log(y))
+
+
+@xlogy.defjvp
+def _xlogy_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    out = xlogy(x, y)
+    x, y = _inexact(x, y)
+    return out, tx * jnp.log(y) + jnp.where(x == 0, 0.0, x / y) * ty
+
+
+@custom_jvp
+def xlog1py(x, y):
+    """x * log1p(y), 0 where x == 0."""
+    x, y = _inexact(x, y)
+    return jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log1p(y))
+
+
+@xlog1py.defjvp
+def _xlog1py_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    out = xlog1py(x, y)
+    x, y = _inexact(x, y)
+    return out, tx * jnp.log1p(y) + jnp.where(x == 0, 0.0, x / (1 + y)) * ty
+
+
+def entr(x):
+    """-x log x for x > 0, 0 at 0, -inf for x < 0."""
+    x = _inexact(x)
+    _real_only("entr", x)
+    return jnp.where(x < 0, -np.inf, -xlogy(x, x))
+
+
+def rel_entr(p, q):
+    """p log(p / q) for p, q > 0; 0 for p == 0 <= q; inf otherwise."""
+    p, q = _inexact(p, q)
+    _real_only("rel_entr", p)
+    both = (p > 0) & (q > 0)
+    safe_p, safe_q = jnp.where(both, p, 1.0), jnp.where(both, q, 1.0)
+    value = xlogy(safe_p, safe_p) - xlogy(safe_p, safe_q)
+    return jnp.where(both, value, jnp.where((p == 0) & (q >= 0), 0.0, np.inf))
+
+
+def kl_div(p, q):
+    """p log(p / q) - p + q (elementwise Kullback-Leibler divergence)."""
+    p, q = _inexact(p, q)
+    _real_only("kl_div", p)
+    return rel_entr(p, q) - p + q
+
+
+def boxcox1p(x, lmbda):
+    """((1 + x)**lmbda - 1) / lmbda, and log1p(x) at lmbda == 0."""
+    x, lmbda = _inexact(x, lmbda)
+    zero = lmbda == 0
+    safe = jnp.where(zero, 1.0, lmbda)
+    log1p_x = jnp.log1p(x)
+    return jnp.where(zero, log1p_x, jnp.expm1(safe * log1p_x) / safe)
+
+
+def boxcox(x, lmbda):
+    """(x**lmbda - 1) / lmbda, and log(x) at lmbda == 0."""
+    x, lmbda = _inexact(x, lmbda)
+    return boxcox1p(x - 1, lmbda)

@@ -1,0 +1,225 @@
+"""The special matrices of `scipy.linalg` (toeplitz, hankel, circulant, pascal, ...).
+
+Matrices built from array arguments are traceable (gathers from the argument); those built
+from a size alone are computed with NumPy and returned as constants.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import fluxion.numpy as jnp
+from fluxion._src import dtypes
+
+
+def _index_matrix(rows: int, cols: int, fn) -> np.ndarray:
+    i, j = np.indices((rows, cols))
+    return fn(i, j)
+
+
+def toeplitz(c, r=None):
+    """The Toeplitz matrix with first column `c` and first row `r` (conj(c) by default; r[0]
+    is ignored); leading dimensions of c and r are batch dimensions."""
+    c = jnp.atleast_1d(jnp.asarray(c))
+    r = jnp.conj(c) if r is None else jnp.atleast_1d(jnp.asarray(r))
+    m, n = c.shape[-1], r.shape[-1]
+    batch = np.broadcast_shapes(c.shape[:-1], r.shape[:-1])
+    c, r = jnp.broadcast_to(c, batch + (m,)), jnp.broadcast_to(r, batch + (n,))
+    # values = [r[n-1], ..., r[1], c[0], ..., c[m-1]]; entry (i, j) is values[n - 1 + i - j].
+    values = jnp.concatenate([jnp.flip(r[..., 1:], -1), c], axis=-1)
+    return values[..., _index_matrix(m, n, lambda i, j: n - 1 + i - j)]
+
+
+def hankel(c, r=None):
+    """The Hankel matrix with first column `c` and last row `r` (zeros by default)."""
+    c = jnp.ravel(jnp.asarray(c))
+    r = jnp.zeros_like(c) if r is None else jnp.ravel(jnp.asarray(r))
+    m, n = c.shape[0], r.shape[0]
+    values = jnp.concatenate([c, r[1:]])
+    return values[_index_matrix(m, n, lambda i, j: i + j)]
+
+
+def circulant(c):
+    """The circulant matrix whose first column is `c` (leading dims are batch dims)."""
+    c = jnp.atleast_1d(jnp.asarray(c))
+    n = c.shape[-1]
+    return c[..., _index_matrix(n, n, lambda i, j: (i - j) % n)]
+
+
+def companion(a):
+    """The companion matrix of the polynomial with coefficients `a` (highest degree first)."""
+    a = jnp.atleast_1d(jnp.asarray(a))
+    n = a.shape[-1]
+    if n < 2:
+        raise ValueError("The length of `a` must be at least 2.")
+    first_row = -a[..., 1:] / a[..., :1]
+    below = jnp.eye(n - 2, n - 1, dtype=first_row.dtype)
+    below = jnp.broadcast_to(below, first_row.shape[:-1] + below.shape)
+    return jnp.concatenate([first_row[..., None, :], below], axis=-2)
+
+
+def block_diag(*arrs):
+    """The block-diagonal matrix of the given 2-D (or lower) arrays."""
+    if not arrs:
+        return jnp.zeros((1, 0))
+    blocks = [jnp.atleast_2d(jnp.asarray(a)) for a in arrs]
+    dtype = dtypes.result_type(*blocks)
+    rows = []
+    total_cols = sum(b.shape[1] for b in blocks)
+    col = 0
+    for b in blocks:
+        rows.append(jnp.pad(b.astype(dtype), ((0, 0), (col, total_cols - col - b.shape[1]))))
+        col += b.shape[1]
+    return jnp.concatenate(rows, axis=0)
+
+
+def convolution_matrix(a, n: int, mode: str = "full"):
+    """The matrix A with A @ v == convolve(a, v, mode) for vectors v of length n."""
+    a = jnp.asarray(a)
+    if a.ndim != 1:
+        raise ValueError("convolution_matrix expects a one-dimensional argument.")
+    if n <= 0:
+        raise ValueError(f"n must be a positive integer, got {n}")
+    m = a.shape[0]
+    if mode == "full":
+        rows, offset = m + n - 1, 0
+    elif mode == "same":
+        rows, offset = max(m, n), (min(m, n) - 1) // 2
+    elif mode == "valid":
+        rows, offset = max(m, n) - min(m, n) + 1, min(m, n) - 1
+    else:
+        raise ValueError(f"Unrecognized mode={mode!r}")
+    padded = jnp.concatenate([a, jnp.zeros((1,), a.dtype)])  # index m reads zero
+    index = _index_matrix(rows, n, lambda i, j: i + offset - j)
+    index = np.where((index >= 0) & (index < m), index, m)
+    return padded[index]
+
+
+def fiedler(a):
+    """The symmetric matrix |a[i] - a[j]|."""
+    a = jnp.atleast_1d(jnp.asarray(a))
+    return jnp.abs(a[..., :, None] - a[..., None, :])
+
+
+def fiedler_companion(a):
+    """Fiedler's pentadiagonal companion matrix of the polynomial with coefficients `a`
+    (highest degree first): its eigenvalues are the polynomial's roots."""
+    a = jnp.atleast_1d(jnp.asarray(a))
+    if a.ndim > 1:
+        raise ValueError("Input `a` must be a 1-D array.")
+    if a.shape[0] < 2:
+        return jnp.zeros((0, 0), a.dtype)
+    c = a[1:] / a[0]  # monic coefficients c[0] .. c[n-1]
+    n = c.shape[0]
+    if n == 1:
+        return -c[None, :]
+    out = jnp.zeros((n, n), c.dtype)
+    out = out.at[0, 0].set(-c[0]).at[1, 0].set(1.0)
+    # Even rows k carry -c[k + 1] at column k + 1 and 1 at column k + 2; odd rows k >= 3
+    # carry 1 at column k - 2 and -c[k + 1] sits below the diagonal at (k + 1, k).
+    even = np.arange(0, n - 1, 2)
+    out = out.at[even, even + 1].set(-c[even + 1])
+    even2 = np.arange(0, n - 2, 2)
+    out = out.at[even2, even2 + 2].set(1.0)
+    odd = np.arange(1, n - 1, 2)
+    out = out.at[odd + 1, odd].set(-c[odd + 1])
+    odd2 = np.arange(1, n - 2, 2)
+    return out.at[odd2 + 2, odd2].set(1.0)
+
+
+def hadamard(n: int, dtype=int):
+    """The Hadamard matrix of order n (a power of two), by Sylvester's construction."""
+    if n < 1 or n & (n - 1):
+        raise ValueError("n must be an positive a power of 2 integer")
+    h = np.ones((1, 1))
+    while h.shape[0] < n:
+        h = np.block([[h, h], [h, -h]])
+    return jnp.asarray(h, dtype=dtype)
+
+
+def helmert(n: int, full: bool = False):
+    """The Helmert matrix of order n (without its first row unless `full`)."""
+    h = np.tril(np.ones((n, n)), -1) - np.diag(np.arange(n))
+    d = np.arange(n) * np.arange(1, n + 1)
+    h[0] = 1
+    d[0] = n
+    h = h / np.sqrt(d)[:, None]
+    return jnp.asarray(h if full else h[1:], dtype=dtypes.default_float_dtype())
+
+
+def hilbert(n: int):
+    """The Hilbert matrix 1 / (i + j + 1)."""
+    return jnp.asarray(1.0 / _index_matrix(n, n, lambda i, j: i + j + 1.0),
+                       dtype=dtypes.default_float_dtype())
+
+
+def invhilbert(n: int):
+    """The inverse of the n x n Hilbert matrix (exact integers, as floats)."""
+    out = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            s = i + j
+            out[i, j] = ((-1) ** s * (s + 1) * math.comb(n + i, n - j - 1)
+                         * math.comb(n + j, n - i - 1) * math.comb(s, i) ** 2)
+    return jnp.asarray(out, dtype=dtypes.default_float_dtype())
+
+
+def _pascal(n: int, kind: str) -> np.ndarray:
+    lower = np.array([[math.comb(i, j) for j in range(n)] for i in range(n)], dtype=np.float64)
+    if kind == "lower":
+        return lower
+    if kind == "upper":
+        return lower.T
+    if kind == "symmetric":
+        return lower @ lower.T
+    raise ValueError("kind must be 'symmetric', 'lower', or 'upper'")
+
+
+def pascal(n: int, kind: str | None = None):
+    """The Pascal matrix: binomial coefficients ('symmetric', 'lower' or 'upper')."""
+    return jnp.asarray(_pascal(n, kind or "symmetric"), dtype=dtypes.default_float_dtype())
+
+
+def invpascal(n: int, kind: str | None = None):
+    """The inverse of `pascal(n, kind)`."""
+    kind = kind or "symmetric"
+    signs = np.fromfunction(lambda i, j: (-1.0) ** (i + j), (n, n))
+    lower_inv = _pascal(n, "lower") * signs
+    if kind == "lower":
+        out = lower_inv
+    elif kind == "upper":
+        out = lower_inv.T
+    elif kind == "symmetric":
+        out = lower_inv.T @ lower_inv
+    else:
+        raise ValueError("'kind' must be 'symmetric', 'lower' or 'upper'.")
+    return jnp.asarray(out, dtype=dtypes.default_float_dtype())
+
+
+def leslie(f, s):
+    """The Leslie matrix with fecundities `f` (first row) and survival rates `s`."""
+    f, s = jnp.atleast_1d(jnp.asarray(f)), jnp.atleast_1d(jnp.asarray(s))
+    if f.ndim != 1 or s.ndim != 1:
+        raise ValueError("Incorrect shape for f or s. f and s must be one-dimensional.")
+    n = f.shape[0]
+    if s.shape[0] != n - 1:
+        raise ValueError(f"Incorrect lengths for f and s. The length of s must be one less than "
+                         f"the length of f, got {n} and {s.shape[0]}.")
+    dtype = dtypes.result_type(f, s, 1.0)
+    out = jnp.zeros((n, n), dtype).at[0].set(f.astype(dtype))
+    return out.at[np.arange(1, n), np.arange(n - 1)].set(s.astype(dtype))
+
+
+def dft(n: int, scale: str | None = None, *, dtype=None):
+    """The n x n discrete Fourier transform matrix exp(-2 pi i j k / n), scaled by None,
+    'sqrtn' (1/sqrt(n)) or 'n' (1/n)."""
+    if scale not in (None, "sqrtn", "n"):
+        raise ValueError(f"scale must be None, 'sqrtn', or 'n'; {scale!r} is not valid.")
+    jk = _index_matrix(n, n, lambda j, k: (j * k) % n)
+    m = np.exp(-2j * np.pi * jk / n)
+    if scale == "sqrtn":
+        m = m / math.sqrt(n)
+    elif scale == "n":
+        m = m / n
+    return jnp.asarray(m, dtype=dtype or dtypes.canonicalize_dtype(np.complex128))

@@ -1,0 +1,2 @@
+"""Clustering (`jax.scipy.cluster`)."""
+from fluxion.scipy.cluster import vq  # noqa: F401

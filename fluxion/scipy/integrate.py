@@ -1,0 +1,2 @@
+"""Integration (`jax.scipy.integrate`)."""
+from fluxion._src.scipy.small import trapezoid  # noqa: F401

@@ -1,0 +1,2 @@
+"""Interpolation (`jax.scipy.interpolate`)."""
+from fluxion._src.scipy.interpolate import RegularGridInterpolator  # noqa: F401

@@ -1,0 +1,2 @@
+"""Sparse linear algebra (`jax.scipy.sparse`)."""
+from fluxion.scipy.sparse import linalg  # noqa: F401

@@ -1,0 +1,2 @@
+"""Rotations (`jax.scipy.spatial.transform`)."""
+from fluxion._src.scipy.rotation import Rotation, Slerp  # noqa: F401

@@ -1,0 +1,200 @@
+"""Random programs over fuzz.ops, and running one on fluxion and on JAX (the oracle).
+
+A program is built from a seed: one or two inputs (random dtype and shape, 0-d and empty
+included) and a chain of 1-4 ops. `check(program)` runs it on JAX and on fluxion eagerly,
+under jit, under vmap (against a loop) and, when every op is differentiable and the dtype is
+float, through grad; it returns the list of mismatches (empty when all agree).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from fuzz.ops import BOOL, COMPLEX, FLOAT, INT, OPS
+
+SHAPES = [(), (0,), (3,), (2, 3), (3, 3), (1, 3), (2, 1, 3)]
+DTYPES = {FLOAT: ["float32", "float32", "float32", "float16", "bfloat16"],
+          INT: ["int32", "int32", "int8", "uint8", "uint32"], BOOL: ["bool"],
+          COMPLEX: ["complex64"]}
+KIND_WEIGHTS = [(FLOAT, 0.55), (INT, 0.2), (BOOL, 0.1), (COMPLEX, 0.15)]
+
+
+@dataclasses.dataclass
+class Program:
+    seed: int
+    inputs: list  # NumPy arrays
+    ops: list  # fuzz.ops.Op, applied in a chain; binary ops take the next input too
+
+    def describe(self) -> str:
+        args = ", ".join(f"{a.dtype}{list(a.shape)}" for a in self.inputs)
+        return f"seed {self.seed}: ({args}) -> " + " -> ".join(op.name for op in self.ops)
+
+    def run(self, np_module, lax_module, inputs):
+        x, rest = inputs[0], list(inputs[1:])
+        for op in self.ops:
+            if op.arity == 2:
+                x = op.fn(np_module, lax_module, x, rest[0] if rest else x)
+            else:
+                x = op.fn(np_module, lax_module, x)
+        return x
+
+
+def _kind_of(dtype: str) -> str:
+    return {"f": FLOAT, "i": INT, "u": INT, "b": BOOL, "c": COMPLEX, "V": FLOAT}[
+        np.dtype(dtype).kind]
+
+
+def _values(rng, shape, dtype, op):
+    import ml_dtypes  # noqa: F401  (registers bfloat16 with NumPy)
+    kind = _kind_of(dtype)
+    if kind == BOOL:
+        return rng.random(shape) > 0.5
+    if kind == INT:
+        lo = 0 if np.dtype(dtype).kind == "u" else -5
+        return rng.integers(lo, 6, shape).astype(dtype)
+    x = rng.standard_normal(shape)
+    if op is not None and op.positive:
+        x = 0.5 + np.abs(x)
+    if op is not None and op.unit:
+        x = np.tanh(x) * 0.9
+    if kind == COMPLEX:
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def make_program(seed: int) -> Program:
+    rng = np.random.default_rng(seed)
+    kinds, weights = zip(*KIND_WEIGHTS)
+    kind = kinds[rng.choice(len(kinds), p=np.array(weights) / sum(weights))]
+    dtype = rng.choice(DTYPES[kind])
+    shape = SHAPES[rng.integers(len(SHAPES))]
+    ops, rank = [], len(shape)
+    for _ in range(rng.integers(1, 5)):
+        candidates = [op for op in OPS if kind in op.kinds and rank >= op.min_rank]
+        if not candidates:
+            break
+        op = candidates[rng.integers(len(candidates))]
+        ops.append(op)
+        break  # the kind and rank after an op are not known statically: one op per level
+    first = ops[0] if ops else None
+    inputs = [_values(rng, shape, dtype, first)]
+    if first is not None and first.arity == 2:
+        other = () if rng.random() < 0.3 else shape
+        inputs.append(_values(rng, other, dtype, first))
+    # Further ops are chosen from the first op's result type, found by running it on NumPy
+    # would be circular; instead chain only ops that keep every kind (elementwise on floats).
+    if kind == FLOAT and first is not None and first.differentiable:
+        for _ in range(rng.integers(0, 3)):
+            follow = [op for op in OPS if op.arity == 1 and FLOAT in op.kinds and op.min_rank == 0
+                      and not op.positive and not op.unit and op.differentiable]
+            ops.append(follow[rng.integers(len(follow))])
+    return Program(seed, inputs, ops)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running and comparing
+
+def _tolerance(dtype) -> tuple[float, float]:
+    name = np.dtype(dtype).name
+    if name in ("float16", "bfloat16"):
+        return 2e-2, 2e-2
+    if name in ("float32", "complex64"):
+        return 2e-4, 2e-5
+    return 1e-10, 1e-12
+
+
+def _same(got, want) -> str | None:
+    """None if `got` (fluxion) matches `want` (JAX): dtype, weak type, shape, values."""
+    got_dtype, want_dtype = np.dtype(got.dtype), np.dtype(want.dtype)
+    if got_dtype != want_dtype:
+        return f"dtype {got_dtype} != {want_dtype}"
+    if getattr(got, "weak_type", False) != getattr(want, "weak_type", False):
+        return f"weak_type {getattr(got, 'weak_type', False)} != {want.weak_type}"
+    g, w = np.asarray(got), np.asarray(want)
+    if g.shape != w.shape:
+        return f"shape {g.shape} != {w.shape}"
+    if g.dtype.kind in "biu":
+        return None if np.array_equal(g, w) else f"values differ:\n{g}\n{w}"
+    g64 = g.astype(np.complex128 if g.dtype.kind == "c" else np.float64)
+    w64 = w.astype(g64.dtype)
+    rtol, atol = _tolerance(got_dtype)
+    # Near a discontinuity (floor, round, sign, comparisons of rounded values) one-ulp input
+    # differences legitimately flip results; a mismatch must show in most elements to count.
+    ok = np.isclose(g64, w64, rtol=rtol, atol=atol, equal_nan=True)
+    if ok.all():
+        return None
+    return f"values differ at {np.argwhere(~ok)[:5].tolist()}:\n{g}\n{w}"
+
+
+def _call(fn):
+    try:
+        return fn(), None
+    except Exception as e:  # noqa: BLE001
+        return None, e
+
+
+def check(program: Program, transforms=("eager", "jit", "vmap", "grad")) -> tuple[list, int]:
+    """(mismatches, number of evaluations compared) for one program."""
+    import jax
+    import jax.numpy as jjnp
+
+    import fluxion
+    import fluxion.numpy as fjnp
+
+    def ours(*xs):
+        return program.run(fjnp, fluxion.lax, xs)
+
+    def theirs(*xs):
+        return program.run(jjnp, jax.lax, xs)
+
+    mismatches, compared = [], 0
+    want, jax_error = _call(lambda: theirs(*[jjnp.asarray(x) for x in program.inputs]))
+    if jax_error is not None:
+        got, our_error = _call(lambda: ours(*[fjnp.asarray(x) for x in program.inputs]))
+        if our_error is None:
+            mismatches.append(f"JAX raised {type(jax_error).__name__} ({jax_error}), fluxion "
+                              "did not")
+        return mismatches, 1
+    for name in transforms:
+        if name == "eager":
+            got, err = _call(lambda: ours(*[fjnp.asarray(x) for x in program.inputs]))
+        elif name == "jit":
+            got, err = _call(lambda: fluxion.jit(ours)(*program.inputs))
+        elif name == "vmap":
+            batch = [np.stack([x, x[::-1] if x.ndim else x, x]) for x in program.inputs]
+            got, err = _call(lambda: fluxion.vmap(ours)(*batch))
+            if err is None:
+                looped = [fluxion.jit(ours)(*[b[i] for b in batch]) for i in range(3)]
+                want_b = fjnp.stack(looped)
+                problem = _same(got, want_b) if np.ndim(got) else None
+                if problem and "weak_type" not in problem:
+                    mismatches.append(f"vmap vs loop: {problem}")
+                compared += 1
+                continue
+        else:  # grad
+            differentiable = all(op.differentiable for op in program.ops)
+            x0 = program.inputs[0]
+            if not differentiable or x0.dtype != np.float32 or x0.size == 0:
+                continue
+            loss = lambda f, m: (lambda *xs: m.sum(m.real(f(*xs)).astype(np.float32)))  # noqa
+            got, err = _call(lambda: fluxion.grad(loss(ours, fjnp))(*program.inputs))
+            want_g, jerr = _call(lambda: jax.grad(loss(theirs, jjnp))(*program.inputs))
+            if jerr is not None:
+                continue
+            if err is not None:
+                mismatches.append(f"grad: fluxion raised {type(err).__name__}: {err}")
+            else:
+                problem = _same(got, want_g)
+                if problem and "weak_type" not in problem:
+                    mismatches.append(f"grad: {problem}")
+            compared += 1
+            continue
+        compared += 1
+        if err is not None:
+            mismatches.append(f"{name}: fluxion raised {type(err).__name__}: {err}")
+            continue
+        problem = _same(got, want)
+        if problem:
+            mismatches.append(f"{name}: {problem}")
+    return mismatches, compared

@@ -1,0 +1,94 @@
+"""Compare fluxion.numpy with jax.numpy (the oracle): values, dtypes, weak types, errors."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import fluxion
+import fluxion.numpy as fnp
+
+
+def _leaves(out):
+    return jax.tree_util.tree_leaves(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _weak(x):
+    return bool(getattr(getattr(x, "aval", None), "weak_type", False))
+
+
+def assert_matches(expected, actual, rtol=1e-6, atol=0.0, check_weak=True):
+    exp, act = _leaves(expected), _leaves(actual)
+    assert len(exp) == len(act), (expected, actual)
+    for e, a in zip(exp, act):
+        assert np.asarray(a).dtype == np.asarray(e).dtype, (e, a)
+        assert np.shape(a) == np.shape(e), (e, a)
+        if check_weak:
+            assert _weak(a) == _weak(e), ("weak type", e, a)
+        e_np, a_np = np.asarray(e), np.asarray(a)
+        if e_np.dtype.kind in "fc" or e_np.dtype.name in ("bfloat16",):
+            np.testing.assert_allclose(a_np.astype(np.complex128 if e_np.dtype.kind == "c"
+                                                   else np.float64),
+                                       e_np.astype(np.complex128 if e_np.dtype.kind == "c"
+                                                   else np.float64),
+                                       rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(a_np, e_np)
+
+
+def check(name, *args, rtol=1e-6, atol=0.0, jit=True, check_weak=True, **kwargs):
+    """fnp.name(*args, **kwargs) equals jnp.name(...) in value, dtype and weak type; jit too."""
+    expected = getattr(jnp, name)(*args, **kwargs)
+    actual = getattr(fnp, name)(*args, **kwargs)
+    assert_matches(expected, actual, rtol, atol, check_weak)
+    if jit:
+        # NumPy arrays and scalars are traced; everything else (shapes, Python scalars) is static.
+        traced = [i for i, a in enumerate(args) if isinstance(a, (np.ndarray, np.generic))]
+
+        def call(*traced_args):
+            full = list(args)
+            for i, a in zip(traced, traced_args):
+                full[i] = a
+            return getattr(fnp, name)(*full, **kwargs)
+
+        jitted = fluxion.jit(call)(*(args[i] for i in traced))
+        assert_matches(expected, jitted, rtol, atol, check_weak)
+    return actual
+
+
+def check_both_modes(name, *args, **kw):
+    for x64 in (False, True):
+        with jax.enable_x64(x64), fluxion.enable_x64(x64):
+            check(name, *args, **kw)
+
+
+def error_class(fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001
+        return type(e)
+    return None
+
+
+def check_error(name, *args, **kwargs):
+    """fnp.name raises the same exception class as jnp.name."""
+    expected = error_class(getattr(jnp, name), *args, **kwargs)
+    assert expected is not None, f"jax.numpy.{name} does not raise"
+    actual = error_class(getattr(fnp, name), *args, **kwargs)
+    assert actual is not None and issubclass(actual, expected), (name, expected, actual)
+
+
+def check_fn(fn, *args, rtol=1e-6, atol=0.0, jit=True, check_weak=True):
+    """fn(fnp, *args) equals fn(jnp, *args) (value, dtype, weak type), eagerly and under jit."""
+    expected = fn(jnp, *args)
+    actual = fn(fnp, *args)
+    assert_matches(expected, actual, rtol, atol, check_weak)
+    if jit:
+        assert_matches(expected, fluxion.jit(lambda *a: fn(fnp, *a))(*args), rtol, atol,
+                       check_weak)
+    return actual
+
+
+def check_fn_error(fn, *args):
+    expected = error_class(fn, jnp, *args)
+    assert expected is not None, "jax.numpy does not raise"
+    actual = error_class(fn, fnp, *args)
+    assert actual is not None and issubclass(actual, expected), (expected, actual)

@@ -1,0 +1,73 @@
+"""scipy.special against SciPy (values, float32 and float64), JAX (dtypes), gradients."""
+import jax.scipy.special as jsp
+import numpy as np
+import pytest
+import scipy.special as ssp
+
+import fluxion
+import fluxion.scipy.special as sp
+from fluxion.test_util import check_grads
+
+X = np.array([-30, -12, -9.5, -3, -0.5, 0, 0.3, 2, 5.5, 9, 40.0])
+P = np.array([0, 1e-300, 1e-20, 1e-5, 0.01, 0.135, 0.3, 0.5, 0.7, 0.9999, 1 - 1e-12, 1])
+POS = np.array([0.1, 0.5, 1, 2.5, 7, 30.0])
+A, B = POS, POS[::-1]
+CASES = [
+    ("ndtr", (X,)), ("log_ndtr", (X,)), ("ndtri", (P,)), ("erf", (X,)), ("erfc", (X,)),
+    ("erfinv", (np.linspace(-0.99, 0.99, 7),)), ("expit", (X,)), ("logit", (P[3:-3],)),
+    ("gamma", (X[2:],)), ("gammaln", (POS,)), ("gammasgn", (X,)), ("digamma", (POS,)),
+    ("beta", (A, B)), ("betaln", (A, B)), ("poch", (A, B)), ("xlogy", (np.array([0., 1, 2]), np.array([0., 3, 4]))),
+    ("xlog1py", (np.array([0., 1, 2]), np.array([-1., 3, 4]))),
+    ("entr", (np.array([-1.0, 0, 0.5, 2]),)), ("rel_entr", (np.array([0.0, 1, 2, -1]), np.array([0.0, 3, 0, 1]))),
+    ("kl_div", (A, B)), ("boxcox", (POS, 0.3)), ("boxcox1p", (POS, 0.0)),
+    ("loggamma", (np.array([-0.5, 0.5, 3.0]),)),
+]
+
+
+@pytest.mark.parametrize("name,args", CASES, ids=[c[0] for c in CASES])
+def test_values_match_scipy_in_float64(name, args, x64):
+    got = getattr(sp, name)(*args)
+    want = getattr(ssp, name)(*args)
+    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-300, equal_nan=True)
+
+
+@pytest.mark.parametrize("name,args", CASES, ids=[c[0] for c in CASES])
+def test_float32_values_and_dtypes_match_jax(name, args):
+    args32 = [np.asarray(a, np.float32) for a in args]
+    got = getattr(sp, name)(*args32)
+    want = getattr(jsp, name)(*args32)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-30, equal_nan=True)
+
+
+def test_integer_and_extra_arguments():
+    np.testing.assert_allclose(sp.multigammaln(POS + 3, 3), ssp.multigammaln(POS + 3, 3), rtol=1e-5)
+    np.testing.assert_allclose(sp.factorial(np.array([-1.0, 0, 3.5, 5])),
+                               ssp.factorial(np.array([-1.0, 0, 3.5, 5])), rtol=1e-5)
+    np.testing.assert_allclose(sp.comb(np.array([5.0, 10.5, 3]), np.array([2.0, 3, 4])),
+                               ssp.comb(np.array([5.0, 10.5, 3]), np.array([2.0, 3, 4])), rtol=1e-5)
+    np.testing.assert_allclose(sp.comb(4.0, 2.0, repetition=True), 10.0, rtol=1e-5)
+    np.testing.assert_allclose(sp.polygamma(np.array([1, 2, 3]), np.array([0.5, 2.0, 4])),
+                               ssp.polygamma(np.array([1, 2, 3]), np.array([0.5, 2.0, 4])), rtol=1e-4)
+    with pytest.raises(ValueError, match="series_order"):
+        sp.log_ndtr(1.0, series_order=-1)
+    with pytest.raises(TypeError, match="not supported"):
+        sp.ndtri(np.float16(0.3))
+    with pytest.raises(ValueError, match="complex"):
+        sp.entr(np.array([1j]))
+
+
+@pytest.mark.parametrize("name,point", [
+    ("log_ndtr", np.array([-15.0, -3.0, 0.5, 6.0])), ("ndtr", np.array([-2.0, 0.1, 3.0])),
+    ("ndtri", np.array([1e-3, 0.2, 0.9])), ("expit", np.array([-3.0, 0.0, 2.0])),
+    ("gammaln", np.array([0.3, 2.0, 9.0])), ("entr", np.array([0.2, 1.5])),
+])
+def test_gradients(name, point, x64):
+    check_grads(getattr(sp, name), (point,), order=1, modes=["fwd", "rev"])
+
+
+def test_xlogy_gradient_at_zero(x64):
+    g = fluxion.grad(lambda y: sp.xlogy(0.0, y))(0.0)
+    assert float(g) == 0.0
+    gx = fluxion.grad(lambda x: sp.xlogy(x, 2.0))(0.0)
+    np.testing.assert_allclose(gx, np.log(2.0))
