@@ -20,3 +20,12 @@ from fluxion import core, dtypes, ad_checkpoint, test_util, nn, random, tree, im
 from fluxion.interpreters import ad as _ad, batching as _batching  # noqa: F401
 
 __version__ = "0.1.0"
+
+# Debugging and observability (issue 13)
+from fluxion._src.callbacks import pure_callback, effects_barrier  # noqa: F401
+from fluxion import debug, experimental  # noqa: F401
+from fluxion._src.runtime_info import clear_caches, live_arrays, print_environment_info  # noqa: F401
+from fluxion._src.transfer_guard import (transfer_guard, transfer_guard_host_to_device,  # noqa: F401
+                                         transfer_guard_device_to_host)
+from fluxion import profiler  # noqa: F401
+from fluxion._src.source_info import named_scope, named_call  # noqa: F401

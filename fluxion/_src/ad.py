@@ -306,7 +306,14 @@ def backward_pass(jaxpr: core.Jaxpr, consts: Sequence, linear_args: Sequence,
                 f"Transpose rule (for reverse-mode differentiation) for '{eqn.primitive.name}' "
                 "not implemented.")
         ct_arg = cts if eqn.primitive.multiple_results else cts[0]
-        cts_in = rule(ct_arg, *args, **eqn.params)
+        state = core._trace_state
+        info = eqn.source_info
+        outer_info, state.source_info = state.source_info, (
+            info.transposed() if info is not None else state.source_info)
+        try:  # the transposed equations point at the user's line of the forward one
+            cts_in = rule(ct_arg, *args, **eqn.params)
+        finally:
+            state.source_info = outer_info
         for v, ct in zip(eqn.invars, cts_in):
             write_ct(v, ct)
 

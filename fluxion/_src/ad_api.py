@@ -6,7 +6,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import ad, core, dtypes
+from fluxion._src import ad, core, dtypes, source_info
 from fluxion._src.ad import Zero
 from fluxion._src.api import check_callable, fun_name
 from fluxion._src.traceback_util import api_boundary
@@ -34,6 +34,7 @@ def _flat_fun(fun, in_tree, out_tree_box, has_aux=False, name="fun"):
         _check_jax_leaves(out_leaves, "the output", name)
         out_tree_box.append((out_tree, aux))
         return out_leaves
+    flat.__name__ = name
     return flat
 
 
@@ -113,7 +114,8 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
 
 
 def _vjp_flat(flat_fun, p_leaves):
-    out_p, linear, _ = ad.linearize_flat(flat_fun, p_leaves, origin="vjp")
+    with source_info.extend_name_stack(f"jvp({getattr(flat_fun, '__name__', 'fun')})"):
+        out_p, linear, _ = ad.linearize_flat(flat_fun, p_leaves, origin="vjp")
     undefined = [ad.UndefinedPrimal(ad.tangent_aval(core.get_aval(p))) for p in p_leaves]
 
     def backward(cts_out):

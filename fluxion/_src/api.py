@@ -1,6 +1,7 @@
 """`jit`, `make_jaxpr`, `eval_shape` and device placement."""
 from __future__ import annotations
 
+import weakref
 import functools
 import inspect
 import logging
@@ -12,6 +13,7 @@ import numpy as np
 
 import optree
 
+from fluxion._src import cache_misses, nan_checks, profiling, source_info, transfer_guard
 from fluxion._src import core, dtypes, staging, tree_util
 from fluxion._src.array import Array, make_array, unshared
 from fluxion._src.caches import BoundedDict, compile_lock
@@ -225,7 +227,8 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
         return out_leaves
 
     start = time.perf_counter()
-    closed = staging.trace_to_jaxpr(flat_fun, in_avals, origin=f"{origin} of {name}")
+    with profiling.phase("trace", name=name), source_info.extend_name_stack(f"{origin}({name})"):
+        closed = staging.trace_to_jaxpr(flat_fun, in_avals, origin=f"{origin} of {name}")
     if config.log_compiles:
         logger.warning("Finished tracing + transforming %s for %s in %.3f sec", name, origin,
                        time.perf_counter() - start)
@@ -272,6 +275,7 @@ def _run(compiled: CompiledFunction, leaves, donate_mask):
     return outs
 
 
+live_jit_functions: "weakref.WeakSet[JitFunction]" = weakref.WeakSet()
 JIT_CACHE_SIZE = 1024  # signatures kept per jit function (see caches.py)
 
 
@@ -282,6 +286,7 @@ class JitFunction:
                  donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None):
         check_callable(fun)
         self._fun = fun
+        live_jit_functions.add(self)  # for fluxion.clear_caches()
         self._static_argnums, self._static_argnames = _normalize_static(
             fun, static_argnums, static_argnames)
         # Donated arguments are named or numbered like static ones, each inferred from the other.
@@ -373,16 +378,22 @@ class JitFunction:
                config.enable_x64)
         entry = self._cache.get(key)
         if entry is None:
+            if config.explain_cache_misses:
+                cache_misses.explain(self._fun, self._cache, key)
             with compile_lock:  # threads missing at once compile once
                 entry = self._cache.get(key)
                 if entry is None:
                     entry = self._compile(args, kwargs, leaves, in_tree, static_pos, static_kw,
                                           dyn_args)
                     self._cache[key] = entry
-            if self._fast_path_ok and not kwargs and all(type(x) is Array for x in args):
+            if self._fast_path_ok and not kwargs and all(type(x) is Array for x in args) \
+                    and not nan_checks.enabled():
                 self._fast_cache[tuple(x.aval for x in args) + (config.enable_x64,)] = (
                     entry.fast_call)
-        return entry.out_tree.unflatten(_run(entry.compiled, leaves, entry.donate_mask))
+        outs = _run(entry.compiled, leaves, entry.donate_mask)
+        if config.debug_nans or config.debug_infs:
+            nan_checks.check_jit_outputs(entry.traced, leaves, outs)
+        return entry.out_tree.unflatten(outs)
 
     def _compile(self, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args) -> _CacheEntry:
         traced = self._get_traced(leaves, in_tree, static_pos, static_kw)
@@ -589,7 +600,8 @@ def device_get(x):
         if type(leaf) is Array:
             return np.asarray(leaf)
         return leaf
-    return tree_map(get, x)
+    with transfer_guard.explicit():
+        return tree_map(get, x)
 
 
 def block_until_ready(x):

@@ -6,6 +6,7 @@ import numpy as np
 from fluxion._src import core, dtypes
 from fluxion._src.compiler import backend
 from fluxion._src.core import ShapedArray
+from fluxion._src.config import config
 
 
 class Array:
@@ -37,6 +38,9 @@ class Array:
                 raise RuntimeError(f"Array has been deleted with shape={self.aval.str_short()} "
                                    "(for example donated to a jitted function with "
                                    "donate_argnums): it can no longer be used.")
+            if config.transfer_guard or config.transfer_guard_device_to_host:
+                from fluxion._src import transfer_guard
+                transfer_guard.check("device_to_host", f"array of {self.aval.str_short()}")
             if self.aval.dtype in dtypes.NARROW_HOST_VIA:
                 arr = _narrow_to_numpy(self)
             else:

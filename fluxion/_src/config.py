@@ -31,6 +31,13 @@ class Config:
         "platforms": None,
         "numpy_rank_promotion": "allow",
         "traceback_filtering": "auto",
+        # debugging and observability (issue 13)
+        "debug_infs": False,
+        "explain_cache_misses": False,
+        "check_tracer_leaks": False,
+        "transfer_guard": None,
+        "transfer_guard_host_to_device": None,
+        "transfer_guard_device_to_host": None,
     }
 
     def __init__(self):

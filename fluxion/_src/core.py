@@ -194,7 +194,11 @@ class Primitive:
         """Output avals as a list, whatever `multiple_results` is."""
         if self.abstract_eval is None:
             raise NotImplementedError(f"Abstract evaluation for '{self.name}' not implemented")
-        out = self.abstract_eval(*avals, **params)
+        try:
+            out = self.abstract_eval(*avals, **params)
+        except (TypeError, ValueError) as e:  # a shape or dtype error: say where and on what
+            note_user_line(e, self.name, avals)
+            raise
         if self.multiple_results:
             return list(out)
         return [out]
@@ -234,6 +238,9 @@ class EvalTrace(Trace):
 class _TraceState(threading.local):
     def __init__(self):
         self.trace: Trace = eval_trace
+        # While a jaxpr is re-evaluated (eval_jaxpr, transposition), the source info of the
+        # equation being evaluated: equations it stages keep pointing at the user's line.
+        self.source_info = None
 
 
 apply_primitive: Callable = None  # set by dispatch, which builds on core
@@ -281,6 +288,22 @@ def user_frame_summary() -> str:
             return f"{filename}:{frame.f_lineno} ({frame.f_code.co_name})"
         frame = frame.f_back
     return "<unknown>"
+
+
+def note_user_line(e: BaseException, op_name: str | None = None, avals=None) -> None:
+    """Add a note to `e` naming the user's line that made `op_name` fail (once per error)."""
+    if getattr(e, "_fluxion_user_line", False):
+        return
+    try:
+        e._fluxion_user_line = True
+    except AttributeError:
+        return
+    operands = ""
+    if avals:
+        operands = " on operands " + ", ".join(
+            a.str_short() if isinstance(a, ShapedArray) else repr(a) for a in avals)
+    what = f"{op_name}{operands} " if op_name else ""
+    e.add_note(f"{what}at {user_frame_summary()}".strip())
 
 
 def _is_internal_file(filename: str) -> bool:
@@ -673,14 +696,20 @@ def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence, *args, propagate_source_info: boo
         raise TypeError(f"jaxpr takes {len(jaxpr.invars)} arguments, got {len(args)}")
     for v, x in zip(jaxpr.invars, args):
         env[id(v)] = x
-    for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        out = eqn.primitive.bind(*ins, **eqn.params)
-        if eqn.primitive.multiple_results:
-            for v, x in zip(eqn.outvars, out):
-                env[id(v)] = x
-        else:
-            env[id(eqn.outvars[0])] = out
+    state = _trace_state
+    outer_info = state.source_info
+    try:
+        for eqn in jaxpr.eqns:
+            ins = [read(v) for v in eqn.invars]
+            state.source_info = eqn.source_info or outer_info
+            out = eqn.primitive.bind(*ins, **eqn.params)
+            if eqn.primitive.multiple_results:
+                for v, x in zip(eqn.outvars, out):
+                    env[id(v)] = x
+            else:
+                env[id(eqn.outvars[0])] = out
+    finally:
+        state.source_info = outer_info
     return [read(v) for v in jaxpr.outvars]
 
 

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fluxion._src import core, dtypes
+from fluxion._src import core, dtypes, profiling
 from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.array import Array, scalar_array
 from fluxion._src.compiler import backend, lowering
@@ -26,6 +26,9 @@ def to_device_buffer(x, aval: ShapedArray, device=None):
         return x._buf
     if isinstance(x, core.Tracer):
         raise core.escaped_tracer_error(x)
+    if (config.transfer_guard or config.transfer_guard_host_to_device) and isinstance(x, np.ndarray):
+        from fluxion._src import transfer_guard
+        transfer_guard.check("host_to_device", f"numpy array of {aval.str_short()}")
     arr = np.asarray(x, dtype=aval.dtype)
     if arr.ndim == 0 and device is None:
         return scalar_array(arr, aval.weak_type)._buf
@@ -54,8 +57,9 @@ class CompiledFunction:
             bufs = self.const_bufs + bufs
         executable = self.executable
         try:
-            outs = executable.loaded.execute_sharded(bufs).consume_with_handlers(
-                executable.handlers)
+            with profiling.phase("execute", name=executable.name):
+                outs = executable.loaded.execute_sharded(bufs).consume_with_handlers(
+                    executable.handlers)
         except backend.runtime_error_class():
             raise_if_deleted(bufs, self.in_avals, len(self.const_bufs))
             raise
@@ -116,12 +120,14 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
                          text: str | None = None) -> CompiledFunction:
     start = time.perf_counter()
     if text is None:
-        text = lower_closed_jaxpr(closed, name, donated_invars=donated_invars)
+        with profiling.phase("lower", name=name):
+            text = lower_closed_jaxpr(closed, name, donated_invars=donated_invars)
     if config.log_compiles:
         logger.warning("Finished jaxpr to StableHLO lowering of %s in %.3f sec", name,
                        time.perf_counter() - start)
     out_avals = closed.out_avals
-    exe = backend.compile_module(text, out_avals, name=name)
+    with profiling.phase("compile", name=name):
+        exe = backend.compile_module(text, out_avals, name=name)
     const_bufs = [_constant_buffer(c, v.aval) for c, v in zip(closed.consts, closed.jaxpr.constvars)]
     return CompiledFunction(exe, const_bufs, closed.in_avals, out_avals)
 

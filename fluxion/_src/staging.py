@@ -5,7 +5,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import core
+from fluxion._src import core, effects, source_info
+from fluxion._src.config import config
 from fluxion._src.core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Trace,
                                Tracer, Var)
 
@@ -69,7 +70,7 @@ class JaxprTrace(Trace):
         invars = [self.to_var(x) for x in args]
         out_avals = primitive.abstract_eval_avals([v.aval for v in invars], params)
         outvars = [Var(a) for a in out_avals]
-        self.eqns.append(JaxprEqn(invars, outvars, primitive, params))
+        self.eqns.append(JaxprEqn(invars, outvars, primitive, params, source_info.current()))
         outs = [JaxprTracer(self, a, v) for a, v in zip(out_avals, outvars)]
         return outs if primitive.multiple_results else outs[0]
 
@@ -104,7 +105,22 @@ def trace_to_jaxpr(fun: Callable, in_avals: Sequence[ShapedArray], origin: str =
         closed = trace.to_jaxpr(outs)
     finally:
         trace.is_live = False
+    if config.check_tracer_leaks:
+        del args, outs
+        _check_tracer_leaks(trace)
     return closed
+
+
+def _check_tracer_leaks(trace: JaxprTrace) -> None:
+    """`config.check_tracer_leaks`: raise if a tracer of the finished `trace` is still alive."""
+    import gc
+    gc.collect()
+    leaked = [o for o in gc.get_referrers(trace) if isinstance(o, JaxprTracer)]
+    if leaked:
+        raise core.escaped_tracer_error(leaked[0]).__class__(
+            f"Leaked trace {trace.origin}: {len(leaked)} tracer(s) outlived it, e.g. "
+            f"{leaked[0]!r}. A tracer was stored in a global, a closure or an object attribute; "
+            "return it from the function instead.")
 
 
 def dce_jaxpr(jaxpr: Jaxpr) -> Jaxpr:
@@ -112,7 +128,8 @@ def dce_jaxpr(jaxpr: Jaxpr) -> Jaxpr:
     live = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
     kept = []
     for eqn in reversed(jaxpr.eqns):
-        if getattr(eqn.primitive, "has_side_effect", False) or any(id(v) in live for v in eqn.outvars):
+        if (any(id(v) in live for v in eqn.outvars) or getattr(eqn.primitive, "has_side_effect", False)
+                or effects.has_effects(eqn)):
             kept.append(eqn)
             live.update(id(v) for v in eqn.invars if isinstance(v, Var))
     kept.reverse()

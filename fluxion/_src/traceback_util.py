@@ -32,6 +32,27 @@ def filter_traceback(tb):
     return new
 
 
+def _note_user_line_from(e: BaseException) -> None:
+    """Note on `e` the innermost user frame its traceback passes through (once)."""
+    from fluxion._src import core
+    if getattr(e, "_fluxion_user_line", False):
+        return
+    tb, user = e.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not core._is_internal_file(code.co_filename):
+            user = tb
+        tb = tb.tb_next
+    if user is None:
+        return
+    try:
+        e._fluxion_user_line = True
+    except AttributeError:
+        return
+    code = user.tb_frame.f_code
+    e.add_note(f"at {code.co_filename}:{user.tb_lineno} ({code.co_name})")
+
+
 def api_boundary(fun):
     """Decorate a public entry point so that exceptions leaving it carry a filtered traceback."""
     @functools.wraps(fun)
@@ -39,6 +60,8 @@ def api_boundary(fun):
         try:
             return fun(*args, **kwargs)
         except Exception as e:
+            if isinstance(e, (TypeError, ValueError)):
+                _note_user_line_from(e)
             if config.traceback_filtering == "off" or getattr(e, "_fluxion_filtered", False):
                 raise
             try:

@@ -7,7 +7,7 @@ from typing import Callable
 
 import optree
 
-from fluxion._src import batching, core
+from fluxion._src import batching, core, source_info
 from fluxion._src.api import check_callable, fun_name
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import NAMESPACE, tree_flatten, tree_unflatten
@@ -119,8 +119,9 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
             box.append((out, out_tree))
             return out_leaves
 
-        out_vals, out_dims = batching.batch_flat(flat_fun, leaves, dims, axis_name, size,
-                                                 spmd_axis_name)
+        with source_info.extend_name_stack(f"vmap({name})"):
+            out_vals, out_dims = batching.batch_flat(flat_fun, leaves, dims, axis_name, size,
+                                                     spmd_axis_name)
         out, out_tree = box[0]
         out_ax = broadcast_prefix(out_axes, out, "out_axes")
         results = []

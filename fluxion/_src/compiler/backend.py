@@ -264,14 +264,52 @@ def compile_module(text: str, out_avals, device=None, name: str = "main") -> Exe
     device = device or backend.devices[0]
     start = time.perf_counter()
     options = xla_client.CompileOptions()
+    host_callbacks = getattr(text, "host_callbacks", None)
     try:
-        loaded = backend.client.compile_and_load(
-            text.encode(), xla_client.DeviceList((device,)), options)
+        if host_callbacks:
+            loaded = _compile_with_callbacks(backend, text, device, options, host_callbacks)
+        else:
+            loaded = backend.client.compile_and_load(
+                text.encode(), xla_client.DeviceList((device,)), options)
     except jax_ext.JaxRuntimeError as e:
         raise jax_ext.JaxRuntimeError(f"XLA failed to compile {name}: {e}\n--- module ---\n{text}") from None
     if config.log_compiles:
         logger.warning("Finished XLA compilation of %s in %.3f sec", name, time.perf_counter() - start)
     return Executable(loaded, out_avals, device, name, text)
+
+
+def _compile_with_callbacks(backend, text, device, options, host_callbacks):
+    """Compile a module whose custom calls call Python: jaxlib takes the callables only with
+    a parsed module. The executable waits for its callbacks on every run."""
+    xla_client, _ = _jaxlib()
+    from fluxion._src.callbacks import SynchronousExecutable
+    loaded = backend.client.compile_and_load(
+        parse_module(text), xla_client.DeviceList((device,)), options,
+        host_callbacks=list(host_callbacks))
+    return SynchronousExecutable(loaded)
+
+
+_mlir_context = None
+
+
+def parse_module(text: str):
+    """`text` parsed into a jaxlib `ir.Module` (with StableHLO's dialects loaded)."""
+    global _mlir_context
+    from jaxlib.mlir import ir
+    if _mlir_context is None:
+        from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+        from jaxlib.mlir.dialects import chlo, mhlo, stablehlo
+        registry = ir.DialectRegistry()
+        _jax_mlir_ext.register_dialects(registry)
+        ctx = ir.Context()
+        ctx.append_dialect_registry(registry)
+        ctx.load_all_available_dialects()
+        mhlo.register_mhlo_dialect(ctx)
+        chlo.register_dialect(ctx)
+        stablehlo.register_dialect(ctx)
+        _mlir_context = ctx
+    with _mlir_context:
+        return ir.Module.parse(text)
 
 
 def canonical_numpy(x, dtype=None) -> np.ndarray:

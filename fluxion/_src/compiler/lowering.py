@@ -84,11 +84,21 @@ def lower_jaxpr_into(block: Block, jaxpr: Jaxpr | ClosedJaxpr, args: Sequence[Va
             return _literal_value(block, v)
         return env[id(v)]
 
+    lines = block.lines
     for eqn in jaxpr.eqns:
         rule = get_lowering(eqn.primitive, platform)
         ctx = LoweringRuleContext(block, [v.aval for v in eqn.invars],
                                   [v.aval for v in eqn.outvars], platform)
+        first_line = len(lines)
         outs = rule(ctx, *[read(v) for v in eqn.invars], **eqn.params)
+        if eqn.source_info is not None:  # the user's file:line and name stack on its ops
+            loc = eqn.source_info.loc(eqn.primitive.name)
+            for i in range(first_line, len(lines)):
+                line = lines[i]
+                if "\n" in line:  # an op with regions: their ops get the location too
+                    lines[i] = _with_region_locs(line, loc)
+                elif not line.endswith(":0))"):  # ops of an inlined jit keep their own
+                    lines[i] = line + loc
         if isinstance(outs, Value):
             outs = [outs]
         outs = list(outs)
@@ -102,6 +112,17 @@ def lower_jaxpr_into(block: Block, jaxpr: Jaxpr | ClosedJaxpr, args: Sequence[Va
                                 f"{v.aval.str_short()}")
             env[id(v)] = out
     return [read(v) for v in jaxpr.outvars]
+
+
+def _with_region_locs(text: str, loc: str) -> str:
+    """`loc` appended to every op line of a multi-line op (its regions' ops and itself)
+    that has no location yet."""
+    out = []
+    for segment in text.split("\n"):
+        if " : (" in segment and not segment.endswith(":0))"):
+            segment += loc
+        out.append(segment)
+    return "\n".join(out)
 
 
 def lower_jaxpr_to_module(jaxpr: Jaxpr, platform: str, name: str = "main",
@@ -130,7 +151,18 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, platform: str, name: str = "main",
     safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "main"
     header = (f"module @{safe} attributes {{mhlo.num_partitions = 1 : i32, "
               f"mhlo.num_replicas = 1 : i32}} {{\n")
-    return header + text + "\n" + "\n".join(module.functions) + ("\n" if module.functions else "") + "}\n"
+    text = header + text + "\n" + "\n".join(module.functions) + ("\n" if module.functions else "") + "}\n"
+    host_callbacks = module.__dict__.get("host_callbacks")
+    if host_callbacks:  # Python callables the compiled program calls (see callbacks.py)
+        text = ModuleText(text)
+        text.host_callbacks = host_callbacks
+    return text
+
+
+class ModuleText(str):
+    """Module text that carries the host callbacks its custom calls index into."""
+
+    host_callbacks: list = []
 
 
 def lower_fun(fun: Callable, multiple_results: bool = True) -> Callable:

@@ -127,8 +127,10 @@ def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers) -> ConvDimen
     if isinstance(dimension_numbers, ConvDimensionNumbers):
         return ConvDimensionNumbers(*(tuple(int(d) for d in spec) for spec in dimension_numbers))
     if len(lhs_shape) != len(rhs_shape):
-        raise TypeError(f"convolution requires lhs and rhs ndim to be equal, got "
+        err = TypeError(f"convolution requires lhs and rhs ndim to be equal, got "
                         f"{len(lhs_shape)} and {len(rhs_shape)}.")
+        core.note_user_line(err)
+        raise err
     if dimension_numbers is None:
         iota = tuple(range(len(lhs_shape)))
         return ConvDimensionNumbers(iota, iota, iota)

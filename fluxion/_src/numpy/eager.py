@@ -34,6 +34,9 @@ _PYTHON_SCALARS = (bool, int, float, complex)
 _NOT_CACHEABLE = object()
 
 
+fast_caches: list = []  # every wrapper's fast-path cache (debug_nans empties them)
+
+
 def eager_compiled(static_argnames=()):
     """Decorator: eager calls of the function run as one executable per signature.
 
@@ -51,6 +54,7 @@ def eager_compiled(static_argnames=()):
         fast_arity = min(static_positions, default=len(params) + 1)
         cache: dict = {}
         fast_cache: dict = {}
+        fast_caches.append(fast_cache)
         fast_get = fast_cache.get
         trace_state, eval_trace = core._trace_state, core.eval_trace
 
@@ -69,6 +73,8 @@ def eager_compiled(static_argnames=()):
                         return call(args)
             else:
                 fast_key = None
+            if config.debug_nans or config.debug_infs:  # op by op, each primitive checked
+                return fun(*args, **kwargs)
             signature, dynamic = _signature(args, kwargs, static_positions, static_argnames)
             if signature is _NOT_CACHEABLE:
                 return fun(*args, **kwargs)
@@ -77,7 +83,11 @@ def eager_compiled(static_argnames=()):
                 with compile_lock:
                     entry = cache.get(signature)
                     if entry is None:
-                        entry = _compile(fun, args, kwargs, static_positions, static_argnames)
+                        try:
+                            entry = _compile(fun, args, kwargs, static_positions, static_argnames)
+                        except (TypeError, ValueError) as e:  # name the user's line (cold path)
+                            core.note_user_line(e)
+                            raise
                         _bounded_insert(cache, signature, entry)
             if fast_key is not None:
                 _bounded_insert(fast_cache, fast_key, entry.array_call)

@@ -209,8 +209,10 @@ def stack(arrays, axis: int = 0, out=None, dtype=None):
         raise ValueError("Need at least one array to stack.")
     shapes = {_shape(a) for a in arrays}
     if len(shapes) != 1:
-        raise ValueError(f"All input arrays must have the same shape, got "
+        err = ValueError(f"All input arrays must have the same shape, got "
                          f"{[_shape(a) for a in arrays]}.")
+        core.note_user_line(err)
+        raise err
     axis = util.canonicalize_axis(axis, _ndim(arrays[0]) + 1)
     return concatenate([ls.expand_dims(a, (axis,)) for a in arrays], axis, dtype)
 

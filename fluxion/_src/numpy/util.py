@@ -97,7 +97,9 @@ def broadcast_shapes(*shapes) -> tuple:
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
-        raise ValueError(f"Incompatible shapes for broadcasting: shapes={list(shapes)}") from None
+        err = ValueError(f"Incompatible shapes for broadcasting: shapes={list(shapes)}")
+        core.note_user_line(err)
+        raise err from None
 
 
 def canonicalize_shape(shape, context: str = "") -> tuple:
@@ -153,8 +155,10 @@ def broadcast_arrays_for_op(fname: str, *args):
     try:
         shape = tuple(np.broadcast_shapes(*shapes))
     except ValueError:
-        raise TypeError(f"{fname} got incompatible shapes for broadcasting: "
-                        f"{', '.join(map(str, shapes))}.") from None
+        err = TypeError(f"{fname} got incompatible shapes for broadcasting: "
+                        f"{', '.join(map(str, shapes))}.")
+        core.note_user_line(err)
+        raise err from None
     return [x if s == shape or s == () else broadcast_to(x, shape) for x, s in zip(args, shapes)]
 
 

@@ -1,0 +1,547 @@
+"""`checkify`: turn checks (user `check`s, NaNs, division by zero, out-of-bounds indexing) into
+an error value the program returns, so they work under jit, vmap, grad and control flow.
+
+`checkify(f, errors)` traces `f` to a jaxpr, then evaluates that jaxpr equation by equation at
+the caller's trace, threading an error state through it: `[code, *payloads]`, where `code`
+numbers the check that failed first (-1: none did) and each check site with format arguments
+owns payload slots holding its values. The sites are found in a first pass over the jaxpr (nested
+jaxprs included), so loops and branches carry a state of fixed structure.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from fluxion._src import core, effects, ad, batching
+from fluxion._src.compiler import lowering
+
+
+class JaxRuntimeError(ValueError):
+    """What `Error.throw()` (and a failing `check` outside checkify) raises."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Error kinds (the `errors=` sets)
+
+class ErrorKind:
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+
+FailedCheckError = ErrorKind("FailedCheckError")
+NaNError = ErrorKind("NaNError")
+DivisionByZeroError = ErrorKind("DivisionByZeroError")
+OOBError = ErrorKind("OOBError")
+
+user_checks = frozenset({FailedCheckError})
+nan_checks = frozenset({NaNError})
+div_checks = frozenset({DivisionByZeroError})
+index_checks = frozenset({OOBError})
+float_checks = nan_checks | div_checks
+automatic_checks = float_checks | index_checks
+all_checks = automatic_checks | user_checks
+
+
+# ---------------------------------------------------------------------------------------------
+# check_p: a user's check, an effect until checkify functionalizes it
+
+check_p = core.Primitive("check")
+check_p.multiple_results = True
+error_check_effect = type("ErrorCheckEffect", (effects.Effect,), {})()
+
+
+def _format_message(fmt: str, tree, values) -> str:
+    from fluxion import tree_util
+    args, kwargs = tree_util.tree_unflatten(tree, [np.asarray(v) for v in values])
+    return fmt.format(*args, **kwargs)
+
+
+def _check_impl(pred, *fmt_args, msg, fmt_tree, where):
+    if not bool(np.all(np.asarray(pred))):
+        raise JaxRuntimeError(_format_message(msg, fmt_tree, fmt_args) + _at(where))
+    return []
+
+
+def _at(where) -> str:
+    return f" (check failed at {where})" if where else ""
+
+
+def _check_lowering(ctx, *args, **params):
+    raise ValueError("Cannot abstractly evaluate a checkify.check which was not functionalized. "
+                     "This probably means you tried to stage (jit/scan/pmap/...) a `check` "
+                     "without functionalizing it through `checkify.checkify`.")
+
+
+def _check_jvp(primals, tangents, **params):
+    check_p.bind(*primals, **params)
+    return [], []
+
+
+def _check_batch(args, dims, **params):
+    """A batched check fails if any element fails; its payload is the first failing one's."""
+    from fluxion import lax
+    pred, *fmt = args
+    pdim, *fdims = dims
+    size = next(core.get_aval(a).shape[d] for a, d in zip(args, dims) if d is not batching.not_mapped)
+    if pdim is batching.not_mapped:
+        pred_b = lax.broadcast_in_dim(pred, (size,) + core.get_aval(pred).shape,
+                                      tuple(range(1, core.get_aval(pred).ndim + 1)))
+    else:
+        pred_b = batching.moveaxis(pred, pdim, 0)
+    ok_per_elem = lax.reduce_and(pred_b, tuple(range(1, core.get_aval(pred_b).ndim)))
+    first_bad = lax.argmin(ok_per_elem.astype("int32"), 0, "int32")
+    new_fmt = []
+    for a, d in zip(fmt, fdims):
+        if d is batching.not_mapped:
+            new_fmt.append(a)
+        else:
+            a = batching.moveaxis(a, d, 0)
+            new_fmt.append(lax.dynamic_index_in_dim(a, first_bad, 0, keepdims=False))
+    check_p.bind(lax.reduce_and(ok_per_elem, (0,)), *new_fmt, **params)
+    return [], []
+
+
+check_p.def_impl(_check_impl)
+check_p.def_abstract_eval(lambda *avals, **params: [])
+lowering.register_lowering(check_p, _check_lowering)
+ad.primitive_jvps[check_p] = _check_jvp
+batching.primitive_batchers[check_p] = _check_batch
+effects.declare_effects(check_p, lambda params: frozenset([error_check_effect]))
+
+
+def check(pred, msg: str, *fmt_args, **fmt_kwargs) -> None:
+    """Check that `pred` holds; otherwise fail with `msg` formatted (`str.format`) with the
+    runtime values of `fmt_args`/`fmt_kwargs`.
+
+    Eagerly a failing check raises at once; under `checkify` it becomes part of the returned
+    Error; staged (jit, scan, ...) without `checkify` it is an error."""
+    from fluxion import tree_util
+    from fluxion._src import source_info
+    import fluxion.numpy as jnp
+    if not isinstance(msg, str):
+        raise TypeError(f"check takes a string message, got {type(msg).__name__}")
+    pred = jnp.asarray(pred)
+    if pred.dtype != np.bool_:
+        raise TypeError(f"check takes a scalar or array of booleans as its predicate, got "
+                        f"dtype {pred.dtype}")
+    leaves, tree = tree_util.tree_flatten((fmt_args, fmt_kwargs))
+    leaves = [jnp.asarray(x) for x in leaves]
+    info = source_info.current()
+    where = info.summary() if info is not None else None
+    check_p.bind(pred, *leaves, msg=msg, fmt_tree=tree, where=where)
+
+
+# ---------------------------------------------------------------------------------------------
+# Error values
+
+@dataclasses.dataclass(frozen=True)
+class _Site:
+    """One place that can fail: its kind, message (a format string) and payload types."""
+    kind: ErrorKind
+    message: str
+    payload_avals: tuple
+    fmt_tree: Any = None  # user checks: how payload values fill the message
+    suffix: str = ""  # user checks: where the check is
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):
+        return self is other
+
+
+class Error:
+    """The error state a checkified function returns (`jax.experimental.checkify.Error`)."""
+
+    def __init__(self, code, payloads, sites: tuple):
+        self._code = code
+        self._payloads = list(payloads)
+        self._sites = sites
+
+    def _first(self):
+        failed = np.asarray(self._code) >= 0
+        if not failed.any():
+            return None
+        flat = failed.reshape(-1)
+        i = int(np.argmax(flat))
+        idx = np.unravel_index(i, failed.shape) if failed.ndim else ()
+        code = int(np.asarray(self._code)[idx])
+        site = self._sites[code]
+        values = [np.asarray(p)[idx] for p in self._site_payloads(code)]
+        return site, values, idx
+
+    def _site_payloads(self, code: int) -> list:
+        start = sum(len(s.payload_avals) for s in self._sites[:code])
+        return self._payloads[start:start + len(self._sites[code].payload_avals)]
+
+    def get(self) -> str | None:
+        """The message of the first failed check, or None when nothing failed."""
+        first = self._first()
+        if first is None:
+            return None
+        site, values, idx = first
+        if site.fmt_tree is not None:
+            msg = _format_message(site.message, site.fmt_tree, values) + site.suffix
+        else:
+            msg = site.message.format(*[v.item() for v in values])
+        if idx != ():
+            msg = f"at mapped index {', '.join(str(int(i)) for i in idx)}: {msg}"
+        return msg
+
+    def get_exception(self) -> JaxRuntimeError | None:
+        msg = self.get()
+        return None if msg is None else JaxRuntimeError(msg)
+
+    def throw(self) -> None:
+        """Raise JaxRuntimeError if a check failed."""
+        exc = self.get_exception()
+        if exc is not None:
+            raise exc
+
+    def __repr__(self):
+        try:
+            msg = self.get()
+        except Exception:  # noqa: BLE001 - traced
+            return "Error(<traced>)"
+        return f"Error({msg!r})" if msg is not None else "Error(None)"
+
+    __str__ = __repr__
+
+
+def _error_flatten(err: Error):
+    return [err._code, *err._payloads], err._sites
+
+
+def _error_unflatten(sites, children):
+    return Error(children[0], children[1:], sites)
+
+
+def _register_error_pytree():
+    from fluxion import tree_util
+    tree_util.register_pytree_node(Error, _error_flatten, _error_unflatten)
+
+
+_register_error_pytree()
+
+
+def check_error(error: Error) -> None:
+    """Raise if `error` holds a failure (eagerly); inside `checkify`, carry it into the
+    checkified function's own Error."""
+    if not isinstance(error, Error):
+        raise TypeError(f"check_error takes a checkify.Error, got {type(error).__name__}")
+    leaves = [error._code, *error._payloads]
+    if not any(isinstance(x, core.Tracer) for x in leaves):
+        error.throw()
+        return
+    check_error_p.bind(*leaves, sites=error._sites)
+
+
+check_error_p = core.Primitive("check_error")
+check_error_p.multiple_results = True
+check_error_p.def_abstract_eval(lambda *avals, **params: [])
+check_error_p.def_impl(lambda *leaves, sites: (_error_unflatten(sites, list(leaves)).throw(), [])[1])
+lowering.register_lowering(check_error_p, _check_lowering)
+effects.declare_effects(check_error_p, lambda params: frozenset([error_check_effect]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding the sites
+
+_NAN_SKIP = {"check", "check_error", "jit", "cond", "while", "scan", "custom_jvp_call",
+             "custom_vjp_call", "pure_callback", "io_callback", "debug_callback"}
+_INDEX_PRIMS = {"gather", "dynamic_slice", "dynamic_update_slice"}
+
+
+def _where(eqn) -> str:
+    info = eqn.source_info
+    return f" at {info.summary()}" if info is not None else ""
+
+
+class _Sites:
+    def __init__(self, enabled):
+        self.enabled = enabled
+        self.sites: list[_Site] = []
+        self.by_eqn: dict[tuple, int] = {}
+        self.keep: list = []  # keep eqns alive: they are keyed by id
+
+    def add(self, eqn, tag, site: _Site):
+        self.by_eqn[(id(eqn), tag)] = len(self.sites)
+        self.sites.append(site)
+        self.keep.append(eqn)
+
+    def scan(self, jaxpr):
+        for eqn in jaxpr.eqns:
+            name = eqn.primitive.name
+            if eqn.primitive is check_p:
+                if FailedCheckError in self.enabled:
+                    avals = tuple(v.aval for v in eqn.invars[1:])
+                    where = eqn.params["where"]
+                    self.add(eqn, "user", _Site(FailedCheckError, eqn.params["msg"], avals,
+                                                eqn.params["fmt_tree"], _at(where)))
+                continue
+            if eqn.primitive is check_error_p:
+                for j, s in enumerate(eqn.params["sites"]):
+                    self.add(eqn, ("nested", j), s)
+                continue
+            if NaNError in self.enabled and name not in _NAN_SKIP and any(
+                    np.issubdtype(v.aval.dtype, np.inexact) for v in eqn.outvars):
+                self.add(eqn, "nan", _Site(NaNError, f"nan generated by primitive: {name}"
+                                           f"{_where(eqn)}".replace("{", "{{").replace("}", "}}"), ()))
+            if DivisionByZeroError in self.enabled and name in ("div", "rem") and \
+                    np.issubdtype(eqn.invars[1].aval.dtype, np.integer):
+                self.add(eqn, "div", _Site(DivisionByZeroError, "division by zero"
+                                           + _where(eqn).replace("{", "{{").replace("}", "}}"), ()))
+            if OOBError in self.enabled and name in _INDEX_PRIMS and _index_checked(eqn):
+                msg = ("out-of-bounds indexing for array of shape "
+                       f"{eqn.invars[0].aval.shape}: index {{}} is out of bounds for axis {{}} "
+                       "with size {}" + _where(eqn).replace("{", "{{").replace("}", "}}"))
+                i32 = core.ShapedArray((), np.int32)
+                self.add(eqn, "oob", _Site(OOBError, msg, (i32, i32, i32)))
+            for sub in core.subjaxprs(eqn.params):
+                self.scan(sub)
+
+
+def _index_checked(eqn) -> bool:
+    if eqn.primitive.name != "gather":
+        return True
+    mode = eqn.params.get("mode")
+    return "FILL" not in str(mode).upper()
+
+
+# ---------------------------------------------------------------------------------------------
+# The error-threading interpreter
+
+class _State:
+    """Values of the error state, as a flat list: code, payloads (site order)."""
+
+    def __init__(self, sites: list[_Site], values):
+        self.sites = sites
+        self.values = list(values)
+        self.offsets = []
+        off = 1
+        for s in sites:
+            self.offsets.append(off)
+            off += len(s.payload_avals)
+
+    def record(self, index: int, failed, payload=()):
+        from fluxion import lax
+        import fluxion.numpy as jnp
+        old_code = self.values[0]
+        new_now = jnp.logical_and(failed, old_code < 0)  # the first failure wins
+        self.values[0] = jnp.where(new_now, np.int32(index), old_code)
+        off = self.offsets[index]
+        for k, v in enumerate(payload):
+            old = self.values[off + k]
+            self.values[off + k] = jnp.where(new_now, jnp.asarray(v).astype(old.dtype), old)
+
+
+def _initial_values(sites):
+    import fluxion.numpy as jnp
+    vals = [jnp.asarray(np.int32(-1))]
+    for s in sites:
+        vals.extend(jnp.zeros(a.shape, a.dtype) for a in s.payload_avals)
+    return vals
+
+
+def _eval(jaxpr, consts, args, state: _State, table: _Sites) -> list:
+    env: dict[int, Any] = {}
+
+    def read(v):
+        return v.val if type(v) is core.Literal else env[id(v)]
+
+    for v, x in zip(jaxpr.constvars, consts):
+        env[id(v)] = x
+    for v, x in zip(jaxpr.invars, args):
+        env[id(v)] = x
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        outs = _eval_eqn(eqn, ins, state, table)
+        for v, x in zip(eqn.outvars, outs):
+            env[id(v)] = x
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _eval_eqn(eqn, ins, state: _State, table: _Sites) -> list:
+    import fluxion.numpy as jnp
+    prim = eqn.primitive
+    name = prim.name
+    if prim is check_p:
+        index = table.by_eqn.get((id(eqn), "user"))
+        if index is not None:
+            state.record(index, jnp.logical_not(jnp.all(ins[0])), ins[1:])
+        return []
+    if prim is check_error_p:
+        nested_sites = eqn.params["sites"]
+        code, *payloads = ins
+        off = 0
+        for j, s in enumerate(nested_sites):
+            n = len(s.payload_avals)
+            index = table.by_eqn[(id(eqn), ("nested", j))]
+            state.record(index, code == j, payloads[off:off + n])
+            off += n
+        return []
+    rule = _control_flow_rules.get(name)
+    if rule is not None:
+        return rule(eqn, ins, state, table)
+    out = prim.bind(*ins, **eqn.params)
+    outs = list(out) if prim.multiple_results else [out]
+    key = id(eqn)
+    index = table.by_eqn.get((key, "nan"))
+    if index is not None:
+        bad = None
+        for o in outs:
+            if np.issubdtype(core.get_aval(o).dtype, np.inexact):
+                b = jnp.any(jnp.isnan(o))
+                bad = b if bad is None else jnp.logical_or(bad, b)
+        if bad is not None:
+            state.record(index, bad)
+    index = table.by_eqn.get((key, "div"))
+    if index is not None:
+        state.record(index, jnp.any(jnp.asarray(ins[1]) == 0))
+    index = table.by_eqn.get((key, "oob"))
+    if index is not None:
+        failed, payload = _oob(eqn, ins)
+        state.record(index, failed, payload)
+    return outs
+
+
+def _oob(eqn, ins):
+    """(any index out of bounds, (first bad index, its axis, that axis's size))."""
+    import fluxion.numpy as jnp
+    name = eqn.primitive.name
+    operand_shape = core.get_aval(ins[0]).shape
+    if name == "gather":
+        indices = jnp.asarray(ins[1])
+        dnums, slice_sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
+        checks = [(indices[..., k], d, operand_shape[d], operand_shape[d] - slice_sizes[d])
+                  for k, d in enumerate(dnums.start_index_map)]
+    else:
+        idx = ins[1:] if name == "dynamic_slice" else ins[2:]
+        sizes = eqn.params["slice_sizes"] if name == "dynamic_slice" else \
+            core.get_aval(ins[1]).shape
+        checks = [(jnp.asarray(i), d, operand_shape[d], operand_shape[d] - sizes[d])
+                  for d, i in enumerate(idx)]
+    failed = jnp.asarray(False)
+    payload = [jnp.asarray(np.int32(0))] * 3
+    for values, axis, size, upper in reversed(checks):
+        bad = jnp.logical_or(values < 0, values > upper)
+        any_bad = jnp.any(bad)
+        first = jnp.ravel(values)[jnp.argmax(jnp.ravel(bad))].astype(np.int32)
+        payload = [jnp.where(any_bad, first, payload[0]),
+                   jnp.where(any_bad, np.int32(axis), payload[1]),
+                   jnp.where(any_bad, np.int32(size), payload[2])]
+        failed = jnp.logical_or(failed, any_bad)
+    return failed, payload
+
+
+def _jit_rule(eqn, ins, state, table):
+    closed = eqn.params["jaxpr"]
+    return _eval(closed.jaxpr, closed.consts, ins, state, table)
+
+
+def _cond_rule(eqn, ins, state, table):
+    from fluxion import lax
+    index, *ops = ins
+    branches = eqn.params["branches"]
+
+    def branch_fun(closed):
+        def run(state_vals, ops):
+            st = _State(table.sites, state_vals)
+            outs = _eval(closed.jaxpr, closed.consts, ops, st, table)
+            return st.values, outs
+        return run
+
+    new_vals, outs = lax.switch(index, [branch_fun(b) for b in branches], state.values, ops)
+    state.values = list(new_vals)
+    return list(outs)
+
+
+def _while_rule(eqn, ins, state, table):
+    from fluxion import lax
+    p = eqn.params
+    cond_closed, body_closed = p["cond_jaxpr"], p["body_jaxpr"]
+    nc, nb = p["cond_nconsts"], p["body_nconsts"]
+    cond_consts, body_consts, init = ins[:nc], ins[nc:nc + nb], ins[nc + nb:]
+
+    def cond_fun(carry):
+        _, vals = carry
+        scratch = _State(table.sites, _initial_values(table.sites))
+        out, = _eval(cond_closed.jaxpr, cond_closed.consts, [*cond_consts, *vals], scratch, table)
+        return out
+
+    def body_fun(carry):
+        state_vals, vals = carry
+        st = _State(table.sites, state_vals)
+        outs = _eval(body_closed.jaxpr, body_closed.consts, [*body_consts, *vals], st, table)
+        return st.values, outs
+
+    new_vals, outs = lax.while_loop(cond_fun, body_fun, (state.values, list(init)))
+    state.values = list(new_vals)
+    return list(outs)
+
+
+def _scan_rule(eqn, ins, state, table):
+    from fluxion import lax
+    p = eqn.params
+    closed = p["jaxpr"]
+    nconsts, ncarry = p["num_consts"], p["num_carry"]
+    consts, init, xs = ins[:nconsts], ins[nconsts:nconsts + ncarry], ins[nconsts + ncarry:]
+
+    def body(carry, x):
+        state_vals, c = carry
+        st = _State(table.sites, state_vals)
+        outs = _eval(closed.jaxpr, closed.consts, [*consts, *c, *x], st, table)
+        return (st.values, outs[:ncarry]), outs[ncarry:]
+
+    (new_vals, carry), ys = lax.scan(body, (state.values, list(init)), list(xs),
+                                     length=p["length"], reverse=p["reverse"])
+    state.values = list(new_vals)
+    return [*carry, *ys]
+
+
+_control_flow_rules: dict[str, Callable] = {
+    "jit": _jit_rule, "cond": _cond_rule, "while": _while_rule, "scan": _scan_rule,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# checkify
+
+def checkify(f: Callable, errors: frozenset = user_checks) -> Callable:
+    """`f` made to return `(Error, out)`: the checks in `errors` (user_checks, nan_checks,
+    div_checks, index_checks, float_checks, automatic_checks, all_checks) that fail while it
+    runs are recorded in the Error instead of raising. Works under jit, vmap and grad, and
+    through cond, scan and while_loop."""
+    errors = frozenset(errors)
+    unknown = [e for e in errors if not isinstance(e, ErrorKind)]
+    if unknown:
+        raise TypeError(f"checkify errors must be sets of checkify error kinds, got {unknown}")
+
+    def checked(*args, **kwargs):
+        from fluxion import tree_util
+        from fluxion._src import staging
+        leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+        out_tree_box = []
+
+        def flat_fun(*xs):
+            a, kw = tree_util.tree_unflatten(in_tree, list(xs))
+            out = f(*a, **kw)
+            out_leaves, out_tree = tree_util.tree_flatten(out)
+            out_tree_box.append(out_tree)
+            return out_leaves
+
+        avals = [core.get_aval(x) for x in leaves]
+        closed = staging.trace_to_jaxpr(flat_fun, avals, origin="checkify")
+        table = _Sites(errors)
+        table.scan(closed.jaxpr)
+        state = _State(table.sites, _initial_values(table.sites))
+        outs = _eval(closed.jaxpr, closed.consts, leaves, state, table)
+        err = Error(state.values[0], state.values[1:], tuple(table.sites))
+        return err, tree_util.tree_unflatten(out_tree_box[0], outs)
+
+    return checked

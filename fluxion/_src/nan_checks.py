@@ -1,0 +1,148 @@
+"""`config.debug_nans` / `config.debug_infs`: find the primitive that made a NaN or an Inf.
+
+While either flag is on, every eager primitive's outputs are checked, and so are a jitted
+function's; when a jitted output holds a NaN (Inf), its jaxpr is run again one primitive at a
+time and `FloatingPointError` names the first primitive whose output has one, with the user's
+source line that created it. Off, nothing on any path costs anything: the flags swap the
+eager entry point and keep jit off its fast path only while they are on.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fluxion._src import core, dtypes
+from fluxion._src.config import config
+
+_plain_apply = None
+
+
+def _bad_kind(values) -> str | None:
+    for x in values:
+        aval = getattr(x, "aval", None)
+        if aval is None or not dtypes.is_inexact(aval.dtype):
+            continue
+        arr = np.asarray(x)
+        if config.debug_nans and np.isnan(arr).any():
+            return "nan"
+        if config.debug_infs and np.isinf(arr).any():
+            return "inf"
+    return None
+
+
+def _error(kind: str, prim_name: str, where: str | None) -> FloatingPointError:
+    at = f" at {where}" if where else ""
+    return FloatingPointError(f"invalid value ({kind}) encountered in {prim_name}{at}")
+
+
+def _checked_apply(prim, args, params):
+    outs = _plain_apply(prim, args, params)
+    kind = _bad_kind(outs if prim.multiple_results else [outs])
+    if kind is not None and _bad_kind(args) != kind:
+        raise _error(kind, prim.name, core.user_frame_summary())
+    return outs
+
+
+def check_jit_outputs(traced, args, outs) -> None:
+    """After a jitted call: if an output is bad, re-run primitive by primitive and raise."""
+    kind = _bad_kind(outs)
+    if kind is None:
+        return
+    closed = traced.jaxpr
+    found = _rerun(closed.jaxpr, closed.consts, list(args))
+    if found is not None:
+        prim_name, info = found
+        raise _error(kind, prim_name, info.summary() if info is not None else None)
+    raise _error(kind, f"jit({traced.name})", None)
+
+
+def _rerun(jaxpr, consts, args):
+    """Evaluate `jaxpr` eagerly; (primitive name, source info) of the first bad output."""
+    from fluxion._src import dispatch
+    env = {}
+
+    def read(v):
+        return v.val if type(v) is core.Literal else env[id(v)]
+
+    for v, x in zip(jaxpr.constvars, consts):
+        env[id(v)] = x
+    for v, x in zip(jaxpr.invars, args):
+        env[id(v)] = x
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        kind = None
+        if eqn.primitive.impl is None:
+            outs = dispatch.apply_primitive(eqn.primitive, ins, eqn.params)
+        else:  # jit, control flow: their own eager binds may find it first
+            try:
+                outs = eqn.primitive.bind(*ins, **eqn.params)
+            except FloatingPointError as e:
+                kind, outs = str(e), None
+        if outs is not None:
+            outs = outs if eqn.primitive.multiple_results else [outs]
+            kind = _bad_kind(outs)
+        if kind is not None and _bad_kind(ins) is None:
+            return _look_inside(eqn, ins) or (eqn.primitive.name, eqn.source_info)
+        for v, x in zip(eqn.outvars, outs):
+            env[id(v)] = x
+    return None
+
+
+def _look_inside(eqn, ins):
+    """Re-run a bad jit / cond / while / scan equation's body eagerly to find the culprit."""
+    name, p = eqn.primitive.name, eqn.params
+    if name == "jit":
+        return _rerun(p["jaxpr"].jaxpr, p["jaxpr"].consts, ins)
+    if name == "cond":
+        index = int(np.clip(int(np.asarray(ins[0])), 0, len(p["branches"]) - 1))
+        branch = p["branches"][index]
+        return _rerun(branch.jaxpr, branch.consts, ins[1:])
+    if name == "while":
+        nc, nb = p["cond_nconsts"], p["body_nconsts"]
+        cconsts, bconsts, carry = ins[:nc], ins[nc:nc + nb], list(ins[nc + nb:])
+        cond, body = p["cond_jaxpr"], p["body_jaxpr"]
+        while bool(core.eval_jaxpr(cond.jaxpr, cond.consts, *cconsts, *carry)[0]):
+            found = _rerun(body.jaxpr, body.consts, [*bconsts, *carry])
+            if found is not None:
+                return found
+            carry = core.eval_jaxpr(body.jaxpr, body.consts, *bconsts, *carry)
+        return None
+    if name == "scan":
+        body, nconsts, ncarry = p["jaxpr"], p["num_consts"], p["num_carry"]
+        consts, carry, xs = ins[:nconsts], list(ins[nconsts:nconsts + ncarry]), ins[nconsts + ncarry:]
+        steps = range(p["length"] - 1, -1, -1) if p["reverse"] else range(p["length"])
+        for t in steps:
+            x_t = [x[t] for x in xs]
+            found = _rerun(body.jaxpr, body.consts, [*consts, *carry, *x_t])
+            if found is not None:
+                return found
+            carry = core.eval_jaxpr(body.jaxpr, body.consts, *consts, *carry, *x_t)[:ncarry]
+        return None
+    return None
+
+
+def enabled() -> bool:
+    return bool(config.debug_nans or config.debug_infs)
+
+
+def _on_config_change(name, value) -> None:
+    global _plain_apply
+    if name not in ("debug_nans", "debug_infs"):
+        return
+    from fluxion._src import api, dispatch
+    if enabled():
+        if _plain_apply is None:
+            _plain_apply = dispatch.apply_primitive
+            core.apply_primitive = _checked_apply
+        for jitted in list(api.live_jit_functions):  # calls must take the checking path
+            jitted._fast_cache.clear()
+        from fluxion._src.numpy import eager
+        for cache in eager.fast_caches:
+            cache.clear()
+    elif _plain_apply is not None:
+        core.apply_primitive = _plain_apply
+        _plain_apply = None
+
+
+config._listeners.append(_on_config_change)
+if enabled():
+    _on_config_change("debug_nans", True)

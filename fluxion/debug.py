@@ -1,0 +1,3 @@
+"""Debugging from inside transformed code (`jax.debug`)."""
+from fluxion._src.callbacks import debug_callback as callback  # noqa: F401
+from fluxion._src.debugging import print, breakpoint  # noqa: F401  (shadow the builtins, as jax.debug does)

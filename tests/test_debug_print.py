@@ -1,0 +1,113 @@
+"""debug.print (captured stdout) and debug.breakpoint (scripted debugger input)."""
+import io
+
+import numpy as np
+import pytest
+
+import fluxion as jax
+import fluxion.numpy as jnp
+from fluxion import lax
+
+
+def test_format_fields_eager_and_jit(capsys):
+    def f(x, y):
+        jax.debug.print("x={x} y={} s={s:.3f}", y, x=x, s=x.sum())
+        return x
+
+    f(jnp.arange(3.0), jnp.int32(7))
+    jax.jit(f)(jnp.arange(3.0), jnp.int32(7))
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["x=[0. 1. 2.] y=7 s=3.000"] * 2
+
+
+def test_print_per_batch_element_under_vmap(capsys):
+    def f(x):
+        jax.debug.print("v={}", x)
+        return x * 2
+
+    jax.vmap(f)(jnp.arange(3.0))
+    assert capsys.readouterr().out.splitlines() == ["v=0.0", "v=1.0", "v=2.0"]
+    jax.jit(jax.vmap(jax.vmap(f)))(jnp.arange(4.0).reshape(2, 2))
+    assert capsys.readouterr().out.splitlines() == ["v=0.0", "v=1.0", "v=2.0", "v=3.0"]
+
+
+def test_ordered_prints_keep_program_order(capsys):
+    def f(x):
+        for i in range(6):
+            jax.debug.print("step {i} {x}", i=i, x=x + i, ordered=True)
+
+        def body(c, _):
+            jax.debug.print("scan {}", c, ordered=True)
+            return c + 1, None
+
+        c, _ = lax.scan(body, 0, None, length=3)
+        lax.cond(c > 1, lambda: jax.debug.print("cond true", ordered=True),
+                 lambda: jax.debug.print("cond false", ordered=True))
+
+        def wbody(c):
+            jax.debug.print("while {}", c, ordered=True)
+            return c + 1
+
+        lax.while_loop(lambda c: c < 2, wbody, 0)
+        jax.jit(lambda: jax.debug.print("nested jit", ordered=True))()
+        jax.debug.print("end", ordered=True)
+        return x
+
+    jax.jit(f)(jnp.float32(0))
+    want = ([f"step {i} {float(i)}" for i in range(6)] + ["scan 0", "scan 1", "scan 2",
+            "cond true", "while 0", "while 1", "nested jit", "end"])
+    assert capsys.readouterr().out.splitlines() == want
+
+
+def test_print_under_grad_and_in_loops(capsys):
+    def f(x):
+        jax.debug.print("x={}", x)
+        return x ** 2
+
+    assert float(jax.grad(f)(3.0)) == 6.0
+    assert capsys.readouterr().out == "x=3.0\n"
+
+    def g(xs):
+        return lax.fori_loop(0, 3, lambda i, c: (jax.debug.print("i={}", i), c + xs[i])[1], 0.0)
+
+    jax.jit(g)(jnp.arange(3.0))
+    assert capsys.readouterr().out.splitlines() == ["i=0", "i=1", "i=2"]
+
+
+def test_print_format_errors_at_trace_time():
+    with pytest.raises(KeyError, match="y"):
+        jax.jit(lambda x: jax.debug.print("{y}", x=x))(1.0)
+    with pytest.raises(ValueError, match="positional"):
+        jax.debug.print("{} {}", 1.0)
+    with pytest.raises(TypeError):
+        jax.debug.print(3.0)
+
+
+def test_print_every_call(capsys):
+    f = jax.jit(lambda x: (jax.debug.print("call {}", x), x + 1)[1])
+    for i in range(3):
+        f(jnp.float32(i))
+    assert capsys.readouterr().out.splitlines() == ["call 0.0", "call 1.0", "call 2.0"]
+
+
+def _run_breakpoint(fun, commands):
+    stdout = io.StringIO()
+    stdin = io.StringIO("\n".join(commands) + "\n")
+    fun(stdin, stdout)
+    return stdout.getvalue()
+
+
+def test_breakpoint_eager_disable_jit_and_jit():
+    def f(x, stdin, stdout):
+        y = x * 2
+        jax.debug.breakpoint(stdin=stdin, stdout=stdout)
+        return y + 1
+
+    cmds = ["p y", "p x.sum()", "w", "c"]
+    eager = _run_breakpoint(lambda i, o: f(jnp.arange(3.0), i, o), cmds)
+    assert "array([0., 2., 4.]" in eager and "3.0" in eager and "test_debug_print.py" in eager
+    with jax.disable_jit():
+        dj = _run_breakpoint(lambda i, o: jax.jit(f, static_argnums=(1, 2))(jnp.arange(3.0), i, o), cmds)
+    assert "array([0., 2., 4.]" in dj
+    jitted = _run_breakpoint(lambda i, o: jax.jit(f, static_argnums=(1, 2))(jnp.arange(3.0), i, o), cmds)
+    assert "array([0., 2., 4.]" in jitted and "Entering fluxion debugger" in jitted
