@@ -20,3 +20,6 @@ from fluxion import core, dtypes, ad_checkpoint, test_util, nn, random, tree, im
 from fluxion.interpreters import ad as _ad, batching as _batching  # noqa: F401
 
 __version__ = "0.1.0"
+
+# ---- parallelism: pmap over devices (fluxion/_src/pmap.py)
+from fluxion._src.pmap import pmap  # noqa: E402,F401

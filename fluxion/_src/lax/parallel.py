@@ -90,6 +90,26 @@ ad.deflinear(psum_p, lambda ct, x, *, axis_name, axis_index_groups=None: [
     psum_p.bind(ct, axis_name=axis_name, axis_index_groups=axis_index_groups)])
 
 
+def _extremum_jvp(prim):
+    # The tangent of the extreme value: the mean of the tangents of the examples attaining it.
+    def jvp(primals, tangents, *, axis_name, axis_index_groups=None):
+        from fluxion._src.lax import lax
+        (x,), (t,) = primals, tangents
+        out = prim.bind(x, axis_name=axis_name, axis_index_groups=axis_index_groups)
+        if type(t) is ad.Zero:
+            return out, t
+        dtype = core.get_aval(x).dtype
+        hit = lax._convert_element_type(lax.eq(x, out), dtype, False)
+        params = dict(axis_name=axis_name, axis_index_groups=axis_index_groups)
+        num = psum_p.bind(lax.mul(t, hit), **params)
+        return out, lax.div(num, psum_p.bind(hit, **params))
+    return jvp
+
+
+ad.primitive_jvps[pmax_p] = _extremum_jvp(pmax_p)
+ad.primitive_jvps[pmin_p] = _extremum_jvp(pmin_p)
+
+
 def psum(x, axis_name, *, axis_index_groups=None):
     """Sum `x` (a pytree) over the named mapped axis; a Python number gives number * size."""
     from fluxion._src.tree_util import tree_map
