@@ -114,7 +114,8 @@ class _Compiled:
 def _compile(closed, axis_name, devices, donated):
     xla_client, jax_ext = backend._jaxlib()
     n = len(devices)
-    with parallel_lowering.replica_axes([(axis_name, n)]):
+    # Some lowerings retrace their bodies (scan), so the axis stays bound while lowering.
+    with parallel_lowering.replica_axes([(axis_name, n)]), batching.extend_axis_env(axis_name, n):
         text = lowering.lower_jaxpr_to_module(closed.jaxpr, devices[0].platform, "pmap",
                                               donated)
     text = text.replace("mhlo.num_replicas = 1 : i32", f"mhlo.num_replicas = {n} : i32", 1)
