@@ -23,3 +23,6 @@ __version__ = "0.1.0"
 
 # ---- parallelism: pmap over devices (fluxion/_src/pmap.py)
 from fluxion._src.pmap import pmap  # noqa: E402,F401
+from fluxion._src.shard_map import shard_map  # noqa: E402,F401
+from fluxion._src.mesh import PartitionSpec as P, make_mesh  # noqa: E402,F401
+from fluxion import sharding  # noqa: E402,F401

@@ -7,6 +7,7 @@ buffers (`ShardedOutput`) until they are read.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import numpy as np
@@ -106,16 +107,26 @@ def _per_device_buffers(x, axis, devices, aval):
             for i, d in enumerate(devices)]
 
 
+@contextlib.contextmanager
+def bind_axes(axes):
+    """Bind each (name, size) in the named-axis environment, outermost first."""
+    with contextlib.ExitStack() as stack:
+        for name, size in axes:
+            stack.enter_context(batching.extend_axis_env(name, size))
+        yield
+
+
 class _Compiled:
     __slots__ = ("loaded", "in_avals", "out_avals", "sharding", "devices", "text", "consts",
                  "constvars", "const_arrays")
 
 
-def _compile(closed, axis_name, devices, donated):
+def _compile(closed, axes, devices, donated):
+    """Compile `closed` as len(devices) replicas; `axes` are the (name, size) replica axes."""
     xla_client, jax_ext = backend._jaxlib()
     n = len(devices)
-    # Some lowerings retrace their bodies (scan), so the axis stays bound while lowering.
-    with parallel_lowering.replica_axes([(axis_name, n)]), batching.extend_axis_env(axis_name, n):
+    # Some lowerings retrace their bodies (scan), so the axes stay bound while lowering.
+    with parallel_lowering.replica_axes(axes), bind_axes(axes):
         text = lowering.lower_jaxpr_to_module(closed.jaxpr, devices[0].platform, "pmap",
                                               donated)
     text = text.replace("mhlo.num_replicas = 1 : i32", f"mhlo.num_replicas = {n} : i32", 1)
@@ -260,7 +271,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             for t in out_ax:
                 if t not in (0, None):
                     raise NotImplementedError("fluxion's pmap supports out_axes of 0 or None")
-            exe = _compile(closed, axis_name, devs, donated_leaves if any(donated_leaves) else None)
+            exe = _compile(closed, [(axis_name, n)], devs, donated_leaves if any(donated_leaves) else None)
             entry = cache[key] = (exe, out_tree, out_ax)
         exe, out_tree, out_ax = entry
         xla_client, jax_ext = be._jaxlib()
