@@ -53,7 +53,8 @@ def pmap_dispatch(jax, jnp, sizes):
 def _shard_map_matmul(jax, jnp, sizes):
     _need_devices(jax)
     P = jax.sharding.PartitionSpec
-    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    # A plain Mesh: jax.make_mesh's default Explicit axes would require pre-sharded inputs.
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:DEVICES]).reshape(4, 2), ("x", "y"))
     n = sizes["n"]
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n)).astype(np.float32)
