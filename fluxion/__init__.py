@@ -26,3 +26,4 @@ from fluxion._src.pmap import pmap  # noqa: E402,F401
 from fluxion._src.shard_map import shard_map  # noqa: E402,F401
 from fluxion._src.mesh import PartitionSpec as P, make_mesh  # noqa: E402,F401
 from fluxion import sharding  # noqa: E402,F401
+from fluxion import distributed  # noqa: E402,F401

@@ -245,11 +245,19 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                                  f"only {len(available)} XLA devices are available "
                                  f"(num_replicas={n})")
             devs = list(available[:n])
+        # Across processes the mapped axis spans every process's devices (process-major);
+        # this process supplies and receives the slices of its own devices only.
+        all_devs = sorted(be.get_backend(platform).client.devices(),
+                          key=lambda d: (d.process_index, d.id))
+        global_devs = all_devs if len(all_devs) > len(be.get_backend(platform).devices) else devs
+        if global_devs is not devs and devices is None and n != len(devs):
+            raise ValueError("in a multi-process run pmap maps over all local devices")
+        n_global = len(global_devs)
         donated_leaves = []
         for i, a in zip(dyn_idx, dyn_args):
             donated_leaves += [i in donate] * len(tree_flatten(a)[0])
         donated_leaves += [False] * (len(leaves) - len(donated_leaves))
-        key = (in_tree, tuple(avals), tuple(dims), n, tuple(d.id for d in devs), static_vals)
+        key = (in_tree, tuple(avals), tuple(dims), n, tuple(d.id for d in global_devs), static_vals)
         entry = cache.get(key)
         if entry is None:
             box = []
@@ -264,14 +272,14 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                 box.append((out, out_tree))
                 return out_leaves
 
-            with batching.extend_axis_env(axis_name, n):
+            with batching.extend_axis_env(axis_name, n_global):
                 closed = staging.trace_to_jaxpr(flat_fun, avals, origin="pmap")
             out, out_tree = box[0]
             out_ax = broadcast_prefix(out_axes, out, "out_axes")
             for t in out_ax:
                 if t not in (0, None):
                     raise NotImplementedError("fluxion's pmap supports out_axes of 0 or None")
-            exe = _compile(closed, [(axis_name, n)], devs, donated_leaves if any(donated_leaves) else None)
+            exe = _compile(closed, [(axis_name, n_global)], global_devs, donated_leaves if any(donated_leaves) else None)
             entry = cache[key] = (exe, out_tree, out_ax)
         exe, out_tree, out_ax = entry
         xla_client, jax_ext = be._jaxlib()
