@@ -30,6 +30,38 @@ def _auto_detect():
     return None, None, None
 
 
+def _check_port_free(address: str) -> None:
+    """Raise a RuntimeError if the coordinator's port is taken (jaxlib would crash)."""
+    import socket
+    host, port = address.rsplit(":", 1)
+    with socket.socket() as s:
+        try:
+            s.bind(("" if host in ("0.0.0.0", "[::]") else host, int(port)))
+        except OSError as e:
+            raise RuntimeError(f"cannot start the coordination service at {address}: the port "
+                               f"is in use or the address is not this machine's ({e})") from None
+
+
+def _wait_for_coordinator(address: str, timeout: float) -> None:
+    """Raise a RuntimeError if nothing listens at `address` within `timeout` seconds.
+
+    jaxlib's client aborts the whole process when it cannot register, so check first."""
+    import socket
+    import time
+    host, port = address.rsplit(":", 1)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=1):
+                return
+        except OSError as e:
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"could not connect to the coordinator at {address} within "
+                                   f"{timeout} s (wrong address, or process 0 not started): "
+                                   f"{e}") from None
+            time.sleep(0.2)
+
+
 def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
                process_id: int | None = None, local_device_ids=None,
                initialization_timeout: int = 300, heartbeat_timeout_seconds: int = 100):
@@ -56,6 +88,7 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     _, jax_ext = backend._jaxlib()
     service = None
     if process_id == 0:
+        _check_port_free(coordinator_address)
         try:
             service = jax_ext.get_distributed_runtime_service(
                 coordinator_address, num_processes, heartbeat_timeout=heartbeat_timeout_seconds,
@@ -63,6 +96,8 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
         except Exception as e:
             raise RuntimeError(f"could not start the coordination service at "
                                f"{coordinator_address} (port in use or bad address?): {e}") from None
+    if process_id != 0:
+        _wait_for_coordinator(coordinator_address, initialization_timeout)
     client = jax_ext.get_distributed_runtime_client(
         coordinator_address, process_id, init_timeout=initialization_timeout,
         heartbeat_timeout=heartbeat_timeout_seconds, shutdown_timeout=30, use_compression=True)

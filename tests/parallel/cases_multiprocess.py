@@ -53,3 +53,34 @@ def test_dead_process_fails_others_without_hang():
     results = [p.communicate(timeout=120) for p in procs]  # a hang would time out here
     assert procs[1].returncode == 3
     assert procs[0].returncode != 0, results[0][0][-2000:]
+
+
+def _run_snippet(code):
+    env = dict(os.environ, FLUXION_NUM_CPU_DEVICES="1", PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_port_in_use_is_a_clear_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        proc = _run_snippet(
+            "import fluxion\n"
+            "try:\n"
+            f"    fluxion.distributed.initialize('127.0.0.1:{port}', 2, 0, initialization_timeout=3)\n"
+            "except RuntimeError as e:\n"
+            "    print('ERR', e)\n")
+    assert "ERR" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+
+
+def test_unreachable_coordinator_is_a_clear_error():
+    port = _free_port()
+    proc = _run_snippet(
+        "import fluxion\n"
+        "try:\n"
+        f"    fluxion.distributed.initialize('127.0.0.1:{port}', 2, 1, initialization_timeout=3)\n"
+        "except RuntimeError as e:\n"
+        "    print('ERR', e)\n")
+    assert "ERR" in proc.stdout and "could not connect" in proc.stdout, proc.stdout + proc.stderr[-2000:]
