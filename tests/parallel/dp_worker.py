@@ -40,5 +40,12 @@ if die and rank == 1:
     os._exit(3)
 for _ in range(3):
     w = pstep(w, x[None], y[None])
+from fluxion.experimental import multihost_utils as mh  # noqa: E402
+gathered = mh.process_allgather(np.full((2,), rank, np.float32))
+assert np.array_equal(gathered, np.repeat(np.arange(nproc, dtype=np.float32)[:, None], 2, 1)), gathered
+assert np.array_equal(mh.process_allgather(np.full((2,), rank, np.int32), tiled=True),
+                      np.repeat(np.arange(nproc), 2))
+assert float(mh.broadcast_one_to_all(np.float32(rank + 7))) == 7.0
+mh.sync_global_devices("end")
 print("PARAMS", " ".join(repr(float(v)) for v in np.asarray(w)), flush=True)
 jax.distributed.shutdown()
