@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.harness import Measures, Row, Steady, Workload
+from benchmarks.harness import Measures, Row, Steady, Value, Workload
 from benchmarks.workloads import classification_data, cross_entropy_loss, init_mlp
 
 DEVICES = 8
@@ -64,6 +64,34 @@ def _shard_map_matmul(jax, jnp, sizes):
     return Measures(sharded_matmul=Steady(lambda: jax.block_until_ready(f(a, b))))
 
 
+def _two_process_allreduce(jax, jnp, sizes):
+    """Launch 2 processes of this framework (1 CPU device each) that psum `mib` MiB through
+    pmap over gloo; the row is rank 0's mean time per all-reduce."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    name = "jax" if jax.__name__ == "jax" else "fluxion"
+    worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "allreduce_worker.py")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def run():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = dict(os.environ, PYTHONPATH=root)
+        procs = [subprocess.Popen([sys.executable, worker, name, str(r), "2", str(port),
+                                   str(sizes["mib"]), str(sizes["iters"])], env=env, cwd=root,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for r in range(2)]
+        outs = [p.communicate(timeout=300) for p in procs]
+        if any(p.returncode for p in procs):
+            raise RuntimeError(outs[0][1][-300:] + outs[1][1][-300:])
+        return float(outs[0][0].split("SECONDS")[1]), {}
+    return Measures(allreduce=Value(run))
+
+
 WORKLOADS = [
     Workload(60, "pmap_train_step",
              (Row("pmap_step", "pmap data-parallel train step, MLP {layers}, global batch {batch}, "
@@ -77,4 +105,8 @@ WORKLOADS = [
              (Row("sharded_matmul", "shard_map matmul {n}x{n} over a 4x2 mesh (host inputs)",
                   "ms", "steady"),),
              _shard_map_matmul, {"n": 4096}, {"n": 256}),
+    Workload(63, "two_process_allreduce",
+             (Row("allreduce", "2 processes x 1 CPU device: pmap psum of {mib} MiB over gloo",
+                  "ms", None),),
+             _two_process_allreduce, {"mib": 16, "iters": 10}, {"mib": 16, "iters": 3}, reps=3),
 ]
