@@ -85,6 +85,8 @@ def test_outputs_stay_on_devices_and_chain():
     assert {s.device.id for s in y.addressable_shards} == set(range(N))
     np.testing.assert_allclose(np.asarray(f(y)), x * 4)
     np.testing.assert_allclose(np.asarray(y + 1), x * 2 + 1)  # usable as an ordinary array
+    np.testing.assert_allclose(float(jax.jit(jnp.sum)(y)), (x * 2).sum(), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(jax.grad(lambda a: (a ** 2).sum())(y)), x * 4, rtol=1e-6)
 
 
 def test_grad_through_collectives_matches_vmap():
