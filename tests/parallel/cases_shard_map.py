@@ -65,3 +65,14 @@ def test_errors():
         jax.shard_map(lambda v: v, mesh=mesh, in_specs=P("x"), out_specs=P("x"))(np.zeros(6))
     with pytest.raises(ValueError, match="must be >="):
         jax.make_mesh((16,), ("x",))
+
+
+def test_pbroadcast_pcast_are_value_identities():
+    mesh = jax.make_mesh((8,), ("x",))
+    x = _x((8, 2))
+    f = jax.shard_map(lambda v: lax.pcast(lax.pbroadcast(v, "x"), "x", to="varying"),
+                      mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    np.testing.assert_array_equal(np.asarray(f(x)), x)
+    with pytest.raises(NameError):
+        jax.shard_map(lambda v: lax.pbroadcast(v, "nope"), mesh=mesh, in_specs=P("x"),
+                      out_specs=P("x"))(x)

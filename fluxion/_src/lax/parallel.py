@@ -371,3 +371,25 @@ def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=
         raise ValueError(f"psum_scatter with tiled=False needs dimension {scatter_dimension} of "
                          f"size {size}, got {shape[scatter_dimension]}")
     return structural.dynamic_index_in_dim(summed, index, scatter_dimension, keepdims=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Varying-manual-axes casts. fluxion does not type values by the mesh axes they vary over
+# (shard_map's check_vma is accepted but not checked), so these only validate the axis names
+# and return the value unchanged, which is also what JAX computes.
+
+def pbroadcast(x, axis_name):
+    """Mark `x` as varying over `axis_name` (identity on values)."""
+    _total_size(_names(axis_name))
+    return x
+
+
+def pcast(x, axis_name, *, to):
+    """Cast `x` between invariant and varying over `axis_name` (identity on values)."""
+    if to not in ("varying", "invariant", "unreduced", "reduced"):
+        raise ValueError(f"pcast: `to` must be 'varying' or 'invariant', got {to!r}")
+    _total_size(_names(axis_name))
+    return x
+
+
+__all__ += ["pbroadcast", "pcast"]
