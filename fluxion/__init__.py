@@ -29,3 +29,9 @@ from fluxion._src.transfer_guard import (transfer_guard, transfer_guard_host_to_
                                          transfer_guard_device_to_host)
 from fluxion import profiler  # noqa: F401
 from fluxion._src.source_info import named_scope, named_call  # noqa: F401
+# ---- parallelism: pmap over devices (fluxion/_src/pmap.py)
+from fluxion._src.pmap import pmap  # noqa: E402,F401
+from fluxion._src.shard_map import shard_map  # noqa: E402,F401
+from fluxion._src.mesh import PartitionSpec as P, make_mesh  # noqa: E402,F401
+from fluxion import sharding  # noqa: E402,F401
+from fluxion import distributed  # noqa: E402,F401

@@ -551,19 +551,24 @@ def eval_shape(fun: Callable, *args, **kwargs):
 # Devices and transfers
 
 def devices(backend_name: str | None = None) -> list:
-    """The devices of a backend (default: the default backend)."""
-    return list(backend.get_backend(backend_name).devices)
+    """The devices of a backend (default: the default backend), of every process."""
+    return list(backend.get_backend(backend_name).client.devices())
 
 
 def local_devices(process_index=None, backend_name=None) -> list:
-    return devices(backend_name)
+    """The devices this process (or `process_index`) drives."""
+    b = backend.get_backend(backend_name)
+    if process_index is None:
+        return list(b.devices)
+    return [d for d in b.client.devices() if d.process_index == process_index]
 
 
 def device_count(backend_name=None) -> int:
     return len(devices(backend_name))
 
 
-local_device_count = device_count
+def local_device_count(backend_name=None) -> int:
+    return len(backend.get_backend(backend_name).devices)
 
 
 def default_backend() -> str:
@@ -572,12 +577,12 @@ def default_backend() -> str:
     return "gpu" if platform in ("cuda", "rocm") else platform
 
 
-def process_index() -> int:
-    return 0
+def process_index(backend_name=None) -> int:
+    return backend.get_backend(backend_name).client.process_index()
 
 
-def process_count() -> int:
-    return 1
+def process_count(backend_name=None) -> int:
+    return len({d.process_index for d in backend.get_backend(backend_name).client.devices()})
 
 
 def device_put(x, device=None, *, donate=False, may_alias=None):

@@ -1,2 +1,3 @@
-"""Experimental APIs (`fluxion.experimental`): submodules are imported on use."""
+"""Experimental APIs (`fluxion.experimental`): submodules (shard_map, multihost_utils, ...)
+are imported on use."""
 from fluxion._src.callbacks import io_callback  # noqa: F401

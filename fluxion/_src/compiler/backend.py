@@ -91,9 +91,14 @@ def _cpu_device_count() -> int:
     return 1
 
 
+# Set by fluxion.distributed.initialize: joins the CPU client to a multi-process run.
+distributed_options = None
+
+
 def _make_cpu():
     xla_client, _ = _jaxlib()
-    client = xla_client.make_cpu_client(asynchronous=True, num_devices=_cpu_device_count())
+    client = xla_client.make_cpu_client(asynchronous=True, num_devices=_cpu_device_count(),
+                                        **(distributed_options or {}))
     return Backend(client, "cpu")
 
 

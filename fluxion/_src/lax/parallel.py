@@ -90,6 +90,26 @@ ad.deflinear(psum_p, lambda ct, x, *, axis_name, axis_index_groups=None: [
     psum_p.bind(ct, axis_name=axis_name, axis_index_groups=axis_index_groups)])
 
 
+def _extremum_jvp(prim):
+    # The tangent of the extreme value: the mean of the tangents of the examples attaining it.
+    def jvp(primals, tangents, *, axis_name, axis_index_groups=None):
+        from fluxion._src.lax import lax
+        (x,), (t,) = primals, tangents
+        out = prim.bind(x, axis_name=axis_name, axis_index_groups=axis_index_groups)
+        if type(t) is ad.Zero:
+            return out, t
+        dtype = core.get_aval(x).dtype
+        hit = lax._convert_element_type(lax.eq(x, out), dtype, False)
+        params = dict(axis_name=axis_name, axis_index_groups=axis_index_groups)
+        num = psum_p.bind(lax.mul(t, hit), **params)
+        return out, lax.div(num, psum_p.bind(hit, **params))
+    return jvp
+
+
+ad.primitive_jvps[pmax_p] = _extremum_jvp(pmax_p)
+ad.primitive_jvps[pmin_p] = _extremum_jvp(pmin_p)
+
+
 def psum(x, axis_name, *, axis_index_groups=None):
     """Sum `x` (a pytree) over the named mapped axis; a Python number gives number * size."""
     from fluxion._src.tree_util import tree_map
@@ -351,3 +371,25 @@ def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=
         raise ValueError(f"psum_scatter with tiled=False needs dimension {scatter_dimension} of "
                          f"size {size}, got {shape[scatter_dimension]}")
     return structural.dynamic_index_in_dim(summed, index, scatter_dimension, keepdims=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Varying-manual-axes casts. fluxion does not type values by the mesh axes they vary over
+# (shard_map's check_vma is accepted but not checked), so these only validate the axis names
+# and return the value unchanged, which is also what JAX computes.
+
+def pbroadcast(x, axis_name):
+    """Mark `x` as varying over `axis_name` (identity on values)."""
+    _total_size(_names(axis_name))
+    return x
+
+
+def pcast(x, axis_name, *, to):
+    """Cast `x` between invariant and varying over `axis_name` (identity on values)."""
+    if to not in ("varying", "invariant", "unreduced", "reduced"):
+        raise ValueError(f"pcast: `to` must be 'varying' or 'invariant', got {to!r}")
+    _total_size(_names(axis_name))
+    return x
+
+
+__all__ += ["pbroadcast", "pcast"]

@@ -1,0 +1,144 @@
+"""Collectives over a pmap axis lowered to XLA cross-replica collectives.
+
+While `pmap` lowers its body, `replica_axes` names the axes that are XLA replicas (outermost
+first; replica id = row-major index over them). A collective over such an axis becomes
+`stablehlo.all_reduce` / `all_gather` / `all_to_all` / `collective_permute` / `replica_id`
+with the replica groups of that axis.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import numpy as np
+
+from fluxion._src.compiler import lowering
+from fluxion._src.core import ShapedArray
+from fluxion._src.lax import parallel
+
+_state = threading.local()
+
+
+def _axes() -> list:
+    return getattr(_state, "axes", [])
+
+
+@contextlib.contextmanager
+def replica_axes(axes):
+    """Lower collectives over these (name, size) axes as cross-replica collectives."""
+    old = _axes()
+    _state.axes = list(axes)
+    try:
+        yield
+    finally:
+        _state.axes = old
+
+
+def _groups(axis_name) -> list[list[int]]:
+    """Replica groups for collectives over `axis_name` (a name or tuple of names)."""
+    names = parallel._names(axis_name)
+    axes = _axes()
+    known = [n for n, _ in axes]
+    for n in names:
+        if n not in known:
+            raise NotImplementedError(
+                f"collective over axis {n!r} can only be used inside a transformation that binds "
+                "that axis name (vmap or pmap with axis_name=...).")
+    sizes = [s for _, s in axes]
+    ids = np.arange(int(np.prod(sizes))).reshape(sizes)
+    pos = [known.index(n) for n in names]
+    rest = [i for i in range(len(axes)) if i not in pos]
+    grouped = np.transpose(ids, rest + pos).reshape(-1, int(np.prod([sizes[i] for i in pos])))
+    return grouped.tolist()
+
+
+def _groups_attr(groups) -> str:
+    rows = ", ".join("[" + ", ".join(str(i) for i in g) + "]" for g in groups)
+    return f"dense<[{rows}]> : tensor<{len(groups)}x{len(groups[0])}xi64>"
+
+
+_REDUCERS = {"psum": "stablehlo.add", "pmax": "stablehlo.maximum", "pmin": "stablehlo.minimum"}
+
+
+def _all_reduce_rule(kind):
+    def rule(ctx, x, *, axis_name, axis_index_groups=None):
+        groups = _groups(axis_name)
+        op = _REDUCERS[kind]
+        dtype = x.dtype
+        if dtype == np.bool_:
+            op = {"stablehlo.add": "stablehlo.or", "stablehlo.maximum": "stablehlo.or",
+                  "stablehlo.minimum": "stablehlo.and"}[op]
+        scalar = ShapedArray((), dtype)
+        region = ctx.new_block([scalar, scalar])
+        region.ret([region.op1(op, [region.args[0], region.args[1]], scalar)])
+        return ctx.op1("stablehlo.all_reduce", [x], x.aval,
+                       {"replica_groups": _groups_attr(groups)}, [region])
+    return rule
+
+
+def _axis_index_rule(ctx, *, axis_name):
+    axes = _axes()
+    known = [n for n, _ in axes]
+    _groups(axis_name)
+    rid = ctx.op1("stablehlo.replica_id", [], ShapedArray((), np.uint32))
+    idx = ctx.convert(rid, np.int32)
+    pos = known.index(axis_name)
+    inner = int(np.prod([s for _, s in axes[pos + 1:]]))
+    if inner > 1:
+        idx = ctx.div(idx, ctx.constant(np.int32(inner), np.int32))
+    size = axes[pos][1]
+    if pos > 0:
+        idx = ctx.rem(idx, ctx.constant(np.int32(size), np.int32))
+    return idx
+
+
+def _all_gather_rule(ctx, x, *, axis_name, axis, tiled, axis_index_groups=None):
+    groups = _groups(axis_name)
+    size = len(groups[0])
+    if not tiled:
+        shape = list(x.shape)
+        shape.insert(axis, 1)
+        x = ctx.reshape(x, tuple(shape))
+    out_shape = list(x.shape)
+    out_shape[axis] *= size
+    return ctx.op1("stablehlo.all_gather", [x], ShapedArray(tuple(out_shape), x.dtype),
+                   {"all_gather_dim": f"{axis} : i64", "replica_groups": _groups_attr(groups)})
+
+
+def _ppermute_rule(ctx, x, *, axis_name, perm):
+    groups = _groups(axis_name)
+    pairs = [(g[s], g[t]) for g in groups for s, t in perm]
+    if not pairs:
+        return ctx.broadcast(ctx.constant(np.zeros((), x.dtype), x.dtype), x.shape)
+    text = ", ".join(f"[{a}, {b}]" for a, b in pairs)
+    return ctx.op1("stablehlo.collective_permute", [x], x.aval,
+                   {"source_target_pairs": f"dense<[{text}]> : tensor<{len(pairs)}x2xi64>"})
+
+
+def _all_to_all_rule(ctx, x, *, axis_name, split_axis, concat_axis, tiled, axis_index_groups=None):
+    groups = _groups(axis_name)
+    size = len(groups[0])
+    attrs = {"replica_groups": _groups_attr(groups), "split_count": f"{size} : i64"}
+    if tiled:
+        shape = list(x.shape)
+        shape[split_axis] //= size
+        shape[concat_axis] *= size
+        return ctx.op1("stablehlo.all_to_all", [x], ShapedArray(tuple(shape), x.dtype),
+                       {"split_dimension": f"{split_axis} : i64",
+                        "concat_dimension": f"{concat_axis} : i64", **attrs})
+    # Exchange along the split axis in place: afterwards it indexes the source example.
+    y = ctx.op1("stablehlo.all_to_all", [x], x.aval,
+                {"split_dimension": f"{split_axis} : i64",
+                 "concat_dimension": f"{split_axis} : i64", **attrs})
+    perm = list(range(x.aval.ndim))
+    perm.insert(concat_axis, perm.pop(split_axis))
+    return ctx.transpose(y, perm)
+
+
+lowering.register_lowering(parallel.psum_p, _all_reduce_rule("psum"))
+lowering.register_lowering(parallel.pmax_p, _all_reduce_rule("pmax"))
+lowering.register_lowering(parallel.pmin_p, _all_reduce_rule("pmin"))
+lowering.register_lowering(parallel.axis_index_p, _axis_index_rule)
+lowering.register_lowering(parallel.all_gather_p, _all_gather_rule)
+lowering.register_lowering(parallel.ppermute_p, _ppermute_rule)
+lowering.register_lowering(parallel.all_to_all_p, _all_to_all_rule)

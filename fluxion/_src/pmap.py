@@ -1,0 +1,307 @@
+"""`pmap`: one SPMD executable run as N replicas, one per device.
+
+The per-device function is traced once with the axis name bound (so collectives abstract-
+evaluate), lowered with the collectives of that axis emitted as XLA cross-replica ops
+(`lax/parallel_lowering.py`), and compiled with `num_replicas=N`. Outputs stay as per-device
+buffers (`ShardedOutput`) until they are read.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import numpy as np
+
+from fluxion._src import batching, core, staging
+from fluxion._src.api import check_callable, fun_name
+from fluxion._src.array import Array
+from fluxion._src.compiler import backend, lowering
+from fluxion._src.lax import parallel_lowering
+from fluxion._src.traceback_util import api_boundary
+from fluxion._src.tree_util import tree_flatten, tree_unflatten
+from fluxion._src.vmap import _arg_names, _check_axis, broadcast_prefix
+
+
+class ShardedOutput(Array):
+    """A pmap result: one buffer per device, stacked along axis 0 only when read.
+
+    Passing it back to a pmap over the same devices reuses the device buffers."""
+
+    __slots__ = ("_shards", "_devices", "_joined")
+
+    def __init__(self, shards, devices, aval):
+        self._shards = list(shards)
+        self._devices = tuple(devices)
+        self._joined = None
+        self.aval = aval
+        self._npy = None
+
+    @property
+    def _buf(self):
+        if self._joined is None:
+            host = np.stack([backend.to_numpy(b, self.aval.dtype) for b in self._shards])
+            self._joined = backend.device_put_numpy(host, self.aval)
+        return self._joined
+
+    def _value(self):
+        if self._npy is None:
+            arr = np.stack([backend.to_numpy(b, self.aval.dtype) for b in self._shards])
+            arr.flags.writeable = False
+            self._npy = arr
+        return self._npy
+
+    @property
+    def addressable_shards(self):
+        return [_Shard(d, i, b, self.aval) for i, (d, b) in enumerate(zip(self._devices, self._shards))]
+
+    @property
+    def devices_indices(self):
+        return self._devices
+
+    def devices(self):
+        return set(self._devices)
+
+    def block_until_ready(self):
+        for b in self._shards:
+            b.block_until_ready()
+        return self
+
+    def is_deleted(self):
+        return any(b.is_deleted() for b in self._shards)
+
+    def delete(self):
+        for b in self._shards:
+            b.delete()
+
+
+class _Shard:
+    """One device's piece of a pmap output (JAX's `Shard`)."""
+
+    def __init__(self, device, index, buf, aval):
+        self.device, self._buf_, self.index = device, buf, (index,)
+        self._aval = aval
+
+    @property
+    def data(self):
+        return Array(self._buf_, self._aval.update(shape=self._aval.shape[1:]))
+
+    def __repr__(self):
+        return f"Shard(device={self.device!r}, index={self.index})"
+
+
+def _replicated_sharding(devices):
+    xla_client, jax_ext = backend._jaxlib()
+    return jax_ext.GSPMDSharding(xla_client.DeviceList(tuple(devices)),
+                                 xla_client.HloSharding.replicate())
+
+
+def _per_device_buffers(x, axis, devices, aval):
+    """One buffer per device: the slices of x along `axis` (or x itself when axis is None)."""
+    if (axis == 0 and type(x) is ShardedOutput and x._devices == tuple(devices)
+            and not x.is_deleted()):
+        return x._shards
+    host = np.asarray(x, dtype=aval.dtype)
+    if axis is None:
+        return [backend.device_put_numpy(host, aval, d) for d in devices]
+    return [backend.device_put_numpy(np.ascontiguousarray(np.take(host, i, axis=axis)), aval, d)
+            for i, d in enumerate(devices)]
+
+
+@contextlib.contextmanager
+def bind_axes(axes):
+    """Bind each (name, size) in the named-axis environment, outermost first."""
+    with contextlib.ExitStack() as stack:
+        for name, size in axes:
+            stack.enter_context(batching.extend_axis_env(name, size))
+        yield
+
+
+class _Compiled:
+    __slots__ = ("loaded", "in_avals", "out_avals", "sharding", "devices", "text", "consts",
+                 "constvars", "const_arrays")
+
+
+def _compile(closed, axes, devices, donated):
+    """Compile `closed` as len(devices) replicas; `axes` are the (name, size) replica axes."""
+    xla_client, jax_ext = backend._jaxlib()
+    n = len(devices)
+    # Some lowerings retrace their bodies (scan), so the axes stay bound while lowering.
+    with parallel_lowering.replica_axes(axes), bind_axes(axes):
+        text = lowering.lower_jaxpr_to_module(closed.jaxpr, devices[0].platform, "pmap",
+                                              donated)
+    text = text.replace("mhlo.num_replicas = 1 : i32", f"mhlo.num_replicas = {n} : i32", 1)
+    options = xla_client.CompileOptions()
+    options.num_replicas = n
+    options.num_partitions = 1
+    options.device_assignment = xla_client.DeviceAssignment.create(
+        np.array([[d.id] for d in devices]))
+    client = backend.backend_of(devices[0]).client
+    try:
+        loaded = client.compile_and_load(text.encode(), xla_client.DeviceList(tuple(devices)),
+                                         options)
+    except jax_ext.JaxRuntimeError as e:
+        raise jax_ext.JaxRuntimeError(f"XLA failed to compile pmap: {e}\n--- module ---\n{text}") from None
+    c = _Compiled()
+    c.loaded, c.in_avals, c.out_avals, c.devices, c.text = (
+        loaded, closed.in_avals, closed.out_avals, tuple(devices), text)
+    c.sharding = _replicated_sharding(devices)
+    c.consts, c.constvars, c.const_arrays = closed.consts, closed.jaxpr.constvars, None
+    return c
+
+
+def _mapped_size(sizes, axis_size):
+    if not sizes:
+        if axis_size is None:
+            raise ValueError("pmap requires at least one argument with a mapped axis "
+                             "(or axis_size=...)")
+        return axis_size
+    distinct = {s for s, *_ in sizes}
+    if axis_size is not None:
+        distinct.add(axis_size)
+    if len(distinct) > 1:
+        lines = [f"  * one axis had size {s}: axis {d} of argument {w} of type {a.str_short()};"
+                 for s, d, w, a in sizes]
+        raise ValueError("pmap got inconsistent sizes for array axes to be mapped:\n" + "\n".join(lines))
+    return distinct.pop()
+
+
+def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
+         devices=None, backend=None, axis_size=None, donate_argnums=(),
+         global_arg_shapes=None):
+    """Map `fun` over axis `in_axes` of its arguments, one slice per device, as one SPMD
+    executable; collectives over `axis_name` become XLA cross-replica collectives.
+
+    Parameters follow `jax.pmap`: `in_axes`/`out_axes` as in vmap (out_axes must be 0 or
+    None), `static_broadcasted_argnums` are hashable arguments passed unchanged to every
+    device, `devices` picks the devices (default the first N of the backend), `donate_argnums`
+    lets XLA reuse those input buffers for outputs.
+    """
+    check_callable(fun)
+    platform = backend
+    if isinstance(static_broadcasted_argnums, int):
+        static_broadcasted_argnums = (static_broadcasted_argnums,)
+    static = tuple(static_broadcasted_argnums)
+    if isinstance(donate_argnums, int):
+        donate_argnums = (donate_argnums,)
+    donate = tuple(donate_argnums)
+    if isinstance(in_axes, list):
+        in_axes_spec = tuple(in_axes)
+    else:
+        in_axes_spec = in_axes
+    cache: dict = {}
+
+    @functools.wraps(fun)
+    @api_boundary
+    def pmapped(*args, **kwargs):
+        from fluxion._src.compiler import backend as be
+        for i in static:
+            if i >= len(args):
+                raise ValueError(f"pmapped function has static_broadcasted_argnums={static} but "
+                                 f"was called with only {len(args)} positional arguments")
+        dyn_idx = [i for i in range(len(args)) if i not in static]
+        dyn_args = tuple(args[i] for i in dyn_idx)
+        static_vals = tuple((i, args[i]) for i in static)
+        if isinstance(in_axes_spec, tuple):
+            if len(in_axes_spec) != len(args):
+                raise ValueError(f"pmap in_axes must be an int, None, or a tuple of entries "
+                                 f"corresponding to the positional arguments passed to the "
+                                 f"function, but got len(in_axes)={len(in_axes_spec)}, "
+                                 f"len(args)={len(args)}")
+            dyn_axes = tuple(in_axes_spec[i] for i in dyn_idx)
+        else:
+            dyn_axes = (in_axes_spec,) * len(dyn_args)
+        leaves, in_tree = tree_flatten((dyn_args, kwargs))
+        for x in leaves:
+            if isinstance(x, core.Tracer):
+                raise NotImplementedError("pmap of traced values (pmap inside jit, grad or vmap "
+                                          "of a pmap) is not supported by fluxion yet")
+        axes = broadcast_prefix((dyn_axes, {k: 0 for k in kwargs}), (dyn_args, kwargs), "in_axes")
+        names = _arg_names(fun, len(args))
+        where = []
+        for i, a in zip(dyn_idx, dyn_args):
+            where += [names[i]] * len(tree_flatten(a)[0])
+        for k, v in sorted(kwargs.items()):
+            where += [k] * len(tree_flatten(v)[0])
+        dims, sizes, avals = [], [], []
+        for x, ax, w in zip(leaves, axes, where):
+            aval = core.get_aval(x)
+            d = _check_axis(ax, aval.ndim, aval.shape, w)
+            dims.append(d)
+            if d is not None:
+                sizes.append((aval.shape[d], d, w, aval))
+                aval = aval.update(shape=aval.shape[:d] + aval.shape[d + 1:])
+            avals.append(aval.update(weak_type=aval.weak_type))
+        n = _mapped_size(sizes, axis_size)
+        if devices is not None:
+            devs = list(devices)
+            if len(devs) != n:
+                raise ValueError(f"Leading axis size of input to pmapped function must equal the "
+                                 f"number of local devices passed to pmap. Got axis_size={n}, "
+                                 f"num_local_devices={len(devs)}.")
+        else:
+            available = be.get_backend(platform).devices
+            if n > len(available):
+                raise ValueError(f"compiling computation that requires {n} logical devices, but "
+                                 f"only {len(available)} XLA devices are available "
+                                 f"(num_replicas={n})")
+            devs = list(available[:n])
+        # Across processes the mapped axis spans every process's devices (process-major);
+        # this process supplies and receives the slices of its own devices only.
+        all_devs = sorted(be.get_backend(platform).client.devices(),
+                          key=lambda d: (d.process_index, d.id))
+        global_devs = all_devs if len(all_devs) > len(be.get_backend(platform).devices) else devs
+        if global_devs is not devs and devices is None and n != len(devs):
+            raise ValueError("in a multi-process run pmap maps over all local devices")
+        n_global = len(global_devs)
+        donated_leaves = []
+        for i, a in zip(dyn_idx, dyn_args):
+            donated_leaves += [i in donate] * len(tree_flatten(a)[0])
+        donated_leaves += [False] * (len(leaves) - len(donated_leaves))
+        key = (in_tree, tuple(avals), tuple(dims), n, tuple(d.id for d in global_devs), static_vals)
+        entry = cache.get(key)
+        if entry is None:
+            box = []
+
+            def flat_fun(*xs):
+                a, kw = tree_unflatten(in_tree, xs)
+                full = list(a)
+                for i, v in static_vals:
+                    full.insert(i, v)
+                out = fun(*full, **kw)
+                out_leaves, out_tree = tree_flatten(out)
+                box.append((out, out_tree))
+                return out_leaves
+
+            with batching.extend_axis_env(axis_name, n_global):
+                closed = staging.trace_to_jaxpr(flat_fun, avals, origin="pmap")
+            out, out_tree = box[0]
+            out_ax = broadcast_prefix(out_axes, out, "out_axes")
+            for t in out_ax:
+                if t not in (0, None):
+                    raise NotImplementedError("fluxion's pmap supports out_axes of 0 or None")
+            exe = _compile(closed, [(axis_name, n_global)], global_devs, donated_leaves if any(donated_leaves) else None)
+            entry = cache[key] = (exe, out_tree, out_ax)
+        exe, out_tree, out_ax = entry
+        xla_client, jax_ext = be._jaxlib()
+        garrs = []
+        for x, d, aval in zip(leaves, dims, exe.in_avals):
+            bufs = _per_device_buffers(x, d, devs, aval)
+            garrs.append(jax_ext.ArrayImpl(aval, exe.sharding, bufs, True, True))
+        if exe.const_arrays is None:
+            exe.const_arrays = [
+                jax_ext.ArrayImpl(v.aval, exe.sharding,
+                                  _per_device_buffers(c, None, devs, v.aval), True, True)
+                for c, v in zip(exe.consts, exe.constvars)]
+        garrs = exe.const_arrays + garrs
+        outs = exe.loaded.execute_sharded(garrs).disassemble_into_single_device_arrays()
+        results = []
+        for bufs, aval, target in zip(outs, exe.out_avals, out_ax):
+            if target is None:
+                results.append(Array(bufs[0], aval))
+            else:
+                results.append(ShardedOutput(bufs, devs, aval.update(shape=(n,) + aval.shape)))
+        return tree_unflatten(out_tree, results)
+
+    pmapped.__name__ = f"pmap({fun_name(fun)})"
+    return pmapped
+

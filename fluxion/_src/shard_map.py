@@ -1,0 +1,135 @@
+"""`shard_map`: run a per-block function on every device of a mesh, with collectives over the
+mesh axes, as one XLA executable whose replicas are the mesh's devices (row-major)."""
+from __future__ import annotations
+
+import functools
+import itertools
+
+import numpy as np
+
+from fluxion._src import core, staging
+from fluxion._src.api import check_callable
+from fluxion._src.array import Array
+from fluxion._src.compiler import backend
+from fluxion._src.mesh import Mesh, PartitionSpec
+from fluxion._src.pmap import _compile, _per_device_buffers, bind_axes
+from fluxion._src.traceback_util import api_boundary
+from fluxion._src.tree_util import tree_flatten, tree_unflatten
+
+
+def _spec_leaves(specs, tree, what):
+    """One PartitionSpec per leaf: `specs` is a spec for the whole tree or one per element of
+    a tuple/list tree."""
+    if specs is None or isinstance(specs, PartitionSpec):
+        return [specs or PartitionSpec()] * len(tree_flatten(tree)[0])
+    if isinstance(specs, (tuple, list)) and isinstance(tree, (tuple, list)) and len(specs) == len(tree):
+        out = []
+        for s, t in zip(specs, tree):
+            out += _spec_leaves(s, t, what)
+        return out
+    raise ValueError(f"shard_map {what} must be a PartitionSpec or a tuple of them matching the "
+                     f"structure of the value, got {specs!r}")
+
+
+def _block_shape(shape, spec, mesh_shape, what):
+    out = list(shape)
+    if len(spec) > len(shape):
+        raise ValueError(f"shard_map {what}: spec {spec} has more entries than the rank "
+                         f"{len(shape)} of the value")
+    for d in range(len(shape)):
+        k = int(np.prod([mesh_shape[a] for a in spec.axes_of(d)]))
+        if shape[d] % k:
+            raise ValueError(f"shard_map {what}: dimension {d} of size {shape[d]} is not "
+                             f"divisible by the mesh axes {spec.axes_of(d)} (total size {k})")
+        out[d] //= k
+    return tuple(out)
+
+
+def _block_index(spec, ndim, coord, mesh_shape):
+    """The block position of the device at mesh coordinate `coord` (a dict name -> index)."""
+    idx = []
+    for d in range(ndim):
+        i = 0
+        for a in spec.axes_of(d):
+            i = i * mesh_shape[a] + coord[a]
+        idx.append(i)
+    return idx
+
+
+def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = True,
+              check_rep=None, axis_names=frozenset(), auto=frozenset()):
+    """Map `f` over blocks of its inputs laid out on `mesh` by `in_specs`; `f` sees one block
+    per device and may use collectives over the mesh axis names; `out_specs` say how the
+    output blocks assemble into global arrays (an axis absent from a spec means the output is
+    the same on every device of that axis)."""
+    if f is None:
+        return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                                 check_vma=check_vma, check_rep=check_rep, axis_names=axis_names)
+    check_callable(f)
+    if axis_names and set(axis_names) != set(mesh.axis_names):
+        raise NotImplementedError("shard_map over a subset of the mesh axes (axis_names=) is not "
+                                  "supported by fluxion yet")
+    mesh_shape = mesh.shape
+    axes = list(zip(mesh.axis_names, mesh.axis_sizes))
+    devices = list(mesh.devices.flat)
+    coords = [dict(zip(mesh.axis_names, c))
+              for c in itertools.product(*[range(s) for s in mesh.axis_sizes])]
+    cache: dict = {}
+
+    @functools.wraps(f)
+    @api_boundary
+    def wrapped(*args):
+        leaves, in_tree = tree_flatten(args)
+        for x in leaves:
+            if isinstance(x, core.Tracer):
+                raise NotImplementedError("shard_map under jit, grad or vmap is not supported by "
+                                          "fluxion yet; call it eagerly")
+        specs = _spec_leaves(in_specs if not isinstance(in_specs, PartitionSpec) or len(args) != 1
+                             else (in_specs,), args, "in_specs")
+        gavals = [core.get_aval(x) for x in leaves]
+        bavals = [a.update(shape=_block_shape(a.shape, s, mesh_shape, "in_specs"))
+                  for a, s in zip(gavals, specs)]
+        key = (in_tree, tuple(bavals), tuple(specs))
+        entry = cache.get(key)
+        if entry is None:
+            box = []
+
+            def flat_fun(*xs):
+                out = f(*tree_unflatten(in_tree, xs))
+                out_leaves, out_tree = tree_flatten(out)
+                box.append((out, out_tree))
+                return out_leaves
+
+            with bind_axes(axes):
+                closed = staging.trace_to_jaxpr(flat_fun, bavals, origin="shard_map")
+            out, out_tree = box[0]
+            ospecs = _spec_leaves(out_specs, out, "out_specs")
+            exe = _compile(closed, axes, devices, None)
+            entry = cache[key] = (exe, out_tree, ospecs)
+        exe, out_tree, ospecs = entry
+        xla_client, jax_ext = backend._jaxlib()
+        garrs = [jax_ext.ArrayImpl(v.aval, exe.sharding,
+                                   _per_device_buffers(c, None, devices, v.aval), True, True)
+                 for c, v in zip(exe.consts, exe.constvars)]
+        for x, spec, ba in zip(leaves, specs, bavals):
+            host = np.asarray(x, dtype=ba.dtype)
+            bufs = []
+            for coord, dev in zip(coords, devices):
+                idx = _block_index(spec, ba.ndim, coord, mesh_shape)
+                sl = tuple(slice(i * b, (i + 1) * b) for i, b in zip(idx, ba.shape))
+                bufs.append(backend.device_put_numpy(np.ascontiguousarray(host[sl]), ba, dev))
+            garrs.append(jax_ext.ArrayImpl(ba, exe.sharding, bufs, True, True))
+        outs = exe.loaded.execute_sharded(garrs).disassemble_into_single_device_arrays()
+        results = []
+        for bufs, ba, spec in zip(outs, exe.out_avals, ospecs):
+            mult = [int(np.prod([mesh_shape[a] for a in spec.axes_of(d)])) for d in range(ba.ndim)]
+            host = np.empty(tuple(s * m for s, m in zip(ba.shape, mult)), ba.dtype)
+            for coord, buf in zip(coords, bufs):
+                idx = _block_index(spec, ba.ndim, coord, mesh_shape)
+                sl = tuple(slice(i * b, (i + 1) * b) for i, b in zip(idx, ba.shape))
+                host[sl] = backend.to_numpy(buf, ba.dtype)
+            gaval = ba.update(shape=host.shape)
+            results.append(Array(backend.device_put_numpy(host, gaval), gaval))
+        return tree_unflatten(out_tree, results)
+
+    return wrapped

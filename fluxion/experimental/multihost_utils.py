@@ -1,0 +1,56 @@
+"""Utilities for multi-process runs, built on pmap collectives over every process's devices."""
+from __future__ import annotations
+
+import numpy as np
+
+from fluxion._src.tree_util import tree_map
+
+
+def _one_per_process(fn, x):
+    import fluxion as fx
+    from fluxion import lax
+    k = fx.local_device_count()
+    mapped = fx.pmap(lambda v: fn(v, k), "_mh", in_axes=None, out_axes=None, axis_size=k)
+    return mapped(x)
+
+
+def process_allgather(in_tree, tiled: bool = False):
+    """Every process's value of each leaf, stacked along a new axis 0 (concatenated along
+    axis 0 if `tiled`), as host NumPy arrays on every process."""
+    from fluxion import lax
+
+    def gather(x):
+        x = np.asarray(x)
+
+        def body(v, k):
+            allv = lax.all_gather(v, "_mh")          # (k * processes, ...)
+            return allv[::k]                          # the first device of each process
+        out = np.asarray(_one_per_process(body, x))
+        return out.reshape((-1,) + x.shape[1:]) if tiled else out
+    return tree_map(gather, in_tree)
+
+
+def broadcast_one_to_all(in_tree, is_source: bool | None = None):
+    """Process 0's value (or the value of the process passing is_source=True) on all."""
+    import fluxion as fx
+    from fluxion import lax
+    if is_source is None:
+        is_source = fx.process_index() == 0
+
+    def bcast(x):
+        x = np.asarray(x)
+        contrib = x if is_source else np.zeros_like(x)
+
+        def body(v, k):
+            first = (lax.axis_index("_mh") % k) == 0
+            return lax.psum(fx.numpy.where(first, v, fx.numpy.zeros_like(v)), "_mh")
+        out = np.asarray(_one_per_process(body, contrib))
+        return out.astype(x.dtype)
+    return tree_map(bcast, in_tree)
+
+
+def sync_global_devices(name: str):
+    """A barrier across all processes (named, so mismatched calls are detected)."""
+    from fluxion._src import distributed
+    if distributed._state:
+        distributed._state["client"].wait_at_barrier(f"sync_global_devices:{name}", 300_000)

@@ -1,0 +1,78 @@
+"""shard_map cases; run by tests/test_parallel.py in a process with 8 CPU devices."""
+import numpy as np
+import pytest
+
+import fluxion as jax
+import fluxion.numpy as jnp
+from fluxion import lax
+from fluxion.sharding import Mesh, PartitionSpec as P
+from fluxion.experimental.shard_map import shard_map as old_shard_map
+
+pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 CPU devices")
+
+
+def _x(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def test_blockwise_identity_and_layout():
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    a = _x((8, 6))
+    f = jax.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"))
+    np.testing.assert_allclose(np.asarray(f(a)), a * 2)
+    shape = jax.shard_map(lambda b: jnp.zeros((1, 1)) + b.shape[0] * 10 + b.shape[1],
+                          mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"))(a)
+    np.testing.assert_array_equal(np.asarray(shape), np.full((4, 2), 23.0))
+
+
+def test_sharded_matmul_with_psum_matches_numpy():
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    a, b = _x((8, 16)), _x((16, 4), 1)
+
+    def block(a_blk, b_blk):  # a: rows over x, contraction over y; b: contraction over y
+        return lax.psum(a_blk @ b_blk, "y")
+
+    f = jax.shard_map(block, mesh=mesh, in_specs=(P("x", "y"), P("y", None)),
+                      out_specs=P("x", None))
+    np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=1e-4, atol=1e-5)
+
+
+def test_collectives_inside_against_numpy():
+    mesh = Mesh(np.array(jax.devices()), ("i",))
+    x = _x((8, 3))
+    f = old_shard_map(lambda v: (lax.pmax(v, "i"), lax.all_gather(v, "i", tiled=True),
+                                 lax.axis_index("i") + jnp.zeros((1,), jnp.int32)),
+                      mesh=mesh, in_specs=P("i"), out_specs=(P(), P(), P("i")))
+    mx, gathered, idx = f(x)
+    np.testing.assert_allclose(np.asarray(mx), x.max(0, keepdims=True))
+    np.testing.assert_allclose(np.asarray(gathered), x)
+    np.testing.assert_array_equal(np.asarray(idx), np.arange(8))
+
+
+def test_two_axis_reduction_groups():
+    mesh = jax.make_mesh((2, 4), ("a", "b"))
+    x = _x((2, 4))
+    for name, ref in (("a", x.sum(0, keepdims=True)), ("b", x.sum(1, keepdims=True))):
+        spec = P(None, "b") if name == "a" else P("a", None)
+        f = jax.shard_map(lambda v: lax.psum(v, name), mesh=mesh, in_specs=P("a", "b"),
+                          out_specs=spec)
+        np.testing.assert_allclose(np.asarray(f(x)), ref, rtol=1e-5)
+
+
+def test_errors():
+    mesh = jax.make_mesh((8,), ("x",))
+    with pytest.raises(ValueError, match="not divisible"):
+        jax.shard_map(lambda v: v, mesh=mesh, in_specs=P("x"), out_specs=P("x"))(np.zeros(6))
+    with pytest.raises(ValueError, match="must be >="):
+        jax.make_mesh((16,), ("x",))
+
+
+def test_pbroadcast_pcast_are_value_identities():
+    mesh = jax.make_mesh((8,), ("x",))
+    x = _x((8, 2))
+    f = jax.shard_map(lambda v: lax.pcast(lax.pbroadcast(v, "x"), "x", to="varying"),
+                      mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    np.testing.assert_array_equal(np.asarray(f(x)), x)
+    with pytest.raises(NameError):
+        jax.shard_map(lambda v: lax.pbroadcast(v, "nope"), mesh=mesh, in_specs=P("x"),
+                      out_specs=P("x"))(x)
