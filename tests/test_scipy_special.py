@@ -71,3 +71,18 @@ def test_xlogy_gradient_at_zero(x64):
     assert float(g) == 0.0
     gx = fluxion.grad(lambda x: sp.xlogy(x, 2.0))(0.0)
     np.testing.assert_allclose(gx, np.log(2.0))
+
+
+def test_incomplete_functions_zeta_and_bessel(x64):
+    a, x = np.array([0.5, 1.0, 3.0, 10.0]), np.array([0.2, 1.5, 2.0, 12.0])
+    np.testing.assert_allclose(sp.gammainc(a, x), ssp.gammainc(a, x), rtol=1e-10)
+    np.testing.assert_allclose(sp.gammaincc(a, x), ssp.gammaincc(a, x), rtol=1e-10)
+    u = np.array([0.1, 0.5, 0.9, 0.99])
+    np.testing.assert_allclose(sp.betainc(a, a[::-1], u), ssp.betainc(a, a[::-1], u), rtol=1e-10)
+    np.testing.assert_allclose(sp.zeta(np.array([2.0, 3.5]), np.array([1.0, 2.0])),
+                               ssp.zeta(np.array([2.0, 3.5]), np.array([1.0, 2.0])), rtol=1e-10)
+    z = np.array([-30.0, -2.0, 0.0, 0.7, 5.0, 40.0])
+    for name in ("i0", "i0e", "i1", "i1e"):
+        np.testing.assert_allclose(getattr(sp, name)(z), getattr(ssp, name)(z), rtol=1e-10)
+    with pytest.raises(NotImplementedError, match="Hurwitz"):
+        sp.zeta(2.0)

@@ -124,3 +124,21 @@ def test_gamma_family_densities(x64):
     k = np.arange(-1.0, 9.0)
     np.testing.assert_allclose(st.poisson.logpmf(k, 3.2), sst.poisson.logpmf(k, 3.2), rtol=1e-8)
     np.testing.assert_allclose(st.poisson.pmf(k, 3.2), sst.poisson.pmf(k, 3.2), rtol=1e-8)
+
+
+def test_incomplete_function_cdfs_and_vonmises(x64):
+    x = np.array([-1.0, 0.0, 0.3, 1.0, 2.5, 7.0])
+    u = np.array([-0.1, 0.0, 0.2, 0.5, 0.9, 1.0, 1.2])
+    for ours, theirs, args, points in [
+            (st.gamma, sst.gamma, (2.5, 0.1, 1.3), x), (st.chi2, sst.chi2, (3.0,), x),
+            (st.beta, sst.beta, (2.0, 3.5), u)]:
+        for fn in ("cdf", "sf", "logcdf", "logsf"):
+            np.testing.assert_allclose(getattr(ours, fn)(points, *args),
+                                       getattr(theirs, fn)(points, *args), rtol=1e-8)
+    np.testing.assert_allclose(st.gennorm.cdf(x, 1.5, 0.2, 2.0), sst.gennorm.cdf(x, 1.5, 0.2, 2.0),
+                               rtol=1e-8)
+    k = np.arange(-1.0, 9.0)
+    np.testing.assert_allclose(st.poisson.cdf(k, 3.2), sst.poisson.cdf(k, 3.2), rtol=1e-8)
+    angles = np.array([-2.0, 0.0, 1.0, 3.0])
+    np.testing.assert_allclose(st.vonmises.logpdf(angles, 1.7), sst.vonmises.logpdf(angles, 1.7),
+                               rtol=1e-8)

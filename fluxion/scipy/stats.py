@@ -2,4 +2,4 @@
 from fluxion._src.scipy.stats import (  # noqa: F401
     bernoulli, beta, betabinom, binom, chi2, gamma, gennorm, poisson, cauchy, dirichlet, expon, geom, gumbel_l, gumbel_r, laplace,
     logistic, multinomial, nbinom, norm, pareto, rankdata, sem, t, truncnorm, uniform,
-    wrapcauchy)
+    vonmises, wrapcauchy)

@@ -335,3 +335,55 @@ def boxcox(x, lmbda):
     """(x**lmbda - 1) / lmbda, and log(x) at lmbda == 0."""
     x, lmbda = _inexact(x, lmbda)
     return boxcox1p(x - 1, lmbda)
+
+
+# ---------------------------------------------------------------------------------------------
+# Incomplete gamma and beta, zeta, modified Bessel functions (on lax's special functions)
+
+def gammainc(a, x):
+    """The regularized lower incomplete gamma function P(a, x)."""
+    a, x = _inexact(a, x)
+    return lax.igamma(a, x)
+
+
+def gammaincc(a, x):
+    """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x)."""
+    a, x = _inexact(a, x)
+    return lax.igammac(a, x)
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function I_x(a, b)."""
+    a, b, x = _inexact(a, b, x)
+    return lax.betainc(a, b, x)
+
+
+def zeta(x, q=None):
+    """The Hurwitz zeta function sum_k (k + q)**-x (q is required, as in JAX)."""
+    if q is None:
+        raise NotImplementedError("Riemann zeta function not implemented; pass q != None to "
+                                  "compute the Hurwitz Zeta function.")
+    x, q = _inexact(x, q)
+    return lax.zeta(x, q)
+
+
+def i0e(x):
+    """The exponentially scaled modified Bessel function of order 0, exp(-|x|) I0(x)."""
+    return lax.bessel_i0e(_inexact(x))
+
+
+def i1e(x):
+    """The exponentially scaled modified Bessel function of order 1, exp(-|x|) I1(x)."""
+    return lax.bessel_i1e(_inexact(x))
+
+
+def i0(x):
+    """The modified Bessel function of order 0."""
+    x = _inexact(x)
+    return jnp.exp(jnp.abs(x)) * i0e(x)
+
+
+def i1(x):
+    """The modified Bessel function of order 1."""
+    x = _inexact(x)
+    return jnp.exp(jnp.abs(x)) * i1e(x)

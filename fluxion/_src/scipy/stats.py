@@ -424,3 +424,74 @@ beta = _density("beta", _beta_logpdf)
 gennorm = _density("gennorm", _gennorm_logpdf)
 poisson = _namespace("poisson", logpmf=_poisson_logpmf,
                      pmf=lambda *a, **k: jnp.exp(_poisson_logpmf(*a, **k)))
+
+
+# CDFs on the regularized incomplete gamma and beta functions.
+
+def _with_cdfs(namespace, cdf, sf):
+    namespace.cdf, namespace.sf = cdf, sf
+    namespace.logcdf = lambda *a, **k: jnp.log(cdf(*a, **k))
+    namespace.logsf = lambda *a, **k: jnp.log(sf(*a, **k))
+    return namespace
+
+
+def _gamma_cdf(x, a, loc=0, scale=1):
+    z, _ = _standardize(x, loc, scale)
+    return sp.gammainc(a, jnp.maximum(z, 0.0))
+
+
+def _gamma_sf(x, a, loc=0, scale=1):
+    z, _ = _standardize(x, loc, scale)
+    return sp.gammaincc(a, jnp.maximum(z, 0.0))
+
+
+def _chi2_cdf(x, df, loc=0, scale=1):
+    z, _ = _standardize(x, loc, scale)
+    return sp.gammainc(_inexact(df) / 2, jnp.maximum(z, 0.0) / 2)
+
+
+def _chi2_sf(x, df, loc=0, scale=1):
+    z, _ = _standardize(x, loc, scale)
+    return sp.gammaincc(_inexact(df) / 2, jnp.maximum(z, 0.0) / 2)
+
+
+def _beta_cdf(x, a, b, loc=0, scale=1):
+    z, _ = _standardize(x, loc, scale)
+    return sp.betainc(a, b, jnp.clip(z, 0.0, 1.0))
+
+
+def _beta_sf(x, a, b, loc=0, scale=1):
+    z, _ = _standardize(x, loc, scale)
+    return sp.betainc(b, a, 1 - jnp.clip(z, 0.0, 1.0))
+
+
+_with_cdfs(gamma, _gamma_cdf, _gamma_sf)
+_with_cdfs(chi2, _chi2_cdf, _chi2_sf)
+_with_cdfs(beta, _beta_cdf, _beta_sf)
+
+
+def _gennorm_cdf(x, beta_, loc=0, scale=1):
+    z, _ = _standardize(x, loc, scale)
+    beta_ = _inexact(beta_)
+    return 0.5 + jnp.sign(z) * 0.5 * sp.gammainc(1 / beta_, jnp.abs(z) ** beta_)
+
+
+gennorm.cdf = _gennorm_cdf
+
+
+def _poisson_cdf(k, mu, loc=0):
+    k, mu, loc = _inexact(k, mu, loc)
+    x = jnp.floor(k - loc)
+    return jnp.where(x < 0, 0.0, sp.gammaincc(x + 1, mu))
+
+
+poisson.cdf = _poisson_cdf
+
+
+def _vonmises_logpdf(x, kappa):
+    x, kappa = _inexact(x, kappa)
+    value = kappa * (jnp.cos(x) - 1) - jnp.log(2 * math.pi * sp.i0e(kappa))
+    return jnp.where(kappa > 0, value, jnp.nan)
+
+
+vonmises = _density("vonmises", _vonmises_logpdf)
