@@ -129,6 +129,8 @@ def _on_config_change(name, value) -> None:
     if name not in ("debug_nans", "debug_infs"):
         return
     from fluxion._src import api, dispatch
+    from fluxion._src.numpy import array_methods
+    array_methods.shortcuts_enabled = not enabled()
     if enabled():
         if _plain_apply is None:
             _plain_apply = dispatch.apply_primitive

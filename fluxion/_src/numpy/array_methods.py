@@ -33,6 +33,10 @@ def _binary_operator(fn, symbol: str, swap: bool = False, reject=()):
     return op
 
 
+# Off while debug_nans/debug_infs check every primitive (nan_checks turns it off).
+shortcuts_enabled = True
+
+
 def _eager_shortcut(general, prim, kinds: str, swap: bool = False):
     """`general` (an Array operator method) with shortcuts for the commonest eager cases.
 
@@ -45,7 +49,7 @@ def _eager_shortcut(general, prim, kinds: str, swap: bool = False):
     cache = dispatch._primitive_cache
 
     def op(self, other):
-        if core._trace_state.trace is core.eval_trace:
+        if core._trace_state.trace is core.eval_trace and shortcuts_enabled:
             aval = self.aval
             if type(other) is Array:
                 if other.aval is aval and not aval.weak_type and aval.dtype.kind in kinds:
