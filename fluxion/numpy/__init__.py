@@ -54,3 +54,6 @@ inf = _np.inf
 nan = _np.nan
 newaxis = None
 from fluxion._src.numpy.vectorize import vectorize  # noqa: F401
+
+# numpy.linalg on LAPACK (issue 10 item 2)
+from fluxion.numpy import linalg  # noqa: F401,E402
