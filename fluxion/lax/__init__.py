@@ -11,3 +11,6 @@ from fluxion._src.lax.sorting import *  # noqa: F401,F403
 from fluxion._src.lax.stop_gradient import *  # noqa: F401,F403
 from fluxion._src.lax.control_flow import *  # noqa: F401,F403
 from fluxion._src.lax.parallel import *  # noqa: F401,F403
+
+# lax.linalg on LAPACK (issue 10 item 2)
+from fluxion.lax import linalg  # noqa: F401,E402

@@ -152,6 +152,7 @@ def cholesky(x, *, symmetrize_input: bool = True):
 
     Returns NaN for a matrix that is not positive definite.
     """
+    _check_matrix("cholesky", core.get_aval(x))
     if symmetrize_input:
         x = symmetrize(x)
     return cholesky_p.bind(x)
@@ -541,6 +542,7 @@ ad.primitive_jvps[eigh_p] = _eigh_jvp
 def eigh(x, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True,
          subset_by_index=None, algorithm=None):
     """Eigendecomposition of Hermitian matrices: returns (v, w), w ascending, x v = v diag(w)."""
+    _check_matrix("eigh", core.get_aval(x))
     if symmetrize_input:
         x = symmetrize(x)
     v, w = eigh_p.bind(x, lower=bool(lower), sort_eigenvalues=bool(sort_eigenvalues),
