@@ -197,7 +197,7 @@ def _triangular_solve_cpu(ctx, a, b, *, left_side, lower, transpose_a, conjugate
                        {"side": lapack.char("L" if left_side else "R"),
                         "uplo": lapack.char("L" if lower else "U"),
                         "trans_x": lapack.char(trans),
-                        "diag": lapack.char("U" if unit_diagonal else "N")})
+                        "diag": lapack.char("U" if unit_diagonal else "N")}, alias=(0, 1))
     return out
 
 
