@@ -576,3 +576,19 @@ def matrix_transpose(x, /):
     if x.ndim < 2:
         raise ValueError(f"matrix_transpose requires at least 2 dimensions; got {x.ndim=}")
     return _T(x)
+
+
+def eig(a):
+    """Eigenvalues and right eigenvectors of general square matrices (complex results)."""
+    a = _inexact("jnp.linalg.eig", a)
+    _require_matrix("eig", a)
+    w, v = lax_linalg.eig(a, compute_left_eigenvectors=False)
+    return w, v
+
+
+def eigvals(a):
+    """Eigenvalues of general square matrices (complex)."""
+    a = _inexact("jnp.linalg.eigvals", a)
+    _require_matrix("eigvals", a)
+    return lax_linalg.eig(a, compute_left_eigenvectors=False,
+                          compute_right_eigenvectors=False)[0]

@@ -652,3 +652,81 @@ def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_ind
         s, u, vt = outs
         return u, s, vt
     return outs[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# eig (general, non-symmetric)
+
+def _complex_dtype(dtype):
+    return np.dtype(np.complex64) if np.dtype(dtype) in (np.float32, np.complex64) \
+        else np.dtype(np.complex128)
+
+
+def _eig_abstract_eval(a, *, compute_left_eigenvectors, compute_right_eigenvectors,
+                       enable_eigvec_derivs=False, implementation=None):
+    _check_matrix("eig", a)
+    c = _complex_dtype(a.dtype)
+    outs = [ShapedArray(a.shape[:-1], c)]
+    outs += [ShapedArray(a.shape, c)] * (int(compute_left_eigenvectors)
+                                         + int(compute_right_eigenvectors))
+    return outs
+
+
+def _eig_cpu(ctx, a, *, compute_left_eigenvectors, compute_right_eigenvectors,
+             enable_eigvec_derivs=False, implementation=None):
+    if implementation not in (None, EigImplementation.LAPACK):
+        raise ValueError("Only the lapack implementation is supported on CPU.")
+    batch = a.shape[:-2]
+    c = _complex_dtype(a.dtype)
+    real = not dtypes.is_complex(a.dtype)
+    w_aval = ShapedArray(a.shape[:-1], a.dtype)
+    v_aval = ShapedArray(a.shape, c)
+    avals = ([w_aval, w_aval] if real else [w_aval]) + [v_aval, v_aval,
+                                                        lapack.info_aval(batch)]
+    outs = lapack.call(ctx, "geev", a.dtype, [a], avals,
+                       {"compute_left": lapack.char("V" if compute_left_eigenvectors else "N"),
+                        "compute_right": lapack.char("V" if compute_right_eigenvectors
+                                                     else "N")},
+                       matrix_results=[False] * (len(avals) - 3) + [True, True, False],
+                       alias=None)
+    *w, vl, vr, info = outs
+    if real:
+        w = ctx.op1("stablehlo.complex", w, ShapedArray(a.shape[:-1], c))
+    else:
+        w = w[0]
+    result = [lapack.nan_where_failed(ctx, info, w, len(batch))]
+    if compute_left_eigenvectors:
+        result.append(lapack.nan_where_failed(ctx, info, vl, len(batch)))
+    if compute_right_eigenvectors:
+        result.append(lapack.nan_where_failed(ctx, info, vr, len(batch)))
+    return result
+
+
+eig_p = _primitive("eig", _eig_abstract_eval, _eig_cpu, multiple_results=True)
+
+
+def _eig_jvp(primals, tangents, *, compute_left_eigenvectors, compute_right_eigenvectors,
+             enable_eigvec_derivs=False, implementation=None):
+    jnp = _jnp()
+    if compute_left_eigenvectors or compute_right_eigenvectors:
+        raise NotImplementedError(
+            "The derivatives of eigenvectors are not implemented, only eigenvalues. See "
+            "https://github.com/jax-ml/jax/issues/2748 for discussion.")
+    a, = primals
+    da = ad.instantiate(tangents[0])
+    w, v = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True,
+                      enable_eigvec_derivs=False, implementation=implementation)
+    from fluxion._src.numpy import linalg as np_linalg
+    vinv_da_v = np_linalg.solve(v, da.astype(v.dtype)) @ v
+    return [w], [jnp.diagonal(vinv_da_v, axis1=-2, axis2=-1)]
+
+
+ad.primitive_jvps[eig_p] = _eig_jvp
+
+
+def eig(x, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
+        use_magma=None, implementation=None):
+    """Eigendecomposition of general square matrices: [w, vl?, vr?] (complex)."""
+    return eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                      compute_right_eigenvectors=bool(compute_right_eigenvectors),
+                      enable_eigvec_derivs=False, implementation=implementation)
