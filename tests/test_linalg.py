@@ -146,8 +146,7 @@ def test_dtypes_and_names_like_jax():
     lax_missing = {n for n in dir(jax.lax.linalg) if not n.startswith("_")} - set(dir(fl))
     # Not implemented yet (named in docs/linalg.md).
     assert lax_missing <= {"cholesky_update", "cholesky_update_p", "hessenberg", "hessenberg_p",
-                           "ormqr", "ormqr_p", "qdwh", "schur", "schur_p", "symmetric_product",
-                           "symmetric_product_p", "tridiagonal", "tridiagonal_p",
+                           "ormqr", "ormqr_p", "qdwh", "schur", "schur_p", "tridiagonal", "tridiagonal_p",
                            "tridiagonal_solve", "tridiagonal_solve_p"}, lax_missing
     # x64 off: JAX is the oracle. x64 on: JAX 0.10.2 maps int32 to float32 here, while
     # fluxion's whole numpy maps ints to the default float (as jnp.sin does in fluxion), so
@@ -313,3 +312,17 @@ def test_eig_matches_jax(x64):
     np.testing.assert_allclose(fluxion.vmap(fnp.linalg.eigvals)(a),
                                np.stack([np.asarray(fnp.linalg.eigvals(m)) for m in a]),
                                rtol=1e-12)
+
+
+def test_symmetric_product_and_platform_error(x64):
+    a, c = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 3, 3))
+    for sym in (False, True):
+        ours = fl.symmetric_product(a, c, alpha=2.0, beta=0.5, symmetrize_output=sym)
+        theirs = jax.lax.linalg.symmetric_product(a, c, alpha=2.0, beta=0.5,
+                                                  symmetrize_output=sym)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    check_grads(lambda x, y: fl.symmetric_product(x, y, alpha=2.0, beta=0.5), (a[0], c[0]), 1)
+    # A platform without a LAPACK rule gets a clear error naming the primitive.
+    from fluxion._src.compiler import lowering
+    with pytest.raises(NotImplementedError, match="cholesky.*cuda"):
+        lowering.get_lowering(fl.cholesky_p, "cuda")

@@ -730,3 +730,53 @@ def eig(x, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors
     return eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
                       compute_right_eigenvectors=bool(compute_right_eigenvectors),
                       enable_eigvec_derivs=False, implementation=implementation)
+
+
+# ---------------------------------------------------------------------------------------------
+# symmetric_product (a generic lowering: alpha a a^T + beta c)
+
+def _symmetric_product_abstract_eval(a, c, *, alpha, beta, symmetrize_output):
+    if a.ndim < 2 or c.ndim < 2 or c.shape[-1] != c.shape[-2] or \
+            c.shape[-1] != a.shape[-2] or a.shape[:-2] != c.shape[:-2]:
+        raise ValueError(f"symmetric_product requires a of shape (..., n, k) and c of shape "
+                         f"(..., n, n), got {a.shape} and {c.shape}")
+    if a.dtype != c.dtype:
+        raise TypeError(f"symmetric_product requires equal dtypes, got {a.dtype} and {c.dtype}")
+    return ShapedArray(c.shape, c.dtype)
+
+
+def _symmetric_product_impl(a, c, *, alpha, beta, symmetrize_output):
+    jnp = _jnp()
+    out = alpha * (a @ _T(a)) + beta * c
+    if symmetrize_output:
+        out = jnp.tril(out) + _T(jnp.tril(out, -1))
+    return out
+
+
+symmetric_product_p = core.Primitive("symmetric_product")
+symmetric_product_p.def_abstract_eval(_symmetric_product_abstract_eval)
+lowering.register_lowering(symmetric_product_p,
+                           lowering.lower_fun(_symmetric_product_impl, multiple_results=False))
+_batch_front(symmetric_product_p)
+
+
+def _symmetric_product_jvp(primals, tangents, *, alpha, beta, symmetrize_output):
+    jnp = _jnp()
+    a, c = primals
+    da, dc = (ad.instantiate(t) for t in tangents)
+    out = symmetric_product_p.bind(a, c, alpha=alpha, beta=beta,
+                                   symmetrize_output=symmetrize_output)
+    d = alpha * (da @ _T(a) + a @ _T(da)) + beta * dc
+    if symmetrize_output:
+        d = jnp.tril(d) + _T(jnp.tril(d, -1))
+    return out, d
+
+
+ad.primitive_jvps[symmetric_product_p] = _symmetric_product_jvp
+
+
+def symmetric_product(a_matrix, c_matrix, *, alpha: float = 1.0, beta: float = 0.0,
+                      symmetrize_output: bool = False):
+    """alpha * a @ a.T + beta * c (with the lower triangle mirrored if `symmetrize_output`)."""
+    return symmetric_product_p.bind(a_matrix, c_matrix, alpha=float(alpha), beta=float(beta),
+                                    symmetrize_output=bool(symmetrize_output))
