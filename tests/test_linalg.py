@@ -326,3 +326,12 @@ def test_symmetric_product_and_platform_error(x64):
     from fluxion._src.compiler import lowering
     with pytest.raises(NotImplementedError, match="cholesky.*cuda"):
         lowering.get_lowering(fl.cholesky_p, "cuda")
+
+
+@pytest.mark.parametrize("name,shape", [("orthogonal", (4, 6)), ("orthogonal", (6, 4)),
+                                        ("delta_orthogonal", (3, 3, 4, 4))])
+def test_orthogonal_initializers_equal_jax(name, shape):
+    ours = getattr(fluxion.nn.initializers, name)()(fr.PRNGKey(2), shape)
+    theirs = getattr(jax.nn.initializers, name)()(jax.random.PRNGKey(2), shape)
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
