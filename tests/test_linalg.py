@@ -146,8 +146,7 @@ def test_dtypes_and_names_like_jax():
     lax_missing = {n for n in dir(jax.lax.linalg) if not n.startswith("_")} - set(dir(fl))
     # Not implemented yet (named in docs/linalg.md).
     assert lax_missing <= {"cholesky_update", "cholesky_update_p", "hessenberg", "hessenberg_p",
-                           "ormqr", "ormqr_p", "qdwh", "schur", "schur_p", "tridiagonal", "tridiagonal_p",
-                           "tridiagonal_solve", "tridiagonal_solve_p"}, lax_missing
+                           "ormqr", "ormqr_p", "qdwh", "schur", "schur_p", "tridiagonal", "tridiagonal_p"}, lax_missing
     # x64 off: JAX is the oracle. x64 on: JAX 0.10.2 maps int32 to float32 here, while
     # fluxion's whole numpy maps ints to the default float (as jnp.sin does in fluxion), so
     # the linalg functions must agree with fluxion's own promotion.
@@ -335,3 +334,20 @@ def test_orthogonal_initializers_equal_jax(name, shape):
     theirs = getattr(jax.nn.initializers, name)()(jax.random.PRNGKey(2), shape)
     assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_tridiagonal_solve(x64):
+    n = 5
+    dl, d, du = rng.standard_normal((2, n)), rng.standard_normal((2, n)) + 4, \
+        rng.standard_normal((2, n))
+    dl[:, 0] = 0
+    du[:, -1] = 0
+    b = rng.standard_normal((2, n, 3))
+    for perturb in (False, True):
+        np.testing.assert_allclose(
+            fl.tridiagonal_solve(dl, d, du, b, perturb_singular=perturb),
+            jax.lax.linalg.tridiagonal_solve(dl, d, du, b, perturb_singular=perturb),
+            rtol=1e-12)
+    check_grads(fl.tridiagonal_solve, (dl[0], d[0], du[0], b[0]), 1)
+    np.testing.assert_allclose(fluxion.vmap(fl.tridiagonal_solve)(dl, d, du, b),
+                               fl.tridiagonal_solve(dl, d, du, b), rtol=1e-12)

@@ -4,5 +4,5 @@ from fluxion._src.lax.linalg.primitives import (  # noqa: F401
     eigh_p,
     geqrf, geqrf_p, householder_product, householder_product_p, lu, lu_p,
     lu_pivots_to_permutation, lu_pivots_to_permutation_p, qr, qr_p, svd, svd_p, symmetrize,
-    symmetric_product, symmetric_product_p,
+    symmetric_product, symmetric_product_p, tridiagonal_solve, tridiagonal_solve_p,
     triangular_solve, triangular_solve_p)

@@ -780,3 +780,79 @@ def symmetric_product(a_matrix, c_matrix, *, alpha: float = 1.0, beta: float = 0
     """alpha * a @ a.T + beta * c (with the lower triangle mirrored if `symmetrize_output`)."""
     return symmetric_product_p.bind(a_matrix, c_matrix, alpha=float(alpha), beta=float(beta),
                                     symmetrize_output=bool(symmetrize_output))
+
+
+# ---------------------------------------------------------------------------------------------
+# tridiagonal_solve (LAPACK gtsv)
+
+def _tridiagonal_solve_abstract_eval(dl, d, du, b, *, perturb_singular):
+    if dl.shape != d.shape or dl.shape != du.shape:
+        raise TypeError("tridiagonal_solve requires that all diagonal arguments have the same "
+                        "shape.")
+    if b.ndim < 2 or dl.shape != b.shape[:-1]:
+        raise TypeError("tridiagonal_solve requires that the leading ndim-1 dimensions of b "
+                        "equal the dimensions of the diagonal arguments.")
+    if len({np.dtype(x.dtype) for x in (dl, d, du, b)}) != 1:
+        raise TypeError("tridiagonal_solve requires all arguments to have the same dtype")
+    _check_matrix("tridiagonal_solve", b, square=False)
+    return ShapedArray(b.shape, b.dtype)
+
+
+def _tridiagonal_solve_cpu(ctx, dl, d, du, b, *, perturb_singular):
+    batch = b.shape[:-2]
+    if 0 in b.shape[-2:]:
+        return b
+    out_b = b.aval.update(weak_type=False)
+    if perturb_singular:
+        lapack.ensure_initialized()
+        layouts = [list(range(x.aval.ndim - 1, -1, -1)) for x in (dl, d, du)]
+        out, = ctx.custom_call("tridiagonal_solve_perturbed_ffi", [dl, d, du, b], [out_b],
+                               backend_config={},
+                               operand_layouts=layouts + [lapack._layout(b.aval.ndim, True)],
+                               result_layouts=[lapack._layout(b.aval.ndim, True)])
+        return out
+    *_, x, info = lapack.call(ctx, "gtsv", b.dtype, [dl, d, du, b],
+                              [dl.aval, d.aval, du.aval, out_b, lapack.info_aval(batch)],
+                              matrix_operands=[False, False, False, True],
+                              matrix_results=[False, False, False, True, False], alias=None)
+    return lapack.nan_where_failed(ctx, info, x, len(batch))
+
+
+tridiagonal_solve_p = _primitive("tridiagonal_solve", _tridiagonal_solve_abstract_eval,
+                                 _tridiagonal_solve_cpu)
+
+
+def _tridiagonal_product(dl, d, du, b):
+    y = d[..., None] * b
+    y = y.at[..., 1:, :].add(dl[..., 1:, None] * b[..., :-1, :])
+    return y.at[..., :-1, :].add(du[..., :-1, None] * b[..., 1:, :])
+
+
+def _tridiagonal_solve_jvp(primals, tangents, *, perturb_singular):
+    dl, d, du, b = primals
+    x = tridiagonal_solve_p.bind(dl, d, du, b, perturb_singular=perturb_singular)
+    tdl, td, tdu, tb = (ad.instantiate(t) for t in tangents)
+    rhs = tb - _tridiagonal_product(tdl, td, tdu, x)
+    return x, tridiagonal_solve_p.bind(dl, d, du, rhs, perturb_singular=perturb_singular)
+
+
+def _tridiagonal_solve_transpose(ct, dl, d, du, b, *, perturb_singular):
+    jnp = _jnp()
+    assert ad.is_undefined_primal(b)
+    if type(ct) is ad.Zero:
+        return [None, None, None, ad.Zero(b.aval)]
+    zero = jnp.zeros_like(dl[..., :1])
+    dl_t = jnp.concatenate([zero, du[..., :-1]], axis=-1)
+    du_t = jnp.concatenate([dl[..., 1:], zero], axis=-1)
+    return [None, None, None, tridiagonal_solve_p.bind(dl_t, d, du_t, ct,
+                                                       perturb_singular=perturb_singular)]
+
+
+ad.primitive_jvps[tridiagonal_solve_p] = _tridiagonal_solve_jvp
+ad.primitive_transposes[tridiagonal_solve_p] = _tridiagonal_solve_transpose
+
+
+def tridiagonal_solve(dl, d, du, b, *, perturb_singular: bool = False):
+    """Solve a tridiagonal system: sub-diagonal dl (dl[0] = 0), diagonal d, super-diagonal du
+    (du[-1] = 0), right-hand sides b of shape (..., n, k)."""
+    return tridiagonal_solve_p.bind(dl, d, du, b, perturb_singular=bool(perturb_singular))
