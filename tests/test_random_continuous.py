@@ -95,10 +95,9 @@ def test_unsafe_parameter_cast_raises(x64):
         fr.pareto(fr.key(0), np.float64(2.0), dtype=np.float32)
 
 
-def test_linear_algebra_samplers_are_not_implemented():
-    with pytest.raises(NotImplementedError, match="cholesky"):
-        fr.multivariate_normal(fr.key(0), np.zeros(2), np.eye(2))
+def test_linear_algebra_sampler_errors():
+    # Values against jax.random are in tests/test_linalg.py.
     with pytest.raises(ValueError, match="method"):
         fr.multivariate_normal(fr.key(0), np.zeros(2), np.eye(2), method="lu")
-    with pytest.raises(NotImplementedError, match="qr"):
-        fr.orthogonal(fr.key(0), 3)
+    with pytest.raises(ValueError, match="cov.shape"):
+        fr.multivariate_normal(fr.key(0), np.zeros(2), np.eye(3))

@@ -15,3 +15,6 @@ from fluxion._src.lax.fft import *  # noqa: F401,F403
 from fluxion._src.lax.jax_names import *  # noqa: F401,F403
 from fluxion._src.lax.special import *  # noqa: F401,F403
 from fluxion._src.lax.jax_names_ops import *  # noqa: F401,F403
+
+# lax.linalg on LAPACK (issue 10 item 2)
+from fluxion.lax import linalg  # noqa: F401,E402

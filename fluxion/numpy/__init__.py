@@ -108,3 +108,5 @@ from fluxion._src.numpy.polynomial import (  # noqa: F401,E402
 from fluxion._src.numpy.windows import bartlett, blackman, hamming, hanning, kaiser  # noqa: F401,E402,E501
 from fluxion._src.numpy.array_api import (  # noqa: F401,E402
     __array_api_version__, __array_namespace_info__, astype)
+# numpy.linalg on LAPACK (issue 10 item 2)
+from fluxion.numpy import linalg  # noqa: F401,E402

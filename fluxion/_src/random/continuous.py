@@ -314,19 +314,88 @@ def triangular(key, left, mode, right, shape=None, dtype=None, *, out_sharding=N
 
 
 # ---------------------------------------------------------------------------------------------
-# Samplers that need linear algebra fluxion does not have yet
+# Samplers built on linear algebra
+
+def _multivariate_normal(key, mean, cov, shape, dtype, method):
+    import fluxion.numpy as jnp
+    from fluxion._src.numpy import linalg
+    if method == "svd":
+        u, s, _ = linalg.svd(cov)
+        factor = u * jnp.sqrt(s[..., None, :])
+    elif method == "eigh":
+        w, v = linalg.eigh(cov)
+        factor = v * jnp.sqrt(w[..., None, :])
+    else:
+        factor = linalg.cholesky(cov)
+    samples = _normal(key, shape + mean.shape[-1:], dtype)
+    return mean + jnp.einsum("...ij,...j->...i", factor, samples)
+
+
+_multivariate_normal_jit = static_jit(_multivariate_normal, 3)
+
 
 def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky", *,
                         out_sharding=None):
-    """Multivariate normal samples (needs a matrix factorization: not yet in fluxion)."""
+    """Multivariate normal samples: mean + F z with F F^H = cov from `method`'s factorization
+    ('cholesky', 'eigh' or 'svd') and z standard normal."""
     if method not in {"svd", "eigh", "cholesky"}:
         raise ValueError("method must be one of {'svd', 'eigh', 'cholesky'}")
-    raise NotImplementedError(f"fluxion.random.multivariate_normal needs "
-                              f"fluxion.numpy.linalg's {method} factorization, which fluxion does "
-                              "not have yet.")
+    key, _ = check_key("multivariate_normal", key)
+    check_out_sharding(out_sharding)
+    mean, cov = util.promote_dtypes_inexact(util.as_array(mean), util.as_array(cov))
+    if dtype is None:
+        dtype = mean.dtype
+    else:
+        dtype = user_dtype(dtype, float)
+    if not dtypes.is_float(dtype):
+        raise ValueError(f"dtype argument to `multivariate_normal` must be a float dtype, got "
+                         f"{dtype}")
+    if not np.ndim(mean) >= 1:
+        raise ValueError(f"multivariate_normal requires mean.ndim >= 1, got mean.ndim == "
+                         f"{np.ndim(mean)}")
+    if not np.ndim(cov) >= 2:
+        raise ValueError(f"multivariate_normal requires cov.ndim >= 2, got cov.ndim == "
+                         f"{np.ndim(cov)}")
+    n = mean.shape[-1]
+    if tuple(cov.shape[-2:]) != (n, n):
+        raise ValueError(f"multivariate_normal requires cov.shape == (..., n, n) for n={n}, "
+                         f"but got cov.shape == {tuple(cov.shape)}.")
+    if shape is None:
+        shape = tuple(np.broadcast_shapes(mean.shape[:-1], cov.shape[:-2]))
+    else:
+        shape = canonical_shape(shape)
+        try:
+            np.broadcast_shapes(shape, mean.shape[:-1], cov.shape[:-2])
+        except ValueError:
+            raise ValueError(f"normal parameter shapes must be broadcast-compatible with shape "
+                             f"argument, and the result of broadcasting the shapes must equal "
+                             f"the shape argument, but got result "
+                             f"{np.broadcast_shapes(shape, mean.shape[:-1], cov.shape[:-2])} "
+                             f"for shape argument {shape}.") from None
+    return _multivariate_normal_jit(key, mean, cov, shape, np.dtype(dtype), method)
+
+
+def _orthogonal(key, n, m, shape, dtype):
+    import fluxion.numpy as jnp
+    from fluxion._src.numpy import linalg
+    z = _normal(key, (*shape, max(n, m), min(n, m)), dtype)
+    q, r = linalg.qr(z)
+    d = jnp.diagonal(r, axis1=-2, axis2=-1)
+    x = q * jnp.expand_dims(jnp.sign(d), -2)
+    return jnp.swapaxes(x, -1, -2) if n < m else x
+
+
+_orthogonal_jit = static_jit(_orthogonal, 4)
 
 
 def orthogonal(key, n, shape=(), dtype=None, m=None, *, out_sharding=None):
-    """Random orthogonal matrices (needs a QR decomposition: not yet in fluxion)."""
-    raise NotImplementedError("fluxion.random.orthogonal needs fluxion.numpy.linalg.qr, which "
-                              "fluxion does not have yet.")
+    """Haar-random orthogonal (or unitary) n x m matrices: QR of a normal matrix with the
+    signs of R's diagonal moved into Q (Mezzadri 2007)."""
+    import operator
+    key, _ = check_key("orthogonal", key)
+    check_out_sharding(out_sharding)
+    shape = canonical_shape(shape)
+    dtype = user_dtype(dtype, float)
+    n = operator.index(n)
+    m = n if m is None else operator.index(m)
+    return _orthogonal_jit(key, n, m, shape, dtype)

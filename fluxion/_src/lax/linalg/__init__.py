@@ -1,0 +1,1 @@
+"""lax.linalg on LAPACK."""

@@ -1,0 +1,297 @@
+"""`fluxion.scipy.linalg`: SciPy's linear algebra on lax.linalg's LAPACK primitives.
+
+SciPy's conventions where they differ from numpy.linalg: `cholesky` gives the upper factor
+unless lower=True, `eigh` returns (eigenvalues, eigenvectors), `lu` returns (P, L, U) with
+a = P @ L @ U, `qr(mode='r')` returns a 1-tuple.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import fluxion.numpy as jnp
+from fluxion._src.ad_api import jvp
+from fluxion.lax import linalg as lax_linalg
+
+
+def _swap(x):
+    return jnp.swapaxes(x, -1, -2)
+
+
+def _h(x):
+    return jnp.conj(_swap(x))
+
+
+def _inexact(a):
+    a = jnp.asarray(a)
+    return a if jnp.issubdtype(a.dtype, jnp.inexact) else a.astype(jnp.result_type(float))
+
+
+def cholesky(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True):
+    """The Cholesky factor of a Hermitian positive-definite matrix: upper (a = U^H U) unless
+    `lower` (a = L L^H)."""
+    factor = lax_linalg.cholesky(_inexact(a))
+    return factor if lower else _h(factor)
+
+
+def cho_factor(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True):
+    """(factor, lower) for `cho_solve`."""
+    return cholesky(a, lower=lower), lower
+
+
+def _solve_triangular(a, b, lower, trans, unit_diagonal=False):
+    vector = b.ndim == a.ndim - 1
+    rhs = b[..., None] if vector else b
+    x = lax_linalg.triangular_solve(a, rhs, left_side=True, lower=lower,
+                                    transpose_a=trans in (1, 2), conjugate_a=trans == 2,
+                                    unit_diagonal=unit_diagonal)
+    return x[..., 0] if vector else x
+
+
+def cho_solve(c_and_lower, b, overwrite_b: bool = False, check_finite: bool = True):
+    """Solve a x = b given `cho_factor(a)`."""
+    c, lower = c_and_lower
+    c, b = _inexact(c), jnp.asarray(b)
+    b = b.astype(jnp.result_type(c, b))
+    first = _solve_triangular(c, b, lower=lower, trans=0 if lower else 2)
+    return _solve_triangular(c, first, lower=lower, trans=2 if lower else 0)
+
+
+_TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
+
+
+def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = False,
+                     overwrite_b: bool = False, debug=None, check_finite: bool = True):
+    """Solve op(a) x = b for triangular a; op is a (0, 'N'), a^T (1, 'T') or a^H (2, 'C')."""
+    if trans not in _TRANS:
+        raise ValueError(f"Invalid 'trans' value {trans!r}")
+    a, b = _inexact(a), jnp.asarray(b)
+    dtype = jnp.result_type(a, b)
+    return _solve_triangular(a.astype(dtype), b.astype(dtype), lower, _TRANS[trans],
+                             unit_diagonal)
+
+
+def solve(a, b, lower: bool = False, overwrite_a: bool = False, overwrite_b: bool = False,
+          debug: bool = False, check_finite: bool = True, assume_a: str = "gen"):
+    """Solve a x = b; assume_a='pos' uses a Cholesky factorization, the other kinds ('gen',
+    'sym', 'her') an LU factorization."""
+    if assume_a not in ("gen", "sym", "her", "pos"):
+        raise ValueError(f"Expected assume_a to be one of 'gen', 'sym', 'her', 'pos'; got "
+                         f"{assume_a!r}")
+    if assume_a != "pos":
+        return jnp.linalg.solve(a, b)
+    return cho_solve(cho_factor(a, lower=lower), b)
+
+
+def det(a, overwrite_a: bool = False, check_finite: bool = True):
+    """The determinant."""
+    return jnp.linalg.det(a)
+
+
+def inv(a, overwrite_a: bool = False, check_finite: bool = True):
+    """The inverse."""
+    return jnp.linalg.inv(a)
+
+
+def lu_factor(a, overwrite_a: bool = False, check_finite: bool = True):
+    """(lu, pivots): the packed LU factorization with LAPACK's (0-based) row interchanges."""
+    lu, pivots, _ = lax_linalg.lu(_inexact(a))
+    return lu, pivots
+
+
+def lu_solve(lu_and_piv, b, trans: int = 0, overwrite_b: bool = False,
+             check_finite: bool = True):
+    """Solve a x = b (trans 0), a^T x = b (1) or a^H x = b (2) from `lu_factor(a)`."""
+    lu, pivots = lu_and_piv
+    if trans not in (0, 1, 2):
+        raise ValueError(f"Invalid 'trans' value {trans!r}")
+    b = jnp.asarray(b).astype(lu.dtype)
+    m = lu.shape[-1]
+    perm = lax_linalg.lu_pivots_to_permutation(pivots, m)
+    vector = b.ndim == 1
+    rhs = b[:, None] if vector else b
+    if trans == 0:
+        x = _solve_triangular(lu, rhs[..., perm, :], lower=True, trans=0, unit_diagonal=True)
+        x = _solve_triangular(lu, x, lower=False, trans=0)
+    else:
+        x = _solve_triangular(lu, rhs, lower=False, trans=trans)
+        x = _solve_triangular(lu, x, lower=True, trans=trans, unit_diagonal=True)
+        x = x[..., jnp.argsort(perm), :]
+    return x[:, 0] if vector else x
+
+
+def lu(a, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool = True):
+    """(P, L, U) with a = P @ L @ U, or (P @ L, U) with permute_l."""
+    a = _inexact(a)
+    packed, _, perm = lax_linalg.lu(a)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    lower = jnp.tril(packed[..., :, :k], -1) + jnp.eye(m, k, dtype=a.dtype)
+    upper = jnp.triu(packed[..., :k, :])
+    p = _swap(jnp.eye(m, dtype=a.dtype)[perm])
+    if permute_l:
+        return p @ lower, upper
+    return p, lower, upper
+
+
+def qr(a, overwrite_a: bool = False, lwork=None, mode: str = "full", pivoting: bool = False,
+       check_finite: bool = True):
+    """Q, R with a = Q R: mode 'full', 'economic', or 'r' (a 1-tuple (R,))."""
+    if pivoting:
+        raise NotImplementedError("The pivoting=True case of qr is not implemented.")
+    if mode not in ("full", "economic", "r", "raw"):
+        raise ValueError(f"Unsupported mode {mode}")
+    if mode == "raw":
+        raise NotImplementedError("The raw mode of qr is not implemented.")
+    q, r = lax_linalg.qr(_inexact(a), full_matrices=mode in ("full", "r"))
+    return (r,) if mode == "r" else (q, r)
+
+
+def qr_multiply(a, c, mode: str = "right", pivoting: bool = False, conjugate: bool = False,
+                overwrite_a: bool = False, overwrite_c: bool = False):
+    """(Q @ c (mode 'left') or c @ Q (mode 'right'), R) for the economic QR of `a`."""
+    if pivoting:
+        raise NotImplementedError("The pivoting=True case of qr_multiply is not implemented.")
+    if mode not in ("left", "right"):
+        raise ValueError(f"mode must be 'left' or 'right', got {mode!r}")
+    q, r = qr(a, mode="economic")
+    if conjugate:
+        q = jnp.conj(q)
+    c = jnp.asarray(c)
+    return (q @ c if mode == "left" else c @ q), r
+
+
+def svd(a, full_matrices: bool = True, compute_uv: bool = True, overwrite_a: bool = False,
+        check_finite: bool = True, lapack_driver: str = "gesdd"):
+    """U, s, Vh with a = U diag(s) Vh (or s alone)."""
+    if lapack_driver not in ("gesdd", "gesvd"):
+        raise ValueError(f"lapack_driver must be 'gesdd' or 'gesvd', got {lapack_driver!r}")
+    return jnp.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+
+
+def eigh(a, b=None, lower: bool = True, eigvals_only: bool = False, overwrite_a: bool = False,
+         overwrite_b: bool = False, turbo: bool = True, eigvals=None, type: int = 1,
+         check_finite: bool = True):
+    """Eigenvalues (ascending) and eigenvectors of a Hermitian matrix, read from its `lower`
+    (or upper) triangle; the generalized problem (b) is not supported, as in JAX."""
+    if b is not None:
+        raise NotImplementedError("Only the b=None case of eigh is implemented")
+    if type != 1:
+        raise NotImplementedError("Only the type=1 case of eigh is implemented.")
+    if eigvals is not None:
+        raise NotImplementedError("Only the eigvals=None case of eigh is implemented.")
+    v, w = lax_linalg.eigh(_inexact(a), lower=lower, symmetrize_input=False)
+    return w if eigvals_only else (w, v)
+
+
+def eigh_tridiagonal(d, e, *, eigvals_only: bool = False, select: str = "a",
+                     select_range=None, tol=None, key=None):
+    """Eigenvalues of the symmetric tridiagonal matrix with diagonal d and off-diagonal e
+    (eigvals_only=True and select='a' only, as in JAX)."""
+    if not eigvals_only:
+        raise NotImplementedError("Calculation of eigenvectors is not implemented")
+    if select != "a":
+        raise NotImplementedError("Only select='a' is implemented")
+    d, e = _inexact(d), jnp.asarray(e)
+    matrix = jnp.diag(d) + jnp.diag(e.astype(d.dtype), 1) + jnp.diag(jnp.conj(e).astype(d.dtype), -1)
+    return jnp.linalg.eigvalsh(matrix)
+
+
+def polar(a, side: str = "right", *, method: str = "qdwh", eps=None, max_iterations=None):
+    """(u, p) with a = u p (side 'right') or a = p u ('left'), u unitary and p Hermitian
+    positive semi-definite; computed from the SVD for either `method`."""
+    if side not in ("left", "right"):
+        raise ValueError(f"side={side!r} is not supported; use 'left' or 'right'")
+    if method not in ("qdwh", "svd"):
+        raise ValueError(f"Unknown polar decomposition method {method}.")
+    a = _inexact(a)
+    u_svd, s, vh = jnp.linalg.svd(a, full_matrices=False)
+    unitary = u_svd @ vh
+    if side == "right":
+        posdef = _h(vh) @ (s[..., :, None].astype(a.dtype) * vh)
+    else:
+        posdef = u_svd @ (s[..., :, None].astype(a.dtype) * _h(u_svd))
+    return unitary, posdef
+
+
+# ---------------------------------------------------------------------------------------------
+# The matrix exponential: scaling and squaring with Pade approximants (Higham 2005)
+
+_PADE = {
+    3: [120.0, 60.0, 12.0, 1.0],
+    5: [30240.0, 15120.0, 3360.0, 420.0, 30.0, 1.0],
+    7: [17297280.0, 8648640.0, 1995840.0, 277200.0, 25200.0, 1512.0, 56.0, 1.0],
+    9: [17643225600.0, 8821612800.0, 2075673600.0, 302702400.0, 30270240.0, 2162160.0,
+        110880.0, 3960.0, 90.0, 1.0],
+    13: [64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
+         129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
+         40840800.0, 960960.0, 16380.0, 182.0, 1.0],
+}
+# The largest 1-norm for which each Pade order is accurate to unit roundoff; a matrix whose
+# norm is above the last bound is scaled by 2**-s first, then squared s times.
+_ORDERS = {np.float32: ([3, 5, 7], [4.258730016922831e-001, 1.880152677804762e+000],
+                        3.925724783138660e+000),
+           np.float64: ([3, 5, 7, 9, 13], [1.495585217958292e-002, 2.539398330063230e-001,
+                                           9.504178996162932e-001, 2.097847961257068e+000],
+                        5.371920351148152e+000)}
+
+
+def _pade(a, order):
+    """(U, V): the odd and even parts of the order-`order` Pade approximant's numerator."""
+    b = _PADE[order]
+    eye = jnp.eye(a.shape[-1], dtype=a.dtype)
+    a2 = a @ a
+    if order < 13:
+        powers = [eye, a2]
+        for _ in range(order // 2 - 1):
+            powers.append(powers[-1] @ a2)
+        u = a @ sum(b[2 * k + 1] * p for k, p in enumerate(powers))
+        v = sum(b[2 * k] * p for k, p in enumerate(powers))
+        return u, v
+    a4 = a2 @ a2
+    a6 = a4 @ a2
+    u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2) + b[7] * a6 + b[5] * a4 + b[3] * a2
+             + b[1] * eye)
+    v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 \
+        + b[0] * eye
+    return u, v
+
+
+def _expm_one(a, max_squarings):
+    from fluxion import lax
+    real = np.float64 if jnp.finfo(a.dtype).bits == 64 else np.float32
+    orders, bounds, max_norm = _ORDERS[real]
+    norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2))
+    squarings = jnp.maximum(0, jnp.floor(jnp.log2(norm / max_norm)))
+    scaled = a / (2 ** squarings).astype(a.dtype)
+    which = jnp.sum(norm >= jnp.asarray(bounds, norm.dtype)).astype(np.int32)
+    u, v = lax.switch(which, [lambda m, k=k: _pade(m, k) for k in orders], scaled)
+    r = jnp.linalg.solve(v - u, v + u)
+
+    def square(m, i):  # a fixed-length loop, so reverse mode differentiates it
+        return lax.cond(i < squarings, lambda x: x @ x, lambda x: x, m), None
+    r, _ = lax.scan(square, r, jnp.arange(max_squarings, dtype=squarings.dtype))
+    return jnp.where(squarings > max_squarings, jnp.nan, r)
+
+
+def expm(A, *, upper_triangular: bool = False, max_squarings: int = 16):
+    """The matrix exponential (batched over leading dimensions); NaN when more than
+    `max_squarings` squarings would be needed."""
+    a = _inexact(A)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"expected A to be a (batched) square matrix, got shape {a.shape}")
+    from fluxion._src.vmap import vmap
+    flat = a.reshape((-1,) + a.shape[-2:])
+    out = vmap(lambda m: _expm_one(m, max_squarings))(flat)
+    return out.reshape(a.shape)
+
+
+def expm_frechet(A, E, *, method=None, compute_expm: bool = True):
+    """The Frechet derivative of expm at A in the direction E (and expm(A) with compute_expm)."""
+    if method not in (None, "SPS", "blockEnlarge"):
+        raise ValueError(f"Unknown method {method!r}")
+    A, E = _inexact(A), jnp.asarray(E)
+    if A.shape != E.shape or A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"expected A and E to be square matrices of one shape, got {A.shape} "
+                         f"and {E.shape}")
+    value, derivative = jvp(expm, (A,), (E.astype(A.dtype),))
+    return (value, derivative) if compute_expm else derivative

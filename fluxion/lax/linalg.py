@@ -1,0 +1,8 @@
+"""fluxion.lax.linalg: matrix decompositions as primitives lowered to LAPACK on CPU."""
+from fluxion._src.lax.linalg.primitives import (  # noqa: F401
+    EigImplementation, EighImplementation, SvdAlgorithm, cholesky, cholesky_p, eig, eig_p, eigh,
+    eigh_p,
+    geqrf, geqrf_p, householder_product, householder_product_p, lu, lu_p,
+    lu_pivots_to_permutation, lu_pivots_to_permutation_p, qr, qr_p, svd, svd_p, symmetrize,
+    symmetric_product, symmetric_product_p, tridiagonal_solve, tridiagonal_solve_p,
+    triangular_solve, triangular_solve_p)

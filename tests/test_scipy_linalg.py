@@ -1,0 +1,103 @@
+"""scipy.linalg decompositions and solvers against SciPy, gradients, batching."""
+import jax.scipy.linalg as jsl
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+import fluxion
+import fluxion.scipy.linalg as fl
+from fluxion.test_util import check_grads
+
+RNG = np.random.default_rng(0)
+_Q = RNG.standard_normal((4, 4))
+SPD = _Q @ _Q.T + 4 * np.eye(4)
+GEN = RNG.standard_normal((4, 4)) + 2 * np.eye(4)
+B = RNG.standard_normal((4, 2))
+
+
+def test_cholesky_family(x64):
+    np.testing.assert_allclose(fl.cholesky(SPD), sl.cholesky(SPD), atol=1e-12)
+    np.testing.assert_allclose(fl.cholesky(SPD, lower=True), sl.cholesky(SPD, lower=True),
+                               atol=1e-12)
+    for lower in (False, True):
+        c = fl.cho_factor(SPD, lower=lower)
+        assert c[1] == lower
+        np.testing.assert_allclose(fl.cho_solve(c, B), np.linalg.solve(SPD, B), atol=1e-10)
+        np.testing.assert_allclose(fl.cho_solve(c, B[:, 0]), np.linalg.solve(SPD, B[:, 0]),
+                                   atol=1e-10)
+    np.testing.assert_allclose(fl.solve(SPD, B, assume_a="pos"), np.linalg.solve(SPD, B),
+                               atol=1e-10)
+
+
+@pytest.mark.parametrize("trans", [0, 1, 2, "N", "T", "C"])
+@pytest.mark.parametrize("lower", [False, True])
+def test_solve_triangular(trans, lower, x64):
+    a = np.triu(GEN + 1j * GEN.T) if not lower else np.tril(GEN + 1j * GEN.T)
+    got = fl.solve_triangular(a, B, trans=trans, lower=lower)
+    np.testing.assert_allclose(got, sl.solve_triangular(a, B, trans=trans, lower=lower),
+                               atol=1e-10)
+
+
+def test_lu_family_and_solve(x64):
+    p, l, u = fl.lu(GEN)
+    sp, sl_, su = sl.lu(GEN)
+    np.testing.assert_allclose(p, sp, atol=1e-12)
+    np.testing.assert_allclose(l, sl_, atol=1e-12)
+    np.testing.assert_allclose(u, su, atol=1e-12)
+    pl, u2 = fl.lu(GEN[:, :3], permute_l=True)
+    np.testing.assert_allclose(pl @ u2, GEN[:, :3], atol=1e-12)
+    factor = fl.lu_factor(GEN)
+    for trans in (0, 1, 2):
+        np.testing.assert_allclose(fl.lu_solve(factor, B, trans=trans),
+                                   sl.lu_solve(sl.lu_factor(GEN), B, trans=trans), atol=1e-10)
+    np.testing.assert_allclose(fl.solve(GEN, B), np.linalg.solve(GEN, B), atol=1e-10)
+    np.testing.assert_allclose(fl.det(GEN), np.linalg.det(GEN), rtol=1e-10)
+    np.testing.assert_allclose(fl.inv(GEN), np.linalg.inv(GEN), atol=1e-10)
+
+
+def test_qr_svd_eigh_polar(x64):
+    a = RNG.standard_normal((5, 3))
+    for mode in ("full", "economic"):
+        q, r = fl.qr(a, mode=mode)
+        np.testing.assert_allclose(q @ r, a, atol=1e-12)
+        assert q.shape == sl.qr(a, mode=mode)[0].shape
+    (r,) = fl.qr(a, mode="r")
+    np.testing.assert_allclose(np.abs(r), np.abs(sl.qr(a, mode="r")[0]), atol=1e-12)
+    cq, r = fl.qr_multiply(a, np.eye(5)[:2], mode="right")
+    want_cq, _ = sl.qr_multiply(a, np.eye(5)[:2], mode="right")
+    np.testing.assert_allclose(np.abs(cq), np.abs(want_cq), atol=1e-12)
+    np.testing.assert_allclose(fl.svd(a, compute_uv=False), sl.svd(a, compute_uv=False),
+                               atol=1e-12)
+    w, v = fl.eigh(SPD)
+    np.testing.assert_allclose(w, sl.eigh(SPD, eigvals_only=True), atol=1e-10)
+    np.testing.assert_allclose(SPD @ v, v * w, atol=1e-10)
+    np.testing.assert_allclose(fl.eigh(np.tril(SPD), lower=True, eigvals_only=True), w, atol=1e-10)
+    d, e = np.array([2.0, 3.0, 1.0, 4.0]), np.array([0.5, -1.0, 0.3])
+    np.testing.assert_allclose(fl.eigh_tridiagonal(d, e, eigvals_only=True),
+                               sl.eigh_tridiagonal(d, e, eigvals_only=True), atol=1e-10)
+    for side in ("right", "left"):
+        u, p = fl.polar(GEN, side=side)
+        su, sp = sl.polar(GEN, side=side)
+        np.testing.assert_allclose(u, su, atol=1e-10)
+        np.testing.assert_allclose(p, sp, atol=1e-10)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 0.5, 3.0, 40.0])
+def test_expm_matches_scipy_and_jax(scale, x64):
+    a = GEN * scale
+    np.testing.assert_allclose(fl.expm(a), sl.expm(a), rtol=1e-7, atol=1e-12)
+    a32 = a.astype(np.float32)
+    np.testing.assert_allclose(fl.expm(a32), jsl.expm(a32), rtol=2e-5, atol=1e-5)
+
+
+def test_expm_batched_frechet_and_gradients(x64):
+    a = np.stack([GEN * 0.3, SPD * 0.1])
+    np.testing.assert_allclose(fl.expm(a), np.stack([sl.expm(m) for m in a]), rtol=1e-9)
+    e = RNG.standard_normal((4, 4))
+    value, frechet = fl.expm_frechet(GEN * 0.3, e)
+    want_value, want_frechet = sl.expm_frechet(GEN * 0.3, e)
+    np.testing.assert_allclose(value, want_value, rtol=1e-9)
+    np.testing.assert_allclose(frechet, want_frechet, rtol=1e-8, atol=1e-10)
+    check_grads(lambda m: fl.expm(m), (GEN * 0.3,), order=1, modes=["fwd", "rev"])
+    check_grads(lambda m: fl.cho_solve(fl.cho_factor(m), B), (SPD,), order=1,
+                modes=["fwd", "rev"])
