@@ -91,3 +91,37 @@ def test_same_as_jax_interpret_mode():
                          out_specs=pl.BlockSpec((4, 8), lambda i, j: (i, j)),
                          interpret=True)(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+def test_element_and_blocked_dims():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1
+    x = np.arange(12, dtype=np.float32)
+    out = pl.pallas_call(kernel, jax.ShapeDtypeStruct((8,), jnp.float32), grid=(2,),
+                         in_specs=[pl.BlockSpec((pl.Element(4),), lambda i: (i * 4 + 2,))],
+                         out_specs=pl.BlockSpec((pl.Blocked(4),), lambda i: (i,)))(x)
+    np.testing.assert_array_equal(np.asarray(out), x[2:10] + 1)
+
+
+def test_input_output_alias_keeps_unwritten_blocks():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 10
+    x = np.arange(8, dtype=np.float32)
+    out = pl.pallas_call(kernel, jax.ShapeDtypeStruct((8,), jnp.float32), grid=(1,),
+                         in_specs=[pl.BlockSpec((4,), lambda i: (0,))],
+                         out_specs=pl.BlockSpec((4,), lambda i: (0,)),
+                         input_output_aliases={0: 0})(x)
+    np.testing.assert_array_equal(np.asarray(out), np.r_[x[:4] * 10, x[4:]])
+
+
+def test_block_rank_error_and_run_scoped():
+    def kernel(x_ref, o_ref):
+        def body(tmp):
+            tmp[...] = x_ref[...] * 2
+            o_ref[...] = tmp[...] + 1
+        pl.run_scoped(body, pl.ANY((4,), jnp.float32))
+    out = pl.pallas_call(kernel, jax.ShapeDtypeStruct((4,), jnp.float32))(np.ones(4, np.float32))
+    np.testing.assert_array_equal(np.asarray(out), 3 * np.ones(4))
+    with pytest.raises(ValueError, match="rank"):
+        pl.pallas_call(kernel, jax.ShapeDtypeStruct((4,), jnp.float32),
+                       in_specs=[pl.BlockSpec((2, 2), lambda: (0, 0))])(np.ones(4, np.float32))

@@ -88,6 +88,19 @@ class CostEstimate:
 
 
 @dataclasses.dataclass(frozen=True)
+class Blocked:
+    """A block dimension of `block_size` whose index_map value counts blocks (the default)."""
+    block_size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Element:
+    """A block dimension of `block_size` whose index_map value is an element offset."""
+    block_size: int
+    padding: tuple = (0, 0)
+
+
+@dataclasses.dataclass(frozen=True)
 class BlockSpec:
     """How a grid point maps to a block: `block_shape` (``None``/`squeezed` drop a size-1 dim)
     and `index_map(*grid_ids) -> block indices` (defaults to the whole array)."""
@@ -262,7 +275,11 @@ def _block_dims(spec, shape, what, kname):
     if len(bs) != len(shape):
         raise ValueError(f"pallas_call {kname}: {what} block_shape {bs} has rank {len(bs)} "
                          f"but the array has shape {tuple(shape)}")
-    dims = tuple(1 if b is None or b is squeezed else int(b) for b in bs)
+    for b in bs:
+        if isinstance(b, Element) and tuple(b.padding) != (0, 0):
+            raise NotImplementedError(f"pallas_call {kname}: Element padding {b.padding}")
+    dims = tuple(1 if b is None or b is squeezed else
+                 b.block_size if isinstance(b, (Blocked, Element)) else int(b) for b in bs)
     sq = tuple(b is None or b is squeezed for b in bs)
     return dims, sq
 
@@ -276,7 +293,9 @@ def _block_starts(spec, dims, ids, what, kname):
     if len(idx) != len(dims):
         raise ValueError(f"pallas_call {kname}: index_map of {what} returned {len(idx)} "
                          f"indices for a block of rank {len(dims)}")
-    return [jnp.asarray(i, "int32") * d for i, d in zip(idx, dims)]
+    kinds = tuple(spec.block_shape) if spec.block_shape is not None else (None,) * len(dims)
+    return [jnp.asarray(i, "int32") * (1 if isinstance(b, Element) else d)
+            for i, d, b in zip(idx, dims, kinds)]
 
 
 def _padded(x, dims):
