@@ -142,3 +142,22 @@ def test_incomplete_function_cdfs_and_vonmises(x64):
     angles = np.array([-2.0, 0.0, 1.0, 3.0])
     np.testing.assert_allclose(st.vonmises.logpdf(angles, 1.7), sst.vonmises.logpdf(angles, 1.7),
                                rtol=1e-8)
+
+
+def test_multivariate_normal(x64):
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((3, 3))
+    cov = q @ q.T + np.eye(3)
+    mean = np.array([0.5, -1.0, 2.0])
+    x = rng.standard_normal((5, 3))
+    np.testing.assert_allclose(st.multivariate_normal.logpdf(x, mean, cov),
+                               sst.multivariate_normal.logpdf(x, mean, cov), rtol=1e-10)
+    np.testing.assert_allclose(st.multivariate_normal.pdf(x[0], mean, cov),
+                               sst.multivariate_normal.pdf(x[0], mean, cov), rtol=1e-10)
+    np.testing.assert_allclose(st.multivariate_normal.logpdf(x, mean, 2.0),
+                               sst.multivariate_normal.logpdf(x, mean, 2.0 * np.eye(3)),
+                               rtol=1e-10)
+    np.testing.assert_allclose(st.multivariate_normal.logpdf(0.3, 0.1, 2.0),
+                               sst.norm.logpdf(0.3, 0.1, np.sqrt(2.0)), rtol=1e-10)
+    with pytest.raises(ValueError, match="incompatible shapes"):
+        st.multivariate_normal.logpdf(x, mean, np.eye(2))

@@ -495,3 +495,31 @@ def _vonmises_logpdf(x, kappa):
 
 
 vonmises = _density("vonmises", _vonmises_logpdf)
+
+
+def _multivariate_normal_logpdf(x, mean, cov, allow_singular=None):
+    if allow_singular is not None:
+        raise NotImplementedError("allow_singular argument of multivariate_normal.logpdf")
+    x, mean, cov = _inexact(x, mean, cov)
+    if not mean.shape:
+        return -0.5 * (x - mean) ** 2 / cov - 0.5 * (np.log(2 * np.pi) + jnp.log(cov))
+    n = mean.shape[-1]
+    y = x - mean
+    if not cov.shape:
+        return -0.5 * jnp.sum(y * y, axis=-1) / cov - n / 2 * (np.log(2 * np.pi) + jnp.log(cov))
+    if cov.ndim < 2 or cov.shape[-2:] != (n, n):
+        raise ValueError("multivariate_normal.logpdf got incompatible shapes")
+    from fluxion.lax import linalg as lax_linalg
+    factor = lax_linalg.cholesky(cov)
+    # Solve L z = y for every y at once: y as the columns of a right-hand side.
+    batch = np.broadcast_shapes(factor.shape[:-2], y.shape[:-1])
+    factor = jnp.broadcast_to(factor, batch + (n, n))
+    z = lax_linalg.triangular_solve(factor, jnp.broadcast_to(y, batch + (n,))[..., :, None],
+                                    left_side=True, lower=True)[..., 0]
+    half_log_det = jnp.sum(jnp.log(jnp.diagonal(factor, axis1=-2, axis2=-1)), axis=-1)
+    return -0.5 * jnp.sum(z * z, axis=-1) - n / 2 * np.log(2 * np.pi) - half_log_det
+
+
+multivariate_normal = _namespace(
+    "multivariate_normal", logpdf=_multivariate_normal_logpdf,
+    pdf=lambda *a, **k: jnp.exp(_multivariate_normal_logpdf(*a, **k)))
