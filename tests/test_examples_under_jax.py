@@ -12,7 +12,8 @@ import pytest
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 # (script, steps for the test run)
-PROGRAMS = [("stax_cnn.py", 30), ("vae.py", 40), ("bayesian_logistic_regression.py", 40)]
+PROGRAMS = [("stax_cnn.py", 30), ("vae.py", 40), ("bayesian_logistic_regression.py", 40),
+            ("gaussian_process.py", 80)]
 
 
 def as_jax_program(source: str) -> str:
@@ -39,3 +40,4 @@ def test_example_agrees_with_jax(script, steps, tmp_path):
     np.testing.assert_allclose(ours["losses"], theirs["losses"], rtol=2e-4, atol=2e-5)
     for a, b in zip(ours["params"], theirs["params"]):
         np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-5)
+    assert ours.get("iterations") == theirs.get("iterations")
