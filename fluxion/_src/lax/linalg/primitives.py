@@ -119,7 +119,8 @@ def _cholesky_cpu(ctx, a):
     out, info = lapack.call(ctx, "potrf", a.dtype, [a],
                             [a.aval.update(weak_type=False), lapack.info_aval(batch)],
                             {"uplo": lapack.char("L")})
-    return lapack.nan_where_failed(ctx, info, _mask(ctx, out, lower=True), len(batch))
+    # NaN where the factorization failed, in the lower triangle only (as JAX).
+    return _mask(ctx, lapack.nan_where_failed(ctx, info, out, len(batch)), lower=True)
 
 
 cholesky_p = _primitive("cholesky", _cholesky_abstract_eval, _cholesky_cpu)
