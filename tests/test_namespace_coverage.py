@@ -29,7 +29,6 @@ NOT_PROVIDED = {
     "scipy.stats": {"gaussian_kde": _SPECIAL, "mode": _SPECIAL},
     "scipy.linalg": {n: _SCHUR for n in ["funm", "hessenberg", "rsf2csf", "schur",
                                          "solve_sylvester", "sqrtm"]},
-    "scipy.sparse.linalg": {"gmres": _SPECIAL},
     "example_libraries.optimizers": {n: _HELPER for n in [
         "jax", "map", "partial", "safe_map", "safe_zip", "unzip2", "zip"]},
 }

@@ -66,3 +66,24 @@ def test_complex_systems():
     b = B + 1j * B[::-1]
     x, _ = sl.bicgstab(a, b, tol=1e-6)
     np.testing.assert_allclose(x, np.linalg.solve(a, b), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("restart", [3, 20])
+def test_gmres_matches_numpy_and_jax(restart):
+    x, info = sl.gmres(GENERAL, B, tol=1e-6, restart=restart)
+    assert int(info) == 0
+    np.testing.assert_allclose(x, np.linalg.solve(GENERAL, B), rtol=1e-3, atol=1e-3)
+    want, _ = jsl.gmres(GENERAL, B, tol=1e-6, restart=restart)
+    np.testing.assert_allclose(x, want, rtol=1e-3, atol=1e-4)
+    with pytest.raises(ValueError, match="solve_method"):
+        sl.gmres(GENERAL, B, solve_method="qr")
+
+
+def test_gmres_gradient_and_preconditioner(x64):
+    general, b = GENERAL.astype(np.float64), B.astype(np.float64)
+    check_grads(lambda b: sl.gmres(general, b, tol=1e-12)[0], (b,), order=1,
+                modes=["fwd", "rev"])
+    inverse_diagonal = 1.0 / np.diag(general)
+    x, _ = sl.gmres(lambda v: jnp.dot(general, v), b, M=lambda v: v * inverse_diagonal,
+                    tol=1e-10)
+    np.testing.assert_allclose(x, np.linalg.solve(general, b), rtol=1e-7)

@@ -164,3 +164,127 @@ def bicgstab(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
     Parameters as for `cg`; A need not be symmetric.
     """
     return _krylov(_bicgstab, A, b, x0, tol, atol, maxiter, M, symmetric_if_real=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# GMRES
+
+def _norm(x):
+    return jnp.sqrt(_vdot_real(x, x))
+
+
+def _safe_normalize(x, threshold=None):
+    """(x / |x|, |x|), or (0, 0) when |x| is at or below `threshold` (machine epsilon)."""
+    norm = _norm(x)
+    dtype = jnp.result_type(*tree_leaves(x))
+    if threshold is None:
+        threshold = jnp.finfo(norm.dtype).eps
+    use = norm > threshold
+    scaled = tree_map(lambda y: jnp.where(use, y / norm.astype(dtype), 0.0).astype(y.dtype), x)
+    return scaled, jnp.where(use, norm, 0.0)
+
+
+def _columns(v_tree, k):
+    return tree_map(lambda v: v[..., k], v_tree)
+
+
+def _project(q_tree, x):
+    """Q^H x, summed over the leaves (Q's Krylov vectors are its last axis)."""
+    return sum(jnp.einsum("...n,...->n", jnp.conj(q), y) for q, y in
+               zip(tree_leaves(q_tree), tree_leaves(x)))
+
+
+def _gram_schmidt(q_tree, x, x_norm, max_iterations=2):
+    """Orthogonalize x against Q's columns, repeating once more when cancellation lost more
+    than half of x (classical Gram-Schmidt with reorthogonalization)."""
+    def once(x):
+        h = _project(q_tree, x)
+        return tree_map(lambda q, y: y - jnp.dot(q, h), q_tree, x), h
+
+    x, r = once(x)
+    for _ in range(max_iterations - 1):
+        again = _norm(x) < x_norm / np.sqrt(2.0)
+        x2, h2 = once(x)
+        x = tree_map(lambda a, b: jnp.where(again, b, a), x, x2)
+        r = r + jnp.where(again, h2, 0.0)
+    return x, r
+
+
+def _arnoldi(k, A, M, V, H):
+    """The k-th Arnoldi step: the next orthonormal Krylov vector, and H's row k."""
+    v = M(A(_columns(V, k)))
+    _, norm0 = _safe_normalize(v)
+    v, h = _gram_schmidt(V, v, norm0)
+    eps = jnp.finfo(norm0.dtype).eps
+    unit, norm1 = _safe_normalize(v, threshold=eps * norm0)
+    V = tree_map(lambda X, y: X.at[..., k + 1].set(y), V, unit)
+    h = h.at[k + 1].set(norm1.astype(h.dtype))
+    return V, H.at[k, :].set(h), norm1 == 0
+
+
+def _gmres_cycle(A, b, x0, unit_residual, residual_norm, restart, M):
+    """One restart: build the Krylov basis, then take the least-squares combination of it
+    (normal equations solved by Cholesky, as JAX's 'batched' method)."""
+    from fluxion.lax import linalg as lax_linalg
+    dtype = jnp.result_type(*tree_leaves(b))
+    V = tree_map(lambda x: jnp.pad(x[..., None], ((0, 0),) * x.ndim + ((0, restart),)),
+                 unit_residual)
+    H = jnp.eye(restart, restart + 1, dtype=dtype)
+
+    def step(state):
+        V, H, _, k = state
+        V, H, breakdown = _arnoldi(k, A, M, V, H)
+        return V, H, breakdown, k + 1
+    V, H, _, _ = lax.while_loop(lambda s: (s[3] < restart) & ~s[2], step, (V, H, False, 0))
+    beta = jnp.zeros(restart + 1, dtype).at[0].set(residual_norm.astype(dtype))
+    hT = H.T  # (restart + 1, restart)
+    normal = jnp.conj(hT).T @ hT
+    rhs = jnp.conj(hT).T @ beta
+    factor = lax_linalg.cholesky(normal)
+    y = lax_linalg.triangular_solve(factor, rhs[:, None], left_side=True, lower=True)
+    y = lax_linalg.triangular_solve(factor, y, left_side=True, lower=True, transpose_a=True,
+                                    conjugate_a=True)[:, 0]
+    x = tree_map(lambda x0_, X: x0_ + jnp.dot(X[..., :-1], y), x0, V)
+    unit, norm = _safe_normalize(M(_sub(b, A(x))))
+    return x, unit, norm
+
+
+def gmres(A, b, x0=None, *, tol=1e-5, atol=0.0, restart=20, maxiter=None, M=None,
+          solve_method="batched"):
+    """Solve A x = b with restarted GMRES (any nonsingular A).
+
+    Parameters as for `cg`, and `restart` (the Krylov dimension of each cycle) and
+    `solve_method` ('batched'; 'incremental' is accepted and solved the same way).
+
+    Returns
+    -------
+    (x, info) with info 0, or -1 if x is not finite.
+    """
+    if solve_method not in ("batched", "incremental"):
+        raise ValueError(f"invalid solve_method {solve_method}, must be either 'incremental' "
+                         "or 'batched'")
+    if x0 is None:
+        x0 = tree_map(jnp.zeros_like, b)
+    b, x0 = tree_map(jnp.asarray, b), tree_map(jnp.asarray, x0)
+    if tree_structure(x0) != tree_structure(b):
+        raise ValueError(f"x0 and b must have matching tree structure: {tree_structure(x0)} vs "
+                         f"{tree_structure(b)}")
+    A = _as_operator(A, "linear operator")
+    M = _identity if M is None else _as_operator(M, "preconditioner")
+    size = sum(leaf.size for leaf in tree_leaves(b))
+    maxiter = 10 * size if maxiter is None else maxiter
+    restart = min(restart, size)
+    atol = jnp.maximum(tol * _norm(b), atol)
+
+    def solve(A_, b_):
+        unit, norm = _safe_normalize(M(_sub(b_, A_(x0))))
+
+        def cycle(state):
+            x, k, unit, norm = state
+            x, unit, norm = _gmres_cycle(A_, b_, x, unit, norm, restart, M)
+            return x, k + 1, unit, norm
+        return lax.while_loop(lambda s: (s[1] < maxiter) & (s[3] > atol), cycle,
+                              (x0, 0, unit, norm))[0]
+
+    x = lax.custom_linear_solve(A, b, solve=solve, transpose_solve=solve)
+    return x, jnp.where(jnp.isnan(_norm(x)), -1, 0)

@@ -1,2 +1,2 @@
 """Iterative linear solvers (`jax.scipy.sparse.linalg`)."""
-from fluxion._src.scipy.sparse_linalg import bicgstab, cg  # noqa: F401
+from fluxion._src.scipy.sparse_linalg import bicgstab, cg, gmres  # noqa: F401
