@@ -9,17 +9,14 @@ from fluxion import lax
 from fluxion._src.core import Primitive
 
 NOT_HERE = {
-    # Owned by other helpers of issue 10.
-    "linalg": "lax.linalg is built by the linear-algebra work (LAPACK custom calls)",
-    "with_sharding_constraint": "sharding API, owned by the parallelism work",
-    "sharding_constraint_p": "sharding API, owned by the parallelism work",
-    "pbroadcast": "collective, owned by the parallelism work (parallel.py)",
-    "pcast": "collective, owned by the parallelism work (parallel.py)",
-    "psend": "collective, owned by the parallelism work (parallel.py)",
-    "precv": "collective (needs tokens), owned by the parallelism work (parallel.py)",
-    "pswapaxes": "collective, owned by the parallelism work (parallel.py)",
-    "ragged_all_to_all": "collective, owned by the parallelism work (parallel.py)",
-    "ragged_all_to_all_p": "collective, owned by the parallelism work (parallel.py)",
+    # Sharding and the remaining collectives (issue 12).
+    "with_sharding_constraint": "sharded arrays are not built yet (issue 12)",
+    "sharding_constraint_p": "sharded arrays are not built yet (issue 12)",
+    "psend": "point-to-point collective, not built yet (issue 12)",
+    "precv": "point-to-point collective (needs tokens), not built yet (issue 12)",
+    "pswapaxes": "collective, not built yet (issue 12)",
+    "ragged_all_to_all": "collective, not built yet (issue 12)",
+    "ragged_all_to_all_p": "collective, not built yet (issue 12)",
     # Not built yet (see docs/lax_namespace.md).
     "after_all": "tokens need a token type in fluxion's IR and lowering",
     "after_all_p": "tokens need a token type in fluxion's IR and lowering",
