@@ -5,7 +5,7 @@ import numpy as onp
 from catalogue import Case, family_test
 
 NAN = onp.full((3, 3), onp.nan, onp.float32)
-INF = onp.eye(3, dtype=onp.float32) * onp.inf
+INF = onp.where(onp.eye(3, dtype=bool), onp.inf, 0.0).astype(onp.float32)
 SPD = (onp.eye(3) * 2).astype(onp.float32)
 
 

@@ -37,34 +37,43 @@ def _binary_operator(fn, symbol: str, swap: bool = False, reject=()):
 shortcuts_enabled = True
 
 
-def _eager_shortcut(general, prim, kinds: str, swap: bool = False):
+def _eager_shortcut(general, prim, kinds: str, swap: bool = False, scalar_kinds: str = "fc"):
     """`general` (an Array operator method) with shortcuts for the commonest eager cases.
 
     When both operands are Arrays of one strongly typed aval whose dtype kind is in `kinds`,
-    or the other operand is a Python float and the Array's dtype is a strong float or complex
-    type, promotion leaves the Array's dtype as it is and the operator is `prim` itself (the
-    float becoming a scalar of that dtype, as promotion converts it). Then call the executable that
-    `dispatch.apply_primitive` compiled for it, if any, with no tracing machinery in between.
+    or the other operand is a Python float (or an int of magnitude at most 2**24, exact in every
+    float type) and the Array's dtype is a strong type of a kind in `scalar_kinds`, promotion
+    leaves the Array's dtype as it is and the operator is `prim` itself (the scalar becoming a
+    value of that dtype, as promotion converts it). Then call the executable that
+    `dispatch.apply_primitive` compiles for it, with no tracing machinery in between.
     """
     cache = dispatch._primitive_cache
 
     def op(self, other):
         if core._trace_state.trace is core.eval_trace and shortcuts_enabled:
             aval = self.aval
+            kind = aval.dtype.kind
             if type(other) is Array:
-                if other.aval is aval and not aval.weak_type and aval.dtype.kind in kinds:
+                if other.aval is aval and not aval.weak_type and kind in kinds:
+                    operands = (other, self) if swap else (self, other)
                     # The key as apply_primitive builds it: (primitive, params, x64, *avals).
                     call = cache.get((prim, (), config.enable_x64, aval, aval))
                     if call is not None:
-                        return call((other, self) if swap else (self, other))
-            elif type(other) is float and not aval.weak_type and aval.dtype.kind in "fc":
-                scalar = _float_operand(other, aval.dtype)
+                        return call(operands)
+                    return dispatch.apply_primitive(prim, operands, {})
+            elif not aval.weak_type and kind in scalar_kinds and (
+                    type(other) is float or (type(other) is int and -_EXACT <= other <= _EXACT)):
+                scalar = _float_operand(float(other), aval.dtype)
                 operands = (scalar, self) if swap else (self, scalar)
                 call = cache.get((prim, (), config.enable_x64, *map(_aval_of, operands)))
                 if call is not None:
                     return call(operands)
+                return dispatch.apply_primitive(prim, operands, {})
         return general(self, other)
     return op
+
+
+_EXACT = 2 ** 24  # Python ints up to this magnitude convert exactly to every float type
 
 
 _aval_of = operator.attrgetter("aval")
@@ -231,6 +240,12 @@ def attach(extra: dict | None = None) -> None:
                               ("mul", ew.mul_p, "iufc"), ("truediv", ew.div_p, "fc")):
         for method, swap in ((f"__{name}__", False), (f"__r{name}__", True)):
             setattr(Array, method, _eager_shortcut(members[method], prim, kinds, swap))
+    # Comparisons: floats are ordered (complex numbers only compare for equality).
+    for name, prim, scalar_kinds in (("gt", ew.gt_p, "f"), ("ge", ew.ge_p, "f"),
+                                     ("lt", ew.lt_p, "f"), ("le", ew.le_p, "f"),
+                                     ("eq", ew.eq_p, "fc"), ("ne", ew.ne_p, "fc")):
+        setattr(Array, f"__{name}__", _eager_shortcut(members[f"__{name}__"], prim, "iuf",
+                                                      scalar_kinds=scalar_kinds))
     for name, member in _TRACER_ONLY.items():
         setattr(core.Tracer, name, member)
 

@@ -592,3 +592,24 @@ def eigvals(a):
     _require_matrix("eigvals", a)
     return lax_linalg.eig(a, compute_left_eigenvectors=False,
                           compute_right_eigenvectors=False)[0]
+
+
+def _compile_eager_calls():
+    """Outside any transformation, each function runs as one cached executable per signature
+    (numpy/eager.py), as JAX jits its jnp.linalg functions."""
+    from fluxion._src.numpy.eager import eager_compiled
+    static = {"upper", "symmetrize_input", "full_matrices", "compute_uv", "hermitian",
+              "subset_by_index", "UPLO", "mode", "method", "rcond", "numpy_resid", "rtol", "tol",
+              "n", "precision", "ind", "axes", "ord", "axis", "keepdims", "_axes", "p", "offset",
+              "dtype", "preferred_element_type"}
+    namespace = globals()
+    for name, fn in list(namespace.items()):
+        if (name.startswith("_") or not callable(fn) or isinstance(fn, type)
+                or getattr(fn, "__module__", None) != __name__ or name == "multi_dot"):
+            continue
+        import inspect
+        params = set(inspect.signature(fn).parameters)
+        namespace[name] = eager_compiled(static_argnames=tuple(params & static))(fn)
+
+
+_compile_eager_calls()
