@@ -53,6 +53,26 @@ def _note_user_line_from(e: BaseException) -> None:
     e.add_note(f"at {code.co_filename}:{user.tb_lineno} ({code.co_name})")
 
 
+def strip_internal_frames(e: BaseException) -> None:
+    """Prepare `e` (being handled) to leave fluxion: note the user's line on shape and dtype
+    errors and drop fluxion's frames from its traceback (unless filtering is off)."""
+    if isinstance(e, (TypeError, ValueError)):
+        _note_user_line_from(e)
+    if config.traceback_filtering == "off":
+        return
+    # Filtered again at each boundary it leaves: frames of outer fluxion calls are added to the
+    # traceback as the exception unwinds through them.
+    filtered = filter_traceback(e.__traceback__)
+    if filtered is not e.__traceback__ and not getattr(e, "_fluxion_filtered", False):
+        e.add_note("(fluxion removed its internal frames from this traceback; set "
+                   "FLUXION_TRACEBACK_FILTERING=off to see them)")
+        try:
+            e._fluxion_filtered = True
+        except AttributeError:
+            pass
+    e.__traceback__ = filtered
+
+
 def api_boundary(fun):
     """Decorate a public entry point so that exceptions leaving it carry a filtered traceback."""
     @functools.wraps(fun)
@@ -60,18 +80,6 @@ def api_boundary(fun):
         try:
             return fun(*args, **kwargs)
         except Exception as e:
-            if isinstance(e, (TypeError, ValueError)):
-                _note_user_line_from(e)
-            if config.traceback_filtering == "off" or getattr(e, "_fluxion_filtered", False):
-                raise
-            try:
-                e._fluxion_filtered = True
-            except AttributeError:
-                pass
-            filtered = filter_traceback(e.__traceback__)
-            if filtered is not e.__traceback__:
-                e.add_note("(fluxion removed its internal frames from this traceback; set "
-                           "FLUXION_TRACEBACK_FILTERING=off to see them)")
-            e.__traceback__ = filtered
+            strip_internal_frames(e)
             raise
     return wrapper

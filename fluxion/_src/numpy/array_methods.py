@@ -11,6 +11,7 @@ from fluxion._src.array import Array
 from fluxion._src.config import config
 from fluxion._src.lax import elementwise as ew, lax
 from fluxion._src.numpy import linalg_ops, manipulation, reductions, ufuncs, util
+from fluxion._src.traceback_util import strip_internal_frames
 
 
 def _unwrap(other):
@@ -24,7 +25,11 @@ def _binary_operator(fn, symbol: str, swap: bool = False, reject=()):
     def op(self, other):
         other = _unwrap(other)
         if util.is_arraylike(other):
-            return fn(other, self) if swap else fn(self, other)
+            try:
+                return fn(other, self) if swap else fn(self, other)
+            except Exception as e:  # the user's line, not fluxion's frames
+                strip_internal_frames(e)
+                raise
         if type(other) in reject:
             left, right = (other, self) if swap else (self, other)
             raise TypeError(f"unsupported operand type(s) for {symbol}: "
@@ -69,7 +74,11 @@ def _eager_shortcut(general, prim, kinds: str, swap: bool = False, scalar_kinds:
                 if call is not None:
                     return call(operands)
                 return dispatch.apply_primitive(prim, operands, {})
-        return general(self, other)
+        try:
+            return general(self, other)
+        except Exception as e:
+            strip_internal_frames(e)
+            raise
     return op
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from fluxion._src import core, staging
 from fluxion._src.array import Array
 from fluxion._src.caches import compile_lock
+from fluxion._src.traceback_util import strip_internal_frames
 from fluxion._src.config import config
 from fluxion._src.dispatch import compile_closed_jaxpr, to_device_buffer
 from fluxion._src.numpy.util import check_python_int
@@ -62,36 +63,38 @@ def eager_compiled(static_argnames=()):
         def wrapper(*args, **kwargs):
             if trace_state.trace is not eval_trace or config.disable_jit:
                 return fun(*args, **kwargs)
-            if not kwargs and len(args) <= fast_arity:
-                try:
-                    fast_key = (config.enable_x64, *map(_aval_attr, args))
-                except AttributeError:  # not all Arrays
-                    fast_key = None
+            try:
+                if not kwargs and len(args) <= fast_arity:
+                    try:
+                        fast_key = (config.enable_x64, *map(_aval_attr, args))
+                    except AttributeError:  # not all Arrays
+                        fast_key = None
+                    else:
+                        call = fast_get(fast_key)
+                        if call is not None:
+                            return call(args)
                 else:
-                    call = fast_get(fast_key)
-                    if call is not None:
-                        return call(args)
-            else:
-                fast_key = None
-            if config.debug_nans or config.debug_infs:  # op by op, each primitive checked
-                return fun(*args, **kwargs)
-            signature, dynamic = _signature(args, kwargs, static_positions, static_argnames)
-            if signature is _NOT_CACHEABLE:
-                return fun(*args, **kwargs)
-            entry = cache.get(signature)
-            if entry is None:
-                with compile_lock:
-                    entry = cache.get(signature)
-                    if entry is None:
-                        try:
-                            entry = _compile(fun, args, kwargs, static_positions, static_argnames)
-                        except (TypeError, ValueError) as e:  # name the user's line (cold path)
-                            core.note_user_line(e)
-                            raise
-                        _bounded_insert(cache, signature, entry)
-            if fast_key is not None:
-                _bounded_insert(fast_cache, fast_key, entry.array_call)
-            return entry(dynamic)
+                    fast_key = None
+                if config.debug_nans or config.debug_infs:  # op by op, each primitive checked
+                    return fun(*args, **kwargs)
+                signature, dynamic = _signature(args, kwargs, static_positions,
+                                                static_argnames)
+                if signature is _NOT_CACHEABLE:
+                    return fun(*args, **kwargs)
+                entry = cache.get(signature)
+                if entry is None:
+                    with compile_lock:
+                        entry = cache.get(signature)
+                        if entry is None:
+                            entry = _compile(fun, args, kwargs, static_positions,
+                                             static_argnames)
+                            _bounded_insert(cache, signature, entry)
+                if fast_key is not None:
+                    _bounded_insert(fast_cache, fast_key, entry.array_call)
+                return entry(dynamic)
+            except Exception as e:  # leaves with the user's line, not fluxion's frames
+                strip_internal_frames(e)
+                raise
 
         def clear_cache():
             cache.clear()
