@@ -18,3 +18,11 @@ def x64():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+# The persistent compilation cache is off in the suite: tests must not share the user's cache
+# nor depend on each other's entries. tests/test_compilation_cache.py turns it on in temporary
+# directories. Subprocesses started by tests inherit the environment variable.
+os.environ.setdefault("FLUXION_ENABLE_COMPILATION_CACHE", "0")
+fluxion.config.update("enable_compilation_cache",
+                      os.environ["FLUXION_ENABLE_COMPILATION_CACHE"].lower() in ("1", "true"))

@@ -279,6 +279,25 @@ live_jit_functions: "weakref.WeakSet[JitFunction]" = weakref.WeakSet()
 JIT_CACHE_SIZE = 1024  # signatures kept per jit function (see caches.py)
 
 
+# function -> {jit options: (dispatch cache, trace cache, fast-path cache)}, weakly keyed.
+_caches_by_function: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _shared_caches(fun, options) -> tuple:
+    """The caches of `jit(fun, **options)`: shared by every jit object of that function and
+    those options (fresh ones for functions that cannot be weakly referenced or hashed)."""
+    try:
+        per_fun = _caches_by_function.get(fun)
+        if per_fun is None:
+            per_fun = _caches_by_function[fun] = {}
+        caches = per_fun.get(options)
+        if caches is None:
+            caches = per_fun[options] = tuple(BoundedDict(JIT_CACHE_SIZE) for _ in range(3))
+        return caches
+    except TypeError:  # not weakly referenceable, or unhashable options or function
+        return tuple(BoundedDict(JIT_CACHE_SIZE) for _ in range(3))
+
+
 class JitFunction:
     """A function compiled with XLA on first call for each abstract signature."""
 
@@ -297,10 +316,12 @@ class JitFunction:
             raise ValueError("static_argnames and donate_argnames cannot intersect. Argument "
                              f"names {both or set()} appear in both static_argnames and "
                              "donate_argnames")
-        self._cache: dict = BoundedDict(JIT_CACHE_SIZE)
-        self._trace_cache: dict = BoundedDict(JIT_CACHE_SIZE)
-        # Calls with only positional Arrays and nothing static or donated skip flattening.
-        self._fast_cache: dict = BoundedDict(JIT_CACHE_SIZE)
+        # Calls with only positional Arrays and nothing static or donated skip flattening
+        # (_fast_cache). `jit` objects of one function with the same options share their
+        # caches, so a second `jit(f)` starts warm.
+        self._cache, self._trace_cache, self._fast_cache = _shared_caches(
+            fun, (self._static_argnums, self._static_argnames, self._donate_argnums,
+                  self._donate_argnames, inline, keep_unused, device, backend))
         self._fast_path_ok = not (self._static_argnums or self._static_argnames or
                                   self._donate_argnums or self._donate_argnames)
 

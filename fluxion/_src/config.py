@@ -38,6 +38,12 @@ class Config:
         "transfer_guard": None,
         "transfer_guard_host_to_device": None,
         "transfer_guard_device_to_host": None,
+        # portability (issue 14): the persistent compilation cache and the compiler backend
+        "enable_compilation_cache": True,
+        "compilation_cache_dir": None,
+        "persistent_cache_min_compile_time_secs": 0.0,
+        "persistent_cache_max_size": 1 << 30,
+        "default_backend": None,
     }
 
     def __init__(self):

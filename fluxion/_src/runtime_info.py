@@ -14,6 +14,7 @@ def clear_caches() -> None:
     from fluxion._src.compiler import hlo
     for jitted in list(api.live_jit_functions):
         jitted.clear_cache()
+    api._caches_by_function.clear()  # those of jit objects already gone
     dispatch._primitive_cache.clear()
     dispatch._jaxpr_cache.clear()
     hlo._tensor_types.clear()

@@ -270,15 +270,19 @@ def compile_module(text: str, out_avals, device=None, name: str = "main") -> Exe
     start = time.perf_counter()
     options = xla_client.CompileOptions()
     host_callbacks = getattr(text, "host_callbacks", None)
+    cached = False  # loaded from the persistent compilation cache
     try:
         if host_callbacks:
             loaded = _compile_with_callbacks(backend, text, device, options, host_callbacks)
         else:
-            loaded = backend.client.compile_and_load(
-                text.encode(), xla_client.DeviceList((device,)), options)
+            from fluxion._src.compiler import compilation_cache
+            devices = xla_client.DeviceList((device,))
+            loaded, cached = compilation_cache.compile_or_load(
+                backend.client, text, devices, options, backend, device, name,
+                lambda: backend.client.compile_and_load(text.encode(), devices, options))
     except jax_ext.JaxRuntimeError as e:
         raise jax_ext.JaxRuntimeError(f"XLA failed to compile {name}: {e}\n--- module ---\n{text}") from None
-    if config.log_compiles:
+    if config.log_compiles and not cached:
         logger.warning("Finished XLA compilation of %s in %.3f sec", name, time.perf_counter() - start)
     return Executable(loaded, out_avals, device, name, text)
 
