@@ -1,0 +1,434 @@
+"""`fluxion.export`: jitted functions as portable StableHLO artifacts that can be called later.
+
+An `Exported` holds the function's StableHLO module as a versioned portable artifact (VHLO
+bytecode, the form StableHLO's compatibility guarantees cover) plus the pytree structure and
+abstract values of its inputs and outputs. Calling it binds `call_exported_p`, whose lowering
+inlines the artifact's functions into the calling module, so it runs eagerly, under `jit`,
+`vmap` (a loop over the batch) and `grad` (through the exported VJP).
+
+Module calling convention (`calling_convention_version` 9): `@main` takes the flattened
+arguments in order and returns the flattened results. When lowered for several platforms,
+`@main` takes one more argument first, a `tensor<i32>` platform index into `platforms`, and
+picks its branch with `stablehlo.case`; each platform's program is a private function.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Callable, Sequence
+
+import numpy as np
+
+from fluxion._src import ad, batching, core, dtypes, tree_util
+from fluxion._src.compiler import backend, hlo, lowering
+from fluxion._src.core import ShapedArray
+from fluxion._src.export import shape_poly
+
+CALLING_CONVENTION_VERSION = 9
+_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+_MODULE_HEADER = ("module @{name} attributes {{mhlo.num_partitions = 1 : i32, "
+                  "mhlo.num_replicas = 1 : i32{extra}}} {{\n")
+
+
+def default_export_platform() -> str:
+    """The platform `export` lowers for when none is given: the default backend's."""
+    platform = backend.get_backend().platform
+    return "cuda" if platform == "gpu" else platform
+
+
+def _canonical_platform(p: str) -> str:
+    p = str(p).lower()
+    p = "cuda" if p == "gpu" else p
+    if p not in _PLATFORMS:
+        raise ValueError(f"Unknown platform {p!r} for export; known: {_PLATFORMS}")
+    return p
+
+
+class Exported:
+    """A function lowered to StableHLO for given abstract arguments (`jax.export.Exported`).
+
+    Attributes
+    ----------
+    fun_name : str
+    in_tree, out_tree : PyTreeDef
+        The structure of `(args, kwargs)` and of the results.
+    in_avals, out_avals : tuple of ShapedArray
+        Flattened input and output types (dimensions may be symbolic).
+    in_shardings_hlo, out_shardings_hlo : tuple
+        One entry per input/output; None means unspecified (single device).
+    platforms : tuple of str
+    calling_convention_version : int
+    mlir_module_serialized : bytes
+        The VHLO portable artifact.
+    """
+
+    def __init__(self, fun_name, in_tree, in_avals, out_tree, out_avals, platforms,
+                 mlir_module_serialized: bytes, *, in_shardings_hlo=None,
+                 out_shardings_hlo=None, nr_devices: int = 1,
+                 calling_convention_version: int = CALLING_CONVENTION_VERSION,
+                 module_kept_var_idx=None, uses_global_constants: bool = False,
+                 ordered_effects=(), unordered_effects=(), disabled_safety_checks=(),
+                 get_vjp: Callable | None = None, constraints=()):
+        self.fun_name = fun_name
+        self.in_tree = in_tree
+        self.in_avals = tuple(in_avals)
+        self.out_tree = out_tree
+        self.out_avals = tuple(out_avals)
+        self.platforms = tuple(platforms)
+        self.mlir_module_serialized = bytes(mlir_module_serialized)
+        self.in_shardings_hlo = tuple(in_shardings_hlo or (None,) * len(self.in_avals))
+        self.out_shardings_hlo = tuple(out_shardings_hlo or (None,) * len(self.out_avals))
+        self.nr_devices = nr_devices
+        self.calling_convention_version = calling_convention_version
+        self.module_kept_var_idx = tuple(module_kept_var_idx if module_kept_var_idx is not None
+                                         else range(len(self.in_avals)))
+        self.uses_global_constants = uses_global_constants
+        self.ordered_effects = tuple(ordered_effects)
+        self.unordered_effects = tuple(unordered_effects)
+        self.disabled_safety_checks = tuple(disabled_safety_checks)
+        self.constraints = tuple(constraints)
+        self._get_vjp = get_vjp
+        self._inline_text = None
+
+    def __repr__(self):
+        ins = ", ".join(a.str_short() for a in self.in_avals)
+        outs = ", ".join(a.str_short() for a in self.out_avals)
+        return f"Exported({self.fun_name}: ({ins}) -> ({outs}), platforms={self.platforms})"
+
+    @property
+    def uses_shape_polymorphism(self) -> bool:
+        return any(shape_poly.is_symbolic_shape(a.shape) for a in self.in_avals)
+
+    def mlir_module(self) -> str:
+        """The StableHLO module as text."""
+        return str(_deserialize_module(self.mlir_module_serialized))
+
+    def has_vjp(self) -> bool:
+        return self._get_vjp is not None
+
+    def vjp(self) -> "Exported":
+        """The exported VJP: `(*primals, *output cotangents) -> input cotangents`, flat."""
+        if self._get_vjp is None:
+            raise ValueError(f"No VJP is available for the exported function {self.fun_name}: "
+                             "serialize it with vjp_order >= 1 to differentiate it after "
+                             "deserialization.")
+        return self._get_vjp()
+
+    def serialize(self, vjp_order: int = 0) -> bytearray:
+        """The documented binary container (docs/export.md); `vjp_order` levels of VJPs go
+        with it so the deserialized function can be differentiated that many times."""
+        from fluxion._src.export import serialization
+        return serialization.serialize(self, vjp_order)
+
+    def call(self, *args, **kwargs):
+        """Run the exported function on arguments of its exported types (eagerly or under
+        any transformation)."""
+        leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+        if in_tree != self.in_tree:
+            raise ValueError(f"The invocation args and kwargs must have the same pytree "
+                             f"structure as when {self.fun_name} was exported: got {in_tree}, "
+                             f"exported with {self.in_tree}")
+        avals = [core.get_aval(x) for x in leaves]
+        shape_poly.check_call_avals(self, avals)
+        outs = _call_flat(self, leaves)
+        return tree_util.tree_unflatten(self.out_tree, outs)
+
+    # -- helpers for the lowering
+    def _inline_functions(self) -> tuple[str, str]:
+        """(function definitions, name of the entry function), all symbols prefixed with
+        `PREFIX_` (replaced per use)."""
+        if self._inline_text is None:
+            self._inline_text = _renamed_functions(self.mlir_module_serialized, _TOKEN)
+        return self._inline_text
+
+
+_TOKEN = "__fluxion_exported_TOKEN__"
+
+
+def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
+           disabled_checks=()) -> Callable:
+    """`export(jit(f))(*args_or_specs)`: lower `f` for the arguments' abstract values.
+
+    Parameters
+    ----------
+    fun_jit : a function returned by `jit`
+    platforms : sequence of str, optional
+        "cpu", "cuda", "rocm" or "tpu"; default: `default_export_platform()`. With more than
+        one, the module picks its branch at run time.
+
+    Returns
+    -------
+    A function of arrays or `ShapeDtypeStruct`s (with dimensions from `symbolic_shape`)
+    returning an `Exported`.
+    """
+    if not hasattr(fun_jit, "trace"):
+        raise ValueError(f"Function to be exported must be the result of `jit` but is: {fun_jit}")
+    plats = tuple(_canonical_platform(p) for p in (platforms or (default_export_platform(),)))
+    if len(set(plats)) != len(plats):
+        raise ValueError(f"platforms must not repeat, got {plats}")
+
+    def do_export(*args, **kwargs) -> Exported:
+        traced = fun_jit.trace(*args, **kwargs)
+        return _export_traced(traced, plats, disabled_checks, fun_jit)
+
+    return do_export
+
+
+def _export_traced(traced, plats, disabled_checks, fun_jit=None) -> Exported:
+    closed = traced.jaxpr
+    in_avals = tuple(traced.in_avals)
+    texts = [_lower_for_platform(closed, in_avals, p, traced.name) for p in plats]
+    symbolic = any(shape_poly.is_symbolic_shape(a.shape) for a in in_avals)
+    text = texts[0] if len(plats) == 1 else _multi_platform_module(texts, plats, traced.name,
+                                                                   in_avals, closed.out_avals)
+    if symbolic:
+        text = shape_poly.mark_module(text)
+    artifact = _serialize_module(text)
+
+    def get_vjp():
+        return _export_vjp(traced, plats, disabled_checks)
+
+    return Exported(traced.name, traced.in_tree, in_avals, traced.out_tree,
+                    tuple(closed.out_avals), plats, artifact,
+                    disabled_safety_checks=disabled_checks, get_vjp=get_vjp,
+                    constraints=shape_poly.constraints_of(in_avals))
+
+
+def _export_vjp(traced, plats, disabled_checks) -> Exported:
+    """Export `(*primals, *cts) -> cts of the inexact primals` (None for the others)."""
+    from fluxion._src import api, ad_api
+    closed = traced.jaxpr
+    in_avals = list(traced.in_avals)
+    out_avals = list(closed.out_avals)
+    n_in = len(in_avals)
+
+    def flat_f(*xs):
+        return core.eval_jaxpr(closed.jaxpr, closed.consts, *xs)
+
+    def vjp_fun(*primals_and_cts):
+        primals, cts = primals_and_cts[:n_in], primals_and_cts[n_in:]
+        _, pullback = ad_api.vjp(lambda *xs: list(flat_f(*xs)), *primals)
+        in_cts = pullback(list(cts))
+        return [c if dtypes.issubdtype(a.dtype, np.inexact) else
+                np.zeros(a.shape, dtypes.float0) for c, a in zip(in_cts, in_avals)]
+
+    ct_avals = [ShapedArray(a.shape, a.dtype) if dtypes.issubdtype(a.dtype, np.inexact)
+                else ShapedArray(a.shape, dtypes.float0) for a in out_avals]
+    specs = [api.ShapeDtypeStruct(a.shape, a.dtype) for a in in_avals + ct_avals]
+    vjp_traced = api.jit(vjp_fun).trace(*specs)
+    vjp_traced.name = f"vjp_{traced.name}"
+    return _export_traced(vjp_traced, plats, disabled_checks)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering and the portable artifact
+
+def _lower_for_platform(closed, in_avals, platform: str, name: str) -> str:
+    """A module whose public @main takes the flat inputs; constants are embedded."""
+    module = hlo.Module(platform)
+    block = hlo.Block(module, list(in_avals), [f"%arg{i}" for i in range(len(in_avals))])
+    with shape_poly.lowering_dims(block, in_avals):
+        outs = lowering.lower_jaxpr_into(block, closed, block.args)
+    if module.__dict__.get("host_callbacks"):
+        raise ValueError(f"Cannot export {name}: it calls back into Python (a host callback "
+                         "such as debug.print or pure_callback), which a serialized program "
+                         "cannot carry.")
+    body = hlo.function_text("main", block, outs)
+    safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "main"
+    return (_MODULE_HEADER.format(name=f"jit_{safe}", extra="") + body + "\n"
+            + "\n".join(module.functions) + ("\n" if module.functions else "") + "}\n")
+
+
+def _ir():
+    from jaxlib.mlir import ir
+    backend.parse_module("module {}")  # makes the shared context
+    return ir, backend._mlir_context
+
+
+def _target_version() -> str:
+    from jaxlib.mlir.dialects import stablehlo
+    return stablehlo.get_version_from_compatibility_requirement(
+        stablehlo.StablehloCompatibilityRequirement.WEEK_4)
+
+
+def _serialize_module(text: str) -> bytes:
+    """StableHLO text -> VHLO portable artifact bytes (CHLO ops are kept)."""
+    from jaxlib import _jax
+    backend.parse_module(text)  # a clear parse error here rather than inside serialization
+    return bytes(_jax.mlir.serialize_portable_artifact(text, _target_version()))
+
+
+def _deserialize_module(artifact: bytes):
+    from jaxlib.mlir.dialects import stablehlo
+    ir, ctx = _ir()
+    with ctx:
+        return stablehlo.deserialize_portable_artifact(ctx, artifact)
+
+
+def _func_ops(module):
+    from jaxlib.mlir import ir
+    return [op for op in module.body.operations if op.operation.name == "func.func"]
+
+
+def _rename_symbols(module, prefix: str) -> dict:
+    """Prefix every function name in `module` (and every use); returns old -> new."""
+    from jaxlib.mlir import ir
+    renames = {}
+    for op in _func_ops(module):
+        old = ir.StringAttr(op.attributes["sym_name"]).value
+        new = f"{prefix}_{old}"
+        ir.SymbolTable.replace_all_symbol_uses(old, new, module.operation)
+        ir.SymbolTable.set_symbol_name(op, new)
+        renames[old] = new
+    return renames
+
+
+def _renamed_functions(artifact: bytes, prefix: str) -> tuple[str, str]:
+    from jaxlib.mlir import ir
+    _, ctx = _ir()
+    with ctx:
+        module = _deserialize_module(artifact)
+        renames = _rename_symbols(module, prefix)
+        texts = []
+        for op in _func_ops(module):
+            op.attributes["sym_visibility"] = ir.StringAttr.get("private")
+            for attr in ("arg_attrs", "res_attrs"):
+                if attr in op.attributes:
+                    del op.attributes[attr]
+            texts.append(op.get_asm(enable_debug_info=False))
+    return "\n".join(texts), renames["main"]
+
+
+def _multi_platform_module(texts, plats, name, in_avals, out_avals) -> str:
+    """One module for several platforms: @main(platform_index, *args) with a stablehlo.case
+    over the platforms' programs."""
+    ir, ctx = _ir()
+    funcs = []
+    with ctx:
+        for text, p in zip(texts, plats):
+            module = backend.parse_module(text)
+            _rename_symbols(module, f"_platform_{p}")
+            for op in _func_ops(module):
+                op.attributes["sym_visibility"] = ir.StringAttr.get("private")
+                funcs.append(op.get_asm(enable_debug_info=False))
+    arg_types = [hlo.tensor_type(a) for a in in_avals]
+    out_types = [hlo.tensor_type(a) for a in out_avals]
+    args = ", ".join(f"%arg{i}" for i in range(len(in_avals)))
+    sig_in = ", ".join(arg_types)
+    sig_out = ", ".join(out_types)
+    n = len(out_types)
+    lines = [f"  func.func public @main(%platform_index: tensor<i32>"
+             + "".join(f", %arg{i}: {t}" for i, t in enumerate(arg_types))
+             + f") -> ({sig_out}) {{"]
+    branches = []
+    for p in plats:
+        res = "%r" if n == 1 else f"%r:{n}" if n else ""
+        call = (f'"func.call"({args}) {{callee = @_platform_{p}_main}} : ({sig_in}) -> ({sig_out})')
+        rets = ", ".join("%r" if n == 1 else f"%r#{j}" for j in range(n))
+        body = (f"      {res} = {call}\n" if n else f"      {call}\n")
+        body += f'      "stablehlo.return"({rets}) : ({sig_out}) -> ()'
+        branches.append("{\n" + body + "\n    }")
+    out = "%out" if n == 1 else f"%out:{n}" if n else ""
+    case = (f'"stablehlo.case"(%platform_index) ({", ".join(branches)}) : (tensor<i32>) -> '
+            f"({sig_out})")
+    lines.append(f"    {out} = {case}" if n else f"    {case}")
+    outs = ", ".join("%out" if n == 1 else f"%out#{j}" for j in range(n))
+    lines.append(f'    "func.return"({outs}) : ({sig_out}) -> ()')
+    lines.append("  }")
+    safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "main"
+    return (_MODULE_HEADER.format(name=f"jit_{safe}", extra="") + "\n".join(lines) + "\n"
+            + "\n".join(funcs) + "\n}\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Calling an Exported: the call_exported primitive
+
+call_exported_p = core.Primitive("call_exported")
+call_exported_p.multiple_results = True
+
+
+def _call_flat(exp: Exported, leaves):
+    if not exp.has_vjp():
+        return call_exported_p.bind(*leaves, exported=exp)
+    from fluxion._src.custom_derivatives import custom_vjp
+    n_in = len(leaves)
+
+    @custom_vjp
+    def call(*xs):
+        return call_exported_p.bind(*xs, exported=exp)
+
+    def fwd(*xs):
+        return call_exported_p.bind(*xs, exported=exp), xs
+
+    def bwd(primals, cts):
+        cts = [np.zeros(a.shape, dtypes.float0) if not dtypes.issubdtype(a.dtype, np.inexact)
+               else ct for ct, a in zip(cts, exp.out_avals)]
+        in_cts = exp.vjp().call(*primals, *cts)
+        return tuple(None if not dtypes.issubdtype(a.dtype, np.inexact) else c
+                     for c, a in zip(in_cts, exp.in_avals[:n_in]))
+
+    call.defvjp(fwd, bwd)
+    return list(call(*leaves))
+
+
+def _call_exported_abstract_eval(*avals, exported: Exported):
+    return shape_poly.refine_out_avals(exported, avals)
+
+
+def _platform_index(exported: Exported, platform: str) -> int | None:
+    platform = "cuda" if platform == "gpu" else platform
+    if platform not in exported.platforms:
+        raise ValueError(f"Function '{exported.fun_name}' was exported for platforms "
+                         f"{exported.platforms} but it is used on ('{platform}',).")
+    return exported.platforms.index(platform) if len(exported.platforms) > 1 else None
+
+
+_uses = itertools.count()
+
+
+def _call_exported_lowering(ctx, *args, exported: Exported):
+    index = _platform_index(exported, ctx.platform)
+    funcs, entry = exported._inline_functions()
+    prefix = f"_exported{next(_uses)}"
+    ctx.module.functions.append(funcs.replace(_TOKEN, prefix))
+    operands = list(args)
+    if index is not None:
+        operands = [ctx.constant(np.int32(index), np.int32)] + operands
+    operands = shape_poly.call_operands(ctx, exported, operands, index is not None)
+    outs = ctx.op("func.call", operands, exported_out_avals(ctx, exported),
+                  {"callee": "@" + entry.replace(_TOKEN, prefix)})
+    return shape_poly.call_results(ctx, exported, outs)
+
+
+def exported_out_avals(ctx, exported):
+    return shape_poly.callee_out_avals(ctx, exported)
+
+
+def _call_exported_batch(vals, dims, *, exported: Exported):
+    """vmap: a loop over the batch (the artifact has fixed or symbolic shapes of its own)."""
+    from fluxion._src.lax import control_flow
+    size = next(v.shape[d] for v, d in zip(vals, dims) if d is not batching.not_mapped)
+    batched = [batching.moveaxis(v, d, 0) if d is not batching.not_mapped else None
+               for v, d in zip(vals, dims)]
+
+    def one(xs):
+        it = iter(xs)
+        full = [next(it) if b is not None else v for v, b in zip(vals, batched)]
+        return call_exported_p.bind(*full, exported=exported)
+
+    outs = control_flow.map(one, [b for b in batched if b is not None])
+    del size
+    return list(outs), [0] * len(outs)
+
+
+call_exported_p.def_abstract_eval(_call_exported_abstract_eval)
+lowering.register_lowering(call_exported_p, _call_exported_lowering)
+batching.primitive_batchers[call_exported_p] = _call_exported_batch
+
+
+def _no_jvp(primals, tangents, *, exported):
+    raise ValueError(f"Cannot differentiate the exported function {exported.fun_name}: it "
+                     "has no VJP (it was deserialized from bytes serialized with vjp_order=0).")
+
+
+ad.primitive_jvps[call_exported_p] = _no_jvp

@@ -1,0 +1,5 @@
+"""Exporting jitted functions as portable StableHLO artifacts (`jax.export`)."""
+from fluxion._src.export.exported import (  # noqa: F401
+    Exported, export, default_export_platform, call_exported_p,
+    CALLING_CONVENTION_VERSION as maximum_supported_calling_convention_version)
+from fluxion._src.export.serialization import deserialize  # noqa: F401
