@@ -194,27 +194,34 @@ def _export_traced(traced, plats, disabled_checks, fun_jit=None) -> Exported:
                     constraints=shape_poly.constraints_of(in_avals))
 
 
+def _inexact(aval) -> bool:
+    return dtypes.issubdtype(aval.dtype, np.inexact)
+
+
 def _export_vjp(traced, plats, disabled_checks) -> Exported:
-    """Export `(*primals, *cts) -> cts of the inexact primals` (None for the others)."""
+    """Export `(*primals, *cts of the inexact outputs) -> cts of the inexact inputs`."""
     from fluxion._src import api, ad_api
     closed = traced.jaxpr
     in_avals = list(traced.in_avals)
     out_avals = list(closed.out_avals)
     n_in = len(in_avals)
-
-    def flat_f(*xs):
-        return core.eval_jaxpr(closed.jaxpr, closed.consts, *xs)
+    diff_out = [i for i, a in enumerate(out_avals) if _inexact(a)]
+    diff_in = [i for i, a in enumerate(in_avals) if _inexact(a)]
 
     def vjp_fun(*primals_and_cts):
         primals, cts = primals_and_cts[:n_in], primals_and_cts[n_in:]
-        _, pullback = ad_api.vjp(lambda *xs: list(flat_f(*xs)), *primals)
-        in_cts = pullback(list(cts))
-        return [c if dtypes.issubdtype(a.dtype, np.inexact) else
-                np.zeros(a.shape, dtypes.float0) for c, a in zip(in_cts, in_avals)]
 
-    ct_avals = [ShapedArray(a.shape, a.dtype) if dtypes.issubdtype(a.dtype, np.inexact)
-                else ShapedArray(a.shape, dtypes.float0) for a in out_avals]
-    specs = [api.ShapeDtypeStruct(a.shape, a.dtype) for a in in_avals + ct_avals]
+        def flat_f(*xs):
+            full = list(primals)
+            for i, x in zip(diff_in, xs):
+                full[i] = x
+            outs = core.eval_jaxpr(closed.jaxpr, closed.consts, *full)
+            return [outs[i] for i in diff_out]
+        _, pullback = ad_api.vjp(flat_f, *[primals[i] for i in diff_in])
+        return list(pullback(list(cts)))
+
+    specs = [api.ShapeDtypeStruct(a.shape, a.dtype) for a in in_avals]
+    specs += [api.ShapeDtypeStruct(out_avals[i].shape, out_avals[i].dtype) for i in diff_out]
     vjp_traced = api.jit(vjp_fun).trace(*specs)
     vjp_traced.name = f"vjp_{traced.name}"
     return _export_traced(vjp_traced, plats, disabled_checks)
@@ -357,15 +364,13 @@ def _call_flat(exp: Exported, leaves):
     def call(*xs):
         return call_exported_p.bind(*xs, exported=exp)
 
-    def fwd(*xs):
-        return call_exported_p.bind(*xs, exported=exp), xs
+    def fwd(*xs):  # through `call` again, so that the VJP's own VJP serves higher orders
+        return call(*xs), xs
 
     def bwd(primals, cts):
-        cts = [np.zeros(a.shape, dtypes.float0) if not dtypes.issubdtype(a.dtype, np.inexact)
-               else ct for ct, a in zip(cts, exp.out_avals)]
-        in_cts = exp.vjp().call(*primals, *cts)
-        return tuple(None if not dtypes.issubdtype(a.dtype, np.inexact) else c
-                     for c, a in zip(in_cts, exp.in_avals[:n_in]))
+        diff_cts = [ct for ct, a in zip(cts, exp.out_avals) if _inexact(a)]
+        in_cts = iter(exp.vjp().call(*primals, *diff_cts))
+        return tuple(next(in_cts) if _inexact(a) else None for a in exp.in_avals[:n_in])
 
     call.defvjp(fwd, bwd)
     return list(call(*leaves))
