@@ -298,6 +298,11 @@ def _shared_caches(fun, options) -> tuple:
         return tuple(BoundedDict(JIT_CACHE_SIZE) for _ in range(3))
 
 
+def _compiler_name(backend_name) -> str | None:
+    """"iree" when `backend_name` asks for IREE; XLA (None) otherwise."""
+    return "iree" if isinstance(backend_name, str) and backend_name.lower() == "iree" else None
+
+
 class JitFunction:
     """A function compiled with XLA on first call for each abstract signature."""
 
@@ -321,7 +326,9 @@ class JitFunction:
         # caches, so a second `jit(f)` starts warm.
         self._cache, self._trace_cache, self._fast_cache = _shared_caches(
             fun, (self._static_argnums, self._static_argnames, self._donate_argnums,
-                  self._donate_argnames, inline, keep_unused, device, backend))
+                  self._donate_argnames, inline, keep_unused, device, backend,
+                  _compiler_name(config.default_backend)))
+        self._compiler = _compiler_name(backend)  # "iree", or None for XLA
         self._fast_path_ok = not (self._static_argnums or self._static_argnames or
                                   self._donate_argnums or self._donate_argnames)
 
@@ -419,7 +426,8 @@ class JitFunction:
     def _compile(self, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args) -> _CacheEntry:
         traced = self._get_traced(leaves, in_tree, static_pos, static_kw)
         mask = self._donate_mask(args, static_pos, dyn_args, kwargs)
-        compiled = compile_closed_jaxpr(traced.jaxpr, name=f"jit_{traced.name}", donated_invars=mask)
+        compiled = compile_closed_jaxpr(traced.jaxpr, name=f"jit_{traced.name}", donated_invars=mask,
+                                        compiler=self._compiler or _compiler_name(config.default_backend))
         return _CacheEntry(compiled, traced.out_tree, traced, mask)
 
     # -- ahead of time

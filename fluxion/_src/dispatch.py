@@ -117,7 +117,8 @@ def lower_closed_jaxpr(closed: ClosedJaxpr, name: str, platform: str | None = No
 
 
 def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars=None,
-                         text: str | None = None) -> CompiledFunction:
+                         text: str | None = None, compiler: str | None = None) -> CompiledFunction:
+    """Lower (unless `text` is given) and compile with XLA, or with IREE for compiler="iree"."""
     start = time.perf_counter()
     if text is None:
         with profiling.phase("lower", name=name):
@@ -127,7 +128,12 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
                        time.perf_counter() - start)
     out_avals = closed.out_avals
     with profiling.phase("compile", name=name):
-        exe = backend.compile_module(text, out_avals, name=name)
+        if compiler == "iree":
+            from fluxion._src.compiler import iree_backend
+            arg_avals = [v.aval for v in closed.jaxpr.constvars] + list(closed.in_avals)
+            exe = iree_backend.compile_module(text, arg_avals, out_avals, name=name)
+        else:
+            exe = backend.compile_module(text, out_avals, name=name)
     const_bufs = [_constant_buffer(c, v.aval) for c, v in zip(closed.consts, closed.jaxpr.constvars)]
     return CompiledFunction(exe, const_bufs, closed.in_avals, out_avals)
 
