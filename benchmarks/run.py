@@ -13,6 +13,10 @@ import os
 import sys
 import time
 
+# fluxion's persistent compilation cache is off while benchmarking: rows that time compiles
+# must compile. workloads_export.py turns it on, in temporary directories, where it measures it.
+os.environ.setdefault("FLUXION_ENABLE_COMPILATION_CACHE", "0")
+
 if __package__ in (None, ""):  # run as a script: make the `benchmarks` package importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
