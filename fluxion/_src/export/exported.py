@@ -22,7 +22,6 @@ import numpy as np
 from fluxion._src import ad, batching, core, dtypes, tree_util
 from fluxion._src.compiler import backend, hlo, lowering
 from fluxion._src.core import ShapedArray
-from fluxion._src.export import shape_poly
 
 CALLING_CONVENTION_VERSION = 9
 _PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
@@ -68,7 +67,7 @@ class Exported:
                  calling_convention_version: int = CALLING_CONVENTION_VERSION,
                  module_kept_var_idx=None, uses_global_constants: bool = False,
                  ordered_effects=(), unordered_effects=(), disabled_safety_checks=(),
-                 get_vjp: Callable | None = None, constraints=()):
+                 get_vjp: Callable | None = None):
         self.fun_name = fun_name
         self.in_tree = in_tree
         self.in_avals = tuple(in_avals)
@@ -86,7 +85,6 @@ class Exported:
         self.ordered_effects = tuple(ordered_effects)
         self.unordered_effects = tuple(unordered_effects)
         self.disabled_safety_checks = tuple(disabled_safety_checks)
-        self.constraints = tuple(constraints)
         self._get_vjp = get_vjp
         self._inline_text = None
 
@@ -95,9 +93,7 @@ class Exported:
         outs = ", ".join(a.str_short() for a in self.out_avals)
         return f"Exported({self.fun_name}: ({ins}) -> ({outs}), platforms={self.platforms})"
 
-    @property
-    def uses_shape_polymorphism(self) -> bool:
-        return any(shape_poly.is_symbolic_shape(a.shape) for a in self.in_avals)
+    uses_shape_polymorphism = False  # symbolic dimensions are not supported (docs/export.md)
 
     def mlir_module(self) -> str:
         """The StableHLO module as text."""
@@ -129,7 +125,7 @@ class Exported:
                              f"structure as when {self.fun_name} was exported: got {in_tree}, "
                              f"exported with {self.in_tree}")
         avals = [core.get_aval(x) for x in leaves]
-        shape_poly.check_call_avals(self, avals)
+        _check_call_avals(self, avals)
         outs = _call_flat(self, leaves)
         return tree_util.tree_unflatten(self.out_tree, outs)
 
@@ -145,6 +141,22 @@ class Exported:
 _TOKEN = "__fluxion_exported_TOKEN__"
 
 
+def _check_call_avals(exported: Exported, avals) -> None:
+    """The arguments of a call must have the exported dtypes and shapes."""
+    if len(avals) != len(exported.in_avals):
+        raise ValueError(f"Function {exported.fun_name} was exported with "
+                         f"{len(exported.in_avals)} arguments but called with {len(avals)}")
+    for i, (got, want) in enumerate(zip(avals, exported.in_avals)):
+        if got.dtype != want.dtype:
+            raise ValueError(f"Function {exported.fun_name} was exported for an argument {i} "
+                             f"of type {want.str_short()} but is called with "
+                             f"{got.str_short()}")
+        if tuple(got.shape) != tuple(want.shape):
+            raise ValueError(f"Function {exported.fun_name} was exported for an argument {i} "
+                             f"of shape {want.str_short()} but is called with shape "
+                             f"{got.str_short()}")
+
+
 def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
            disabled_checks=()) -> Callable:
     """`export(jit(f))(*args_or_specs)`: lower `f` for the arguments' abstract values.
@@ -158,8 +170,7 @@ def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
 
     Returns
     -------
-    A function of arrays or `ShapeDtypeStruct`s (with dimensions from `symbolic_shape`)
-    returning an `Exported`.
+    A function of arrays or `ShapeDtypeStruct`s returning an `Exported`.
     """
     if not hasattr(fun_jit, "trace"):
         raise ValueError(f"Function to be exported must be the result of `jit` but is: {fun_jit}")
@@ -178,11 +189,8 @@ def _export_traced(traced, plats, disabled_checks, fun_jit=None) -> Exported:
     closed = traced.jaxpr
     in_avals = tuple(traced.in_avals)
     texts = [_lower_for_platform(closed, in_avals, p, traced.name) for p in plats]
-    symbolic = any(shape_poly.is_symbolic_shape(a.shape) for a in in_avals)
     text = texts[0] if len(plats) == 1 else _multi_platform_module(texts, plats, traced.name,
                                                                    in_avals, closed.out_avals)
-    if symbolic:
-        text = shape_poly.mark_module(text)
     artifact = _serialize_module(text)
 
     def get_vjp():
@@ -190,8 +198,7 @@ def _export_traced(traced, plats, disabled_checks, fun_jit=None) -> Exported:
 
     return Exported(traced.name, traced.in_tree, in_avals, traced.out_tree,
                     tuple(closed.out_avals), plats, artifact,
-                    disabled_safety_checks=disabled_checks, get_vjp=get_vjp,
-                    constraints=shape_poly.constraints_of(in_avals))
+                    disabled_safety_checks=disabled_checks, get_vjp=get_vjp)
 
 
 def _inexact(aval) -> bool:
@@ -234,8 +241,7 @@ def _lower_for_platform(closed, in_avals, platform: str, name: str) -> str:
     """A module whose public @main takes the flat inputs; constants are embedded."""
     module = hlo.Module(platform)
     block = hlo.Block(module, list(in_avals), [f"%arg{i}" for i in range(len(in_avals))])
-    with shape_poly.lowering_dims(block, in_avals):
-        outs = lowering.lower_jaxpr_into(block, closed, block.args)
+    outs = lowering.lower_jaxpr_into(block, closed, block.args)
     if module.__dict__.get("host_callbacks"):
         raise ValueError(f"Cannot export {name}: it calls back into Python (a host callback "
                          "such as debug.print or pure_callback), which a serialized program "
@@ -377,7 +383,7 @@ def _call_flat(exp: Exported, leaves):
 
 
 def _call_exported_abstract_eval(*avals, exported: Exported):
-    return shape_poly.refine_out_avals(exported, avals)
+    return list(exported.out_avals)
 
 
 def _platform_index(exported: Exported, platform: str) -> int | None:
@@ -399,14 +405,8 @@ def _call_exported_lowering(ctx, *args, exported: Exported):
     operands = list(args)
     if index is not None:
         operands = [ctx.constant(np.int32(index), np.int32)] + operands
-    operands = shape_poly.call_operands(ctx, exported, operands, index is not None)
-    outs = ctx.op("func.call", operands, exported_out_avals(ctx, exported),
+    return ctx.op("func.call", operands, list(exported.out_avals),
                   {"callee": "@" + entry.replace(_TOKEN, prefix)})
-    return shape_poly.call_results(ctx, exported, outs)
-
-
-def exported_out_avals(ctx, exported):
-    return shape_poly.callee_out_avals(ctx, exported)
 
 
 def _call_exported_batch(vals, dims, *, exported: Exported):

@@ -23,7 +23,6 @@ import numpy as np
 
 from fluxion._src import core, dtypes, tree_util
 from fluxion._src.core import ShapedArray
-from fluxion._src.export import shape_poly
 
 MAGIC = b"FLXEXPRT"
 FORMAT_VERSION = 1
@@ -85,7 +84,7 @@ def _decode_tree(d):
 
 
 def _encode_aval(a) -> dict:
-    return {"shape": [d if isinstance(d, int) else str(d) for d in a.shape],
+    return {"shape": [int(d) for d in a.shape],
             "dtype": np.dtype(a.dtype).name, "weak_type": bool(a.weak_type)}
 
 
@@ -97,8 +96,8 @@ def _dtype(name: str):
         return np.dtype(getattr(ml_dtypes, name))
 
 
-def _decode_aval(d, scope) -> ShapedArray:
-    shape = shape_poly.decode_shape(d["shape"], scope)
+def _decode_aval(d) -> ShapedArray:
+    shape = tuple(int(x) for x in d["shape"])  # symbolic dimensions are not supported
     dtype = dtypes.float0 if d["dtype"] == "void" else _dtype(d["dtype"])
     return ShapedArray(shape, dtype, d["weak_type"])
 
@@ -119,7 +118,6 @@ def serialize(exp, vjp_order: int = 0) -> bytearray:
         "uses_global_constants": exp.uses_global_constants,
         "ordered_effects": [], "unordered_effects": [],
         "disabled_safety_checks": [str(c) for c in exp.disabled_safety_checks],
-        "constraints": [str(c) for c in exp.constraints],
     }
     sections = [("meta", json.dumps(meta, sort_keys=True).encode()),
                 ("module", exp.mlir_module_serialized)]
@@ -165,17 +163,15 @@ def deserialize(blob) -> "Exported":
     from fluxion._src.export.exported import Exported
     sec = _sections(blob)
     meta = json.loads(sec["meta"].decode())
-    scope = shape_poly.new_scope(meta.get("constraints", ()))
     vjp_blob = sec.get("vjp")
     get_vjp = (lambda: deserialize(vjp_blob)) if vjp_blob is not None else None
     return Exported(
         meta["fun_name"], _decode_tree(meta["in_tree"]),
-        [_decode_aval(a, scope) for a in meta["in_avals"]], _decode_tree(meta["out_tree"]),
-        [_decode_aval(a, scope) for a in meta["out_avals"]], meta["platforms"], sec["module"],
+        [_decode_aval(a) for a in meta["in_avals"]], _decode_tree(meta["out_tree"]),
+        [_decode_aval(a) for a in meta["out_avals"]], meta["platforms"], sec["module"],
         in_shardings_hlo=meta["in_shardings_hlo"], out_shardings_hlo=meta["out_shardings_hlo"],
         nr_devices=meta["nr_devices"],
         calling_convention_version=meta["calling_convention_version"],
         module_kept_var_idx=meta["module_kept_var_idx"],
         uses_global_constants=meta["uses_global_constants"],
-        disabled_safety_checks=meta["disabled_safety_checks"], get_vjp=get_vjp,
-        constraints=meta.get("constraints", ()))
+        disabled_safety_checks=meta["disabled_safety_checks"], get_vjp=get_vjp)
