@@ -242,3 +242,13 @@ def test_new_process_hits_and_concurrent_writers_share_a_directory(tmp_path):
     assert later["stats"]["misses"] == 0 and later["stats"]["hits"] >= 1
     assert later["stats"]["writes"] == 0
     np.testing.assert_array_equal(np.asarray(later["g"][0]), np.asarray(first[0]["g"][0]))
+
+
+def test_unwritable_directory_compiles_and_warns_once(cache, caplog):
+    blocker = cache / "a_file"
+    blocker.write_text("not a directory")
+    public_cc.set_cache_dir(str(blocker / "sub"))
+    with caplog.at_level(logging.WARNING, logger="fluxion"):
+        np.testing.assert_allclose(fluxion.jit(lambda x: x - 1.0)(X), X - 1)
+        np.testing.assert_allclose(fluxion.jit(lambda x: x - 2.0)(X), X - 2)
+    assert caplog.text.count("could not write") == 1

@@ -48,6 +48,7 @@ stats = {"hits": 0, "misses": 0, "writes": 0, "rejected": 0, "evictions": 0}
 
 _lock = threading.Lock()
 _dir_bytes: dict[str, int] = {}  # cache dir -> bytes of entries, as last counted plus writes
+_unwritable: set[str] = set()
 
 
 def default_cache_dir() -> str:
@@ -164,8 +165,10 @@ def put(key: bytes, payload: bytes) -> None:
             f.write(data)
         os.replace(tmp, entry_path(key, directory))
     except OSError as e:
-        logger.warning("fluxion persistent compilation cache: could not write to %s: %s",
-                       directory, e)
+        if directory not in _unwritable:  # once per directory, not once per compile
+            _unwritable.add(directory)
+            logger.warning("fluxion persistent compilation cache: could not write to %s: %s",
+                           directory, e)
         try:
             os.remove(tmp)
         except (OSError, UnboundLocalError):
