@@ -35,3 +35,6 @@ from fluxion._src.shard_map import shard_map  # noqa: E402,F401
 from fluxion._src.mesh import PartitionSpec as P, make_mesh  # noqa: E402,F401
 from fluxion import sharding  # noqa: E402,F401
 from fluxion import distributed  # noqa: E402,F401
+
+# Portability (issue 14): fluxion.export
+from fluxion import export  # noqa: E402,F401
