@@ -13,16 +13,13 @@ import fluxion.numpy as jnp
 from fluxion import lax
 from fluxion._src import dtypes
 from fluxion._src.custom_derivatives import custom_jvp
+from fluxion._src.numpy.util import promote_dtypes_inexact
 from fluxion._src.nn_functions import log_softmax, logsumexp, softmax  # noqa: F401
 
 
 def _inexact(*args):
-    """The arguments as arrays of their common inexact dtype."""
-    arrays = [jnp.asarray(a) for a in args]
-    dtype = dtypes.result_type(*arrays)
-    if not dtypes.is_inexact(dtype):
-        dtype = dtypes.default_float_dtype()
-    arrays = [a.astype(dtype) for a in arrays]
+    """The arguments as arrays of their common inexact dtype (jnp's promotion)."""
+    arrays = promote_dtypes_inexact(*args)
     return arrays if len(arrays) > 1 else arrays[0]
 
 
