@@ -35,7 +35,7 @@ NOT_PROVIDED = {
 
 NAMESPACES = ["numpy", "numpy.linalg", "numpy.fft", "lax", "lax.linalg", "nn", "nn.initializers",
               "random", "tree", "tree_util", "image", "scipy.special", "scipy.stats",
-              "scipy.linalg", "scipy.fft", "scipy.optimize", "scipy.sparse.linalg", "scipy.ndimage",
+              "scipy.linalg", "scipy.fft", "scipy.signal", "scipy.optimize", "scipy.sparse.linalg", "scipy.ndimage",
               "scipy.integrate", "scipy.interpolate", "scipy.cluster.vq", "scipy.spatial.transform",
               "example_libraries.stax", "example_libraries.optimizers"]
 
