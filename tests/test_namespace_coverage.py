@@ -26,7 +26,6 @@ NOT_PROVIDED = {
     "scipy.special": {n: _SPECIAL for n in [
         "bernoulli", "bessel_jn", "dawsn", "erfcx", "exp1", "expi", "expn", "fresnel", "hyp1f1",
         "hyp2f1", "owens_t", "sici", "spence", "sph_harm_y", "wofz"]},
-    "scipy.stats": {"gaussian_kde": _SPECIAL, "mode": _SPECIAL},
     "scipy.linalg": {n: _SCHUR for n in ["funm", "hessenberg", "rsf2csf", "schur",
                                          "solve_sylvester", "sqrtm"]},
     "example_libraries.optimizers": {n: _HELPER for n in [
