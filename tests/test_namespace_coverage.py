@@ -11,7 +11,6 @@ import fluxion
 _TOKENS = "tokens need a token type in the IR, the emitter and the runtime (not built yet)"
 _SHARDING = "sharded arrays and XLA's SPMD partitioner are not built yet (issue 12)"
 _SCHUR = "needs the Schur or Hessenberg decomposition (lax.linalg), not built yet"
-_SPECIAL = "not built yet (issue 11)"
 _HELPER = "an import inside JAX's module, not part of its API"
 NOT_PROVIDED = {
     "lax": {"after_all": _TOKENS, "after_all_p": _TOKENS, "create_token": _TOKENS,
@@ -23,10 +22,6 @@ NOT_PROVIDED = {
     "lax.linalg": {n: "no LAPACK lowering yet (issue 10)" for n in [
         "cholesky_update", "cholesky_update_p", "hessenberg", "hessenberg_p", "ormqr", "ormqr_p",
         "qdwh", "schur", "schur_p", "tridiagonal", "tridiagonal_p"]},
-    "scipy.special": {n: _SPECIAL for n in [
-        "bernoulli", "bessel_jn", "dawsn", "erfcx", "exp1", "expi", "expn", "fresnel", "hyp1f1",
-        "hyp2f1", "owens_t", "sici", "spence", "sph_harm_y", "wofz"]},
-    "scipy.stats": {"gaussian_kde": _SPECIAL, "mode": _SPECIAL},
     "scipy.linalg": {n: _SCHUR for n in ["funm", "hessenberg", "rsf2csf", "schur",
                                          "solve_sylvester", "sqrtm"]},
     "example_libraries.optimizers": {n: _HELPER for n in [
@@ -35,7 +30,7 @@ NOT_PROVIDED = {
 
 NAMESPACES = ["numpy", "numpy.linalg", "numpy.fft", "lax", "lax.linalg", "nn", "nn.initializers",
               "random", "tree", "tree_util", "image", "scipy.special", "scipy.stats",
-              "scipy.linalg", "scipy.optimize", "scipy.sparse.linalg", "scipy.ndimage",
+              "scipy.linalg", "scipy.fft", "scipy.signal", "scipy.optimize", "scipy.sparse.linalg", "scipy.ndimage",
               "scipy.integrate", "scipy.interpolate", "scipy.cluster.vq", "scipy.spatial.transform",
               "example_libraries.stax", "example_libraries.optimizers"]
 
