@@ -6,3 +6,6 @@ from fluxion._src.lax.linalg.primitives import (  # noqa: F401
     lu_pivots_to_permutation, lu_pivots_to_permutation_p, qr, qr_p, svd, svd_p, symmetrize,
     symmetric_product, symmetric_product_p, tridiagonal_solve, tridiagonal_solve_p,
     triangular_solve, triangular_solve_p)
+from fluxion._src.lax.linalg.condensed import (  # noqa: F401
+    hessenberg, hessenberg_p, schur, schur_p, tridiagonal, tridiagonal_p)
+from fluxion._src.lax.linalg.ormqr import ormqr, ormqr_p  # noqa: F401

@@ -437,21 +437,69 @@ def householder_product(a, taus):
     return householder_product_p.bind(a, taus)
 
 
+def _geqp3_abstract_eval(a, jpvt, *, use_magma=None):
+    _check_matrix("geqp3", a, square=False)
+    if jpvt.shape != a.shape[:-2] + (a.shape[-1],) or not dtypes.is_integer(jpvt.dtype):
+        raise ValueError(f"geqp3 requires integer column pivots of shape "
+                         f"{a.shape[:-2] + (a.shape[-1],)}, got {jpvt.dtype} {jpvt.shape}")
+    m, n = a.shape[-2:]
+    return [ShapedArray(a.shape, a.dtype), ShapedArray(jpvt.shape, jpvt.dtype),
+            ShapedArray(a.shape[:-2] + (min(m, n),), a.dtype)]
+
+
+def _geqp3_cpu(ctx, a, jpvt, *, use_magma=None):
+    m, n = a.shape[-2:]
+    tau_aval = ShapedArray(a.shape[:-2] + (min(m, n),), a.dtype)
+    if m == 0 or n == 0:
+        return [a, jpvt, ctx.constant(0, a.dtype, tau_aval.shape)]
+    out, piv, tau = lapack.call(ctx, "geqp3", a.dtype, [a, jpvt],
+                                [a.aval.update(weak_type=False),
+                                 jpvt.aval.update(weak_type=False), tau_aval],
+                                matrix_operands=[True, False],
+                                matrix_results=[True, False, False],
+                                alias=[(0, 0), (1, 1)])
+    return [out, piv, tau]
+
+
+geqp3_p = _primitive("geqp3", _geqp3_abstract_eval, _geqp3_cpu, multiple_results=True)
+
+
+def geqp3(a, jpvt, *, use_magma=None):
+    """Column-pivoted QR (LAPACK geqp3): (a, jpvt, taus) with R in the upper triangle of `a`,
+    reflectors below it, and 1-based pivots `jpvt` such that a[:, jpvt - 1] = Q R.
+
+    A non-zero entry of the input `jpvt` moves that column to the front (as in LAPACK).
+    """
+    out, piv, taus = geqp3_p.bind(a, jpvt, use_magma=use_magma)
+    return out, piv, taus
+
+
 def _qr_abstract_eval(a, *, pivoting, full_matrices, use_magma):
     _check_matrix("qr", a, square=False)
-    if pivoting:
-        raise NotImplementedError("qr with pivoting=True is not implemented in fluxion")
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
     k = m if full_matrices else min(m, n)
-    return [ShapedArray(batch + (m, k), a.dtype), ShapedArray(batch + (k, n), a.dtype)]
+    outs = [ShapedArray(batch + (m, k), a.dtype), ShapedArray(batch + (k, n), a.dtype)]
+    if pivoting:
+        outs.append(ShapedArray(batch + (n,), np.dtype(np.int32)))
+    return outs
 
 
 def _qr_impl(a, *, pivoting, full_matrices, use_magma):
     jnp = _jnp()
     m, n = a.shape[-2:]
+    batch = a.shape[:-2]
     batch_pad = [(0, 0)] * (a.ndim - 2)
-    r, taus = geqrf(a)
+    if m == 0 or n == 0:
+        k = m if full_matrices else min(m, n)
+        q = jnp.broadcast_to(jnp.eye(m, k, dtype=a.dtype), batch + (m, k))
+        r = jnp.zeros(batch + (k, n), a.dtype)
+        return [q, r] + ([jnp.zeros(batch + (n,), np.int32)] if pivoting else [])
+    if pivoting:
+        r, p, taus = geqp3(a, jnp.zeros(batch + (n,), np.int32))
+        p = p - 1
+    else:
+        r, taus = geqrf(a)
     if m < n:
         q = householder_product(r[..., :m, :m], taus)
     elif full_matrices:
@@ -459,39 +507,66 @@ def _qr_impl(a, *, pivoting, full_matrices, use_magma):
     else:
         q = householder_product(r, taus)
         r = r[..., :n, :n]
-    return [q, jnp.triu(r)]
+    return [q, jnp.triu(r)] + ([p] if pivoting else [])
 
 
 qr_p = _primitive("qr", _qr_abstract_eval, lowering.lower_fun(_qr_impl), multiple_results=True)
+
+
+def _thin_qr_jvp(q, r, dx):
+    """dq, dr of x = q r for an (m, n) x with m >= n and thin q, r."""
+    jnp = _jnp()
+    n = r.shape[-1]
+    dx_rinv = triangular_solve(r, dx)  # dx r^-1
+    qt_dx_rinv = _H(q) @ dx_rinv
+    lower = jnp.tril(qt_dx_rinv, -1)
+    do = lower - _H(lower)  # skew-Hermitian
+    eye = jnp.eye(n, dtype=dx.dtype)
+    do = do + eye * (qt_dx_rinv - jnp.real(qt_dx_rinv).astype(dx.dtype))
+    dq = q @ (do - qt_dx_rinv) + dx_rinv
+    dr = (qt_dx_rinv - do) @ r
+    return dq, dr
 
 
 def _qr_jvp(primals, tangents, *, pivoting, full_matrices, use_magma):
     jnp = _jnp()
     x, = primals
     dx = ad.instantiate(tangents[0])
-    q, r = qr_p.bind(x, pivoting=pivoting, full_matrices=full_matrices, use_magma=use_magma)
+    q, r, *p = qr_p.bind(x, pivoting=pivoting, full_matrices=full_matrices,
+                         use_magma=use_magma)
     m, n = x.shape[-2:]
-    if m < n or (full_matrices and m != n):
+    if pivoting:
+        # x[..., p] = q r, so the factors move with the permuted tangent.
+        dx = jnp.take_along_axis(dx, jnp.broadcast_to(p[0][..., None, :], dx.shape), axis=-1)
+        x = jnp.take_along_axis(x, jnp.broadcast_to(p[0][..., None, :], x.shape), axis=-1)
+    if m < n:
+        # x = [x1 x2] = q [r1 r2]: the square part is an ordinary QR, and r2 = q^H x2.
+        dq, dr1 = _thin_qr_jvp(q, r[..., :, :m], dx[..., :, :m])
+        dr2 = _H(dq) @ x[..., :, m:] + _H(q) @ dx[..., :, m:]
+        dr = jnp.concatenate([dr1, dr2], axis=-1)
+    elif full_matrices and m != n:
         raise NotImplementedError("Unimplemented case of QR decomposition derivative")
-    dx_rinv = triangular_solve(r, dx)  # dx r^-1
-    qt_dx_rinv = _H(q) @ dx_rinv
-    lower = jnp.tril(qt_dx_rinv, -1)
-    do = lower - _H(lower)  # skew-Hermitian
-    eye = jnp.eye(n, dtype=x.dtype)
-    do = do + eye * (qt_dx_rinv - jnp.real(qt_dx_rinv).astype(x.dtype))
-    dq = q @ (do - qt_dx_rinv) + dx_rinv
-    dr = (qt_dx_rinv - do) @ r
-    return [q, r], [dq, dr]
+    else:
+        dq, dr = _thin_qr_jvp(q, r, dx)
+    outs, tans = [q, r], [dq, dr]
+    if pivoting:
+        outs.append(p[0])
+        tans.append(ad.Zero.from_primal_value(p[0]))
+    return outs, tans
 
 
 ad.primitive_jvps[qr_p] = _qr_jvp
 
 
 def qr(x, *, pivoting: bool = False, full_matrices: bool = True, use_magma=None):
-    """QR decomposition: returns (q, r) with x = q @ r (`full_matrices`: q is square)."""
-    q, r = qr_p.bind(x, pivoting=bool(pivoting), full_matrices=bool(full_matrices),
+    """QR decomposition: (q, r) with x = q @ r (`full_matrices`: q is square).
+
+    With `pivoting`, column-pivoted QR: (q, r, p) with x[..., p] = q @ r and the diagonal of
+    r non-increasing in magnitude.
+    """
+    outs = qr_p.bind(x, pivoting=bool(pivoting), full_matrices=bool(full_matrices),
                      use_magma=use_magma)
-    return q, r
+    return tuple(outs)
 
 
 # ---------------------------------------------------------------------------------------------
