@@ -20,9 +20,6 @@ NOT_PROVIDED = {
             "precv": _SHARDING, "psend": _SHARDING, "pswapaxes": _SHARDING,
             "ragged_all_to_all": _SHARDING, "ragged_all_to_all_p": _SHARDING,
             "sharding_constraint_p": _SHARDING, "with_sharding_constraint": _SHARDING},
-    "lax.linalg": {n: "no LAPACK lowering yet (issue 10)" for n in [
-        "cholesky_update", "cholesky_update_p", "hessenberg", "hessenberg_p", "ormqr", "ormqr_p",
-        "qdwh", "schur", "schur_p", "tridiagonal", "tridiagonal_p"]},
     "scipy.special": {n: _SPECIAL for n in [
         "bernoulli", "bessel_jn", "dawsn", "erfcx", "exp1", "expi", "expn", "fresnel", "hyp1f1",
         "hyp2f1", "owens_t", "sici", "spence", "sph_harm_y", "wofz"]},

@@ -9,3 +9,6 @@ from fluxion._src.lax.linalg.primitives import (  # noqa: F401
 from fluxion._src.lax.linalg.condensed import (  # noqa: F401
     hessenberg, hessenberg_p, schur, schur_p, tridiagonal, tridiagonal_p)
 from fluxion._src.lax.linalg.ormqr import ormqr, ormqr_p  # noqa: F401
+from fluxion._src.lax.linalg.cholesky_update import (  # noqa: F401
+    cholesky_update, cholesky_update_p)
+from fluxion._src.lax.linalg.qdwh import qdwh  # noqa: F401
