@@ -238,3 +238,50 @@ def test_qdwh(x64, dtype):
     np.testing.assert_allclose(ph, jph, atol=_tol(dtype))
     with pytest.raises(ValueError, match="M >= N"):
         fl.qdwh(x.T)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_eigh_svd_subset_by_index(x64, dtype):
+    a = _rand((2, 5, 5), dtype)
+    h = a + _H(a)
+    v, w = fl.eigh(h, subset_by_index=(1, 4))
+    assert v.shape == (2, 5, 3) and w.shape == (2, 3)
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(h)[..., 1:4], atol=1e-10)
+    np.testing.assert_allclose(h @ np.asarray(v), np.asarray(v) * np.asarray(w)[..., None, :],
+                               atol=1e-10)
+    sw = scipy.linalg.eigh(h[0], subset_by_index=[1, 3], eigvals_only=True)
+    np.testing.assert_allclose(w[0], sw, atol=1e-10)
+    vm = fluxion.vmap(lambda x: fl.eigh(x, subset_by_index=(3, 5))[1])(h)
+    np.testing.assert_allclose(vm, np.linalg.eigvalsh(h)[..., 3:], atol=1e-10)
+    x = _rand((2, 6, 4), dtype)
+    u, s, vt = fl.svd(x, full_matrices=False, subset_by_index=(1, 3))
+    fu, fs, fvt = np.linalg.svd(x, full_matrices=False)
+    assert u.shape == (2, 6, 2) and vt.shape == (2, 2, 4)
+    np.testing.assert_allclose(s, fs[..., 1:3], atol=1e-10)
+    np.testing.assert_allclose(np.asarray(u) * np.asarray(s)[..., None, :] @ vt,
+                               fu[..., :, 1:3] * fs[..., None, 1:3] @ fvt[..., 1:3, :],
+                               atol=1e-10)
+    np.testing.assert_allclose(
+        fl.svd(x, full_matrices=False, compute_uv=False, subset_by_index=(0, 2)),
+        fs[..., :2], atol=1e-10)
+    with pytest.raises(ValueError, match="full_matrices and subset_by_index"):
+        fl.svd(x, subset_by_index=(0, 2))
+    with pytest.raises(ValueError, match="subset_by_index"):
+        fl.eigh(h, subset_by_index=(2, 7))
+    with pytest.raises(NotImplementedError, match="partial eigen"):
+        fluxion.jvp(lambda x: fl.eigh(x, subset_by_index=(0, 2)), (h,), (h,))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_eig_eigenvector_derivatives(x64, dtype):
+    a, t = _rand((2, 4, 4), dtype), _rand((2, 4, 4), dtype)
+    f = lambda x: fl.eig(x, enable_eigvec_derivs=True)  # noqa: E731
+    g = lambda x: jax.lax.linalg.eig(x, enable_eigvec_derivs=True)  # noqa: E731
+    for ours, theirs in zip(fluxion.jvp(f, (a,), (t,))[1], jax.jvp(g, (a,), (t,))[1]):
+        np.testing.assert_allclose(ours, theirs, atol=1e-10)
+    # finite differences of the right eigenvectors (geev's normalization is smooth here)
+    eps = 1e-6
+    fd = (np.asarray(f(a + eps * t)[2]) - np.asarray(f(a - eps * t)[2])) / (2 * eps)
+    np.testing.assert_allclose(fluxion.jvp(f, (a,), (t,))[1][2], fd, atol=1e-6)
+    with pytest.raises(NotImplementedError, match="enable_eigvec_derivs"):
+        fluxion.jvp(fl.eig, (a,), (t,))

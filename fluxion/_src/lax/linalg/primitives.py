@@ -572,26 +572,46 @@ def qr(x, *, pivoting: bool = False, full_matrices: bool = True, use_magma=None)
 # ---------------------------------------------------------------------------------------------
 # eigh
 
+def _subset(subset_by_index, size, name):
+    """(lo, hi) of a subset_by_index argument, checked against `size` values."""
+    if subset_by_index is None:
+        return 0, size
+    lo, hi = (int(i) for i in subset_by_index)
+    if not 0 <= lo <= hi <= size:
+        raise ValueError(f"{name}: subset_by_index must satisfy 0 <= start <= end <= {size}, "
+                         f"got {tuple(subset_by_index)}")
+    return lo, hi
+
+
 def _eigh_abstract_eval(a, *, lower, sort_eigenvalues, subset_by_index, algorithm=None):
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"Argument to symmetric eigendecomposition must have shape "
+                         f"[..., n, n], got shape {a.shape}")
     _check_matrix("eigh", a)
     n = a.shape[-1]
-    if subset_by_index is not None and tuple(subset_by_index) != (0, n):
-        raise NotImplementedError("eigh with subset_by_index is not implemented in fluxion")
-    return [ShapedArray(a.shape, a.dtype),
-            ShapedArray(a.shape[:-1], _real_dtype(a.dtype))]
+    lo, hi = _subset(subset_by_index, n, "eigh")
+    return [ShapedArray(a.shape[:-1] + (hi - lo,), a.dtype),
+            ShapedArray(a.shape[:-2] + (hi - lo,), _real_dtype(a.dtype))]
 
 
 def _eigh_cpu(ctx, a, *, lower, sort_eigenvalues, subset_by_index, algorithm=None):
     batch = a.shape[:-2]
+    n = a.shape[-1]
     w_aval = ShapedArray(a.shape[:-1], _real_dtype(a.dtype))
-    if a.shape[-1] == 0:
+    if n == 0:
         return [a, ctx.constant(0, w_aval.dtype, w_aval.shape)]
     v, w, info = lapack.call(ctx, "syevd", a.dtype, [a],
                              [a.aval.update(weak_type=False), w_aval, lapack.info_aval(batch)],
                              {"mode": lapack.char("V"), "uplo": lapack.char("L" if lower else "U")},
                              matrix_results=[True, False, False])
-    return [lapack.nan_where_failed(ctx, info, v, len(batch)),
-            lapack.nan_where_failed(ctx, info, w, len(batch))]
+    v = lapack.nan_where_failed(ctx, info, v, len(batch))
+    w = lapack.nan_where_failed(ctx, info, w, len(batch))
+    lo, hi = _subset(subset_by_index, n, "eigh")
+    if (lo, hi) != (0, n):  # syevd computes all of them; keep the asked ones (ascending)
+        zeros = [0] * len(batch)
+        v = ctx.slice(v, zeros + [0, lo], list(batch) + [n, hi])
+        w = ctx.slice(w, zeros + [lo], list(batch) + [hi])
+    return [v, w]
 
 
 eigh_p = _primitive("eigh", _eigh_abstract_eval, _eigh_cpu, multiple_results=True)
@@ -600,6 +620,8 @@ eigh_p = _primitive("eigh", _eigh_abstract_eval, _eigh_cpu, multiple_results=Tru
 def _eigh_jvp(primals, tangents, **params):
     jnp = _jnp()
     a, = primals
+    if _subset(params["subset_by_index"], a.shape[-1], "eigh") != (0, a.shape[-1]):
+        raise NotImplementedError("Derivatives not defined for partial eigen decomposition.")
     a_dot = ad.instantiate(tangents[0])
     v, w = eigh_p.bind(a, **params)
     n = a.shape[-1]
@@ -616,14 +638,14 @@ ad.primitive_jvps[eigh_p] = _eigh_jvp
 
 
 def eigh(x, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True,
-         subset_by_index=None, algorithm=None):
+         subset_by_index=None, implementation=None):
     """Eigendecomposition of Hermitian matrices: returns (v, w), w ascending, x v = v diag(w)."""
     _check_matrix("eigh", core.get_aval(x))
     if symmetrize_input:
         x = symmetrize(x)
     v, w = eigh_p.bind(x, lower=bool(lower), sort_eigenvalues=bool(sort_eigenvalues),
                        subset_by_index=None if subset_by_index is None
-                       else tuple(subset_by_index), algorithm=algorithm)
+                       else tuple(subset_by_index), algorithm=implementation)
     return v, w
 
 
@@ -634,8 +656,11 @@ def _svd_abstract_eval(a, *, full_matrices, compute_uv, subset_by_index, algorit
     _check_matrix("svd", a, square=False)
     m, n = a.shape[-2:]
     k = min(m, n)
-    if subset_by_index is not None and tuple(subset_by_index) != (0, k):
-        raise NotImplementedError("svd with subset_by_index is not implemented in fluxion")
+    lo, hi = _subset(subset_by_index, k, "svd")
+    if (lo, hi) != (0, k):
+        if full_matrices:
+            raise ValueError("full_matrices and subset_by_index cannot both be set")
+        k = hi - lo
     batch = a.shape[:-2]
     s = ShapedArray(batch + (k,), _real_dtype(a.dtype))
     if not compute_uv:
@@ -644,7 +669,7 @@ def _svd_abstract_eval(a, *, full_matrices, compute_uv, subset_by_index, algorit
             ShapedArray(batch + (n if full_matrices else k, n), a.dtype)]
 
 
-def _svd_cpu(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
+def _svd_cpu_all(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
     batch = a.shape[:-2]
     m, n = a.shape[-2:]
     k = min(m, n)
@@ -676,12 +701,34 @@ def _svd_cpu(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorithm=No
     return outs
 
 
+def _svd_cpu(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    lo, hi = _subset(subset_by_index, k, "svd")
+    outs = _svd_cpu_all(ctx, a, full_matrices=full_matrices, compute_uv=compute_uv,
+                        subset_by_index=None, algorithm=algorithm)
+    if (lo, hi) == (0, k):
+        return outs
+    # gesdd computes all of them (descending); keep the asked ones.
+    batch = list(a.shape[:-2])
+    z = [0] * len(batch)
+    sliced = [ctx.slice(outs[0], z + [lo], batch + [hi])]
+    if compute_uv:
+        sliced += [ctx.slice(outs[1], z + [0, lo], batch + [m, hi]),
+                   ctx.slice(outs[2], z + [lo, 0], batch + [hi, n])]
+    return sliced
+
+
 svd_p = _primitive("svd", _svd_abstract_eval, _svd_cpu, multiple_results=True)
 
 
 def _svd_jvp(primals, tangents, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
     jnp = _jnp()
     A, = primals
+    k = min(A.shape[-2:])
+    if _subset(subset_by_index, k, "svd") != (0, k):
+        raise NotImplementedError("Derivatives not defined for a partial singular value "
+                                  "decomposition (subset_by_index).")
     dA = ad.instantiate(tangents[0])
     s, U, Vt = svd_p.bind(A, full_matrices=False, compute_uv=True,
                           subset_by_index=subset_by_index, algorithm=algorithm)
@@ -781,31 +828,73 @@ def _eig_cpu(ctx, a, *, compute_left_eigenvectors, compute_right_eigenvectors,
 eig_p = _primitive("eig", _eig_abstract_eval, _eig_cpu, multiple_results=True)
 
 
+def _eig_vectors_jvp(w, v, da):
+    """dw, dv of A v = v diag(w) under geev's normalization of v: unit 2-norm columns whose
+    largest-magnitude entry is real (first-order perturbation theory, distinct w)."""
+    jnp = _jnp()
+    from fluxion._src.numpy import linalg as np_linalg
+    n = w.shape[-1]
+    eye = jnp.eye(n, dtype=w.dtype)
+    F = 1 / (eye + w[..., None, :] - w[..., :, None]) - eye
+    P = np_linalg.solve(v, da) @ v
+    dw = jnp.diagonal(P, axis1=-2, axis2=-1)
+    U = v @ (F * P)
+    # dv_j = u_j + c_j v_j; c_j keeps the norm (real part) and the phase of the largest
+    # entry (imaginary part) fixed.
+    k = jnp.argmax(jnp.abs(v), axis=-2)
+    top = jnp.arange(n)[:, None] == k[..., None, :]
+    u_top = jnp.sum(jnp.where(top, U, 0), axis=-2)
+    v_top = jnp.sum(jnp.where(top, v, 0), axis=-2)
+    from fluxion import lax
+    c = lax.complex(-jnp.real(jnp.sum(jnp.conj(v) * U, axis=-2)),
+                    -jnp.imag(u_top) / jnp.real(v_top))
+    return dw, U + v * c[..., None, :]
+
+
 def _eig_jvp(primals, tangents, *, compute_left_eigenvectors, compute_right_eigenvectors,
              enable_eigvec_derivs=False, implementation=None):
     jnp = _jnp()
-    if compute_left_eigenvectors or compute_right_eigenvectors:
+    if (compute_left_eigenvectors or compute_right_eigenvectors) and not enable_eigvec_derivs:
         raise NotImplementedError(
-            "The derivatives of eigenvectors are not implemented, only eigenvalues. See "
-            "https://github.com/jax-ml/jax/issues/2748 for discussion.")
+            "Derivatives of non-symmetric eigenvectors are only valid under assumptions on "
+            "the input that cannot be checked (see the enable_eigvec_derivs argument to "
+            "lax.linalg.eig). Pass enable_eigvec_derivs=True to lax.linalg.eig to opt in. "
+            "See https://github.com/jax-ml/jax/issues/2748 for discussion.")
     a, = primals
-    da = ad.instantiate(tangents[0])
-    w, v = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True,
-                      enable_eigvec_derivs=False, implementation=implementation)
-    from fluxion._src.numpy import linalg as np_linalg
-    vinv_da_v = np_linalg.solve(v, da.astype(v.dtype)) @ v
-    return [w], [jnp.diagonal(vinv_da_v, axis1=-2, axis2=-1)]
+    outs = eig_p.bind(a, compute_left_eigenvectors=compute_left_eigenvectors,
+                      compute_right_eigenvectors=True,
+                      enable_eigvec_derivs=enable_eigvec_derivs,
+                      implementation=implementation)
+    w, vr = outs[0], outs[-1]
+    da = ad.instantiate(tangents[0]).astype(vr.dtype)
+    if not (compute_left_eigenvectors or compute_right_eigenvectors):
+        from fluxion._src.numpy import linalg as np_linalg
+        return [w], [jnp.sum(np_linalg.solve(vr, da) * _T(vr), axis=-1)]
+    dw, dvr = _eig_vectors_jvp(w, vr, da)
+    primal, tangent = [w], [dw]
+    if compute_left_eigenvectors:  # left eigenvectors of a: right ones of a^H
+        primal.append(outs[1])
+        tangent.append(_eig_vectors_jvp(jnp.conj(w), outs[1], _H(da))[1])
+    if compute_right_eigenvectors:
+        primal.append(vr)
+        tangent.append(dvr)
+    return primal, tangent
 
 
 ad.primitive_jvps[eig_p] = _eig_jvp
 
 
 def eig(x, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
-        use_magma=None, implementation=None):
-    """Eigendecomposition of general square matrices: [w, vl?, vr?] (complex)."""
+        enable_eigvec_derivs: bool = False, implementation=None, use_magma=None):
+    """Eigendecomposition of general square matrices: [w, vl?, vr?] (complex).
+
+    `enable_eigvec_derivs` opts in to eigenvector derivatives, valid for distinct
+    eigenvalues (under geev's normalization: unit norm, largest entry real).
+    """
     return eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
                       compute_right_eigenvectors=bool(compute_right_eigenvectors),
-                      enable_eigvec_derivs=False, implementation=implementation)
+                      enable_eigvec_derivs=bool(enable_eigvec_derivs),
+                      implementation=implementation)
 
 
 # ---------------------------------------------------------------------------------------------
