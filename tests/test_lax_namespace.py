@@ -22,7 +22,6 @@ NOT_HERE = {
     "after_all_p": "tokens need a token type in fluxion's IR and lowering",
     "create_token": "tokens need a token type in fluxion's IR and lowering",
     "create_token_p": "tokens need a token type in fluxion's IR and lowering",
-    "device_put_p": "fluxion's device_put is not a primitive",
 }
 
 

@@ -16,7 +16,6 @@ _HELPER = "an import inside JAX's module, not part of its API"
 NOT_PROVIDED = {
     "lax": {"after_all": _TOKENS, "after_all_p": _TOKENS, "create_token": _TOKENS,
             "create_token_p": _TOKENS,
-            "device_put_p": "fluxion's device_put is not a primitive",
             "precv": _SHARDING, "psend": _SHARDING, "pswapaxes": _SHARDING,
             "ragged_all_to_all": _SHARDING, "ragged_all_to_all_p": _SHARDING,
             "sharding_constraint_p": _SHARDING, "with_sharding_constraint": _SHARDING},

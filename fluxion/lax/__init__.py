@@ -18,3 +18,4 @@ from fluxion._src.lax.jax_names_ops import *  # noqa: F401,F403
 
 # lax.linalg on LAPACK (issue 10 item 2)
 from fluxion.lax import linalg  # noqa: F401,E402
+from fluxion._src.lax.device_put import device_put_p  # noqa: F401,E402
