@@ -10,7 +10,6 @@ import fluxion
 # namespace -> {missing name: reason}
 _TOKENS = "tokens need a token type in the IR, the emitter and the runtime (not built yet)"
 _SHARDING = "sharded arrays and XLA's SPMD partitioner are not built yet (issue 12)"
-_SCHUR = "needs the Schur or Hessenberg decomposition (lax.linalg), not built yet"
 _SPECIAL = "not built yet (issue 11)"
 _HELPER = "an import inside JAX's module, not part of its API"
 NOT_PROVIDED = {
@@ -23,8 +22,6 @@ NOT_PROVIDED = {
         "bernoulli", "bessel_jn", "dawsn", "erfcx", "exp1", "expi", "expn", "fresnel", "hyp1f1",
         "hyp2f1", "owens_t", "sici", "spence", "sph_harm_y", "wofz"]},
     "scipy.stats": {"gaussian_kde": _SPECIAL, "mode": _SPECIAL},
-    "scipy.linalg": {n: _SCHUR for n in ["funm", "hessenberg", "rsf2csf", "schur",
-                                         "solve_sylvester", "sqrtm"]},
     "example_libraries.optimizers": {n: _HELPER for n in [
         "jax", "map", "partial", "safe_map", "safe_zip", "unzip2", "zip"]},
 }
