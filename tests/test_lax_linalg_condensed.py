@@ -184,11 +184,21 @@ def test_qr_grads(x64):
         a = rng.standard_normal(shape)
         check_grads(lambda x: fl.qr(x, pivoting=True, full_matrices=False)[:2], (a,), 1)
         check_grads(lambda x: fl.qr(x, full_matrices=False), (a,), 1)
-    c = _rand((3, 5), np.complex128)
-    t = _rand((3, 5), np.complex128)
-    np.testing.assert_allclose(
-        fluxion.jvp(lambda x: fl.qr(x)[1], (c,), (t,))[1],
-        jax.jvp(lambda x: jax.lax.linalg.qr(x)[1], (c,), (t,))[1], atol=1e-10)
+    check_grads(lambda x: fl.qr(x, full_matrices=True), (rng.standard_normal((5, 3)),), 1)
+    for shape in [(3, 5), (5, 3)]:  # wide, and tall with a square q
+        c, t = _rand(shape, np.complex128), _rand(shape, np.complex128)
+        for pivoting in [False, True]:
+            ours = fluxion.jvp(lambda x: fl.qr(x, pivoting=pivoting)[:2], (c,), (t,))[1]
+            theirs = jax.jvp(lambda x: jax.lax.linalg.qr(x, pivoting=pivoting)[:2], (c,),
+                             (t,))[1]
+            for o, th in zip(ours, theirs):
+                if not (pivoting and shape == (3, 5)):  # JAX's dR2 there uses unpermuted x
+                    np.testing.assert_allclose(o, th, atol=1e-10)
+    # batched pivoted QR (JAX's rule indexes with batched pivots and fails): finite differences
+    a, t = rng.standard_normal((2, 5, 3)), rng.standard_normal((2, 5, 3))
+    f = lambda x: fl.qr(x, pivoting=True)[1]  # noqa: E731
+    fd = (np.asarray(f(a + 1e-6 * t)) - np.asarray(f(a - 1e-6 * t))) / 2e-6
+    np.testing.assert_allclose(fluxion.jvp(f, (a,), (t,))[1], fd, atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -528,6 +528,26 @@ def _thin_qr_jvp(q, r, dx):
     return dq, dr
 
 
+def _full_qr_jvp(q, r, dx):
+    """dq, dr of x = q r for an (m, n) x with m > n, q square (m, m): the thin part as usual,
+    and the trailing m - n columns of q from Householder QR's structure (Roberts and Towns,
+    arXiv:2409.13374, eqs. 32-33)."""
+    jnp = _jnp()
+    from fluxion._src.numpy import linalg as np_linalg
+    n = r.shape[-1]
+    q_mn, q_mp = q[..., :, :n], q[..., :, n:]
+    dq_mn, dr_nn = _thin_qr_jvp(q_mn, r[..., :n, :], dx)
+    q_nn, q_pn = q_mn[..., :n, :], q_mn[..., n:, :]
+    # Z = q_pn (q_nn - I)^-1, from (q_nn - I)^H Z^H = q_pn^H.
+    z_h = np_linalg.solve(_H(q_nn - jnp.eye(n, dtype=q.dtype)), _H(q_pn))
+    z = _H(z_h)
+    dq_mp = dq_mn @ z_h - (q_mn + q_mp @ z) @ _H(dq_mn[..., n:, :] - z @ dq_mn[..., :n, :])
+    dq = jnp.concatenate([dq_mn, dq_mp], axis=-1)
+    dr = jnp.concatenate([dr_nn, jnp.zeros(r.shape[:-2] + (r.shape[-2] - n, n), r.dtype)],
+                         axis=-2)
+    return dq, dr
+
+
 def _qr_jvp(primals, tangents, *, pivoting, full_matrices, use_magma):
     jnp = _jnp()
     x, = primals
@@ -545,7 +565,7 @@ def _qr_jvp(primals, tangents, *, pivoting, full_matrices, use_magma):
         dr2 = _H(dq) @ x[..., :, m:] + _H(q) @ dx[..., :, m:]
         dr = jnp.concatenate([dr1, dr2], axis=-1)
     elif full_matrices and m != n:
-        raise NotImplementedError("Unimplemented case of QR decomposition derivative")
+        dq, dr = _full_qr_jvp(q, r, dx)
     else:
         dq, dr = _thin_qr_jvp(q, r, dx)
     outs, tans = [q, r], [dq, dr]
