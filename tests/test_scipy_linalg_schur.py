@@ -143,3 +143,20 @@ def test_solve_sylvester_singular_and_errors():
         fsl.solve_sylvester(np.eye(3), np.eye(2), np.ones((2, 2)))
     with pytest.raises(ValueError, match="method"):
         fsl.solve_sylvester(np.eye(2), np.eye(2), np.ones((2, 2)), method="qr")
+
+
+@pytest.mark.parametrize("shape,side", [((5, 3), "right"), ((3, 5), "left"), ((2, 4, 4), "right"),
+                                        ((3, 5), "right"), ((5, 3), "left")])
+def test_polar_qdwh(x64, shape, side):
+    a = _rand(shape, np.float64)
+    u, p = fsl.polar(a, side=side)
+    u, p = np.asarray(u), np.asarray(p)
+    np.testing.assert_allclose(u @ p if side == "right" else p @ u, a, atol=1e-10)
+    if len(shape) == 2:
+        su, sp = sl.polar(a, side=side)
+        np.testing.assert_allclose(u, su, atol=1e-10)
+        np.testing.assert_allclose(p, sp, atol=1e-10)
+    if (shape[-2] >= shape[-1]) == (side == "right"):  # where JAX runs QDWH
+        ju, jp = jsl.polar(a, side=side)
+        np.testing.assert_allclose(u, ju, atol=1e-12)
+        np.testing.assert_allclose(p, jp, atol=1e-12)

@@ -198,12 +198,28 @@ def eigh_tridiagonal(d, e, *, eigvals_only: bool = False, select: str = "a",
 
 def polar(a, side: str = "right", *, method: str = "qdwh", eps=None, max_iterations=None):
     """(u, p) with a = u p (side 'right') or a = p u ('left'), u unitary and p Hermitian
-    positive semi-definite; computed from the SVD for either `method`."""
+    positive semi-definite.
+
+    `method='qdwh'` runs lax.linalg.qdwh where JAX does (m >= n with side 'right', m < n with
+    side 'left'; the other shapes fall back to the SVD); `method='svd'` uses the SVD.
+    """
     if side not in ("left", "right"):
         raise ValueError(f"side={side!r} is not supported; use 'left' or 'right'")
     if method not in ("qdwh", "svd"):
         raise ValueError(f"Unknown polar decomposition method {method}.")
     a = _inexact(a)
+    if a.ndim < 2:
+        raise ValueError("The input `a` must be at least a 2-D array.")
+    m, n = a.shape[-2:]
+    if method == "qdwh" and (m >= n) == (side == "right"):
+        def one(x):
+            if side == "left":
+                u, p, _, _ = lax_linalg.qdwh(_h(x), eps=eps)
+                return _h(u), _h(p)
+            u, p, _, _ = lax_linalg.qdwh(x, eps=eps)
+            return u, p
+        sig = "(m,n)->(m,n),(n,n)" if side == "right" else "(m,n)->(m,n),(m,m)"
+        return jnp.vectorize(one, signature=sig)(a)
     u_svd, s, vh = jnp.linalg.svd(a, full_matrices=False)
     unitary = u_svd @ vh
     if side == "right":
