@@ -160,3 +160,33 @@ def test_polar_qdwh(x64, shape, side):
         ju, jp = jsl.polar(a, side=side)
         np.testing.assert_allclose(u, ju, atol=1e-12)
         np.testing.assert_allclose(p, jp, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_qr_pivoting_and_qr_multiply(x64, shape, dtype):
+    a = _rand(shape, dtype)
+    for mode in ("full", "economic", "r"):
+        ours = fsl.qr(a, mode=mode, pivoting=True)
+        theirs = jsl.qr(a, mode=mode, pivoting=True)
+        assert len(ours) == len(theirs)
+        for o, t in zip(ours, theirs):
+            np.testing.assert_allclose(o, t, atol=1e-10)
+    if len(shape) == 2:
+        q, r, p = sl.qr(a, pivoting=True, mode="economic")
+        np.testing.assert_array_equal(fsl.qr(a, pivoting=True, mode="economic")[2], p)
+    m, n = shape[-2:]
+    k = min(m, n)
+    for mode, cshape in (("left", (k, 2)), ("right", (2, m)), ("left", (k,)), ("right", (m,))):
+        c = _rand(cshape, dtype)
+        for pivoting in (False, True):
+            for conjugate in (False, True):
+                ours = fsl.qr_multiply(a, c, mode=mode, pivoting=pivoting, conjugate=conjugate)
+                theirs = jsl.qr_multiply(a, c, mode=mode, pivoting=pivoting,
+                                         conjugate=conjugate)
+                for o, t in zip(ours, theirs):
+                    np.testing.assert_allclose(o, t, atol=1e-10)
+    with pytest.raises(ValueError, match="not compatible"):
+        fsl.qr_multiply(a, np.ones((m + 1, 2)), mode="right")
+    with pytest.raises(ValueError, match="mode"):
+        fsl.qr(a, mode="raw")

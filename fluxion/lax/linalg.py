@@ -1,5 +1,6 @@
 """fluxion.lax.linalg: matrix decompositions as primitives lowered to LAPACK on CPU."""
 from fluxion._src.lax.linalg.primitives import (  # noqa: F401
+    geqp3, geqp3_p,
     EigImplementation, EighImplementation, SvdAlgorithm, cholesky, cholesky_p, eig, eig_p, eigh,
     eigh_p,
     geqrf, geqrf_p, householder_product, householder_product_p, lu, lu_p,
