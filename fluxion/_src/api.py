@@ -616,6 +616,16 @@ def process_count(backend_name=None) -> int:
 
 def device_put(x, device=None, *, donate=False, may_alias=None):
     """Copy a pytree of values to `device` (default: the first device) as Arrays."""
+    leaves, treedef = tree_flatten(x)
+    traced = [i for i, leaf in enumerate(leaves) if isinstance(leaf, core.Tracer)]
+    if traced:  # inside a transformation: one device_put equation for the traced leaves
+        from fluxion._src.lax.device_put import bind_traced
+        moved = bind_traced([leaves[i] for i in traced], device)
+        leaves = list(leaves)
+        for i, y in zip(traced, moved):
+            leaves[i] = y
+        x = tree_unflatten(treedef, leaves)
+
     def put(leaf):
         if isinstance(leaf, core.Tracer):
             return leaf

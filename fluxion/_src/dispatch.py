@@ -26,6 +26,8 @@ def to_device_buffer(x, aval: ShapedArray, device=None):
         return x._buf
     if isinstance(x, core.Tracer):
         raise core.escaped_tracer_error(x)
+    if getattr(aval, "is_token", False):
+        return x._buf
     if (config.transfer_guard or config.transfer_guard_host_to_device) and isinstance(x, np.ndarray):
         from fluxion._src import transfer_guard
         transfer_guard.check("host_to_device", f"numpy array of {aval.str_short()}")
@@ -36,6 +38,12 @@ def to_device_buffer(x, aval: ShapedArray, device=None):
 
 
 _buf_of = operator.attrgetter("_buf")
+
+
+def _wrap_output(buf, aval):
+    """The value of an output whose aval is not an array's (a token)."""
+    from fluxion._src.tokens import Token
+    return Token(buf)
 _aval_of = operator.attrgetter("aval")
 
 
@@ -63,12 +71,15 @@ class CompiledFunction:
         except backend.runtime_error_class():
             raise_if_deleted(bufs, self.in_avals, len(self.const_bufs))
             raise
-        return [Array(b, a) for b, a in zip(outs, self.out_avals)]
+        return [Array(b, a) if type(a) is ShapedArray else _wrap_output(b, a)
+                for b, a in zip(outs, self.out_avals)]
 
     def array_call(self, single_output: bool):
         """A faster `__call__` for arguments that are all Arrays: the dispatch fast paths.
 
         With `single_output` it returns the one output Array, otherwise the list of them."""
+        if any(type(a) is not ShapedArray for a in self.out_avals):  # tokens among them
+            return (lambda args: self(args)[0]) if single_output else self
         execute = self.executable.loaded.execute_sharded
         handlers = self.executable.handlers
         out_avals, in_avals = self.out_avals, self.in_avals

@@ -7,6 +7,7 @@ import logging
 import os
 import threading
 import time
+import types
 
 import numpy as np
 
@@ -242,6 +243,10 @@ def to_numpy(buf, dtype) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # Compilation
 
+# jaxlib's result handlers read only these three attributes.
+_TOKEN_BUFFER_AVAL = types.SimpleNamespace(shape=(0,), dtype=np.dtype(np.bool_), weak_type=False)
+
+
 class Executable:
     """A compiled module and the handlers that wrap its outputs."""
 
@@ -255,8 +260,10 @@ class Executable:
         self.name = name
         self.text = text
         sharding = backend_of(device).sharding(device)
-        self.handlers = [jax_ext.array_result_handler(a, sharding, True, _skip_checks=True)
-                         for a in self.out_avals]
+        # A token result comes back as a buffer of shape (0,) (as JAX reads it).
+        self.handlers = [jax_ext.array_result_handler(
+            _TOKEN_BUFFER_AVAL if getattr(a, "is_token", False) else a, sharding, True,
+            _skip_checks=True) for a in self.out_avals]
 
     def execute(self, bufs: list) -> list:
         """Run on device buffers; returns jaxlib arrays."""
