@@ -2,9 +2,9 @@
 an error value the program returns, so they work under jit, vmap, grad and control flow.
 
 `checkify(f, errors)` traces `f` to a jaxpr, then evaluates that jaxpr equation by equation at
-the caller's trace, threading an error state through it: `[code, *payloads]`, where `code`
-numbers the check that failed first (-1: none did) and each check site with format arguments
-owns payload slots holding its values. The sites are found in a first pass over the jaxpr (nested
+the caller's trace, threading an error state through it: `[failed, code, *payloads]`, where
+`code` numbers the check that failed first and each check site with format arguments owns
+payload slots holding its values (the returned Error's code is -1 when none failed). The sites are found in a first pass over the jaxpr (nested
 jaxprs included), so loops and branches carry a state of fixed structure.
 """
 from __future__ import annotations
@@ -319,32 +319,40 @@ class _Sites:
 # The error-threading interpreter
 
 class _State:
-    """Values of the error state, as a flat list: code, payloads (site order)."""
+    """Values of the error state, as a flat list: whether a check failed, the code of the first
+    that did (meaningful only once one did), payloads (site order).
+
+    As in JAX, a record costs an `or` and a select per value: the code and a site's payload
+    slots follow each record until the first failure, then stay."""
 
     def __init__(self, sites: list[_Site], values):
         self.sites = sites
         self.values = list(values)
         self.offsets = []
-        off = 1
+        off = 2
         for s in sites:
             self.offsets.append(off)
             off += len(s.payload_avals)
 
     def record(self, index: int, failed, payload=()):
-        from fluxion import lax
         import fluxion.numpy as jnp
-        old_code = self.values[0]
-        new_now = jnp.logical_and(failed, old_code < 0)  # the first failure wins
-        self.values[0] = jnp.where(new_now, np.int32(index), old_code)
+        before = self.values[0]
+        self.values[0] = jnp.logical_or(before, failed)
+        self.values[1] = jnp.where(before, self.values[1], np.int32(index))
         off = self.offsets[index]
         for k, v in enumerate(payload):
             old = self.values[off + k]
-            self.values[off + k] = jnp.where(new_now, jnp.asarray(v).astype(old.dtype), old)
+            self.values[off + k] = jnp.where(before, old, jnp.asarray(v).astype(old.dtype))
+
+    def error(self) -> "Error":
+        import fluxion.numpy as jnp
+        code = jnp.where(self.values[0], self.values[1], np.int32(-1))
+        return Error(code, self.values[2:], tuple(self.sites))
 
 
 def _initial_values(sites):
     import fluxion.numpy as jnp
-    vals = [jnp.asarray(np.int32(-1))]
+    vals = [jnp.asarray(False), jnp.asarray(np.int32(-1))]
     for s in sites:
         vals.extend(jnp.zeros(a.shape, a.dtype) for a in s.payload_avals)
     return vals
@@ -618,7 +626,7 @@ def checkify(f: Callable, errors: frozenset = user_checks) -> Callable:
         table.scan(closed.jaxpr)
         state = _State(table.sites, _initial_values(table.sites))
         outs = _eval(closed.jaxpr, closed.consts, leaves, state, table)
-        err = Error(state.values[0], state.values[1:], tuple(table.sites))
+        err = state.error()
         return err, tree_util.tree_unflatten(out_tree_box[0], outs)
 
     return checked
