@@ -359,21 +359,8 @@ def _initial_values(sites):
 
 
 def _eval(jaxpr, consts, args, state: _State, table: _Sites) -> list:
-    env: dict[int, Any] = {}
-
-    def read(v):
-        return v.val if type(v) is core.Literal else env[id(v)]
-
-    for v, x in zip(jaxpr.constvars, consts):
-        env[id(v)] = x
-    for v, x in zip(jaxpr.invars, args):
-        env[id(v)] = x
-    for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        outs = _eval_eqn(eqn, ins, state, table)
-        for v, x in zip(eqn.outvars, outs):
-            env[id(v)] = x
-    return [read(v) for v in jaxpr.outvars]
+    return core.eval_jaxpr_with(jaxpr, consts, args,
+                                lambda eqn, ins: _eval_eqn(eqn, ins, state, table))
 
 
 def _eval_eqn(eqn, ins, state: _State, table: _Sites) -> list:
