@@ -333,3 +333,36 @@ def test_checked_primitives_match_jax(name, make, args, errors):
     assert ours == theirs
     expected_none = name in ("int rem by zero", "nan through neg", "nan through max")
     assert (ours is None) == expected_none
+
+
+def test_checks_known_at_trace_time():
+    # a constant divisor cannot be zero: nothing is emitted for it
+    jaxpr = str(jax.make_jaxpr(checkify.checkify(lambda x: x / 2.0,
+                                                 errors=checkify.div_checks))(1.0))
+    assert " eq " not in jaxpr and "select_n" not in jaxpr, jaxpr
+    # a constant index known to be out of bounds is still reported, under jit too
+    f = lambda x: lax.dynamic_slice(x, (5,), (1,))
+    for wrap in (lambda g: g, jax.jit):
+        err, _ = wrap(checkify.checkify(f, errors=checkify.index_checks))(jnp.zeros(3))
+        assert err.get().startswith("out-of-bounds indexing for array of shape (3,): index 5 is "
+                                    "out of bounds for axis 0 with size 3")
+    err, _ = checkify.checkify(lambda x: 1.0 / x, errors=checkify.div_checks)(jnp.zeros(2))
+    assert err.get().startswith("division by zero")
+
+
+def test_checks_in_custom_rules_run_unfunctionalized_at_their_own_line():
+    # as in JAX, checkify does not functionalize the rules: differentiated, a failing check in
+    # a rule raises (eagerly), naming the rule's own line
+    @jax.custom_jvp
+    def f(x):
+        return jnp.sin(x)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        checkify.check(primals[0] > -5, "rule saw {}", primals[0])
+        return jnp.sin(primals[0]), jnp.cos(primals[0]) * tangents[0]
+
+    value = lambda x: checkify.checkify(f)(x)[1]
+    assert np.isclose(float(jax.grad(value)(0.5)), np.cos(0.5))
+    with pytest.raises(checkify.JaxRuntimeError, match=r"rule saw -6.0 .*\(f_jvp\)"):
+        jax.grad(value)(-6.0)

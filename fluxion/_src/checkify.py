@@ -4,11 +4,13 @@ an error value the program returns, so they work under jit, vmap, grad and contr
 `checkify(f, errors)` traces `f` to a jaxpr, then evaluates that jaxpr equation by equation at
 the caller's trace, threading an error state through it: `[failed, code, *payloads]`, where
 `code` numbers the check that failed first and each check site with format arguments owns
-payload slots holding its values (the returned Error's code is -1 when none failed). The sites are found in a first pass over the jaxpr (nested
-jaxprs included), so loops and branches carry a state of fixed structure.
+payload slots holding its values (the returned Error's code is -1 when none failed). The sites
+are found in a first pass over the jaxpr (nested jaxprs included), so loops and branches carry
+a state of fixed structure.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, Callable, Sequence
 
@@ -336,17 +338,25 @@ class _State:
 
     def record(self, index: int, failed, payload=()):
         import fluxion.numpy as jnp
+        if not isinstance(failed, core.Tracer) and not np.any(np.asarray(failed)):
+            return  # known at trace time not to fail (a constant divisor, a static index)
         before = self.values[0]
+        off = self.offsets[index]
+        if not isinstance(before, core.Tracer) and not np.any(np.asarray(before)):
+            self.values[0], self.values[1] = failed, np.int32(index)  # nothing failed yet
+            for k, v in enumerate(payload):
+                self.values[off + k] = jnp.asarray(v).astype(self.values[off + k].dtype)
+            return
         self.values[0] = jnp.logical_or(before, failed)
         self.values[1] = jnp.where(before, self.values[1], np.int32(index))
-        off = self.offsets[index]
         for k, v in enumerate(payload):
             old = self.values[off + k]
             self.values[off + k] = jnp.where(before, old, jnp.asarray(v).astype(old.dtype))
 
     def error(self) -> "Error":
         import fluxion.numpy as jnp
-        code = jnp.where(self.values[0], self.values[1], np.int32(-1))
+        with _eagerly_if_concrete(self.values[:2]):
+            code = jnp.where(self.values[0], self.values[1], np.int32(-1))
         return Error(code, self.values[2:], tuple(self.sites))
 
 
@@ -390,10 +400,13 @@ def _eval_eqn(eqn, ins, state: _State, table: _Sites) -> list:
     key = id(eqn)
     index = table.by_eqn.get((key, "div"))
     if index is not None:
-        state.record(index, jnp.any(jnp.asarray(ins[1]) == 0))
+        with _eagerly_if_concrete(ins[1:2]):
+            state.record(index, jnp.any(jnp.asarray(ins[1]) == 0))
     index = table.by_eqn.get((key, "oob"))
     if index is not None:
-        failed, payload = _oob(eqn, ins)
+        indices = {"dynamic_slice": ins[1:], "dynamic_update_slice": ins[2:]}.get(name, ins[1:2])
+        with _eagerly_if_concrete(indices):
+            failed, payload = _oob(eqn, ins)
         state.record(index, failed, payload)
     index = table.by_eqn.get((key, "nan"))
     if index is not None:
@@ -405,6 +418,14 @@ def _eval_eqn(eqn, ins, state: _State, table: _Sites) -> list:
         if bad is not None:
             state.record(index, bad)
     return outs
+
+
+def _eagerly_if_concrete(values):
+    """Compute a check at once when what it tests is known at trace time (it then emits
+    nothing unless it fails)."""
+    if any(isinstance(v, core.Tracer) for v in values):
+        return contextlib.nullcontext()
+    return core.set_current_trace(core.eval_trace)
 
 
 def _oob(eqn, ins):
@@ -510,13 +531,24 @@ def _scan_rule(eqn, ins, state, table):
     return [*carry, *ys]
 
 
-def _checked_body(closed, nstate, state, table):
+def _checked_body(closed, nstate, table):
     """`closed` as a flat function of (error state, inputs) to (error state, outputs)."""
     def run(*xs):
         st = _State(table.sites, xs[:nstate])
         outs = _eval(closed.jaxpr, closed.consts, list(xs[nstate:]), st, table)
         return [*st.values, *outs]
     return run
+
+
+@contextlib.contextmanager
+def _own_lines():
+    """Run a user's rule with its own source lines (not the equation being interpreted)."""
+    state = core._trace_state
+    outer, state.source_info = state.source_info, None
+    try:
+        yield
+    finally:
+        state.source_info = outer
 
 
 def _custom_jvp_rule(eqn, ins, state, table):
@@ -527,10 +559,11 @@ def _custom_jvp_rule(eqn, ins, state, table):
     n, nconsts, jvp_fn = len(state.values), p["num_consts"], p["jvp_fn"]
 
     def jvp(primals, tangents):
-        out_p, out_t = jvp_fn(list(primals[n + nconsts:]), list(tangents[n + nconsts:]))
+        with _own_lines():
+            out_p, out_t = jvp_fn(list(primals[n + nconsts:]), list(tangents[n + nconsts:]))
         return [*primals[:n], *out_p], [*tangents[:n], *out_t]
 
-    outs = cd.bind_custom_jvp(_checked_body(p["call_jaxpr"], n, state, table), jvp,
+    outs = cd.bind_custom_jvp(_checked_body(p["call_jaxpr"], n, table), jvp,
                               [*state.values, *ins], p["symbolic_zeros"], "checkify")
     state.values = list(outs[:n])
     return list(outs[n:])
@@ -545,15 +578,18 @@ def _custom_vjp_rule(eqn, ins, state, table):
     state_avals = [core.get_aval(v) for v in state.values]
 
     def fwd(*xs):
-        out, res, res_tree = rules.fwd(*xs[n + nconsts:])
+        with _own_lines():
+            out, res, res_tree = rules.fwd(*xs[n + nconsts:])
         return [*xs[:n], *out], list(res), res_tree
 
     def bwd(res_tree, res, cts):
         zeros = [ad.Zero(ad.tangent_aval(a)) for a in state_avals]
         const_zeros = [ad.Zero(ad.tangent_aval(core.get_aval(c))) for c in ins[:nconsts]]
-        return [*zeros, *const_zeros, *rules.bwd(res_tree, res, list(cts[n:]))]
+        with _own_lines():
+            cts_in = rules.bwd(res_tree, res, list(cts[n:]))
+        return [*zeros, *const_zeros, *cts_in]
 
-    outs = cd.bind_custom_vjp(_checked_body(p["call_jaxpr"], n, state, table), fwd, bwd,
+    outs = cd.bind_custom_vjp(_checked_body(p["call_jaxpr"], n, table), fwd, bwd,
                               [*state.values, *ins], rules.name)
     state.values = list(outs[:n])
     return list(outs[n:])
@@ -566,7 +602,7 @@ def _checkpoint_rule(eqn, ins, state, table):
     n = len(state.values)
     args = [*state.values, *ins]
     with core.set_current_trace(core.eval_trace):
-        closed = staging.trace_to_jaxpr(_checked_body(p.pop("jaxpr"), n, state, table),
+        closed = staging.trace_to_jaxpr(_checked_body(p.pop("jaxpr"), n, table),
                                         [core.get_aval(a) for a in args], origin="checkify")
     closed, consts = closure_convert(closed)
     outs = checkpoint.checkpoint_p.bind(*consts, *args, jaxpr=closed, **p)
