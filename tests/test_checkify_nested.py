@@ -320,6 +320,7 @@ FLOAT_CASES = [  # (name, make(np_), args, error set)
      "nan_checks"),
     ("nan through add", lambda np_: lambda x: -x + 1.0, (np.float32(np.nan),), "nan_checks"),
     ("nan made by sub", lambda np_: lambda x: x - x, (np.float32(np.inf),), "nan_checks"),
+    ("zero over zero", lambda np_: lambda x: x / x, (np.float32(0.0),), "all_checks"),
     ("gather fill", lambda np_: lambda x: x.at[np_.array([5])].get(mode="fill", fill_value=0.0),
      (np.zeros(3, np.float32),), "index_checks"),
     ("gather two axes", lambda np_: lambda x: x[np_.array([1, 5]), np_.array([9, 1])],
