@@ -381,7 +381,15 @@ class JitFunction:
                 try:
                     fast_call = fast_get((*map(_aval_of, args), config.enable_x64))
                 except AttributeError:
-                    fast_call = None
+                    # Pytrees of Arrays (a list of parameters): keyed by structure and types.
+                    try:
+                        leaves, treedef = tree_flatten(args)
+                        fast_call = fast_get((treedef, *map(_aval_of, leaves),
+                                              config.enable_x64))
+                    except AttributeError:
+                        fast_call = None
+                    if fast_call is not None:
+                        return fast_call(leaves)
                 if fast_call is not None:
                     return fast_call(args)
             return general(args, kwargs)
@@ -414,10 +422,13 @@ class JitFunction:
                     entry = self._compile(args, kwargs, leaves, in_tree, static_pos, static_kw,
                                           dyn_args)
                     self._cache[key] = entry
-            if self._fast_path_ok and not kwargs and all(type(x) is Array for x in args) \
-                    and not nan_checks.enabled():
-                self._fast_cache[tuple(x.aval for x in args) + (config.enable_x64,)] = (
-                    entry.fast_call)
+            if self._fast_path_ok and not kwargs and not nan_checks.enabled():
+                if all(type(x) is Array for x in args):
+                    self._fast_cache[tuple(x.aval for x in args) + (config.enable_x64,)] = (
+                        entry.fast_call)
+                elif all(type(x) is Array for x in leaves):  # leaves: those of args, in order
+                    self._fast_cache[(tree_flatten(args)[1], *(x.aval for x in leaves),
+                                      config.enable_x64)] = entry.fast_call
         outs = _run(entry.compiled, leaves, entry.donate_mask)
         if config.debug_nans or config.debug_infs:
             nan_checks.check_jit_outputs(entry.traced, leaves, outs)
