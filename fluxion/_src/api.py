@@ -109,7 +109,7 @@ def _positional_name(fun, position: int) -> str:
 # ---------------------------------------------------------------------------------------------
 # Static arguments
 
-def _normalize_static(fun, static_argnums, static_argnames):
+def _normalize_static(fun, static_argnums, static_argnames, what: str = "static_argnums"):
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
     if isinstance(static_argnames, str):
@@ -124,7 +124,7 @@ def _normalize_static(fun, static_argnums, static_argnames):
     if not any(p.kind == p.VAR_POSITIONAL for p in params):
         for i in static_argnums:
             if not -len(positional) <= i < len(positional):
-                raise ValueError(f"Jitted function has static_argnums={static_argnums}, but only "
+                raise ValueError(f"Jitted function has {what}={static_argnums}, but only "
                                  f"accepts {len(positional)} positional arguments.")
     names = set(static_argnames)
     nums = set(static_argnums)
@@ -315,7 +315,7 @@ class JitFunction:
             fun, static_argnums, static_argnames)
         # Donated arguments are named or numbered like static ones, each inferred from the other.
         self._donate_argnums, self._donate_argnames = _normalize_static(
-            fun, donate_argnums, donate_argnames)
+            fun, donate_argnums, donate_argnames, "donate_argnums")
         both = set(self._static_argnames) & set(self._donate_argnames)
         if both or set(self._static_argnums) & set(self._donate_argnums):
             raise ValueError("static_argnames and donate_argnames cannot intersect. Argument "
