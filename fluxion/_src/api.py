@@ -309,6 +309,10 @@ class JitFunction:
     def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
                  donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None):
         check_callable(fun)
+        _check_device(device, "jit(device=...)")
+        if backend is not None:
+            from fluxion._src.compiler import backend as backends
+            backends.get_backend(backend)  # an unknown or absent backend raises RuntimeError
         self._fun = fun
         live_jit_functions.add(self)  # for fluxion.clear_caches()
         self._static_argnums, self._static_argnames = _normalize_static(
@@ -589,7 +593,10 @@ def local_devices(process_index=None, backend_name=None) -> list:
     b = backend.get_backend(backend_name)
     if process_index is None:
         return list(b.devices)
-    return [d for d in b.client.devices() if d.process_index == process_index]
+    found = [d for d in b.client.devices() if d.process_index == process_index]
+    if not found:
+        raise ValueError(f"Unknown process_index {process_index}")
+    return found
 
 
 def device_count(backend_name=None) -> int:
@@ -614,8 +621,17 @@ def process_count(backend_name=None) -> int:
     return len({d.process_index for d in backend.get_backend(backend_name).client.devices()})
 
 
+def _check_device(device, where: str) -> None:
+    """`device` must be None or a device (fluxion has no Sharding objects)."""
+    if device is not None and not (hasattr(device, "platform") and hasattr(device, "client")):
+        raise ValueError(f"{where} only accepts None or a device (one of fluxion.devices()); "
+                         f"received invalid value: {device!r}")
+
+
 def device_put(x, device=None, *, donate=False, may_alias=None):
     """Copy a pytree of values to `device` (default: the first device) as Arrays."""
+    _check_device(device, "device_put")
+
     def put(leaf):
         if isinstance(leaf, core.Tracer):
             return leaf
