@@ -302,8 +302,12 @@ def _dynamic_ints(arr, entries, shape):
     for d, i in dynamic.items():
         if not _is_traced_or_device(i):
             info = np.iinfo(dtype)
-            i = int(i) + shape[d] if i < 0 else int(i)
-            dynamic[d] = np.asarray(max(int(info.min), min(int(info.max), i)), dtype)
+            # Below -size reads the first element, as in JAX (dynamic_slice would wrap -1).
+            i = max(int(i) + shape[d], 0) if i < 0 else int(i)
+            if i > info.max:
+                raise OverflowError(f"Python int {i} too large to convert to {np.dtype(dtype)} "
+                                    f"(index of axis {d})")
+            dynamic[d] = np.asarray(i, dtype)
     starts = [lax.convert_element_type(dynamic[d], dtype) if d in dynamic else np.zeros((), dtype)
               for d in range(len(shape))]
     sizes = [1 if d in dynamic else n for d, n in enumerate(shape)]
