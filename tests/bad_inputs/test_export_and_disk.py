@@ -416,6 +416,16 @@ def _npz(**arrays) -> bytes:
     return buf.getvalue()
 
 
+def _npz_raw(**members) -> bytes:
+    """A .npz (zip) archive whose members are the given bytes, CRCs valid."""
+    import zipfile
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in members.items():
+            z.writestr(name + ".npy", data)
+    return buf.getvalue()
+
+
 def _npz_with_pickle() -> bytes:
     buf = io.BytesIO()
     np.savez(buf, a=np.array([_Pwn()], dtype=object))
@@ -459,6 +469,13 @@ LOAD_CASES = [
     Case("load_header_overflow_shape", lambda m: _load(m, _npy_header(
         "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 8), }",
         b"\0" * 16)), match="header declares"),
+    Case("load_npz_member_huge_shape", lambda m: _load(m, _npz_raw(a=_npy_header(
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776,), }", b"\0" * 16)),
+        ".npz"), raises=ValueError, match="header declares", jax_ok=False),
+    Case("load_npz_member_short", lambda m: _load(m, _npz_raw(a=_npy(_GOOD)[:-8]), ".npz"),
+         match="truncated"),
+    Case("load_npz_good", lambda m: _load(m, _npz(a=_GOOD, b=_GOOD[0]), ".npz")["b"],
+         raises=None, compare=True),
     Case("load_header_bad_version", lambda m: _load(m, b"\x93NUMPY\x09\x00" + _npy(_GOOD)[8:])),
     Case("save_allow_pickle", lambda m: np_(m).save(io.BytesIO(), np_(m).ones(2),
                                                     allow_pickle=True),

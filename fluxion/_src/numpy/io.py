@@ -54,6 +54,29 @@ def _npy_data_size(fp) -> tuple[tuple, np.dtype, int] | None:
     return shape, dtype, count * dtype.itemsize
 
 
+def _check_held(found, held: int) -> None:
+    if found is None or found[1].hasobject:
+        return
+    shape, dtype, need = found
+    if need > held:
+        raise ValueError(f"The .npy file is truncated or its header is wrong: the header "
+                         f"declares an array of shape {shape} and dtype {dtype} ({need} bytes "
+                         f"of data), but the file holds {held} bytes after the header")
+
+
+class _CheckedNpzFile(np.lib.npyio.NpzFile):
+    """NumPy's NpzFile whose members' sizes are checked against their headers when read."""
+
+    def __getitem__(self, key):
+        name = self._files.get(key) if isinstance(getattr(self, "_files", None), dict) else None
+        if name is not None:
+            with self.zip.open(name) as member:
+                found = _npy_data_size(member)
+                if found is not None:
+                    _check_held(found, self.zip.getinfo(name).file_size - member.tell())
+        return super().__getitem__(key)
+
+
 def _check_npy_size(file) -> None:
     """A .npy file's data must be as long as its header declares: checked before NumPy
     allocates the array, so a truncated file or a lying header is a clear ValueError."""
@@ -72,24 +95,21 @@ def _check_npy_size(file) -> None:
             file.seek(start)
     else:
         return
-    if found is None or found[1].hasobject:
-        return
-    shape, dtype, need = found
-    if need > held:
-        raise ValueError(f"The .npy file is truncated or its header is wrong: the header "
-                         f"declares an array of shape {shape} and dtype {dtype} ({need} bytes "
-                         f"of data), but the file holds {held} bytes after the header")
+    _check_held(found, held)
 
 
 def load(file, *args, **kwargs):
     """Read arrays from a .npy or .npz file with numpy.load (allow_pickle is always False).
 
     A .npy file gives an Array (bfloat16 data, which NumPy stores as 2-byte voids, is restored);
-    a .npz file gives NumPy's lazy NpzFile mapping. Nothing is unpickled; a .npy file whose
-    data is shorter than its header declares raises ValueError before anything is allocated."""
+    a .npz file gives NumPy's lazy NpzFile mapping. Nothing is unpickled; an array whose data
+    is shorter than its header declares (a .npy file or a .npz member) raises ValueError before
+    anything is allocated."""
     _refuse_pickle(kwargs)
     _check_npy_size(file)
     out = np.load(file, *args, allow_pickle=False, **kwargs)
+    if type(out) is np.lib.npyio.NpzFile:
+        out.__class__ = _CheckedNpzFile
     if isinstance(out, np.ndarray):
         if out.dtype == np.dtype("V2"):
             out = out.view(dtypes.bfloat16)
