@@ -6,6 +6,7 @@ needs only two. distributed.initialize refuses to run after a computation, so it
 checks run in a fresh interpreter each (`_fresh`), with a time limit: none may hang.
 """
 import builtins
+import os
 import subprocess
 import sys
 
@@ -30,16 +31,21 @@ def _smap(m, f, in_specs, out_specs, *args, **kw):
     return m.shard_map(f, mesh=_mesh(m), in_specs=in_specs, out_specs=out_specs, **kw)(*args)
 
 
-def _fresh(m, code, timeout=60):
-    """Run `code` (with `m` the framework) in a new interpreter; re-raise its exception."""
+def _fresh(m, code, timeout=60, devices=None):
+    """Run `code` (with `m` the framework) in a new interpreter, with `devices` CPU devices if
+    given; re-raise its exception (by class name: a builtin class, else RuntimeError)."""
     prog = (f"import {m.__name__} as m\n"
             "try:\n" + "".join(f"    {line}\n" for line in code.splitlines()) +
             "except Exception as e:\n"
             "    print('@@', type(e).__name__, str(e).replace(chr(10), ' ')[:400])\n"
             "else:\n"
             "    print('@@ None')\n")
+    env = dict(os.environ)
+    if devices:
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
+                            f" --xla_force_host_platform_device_count={devices}")
     proc = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("@@")]
     if proc.returncode != 0 or not lines:
         raise AssertionError(f"the fresh process ended with {proc.returncode}: "
@@ -152,6 +158,27 @@ DISTRIBUTED_CASES = [
            "m.numpy.ones(2).block_until_ready()"), raises=None, jax_ok=False),
 ]
 
+_TWO = ("d = m.devices()\n"
+        "x = m.device_put(m.numpy.ones(2), d[0])\n"
+        "y = m.device_put(m.numpy.ones(2), d[1])\n")
+
+# In a process with two CPU devices (jaxlib's message counted replicas before).
+DEVICE_CASES = [
+    Case("mixed_devices_eager", lambda m: _fresh(m, _TWO + "(x + y).block_until_ready()",
+                                                 devices=2), raises=ValueError,
+         match="incompatible devices"),
+    Case("mixed_devices_jit", lambda m: _fresh(
+        m, _TWO + "m.jit(lambda a, b: a @ b)(x, y).block_until_ready()", devices=2),
+         raises=ValueError, match="incompatible devices"),
+    Case("mixed_devices_grad", lambda m: _fresh(
+        m, _TWO + "m.grad(lambda a, b: (a * b).sum())(x, y).block_until_ready()", devices=2),
+         raises=ValueError, match="incompatible devices"),
+    # JAX runs the program on the arguments' device; fluxion only on the default one.
+    Case("arguments_on_another_device", lambda m: _fresh(
+        m, _TWO + "m.jit(lambda a: a * 2)(y).block_until_ready()", devices=2),
+         raises=NotImplementedError, match="default device", jax_ok=False),
+]
+
 DELETED_CASES = [
     Case("deleted_eager_op", lambda m: _deleted(m) + 1, raises=RuntimeError, match="deleted"),
     Case("deleted_to_numpy", lambda m: np.asarray(_deleted(m)), raises=RuntimeError,
@@ -176,6 +203,6 @@ DELETED_CASES = [
          raises=RuntimeError, match="deleted"),
 ]
 
-CASES = PMAP_CASES + MESH_CASES + DISTRIBUTED_CASES + DELETED_CASES
+CASES = PMAP_CASES + MESH_CASES + DISTRIBUTED_CASES + DEVICE_CASES + DELETED_CASES
 
 test_case = family_test(CASES, __file__)
