@@ -328,6 +328,9 @@ def _flat_result_avals(result_shape_dtypes):
         if shape is None or dtype is None:
             raise TypeError(f"result_shape_dtypes must hold objects with .shape and .dtype "
                             f"(e.g. fluxion.ShapeDtypeStruct), got {x!r}")
+        if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape):
+            raise ValueError(f"result_shape_dtypes shapes must have non-negative integer "
+                             f"dimensions, got {tuple(shape)}")
         avals.append(ShapedArray(tuple(shape), dtypes.canonicalize_dtype(np.dtype(dtype))))
     return tuple(avals), tree
 

@@ -101,6 +101,22 @@ CASES = [
     Case("debug_print_not_string", lambda m: m.debug.print(3, 1.0)),
     Case("debug_print_bad_spec", lambda m: m.jit(
         lambda x: m.debug.print("{:d}", x) or x)(1.0), raises=ValueError, match="format code"),
+    Case("pure_returns_string", lambda m: _pure(m, lambda x: "abc", _sds(m, (2,)),
+                                                np_(m).ones(2)), match="shape"),
+    Case("pure_returns_none", lambda m: _pure(m, lambda x: None, _sds(m, (2,)), np_(m).ones(2))),
+    Case("pure_result_bad_dtype", lambda m: _pure(m, lambda x: x, _sds(m, (2,), "float17"),
+                                                  np_(m).ones(2))),
+    # JAX fails inside MLIR (MLIRError: invalid tensor dimension size).
+    Case("pure_result_negative_dim", lambda m: _pure(m, lambda x: x, _sds(m, (-2,)),
+                                                     np_(m).ones(2)), raises=ValueError,
+         match="non-negative", jax_ok=False),
+    Case("io_returns_wrong_dtype_eager", lambda m: _io(m, lambda x: np.ones(2, np.int32),
+                                                       _sds(m, (2,)), np_(m).ones(2), jit=False)),
+    Case("debug_print_missing_under_vmap", lambda m: m.vmap(
+        lambda x: m.debug.print("{} {}", x) or x)(np_(m).ones(2))),
+    Case("check_missing_format_field", lambda m: ck(m).checkify(
+        lambda x: ck(m).check(x > 0, "bad {y}", x=x) or x)(np_(m).array(-1.0))[0].throw(),
+         raises=KeyError, match="y"),  # as JAX run on its own (see CheckFailed above)
     # checkify (formatting arguments are arrays: JAX refuses Python scalars there)
     Case("check_fails_eager", lambda m: ck(m).check(
         np_(m).array(False), "boom {x}", x=np_(m).array(1)), raises=CheckFailed, match="boom 1"),
