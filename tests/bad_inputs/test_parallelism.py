@@ -31,6 +31,9 @@ def _smap(m, f, in_specs, out_specs, *args, **kw):
     return m.shard_map(f, mesh=_mesh(m), in_specs=in_specs, out_specs=out_specs, **kw)(*args)
 
 
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def _fresh(m, code, timeout=60, devices=None):
     """Run `code` (with `m` the framework) in a new interpreter, with `devices` CPU devices if
     given; re-raise its exception (by class name: a builtin class, else RuntimeError)."""
@@ -41,6 +44,7 @@ def _fresh(m, code, timeout=60, devices=None):
             "else:\n"
             "    print('@@ None')\n")
     env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, env.get("PYTHONPATH")]))
     if devices:
         env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
                             f" --xla_force_host_platform_device_count={devices}")
