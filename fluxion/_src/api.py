@@ -310,7 +310,7 @@ class JitFunction:
                  donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None):
         check_callable(fun)
         _check_device(device, "jit(device=...)")
-        if backend is not None:
+        if backend is not None and _compiler_name(backend) is None:
             from fluxion._src.compiler import backend as backends
             backends.get_backend(backend)  # an unknown or absent backend raises RuntimeError
         self._fun = fun
