@@ -110,8 +110,8 @@ LOWERING_CASES = [
 ]
 
 DEVICE_CASES = [
-    Case("devices_unknown_backend", lambda m: m.devices("abacus")),
-    Case("devices_absent_backend", lambda m: m.devices("tpu")),
+    Case("devices_unknown_backend", lambda m: m.devices("abacus"), match='abacus'),
+    Case("devices_absent_backend", lambda m: m.devices("tpu"), match='tpu'),
     Case("jit_unknown_backend", lambda m: m.jit(lambda x: x * 2, backend="abacus")(1.0),
          match="abacus"),
     Case("device_put_int_device", lambda m: m.device_put(np_(m).ones(2), 3),
