@@ -199,9 +199,11 @@ class Primitive:
         except (TypeError, ValueError) as e:  # a shape or dtype error: say where and on what
             note_user_line(e, self.name, avals)
             raise
-        if self.multiple_results:
-            return list(out)
-        return [out]
+        outs = list(out) if self.multiple_results else [out]
+        if not all(isinstance(o, ShapedArray) for o in outs):
+            raise TypeError(f"abstract evaluation rule of '{self.name}' returned {out!r}; it "
+                            "must return a ShapedArray (a list of them with multiple_results)")
+        return outs
 
 
 # ---------------------------------------------------------------------------------------------

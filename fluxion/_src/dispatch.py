@@ -110,8 +110,9 @@ class CompiledFunction:
 
 
 def raise_if_deleted(bufs, in_avals, num_consts: int) -> None:
-    """After a failed execution: a RuntimeError naming the argument that was deleted or
-    donated, if any (jaxlib's own message only counts shards)."""
+    """After a failed execution, explain it: a RuntimeError naming the argument that was
+    deleted or donated (jaxlib's own message only counts shards), or an error naming the
+    devices of arguments that are not on the program's device."""
     for i, buf in enumerate(bufs[num_consts:]):
         if buf.is_deleted():
             aval = in_avals[i] if i < len(in_avals) else None
@@ -119,6 +120,29 @@ def raise_if_deleted(bufs, in_avals, num_consts: int) -> None:
             raise RuntimeError(f"Array has been deleted{what} (argument {i}; for example donated "
                                "to a jitted function with donate_argnums): it can no longer be "
                                "used.") from None
+    _raise_if_other_devices(bufs[num_consts:])
+
+
+def _raise_if_other_devices(bufs) -> None:
+    where = {}
+    for i, buf in enumerate(bufs):
+        sharding = getattr(buf, "_sharding", None)  # jaxlib's ArrayImpl (see Array.sharding)
+        if sharding is None:
+            continue
+        devs = [sharding._device] if hasattr(sharding, "_device") else sharding.device_set
+        where[i] = sorted(devs, key=lambda d: d.id)
+    found = {d for devs in where.values() for d in devs}
+    default = backend.get_backend().devices[0]
+    if not found or found == {default}:
+        return
+    listing = ", ".join(f"argument {i} on {', '.join(str(d) for d in devs)}"
+                        for i, devs in where.items())
+    if len(found) > 1:
+        raise ValueError(f"Received incompatible devices for jitted computation: {listing}. "
+                         "device_put the arguments onto one device.") from None
+    raise NotImplementedError(f"fluxion runs programs on the default device {default}, but "
+                              f"the arguments are elsewhere ({listing}); device_put them onto "
+                              f"{default}.") from None
 
 
 def lower_closed_jaxpr(closed: ClosedJaxpr, name: str, platform: str | None = None,
