@@ -88,6 +88,16 @@ class CompiledFunction:
         if single_output and not consts:
             (aval,) = out_avals
 
+            if len(in_avals) == 1:  # unary ops: no list building on the hottest path
+                def call_unary(args):
+                    bufs = [args[0]._buf]
+                    try:
+                        return Array(execute(bufs).consume_with_handlers(handlers)[0], aval)
+                    except runtime_error:
+                        raise_if_deleted(bufs, in_avals, 0)
+                        raise
+                return call_unary
+
             def call_one(args):
                 bufs = list(map(_buf_of, args))
                 try:
