@@ -48,8 +48,8 @@ def _jnp():
 
 
 def _check_matrix(name, a, square=True, min_ndim=2):
-    if a.ndim < min_ndim:
-        raise ValueError(f"{name} requires its input to have at least {min_ndim} dimensions, "
+    if a.ndim < min_ndim:  # TypeError, as JAX's rank check for linalg primitives
+        raise TypeError(f"{name} requires its input to have at least {min_ndim} dimensions, "
                          f"got shape {a.shape}")
     if square and a.shape[-1] != a.shape[-2]:
         raise ValueError(f"{name} requires the last two dimensions of its input to be equal "
