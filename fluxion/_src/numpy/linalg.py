@@ -48,10 +48,15 @@ def _inexact(fname, *args):
     return out if len(args) > 1 else out[0]
 
 
+# JAX raises TypeError for a vector given to these (ValueError for the others).
+_RANK_TYPE_ERROR = frozenset({"cholesky", "svd", "eigh", "qr", "matrix_power", "eig", "eigvals"})
+
+
 def _require_matrix(fname, a, square=True):
     shape = core.get_aval(a).shape
     if len(shape) < 2:
-        raise ValueError(f"{fname}: input must have at least 2 dimensions, got shape {shape}")
+        error = TypeError if fname in _RANK_TYPE_ERROR else ValueError
+        raise error(f"{fname}: input must have rank at least 2, got shape {shape}")
     if square and shape[-1] != shape[-2]:
         raise ValueError(f"{fname}: last two dimensions of the input must be square, got shape "
                          f"{shape}")
