@@ -484,6 +484,13 @@ class JitFunction:
 
     def lower(self, *args, **kwargs) -> "Lowered":
         """Trace and lower to StableHLO for these arguments (`.compile()` continues)."""
+        if self._in_shardings_given or self._out_shardings_given or (
+                dispatch.sharded_apply_primitive is not None
+                and any(hasattr(x, "_garr") for x in tree_flatten((args, kwargs))[0])):
+            from fluxion._src import sharded_jit
+            lowered = sharded_jit.lower_jit(self, args, kwargs)
+            if lowered is not None:
+                return lowered
         return self.trace(*args, **kwargs).lower()
 
     def eval_shape(self, *args, **kwargs):
@@ -517,7 +524,11 @@ class Lowered:
     def out_tree(self):
         return self._traced.out_tree
 
+    _compile_sharded = None  # set for partitioned programs (sharded_jit.lower_jit)
+
     def compile(self) -> "Compiled":
+        if self._compile_sharded is not None:
+            return Compiled(self._compile_sharded(), self._traced)
         compiled = compile_closed_jaxpr(self._traced.jaxpr, name=f"jit_{self._traced.name}",
                                         donated_invars=self._donate_mask, text=self._text)
         return Compiled(compiled, self._traced)

@@ -145,13 +145,6 @@ class GlobalArray(Array):
         for buf in self._garr._arrays:
             buf._copy_single_device_array_to_host_async()
 
-    def __reduce__(self):
-        return (_reconstruct_global, (np.asarray(self), self.weak_type, self._sharding))
-
-
-def _reconstruct_global(value, weak_type, sharding):
-    return device_put_sharded_value(value, sharding, weak_type)
-
 
 def _process_index():
     from fluxion._src.api import process_index

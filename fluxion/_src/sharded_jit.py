@@ -114,7 +114,10 @@ def flat_shardings(prefix, tree, what: str) -> list:
             out.extend([p] * len(tree_flatten(t)[0]))
             return
         p_children, t_children = _children(p), _children(t)
-        if t_children is None or p_children is None or len(p_children) != len(t_children):
+        if p_children is None:
+            raise TypeError(f"{what}: shardings must be a Sharding or a PartitionSpec (or None, "
+                            f"or a pytree of them), got {p!r}")
+        if t_children is None or len(p_children) != len(t_children):
             raise ValueError(f"{what}: the shardings {prefix!r} are not a pytree prefix of the "
                              f"value")
         for pc, tc in zip(p_children, t_children):
@@ -204,11 +207,9 @@ def arg_sharding(x, mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec())
 
 
-def compile_sharded(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings, out_shardings,
-                    donated_invars=None) -> ShardedExecutable:
-    """Compile `closed` partitioned over `mesh`; `in_shardings` has a NamedSharding per input,
-    `out_shardings` a NamedSharding or None (XLA chooses) per output."""
-    xla_client, jax_ext = backend._jaxlib()
+def lower_sharded(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings, out_shardings,
+                  donated_invars=None) -> str:
+    """The StableHLO module (with Shardy annotations) of `closed` partitioned over `mesh`."""
     jaxpr = closed.jaxpr
     n_consts = len(jaxpr.constvars)
     replicated = NamedSharding(mesh, PartitionSpec())
@@ -226,6 +227,18 @@ def compile_sharded(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings, ou
             preamble=f"  sdy.mesh @mesh = <[{mesh_text}]>\n")
     finally:
         _lowering.mesh = None
+    return text
+
+
+def compile_sharded(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings, out_shardings,
+                    donated_invars=None, text: str | None = None) -> ShardedExecutable:
+    """Compile `closed` partitioned over `mesh`; `in_shardings` has a NamedSharding per input,
+    `out_shardings` a NamedSharding or None (XLA chooses) per output."""
+    xla_client, jax_ext = backend._jaxlib()
+    jaxpr = closed.jaxpr
+    replicated = NamedSharding(mesh, PartitionSpec())
+    if text is None:
+        text = lower_sharded(closed, name, mesh, in_shardings, out_shardings, donated_invars)
     options = xla_client.CompileOptions()
     options.num_replicas = 1
     options.num_partitions = mesh.size
@@ -370,8 +383,8 @@ def in_shardings_of(jit_fun, dyn_args, kwargs) -> list:
     return [None if s is None else sharding_impls.canonicalize(s, "jit in_shardings") for s in flat]
 
 
-def _compile_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args):
-    from fluxion._src.api import _CacheEntry
+def _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args):
+    """The traced function, mesh and shardings of a partitioned jit call (None: no mesh)."""
     from fluxion._src.tree_util import tree_unflatten
     traced = jit_fun._get_traced(leaves, in_tree, static_pos, static_kw)
     mask = jit_fun._donate_mask(args, static_pos, dyn_args, kwargs)
@@ -387,7 +400,7 @@ def _compile_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, 
     arg_sh = [x._sharding if type(x) is GlobalArray else None for x in leaves]
     mesh = program_mesh([*in_sh, *out_sh, *arg_sh, *constraint_shardings(traced.jaxpr)])
     if mesh is None:
-        return False
+        return None
     in_sh = [s if isinstance(s, NamedSharding) else arg_sharding(x, mesh)
              for s, x in zip(in_sh, leaves)]
     for s, aval in zip(in_sh, traced.jaxpr.in_avals):
@@ -396,5 +409,30 @@ def _compile_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, 
     for s, aval in zip(out_sh, traced.jaxpr.out_avals):
         if s is not None:
             check_divisible(s, aval.shape, "pjit outputs")
+    return traced, mesh, in_sh, out_sh, mask
+
+
+def _compile_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args):
+    from fluxion._src.api import _CacheEntry
+    plan = _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args)
+    if plan is None:
+        return False
+    traced, mesh, in_sh, out_sh, mask = plan
     exe = compile_sharded(traced.jaxpr, f"jit_{traced.name}", mesh, in_sh, out_sh, mask)
     return _CacheEntry(exe, traced.out_tree, traced, mask)
+
+
+def lower_jit(jit_fun, args, kwargs):
+    """`jit(f).lower(*args)` for a partitioned program (None when no mesh is involved)."""
+    from fluxion._src.api import Lowered
+    leaves, in_tree, static_pos, static_kw, dyn_args = jit_fun._flatten(args, kwargs)
+    plan = _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args)
+    if plan is None:
+        return None
+    traced, mesh, in_sh, out_sh, mask = plan
+    name = f"jit_{traced.name}"
+    text = lower_sharded(traced.jaxpr, name, mesh, in_sh, out_sh, mask)
+    lowered = Lowered(text, traced, mask)
+    lowered._compile_sharded = lambda: compile_sharded(traced.jaxpr, name, mesh, in_sh, out_sh,
+                                                       mask, text=text)
+    return lowered

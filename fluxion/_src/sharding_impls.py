@@ -232,10 +232,10 @@ def _indices_from_hlo(hs, shape, num_devices) -> list:
 
 
 def named_from_hlo(mesh: Mesh, hs, ndim: int) -> Sharding:
-    """The NamedSharding of `mesh` whose HloSharding is `hs` (the fully written-out spec, with
-    None for dimensions not split), or a GSPMDSharding when none is."""
+    """The NamedSharding of `mesh` whose HloSharding is `hs` (its spec without trailing Nones,
+    as JAX writes the shardings XLA picks), or a GSPMDSharding when none is."""
     if hs.is_replicated():
-        return NamedSharding(mesh, PartitionSpec(*([None] * ndim)))
+        return NamedSharding(mesh, PartitionSpec())
     if not hs.is_tiled():
         return GSPMDSharding(mesh.flat_devices, hs)
     tiles = list(hs.tile_assignment_dimensions())[:ndim]
@@ -256,8 +256,10 @@ def named_from_hlo(mesh: Mesh, hs, ndim: int) -> Sharding:
 
     if len(names) <= 6:
         for parts in choices(0, list(names)):
-            spec = PartitionSpec(*[None if not c else (c[0] if len(c) == 1 else tuple(c))
-                                   for c in parts])
+            entries = [None if not c else (c[0] if len(c) == 1 else tuple(c)) for c in parts]
+            while entries and entries[-1] is None:
+                entries.pop()
+            spec = PartitionSpec(*entries)
             if _parse_hlo_of(mesh, spec, ndim) == hs:
                 return NamedSharding(mesh, spec)
     return GSPMDSharding(mesh.flat_devices, hs)
