@@ -9,7 +9,7 @@ import fluxion
 
 # namespace -> {missing name: reason}
 _TOKENS = "tokens need a token type in the IR, the emitter and the runtime (not built yet)"
-_SHARDING = "sharded arrays and XLA's SPMD partitioner are not built yet (issue 12)"
+_SHARDING = "not built yet (issue 12)"
 _SCHUR = "needs the Schur or Hessenberg decomposition (lax.linalg), not built yet"
 _SPECIAL = "not built yet (issue 11)"
 _HELPER = "an import inside JAX's module, not part of its API"
@@ -18,8 +18,7 @@ NOT_PROVIDED = {
             "create_token_p": _TOKENS,
             "device_put_p": "fluxion's device_put is not a primitive",
             "precv": _SHARDING, "psend": _SHARDING, "pswapaxes": _SHARDING,
-            "ragged_all_to_all": _SHARDING, "ragged_all_to_all_p": _SHARDING,
-            "sharding_constraint_p": _SHARDING, "with_sharding_constraint": _SHARDING},
+            "ragged_all_to_all": _SHARDING, "ragged_all_to_all_p": _SHARDING},
     "lax.linalg": {n: "no LAPACK lowering yet (issue 10)" for n in [
         "cholesky_update", "cholesky_update_p", "hessenberg", "hessenberg_p", "ormqr", "ormqr_p",
         "qdwh", "schur", "schur_p", "tridiagonal", "tridiagonal_p"]},

@@ -18,4 +18,4 @@ from fluxion._src.lax.jax_names_ops import *  # noqa: F401,F403
 
 # lax.linalg on LAPACK (issue 10 item 2)
 from fluxion.lax import linalg  # noqa: F401,E402
-from fluxion._src.sharded_jit import with_sharding_constraint  # noqa: F401,E402
+from fluxion._src.sharded_jit import with_sharding_constraint, sharding_constraint_p  # noqa: F401,E402
