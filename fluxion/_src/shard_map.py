@@ -80,10 +80,7 @@ def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = T
     @api_boundary
     def wrapped(*args):
         leaves, in_tree = tree_flatten(args)
-        for x in leaves:
-            if isinstance(x, core.Tracer):
-                raise NotImplementedError("shard_map under jit, grad or vmap is not supported by "
-                                          "fluxion yet; call it eagerly")
+        traced = any(isinstance(x, core.Tracer) for x in leaves)
         specs = _spec_leaves(in_specs if not isinstance(in_specs, PartitionSpec) or len(args) != 1
                              else (in_specs,), args, "in_specs")
         gavals = [core.get_aval(x) for x in leaves]
@@ -104,9 +101,15 @@ def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = T
                 closed = staging.trace_to_jaxpr(flat_fun, bavals, origin="shard_map")
             out, out_tree = box[0]
             ospecs = _spec_leaves(out_specs, out, "out_specs")
-            exe = _compile(closed, axes, devices, None)
-            entry = cache[key] = (exe, out_tree, ospecs)
-        exe, out_tree, ospecs = entry
+            entry = cache[key] = [closed, out_tree, ospecs, None]
+        closed, out_tree, ospecs, exe = entry
+        if traced:  # under jit, grad or vmap: one equation of the enclosing program
+            from fluxion._src import shard_map_spmd
+            outs = shard_map_spmd.shard_map_p.bind(
+                *leaves, jaxpr=closed, mesh=mesh, in_specs=tuple(specs), out_specs=tuple(ospecs))
+            return tree_unflatten(out_tree, outs)
+        if exe is None:
+            exe = entry[3] = _compile(closed, axes, devices, None)
         xla_client, jax_ext = backend._jaxlib()
         garrs = [jax_ext.ArrayImpl(v.aval, exe.sharding,
                                    _per_device_buffers(c, None, devices, v.aval), True, True)

@@ -130,8 +130,13 @@ def flat_shardings(prefix, tree, what: str) -> list:
 # ---------------------------------------------------------------------------------------------
 # Finding the mesh of a program
 
+# primitive -> params -> a sharding over the mesh the primitive needs (shard_map_p)
+mesh_primitives: dict = {}
+
+
 def constraint_shardings(jaxpr) -> list:
-    """The shardings of the sharding constraints in `jaxpr` and its sub-jaxprs."""
+    """The shardings of the sharding constraints (and of the other primitives that need a
+    partitioned program) in `jaxpr` and its sub-jaxprs."""
     found = []
 
     def visit(j):
@@ -140,6 +145,9 @@ def constraint_shardings(jaxpr) -> list:
         for eqn in j.eqns:
             if eqn.primitive is sharding_constraint_p:
                 found.append(eqn.params["sharding"])
+            elif eqn.primitive in mesh_primitives:
+                found.append(mesh_primitives[eqn.primitive](eqn.params))
+                continue  # the body is per device
             for v in eqn.params.values():
                 for sub in (v if isinstance(v, (tuple, list)) else (v,)):
                     if isinstance(sub, (Jaxpr, ClosedJaxpr)):
