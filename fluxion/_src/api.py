@@ -6,6 +6,7 @@ import functools
 import inspect
 import logging
 import operator
+import sys
 import time
 from typing import Any, Callable, Sequence
 
@@ -197,7 +198,16 @@ class Traced:
     @api_boundary
     def lower(self) -> "Lowered":
         """Lower the traced function to StableHLO."""
-        text = lower_closed_jaxpr(self.jaxpr, f"jit_{self.name}", donated_invars=self.donate_mask)
+        name = f"jit_{self.name}"
+        sharded_jit = sys.modules.get("fluxion._src.sharded_jit")
+        mesh = sharded_jit.needs_partitioning(self.jaxpr) if sharded_jit is not None else None
+        if mesh is not None:  # constraints or shard_map inside: a partitioned program
+            text = sharded_jit.lower_for_constraints(self.jaxpr, name, mesh, self.donate_mask)
+            lowered = Lowered(text, self, self.donate_mask)
+            lowered._compile_sharded = lambda: sharded_jit.compile_for_constraints(
+                self.jaxpr, name, mesh, self.donate_mask, text=text)
+            return lowered
+        text = lower_closed_jaxpr(self.jaxpr, name, donated_invars=self.donate_mask)
         return Lowered(text, self, self.donate_mask)
 
 

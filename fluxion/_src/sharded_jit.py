@@ -289,11 +289,18 @@ def needs_partitioning(closed: ClosedJaxpr) -> Mesh | None:
     return program_mesh(found) if found else None
 
 
-def compile_for_constraints(closed: ClosedJaxpr, name: str, mesh: Mesh, donated=None):
+def compile_for_constraints(closed: ClosedJaxpr, name: str, mesh: Mesh, donated=None,
+                            text: str | None = None):
     """A program whose only shardings are constraints inside it: plain inputs replicated."""
     return compile_sharded(closed, name, mesh,
                            [NamedSharding(mesh, PartitionSpec())] * len(closed.in_avals),
-                           [None] * len(closed.out_avals), donated)
+                           [None] * len(closed.out_avals), donated, text=text)
+
+
+def lower_for_constraints(closed: ClosedJaxpr, name: str, mesh: Mesh, donated=None) -> str:
+    return lower_sharded(closed, name, mesh,
+                         [NamedSharding(mesh, PartitionSpec())] * len(closed.in_avals),
+                         [None] * len(closed.out_avals), donated)
 
 
 # ---------------------------------------------------------------------------------------------
