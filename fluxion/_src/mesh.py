@@ -1,7 +1,6 @@
 """Device meshes and partition specs (`fluxion.sharding.Mesh`, `AbstractMesh`, `PartitionSpec`)."""
 from __future__ import annotations
 
-import contextlib
 import enum
 import math
 import threading

@@ -13,14 +13,13 @@ import threading
 import numpy as np
 
 from fluxion._src import core
-from fluxion._src.array import Array
 from fluxion._src.compiler import backend, lowering
 from fluxion._src.core import ClosedJaxpr, Jaxpr, ShapedArray
 from fluxion._src.global_array import (GlobalArray, check_divisible, device_put_sharded_value,
                                        jaxlib_sharding)
 from fluxion._src.mesh import Mesh, PartitionSpec
 from fluxion._src import ad, batching, sharding_impls
-from fluxion._src.sharding_impls import NamedSharding, Sharding, SingleDeviceSharding
+from fluxion._src.sharding_impls import NamedSharding, Sharding
 
 # ---------------------------------------------------------------------------------------------
 # with_sharding_constraint

@@ -14,7 +14,7 @@ import fluxion as jax
 import fluxion.numpy as jnp
 from fluxion import lax
 from fluxion.sharding import (AbstractMesh, Mesh, NamedSharding, PartitionSpec as P,
-                              SingleDeviceSharding, Sharding)
+                              Sharding)
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 CPU devices")
 
