@@ -43,3 +43,5 @@ from fluxion._src.mesh import set_mesh, get_mesh  # noqa: E402,F401
 from fluxion._src.global_array import (make_array_from_callback,  # noqa: E402,F401
                                        make_array_from_single_device_arrays,
                                        make_array_from_process_local_data)
+from fluxion._src.sharding_impls import NamedSharding  # noqa: E402,F401
+from fluxion._src.sharded_jit import reshard  # noqa: E402,F401

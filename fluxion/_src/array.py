@@ -7,6 +7,7 @@ from fluxion._src import core, dtypes
 from fluxion._src.compiler import backend
 from fluxion._src.core import ShapedArray
 from fluxion._src.config import config
+from fluxion._src.sharding_impls import single_device_sharding
 
 
 class Array:
@@ -136,7 +137,6 @@ class Array:
 
     @property
     def sharding(self):
-        from fluxion._src.sharding_impls import single_device_sharding
         # jaxlib's ArrayImpl keeps its device in `_sharding` (its public property is defined
         # by the jax package, which fluxion does not import).
         return single_device_sharding(self._buf._sharding._device)

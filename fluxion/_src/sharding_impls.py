@@ -294,3 +294,32 @@ def single_device_sharding(device) -> SingleDeviceSharding:
     if s is None:
         s = _single[device] = SingleDeviceSharding(device)
     return s
+
+
+def make_single_device_sharding(device) -> SingleDeviceSharding:
+    return single_device_sharding(device)
+
+
+def get_abstract_mesh():
+    """The abstract mesh of the mesh set with `set_mesh` (an empty one when none is)."""
+    from fluxion._src.mesh import AbstractMesh
+    mesh = get_mesh()
+    return mesh.abstract_mesh if mesh is not None else AbstractMesh((), ())
+
+
+def auto_axes(fun=None, *, axes=None, out_sharding=None):
+    """`fun` with its outputs laid out as `out_sharding`. fluxion partitions every mesh axis
+    as `Auto` already, so this only adds the output constraint."""
+    if fun is None:
+        return lambda f: auto_axes(f, axes=axes, out_sharding=out_sharding)
+
+    def wrapped(*args, **kwargs):
+        out = fun(*args, **kwargs)
+        if out_sharding is None:
+            return out
+        from fluxion._src.sharded_jit import with_sharding_constraint
+        return with_sharding_constraint(out, out_sharding)
+    return wrapped
+
+
+explicit_axes = auto_axes
