@@ -299,3 +299,34 @@ def test_visualize_array_sharding_text(mesh, capsys):
     line = ["┌───────────┬───────────┐", "│CPU 0,2,4,6│CPU 1,3,5,7│",
             "└───────────┴───────────┘", ""]
     assert out == "\n".join(grid) + "\n" + "\n".join(line) + "\n"
+
+
+def test_jit_seen_with_plain_arrays_still_partitions_global_ones(mesh):
+    a = _x((8, 4))
+    f = jax.jit(lambda t: t * 2)
+    plain = f(jnp.asarray(a))  # fills the single-device fast path for this signature
+    assert isinstance(plain.sharding, jax.sharding.SingleDeviceSharding)
+    out = f(jax.device_put(a, NamedSharding(mesh, P("x", "y"))))
+    assert out.sharding == NamedSharding(mesh, P("x", "y"))
+    np.testing.assert_allclose(np.asarray(out), a * 2)
+
+
+def test_numpy_api_on_global_arrays(mesh):
+    a = _x((8, 4))
+    x = jax.device_put(a, NamedSharding(mesh, P("x", "y")))
+    cases = [
+        (lambda t: t.astype(jnp.int32), lambda t: t.astype(np.int32)),
+        (lambda t: jnp.reshape(t, (4, 8)), lambda t: t.reshape(4, 8)),
+        (lambda t: t.at[0].set(1.0), lambda t: np.concatenate([np.ones((1, 4), t.dtype), t[1:]])),
+        (lambda t: jnp.concatenate([t, t]), lambda t: np.concatenate([t, t])),
+        (lambda t: jnp.where(t > 0, t, 0.0), lambda t: np.where(t > 0, t, 0.0)),
+        (lambda t: t @ t.T, lambda t: t @ t.T),
+        (lambda t: t + jnp.ones((8, 4)), lambda t: t + 1),
+        (lambda t: jax.vmap(lambda r: r * 2)(t), lambda t: t * 2),
+    ]
+    for f, ref in cases:
+        out = f(x)
+        assert isinstance(out.sharding, NamedSharding)
+        np.testing.assert_allclose(np.asarray(out), ref(a), rtol=1e-5, atol=1e-5)
+    assert float(x.sum()) == pytest.approx(float(a.sum()), rel=1e-5)
+    np.testing.assert_array_equal(np.asarray(jax.device_get(x)), a)
