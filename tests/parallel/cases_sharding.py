@@ -330,3 +330,13 @@ def test_numpy_api_on_global_arrays(mesh):
         np.testing.assert_allclose(np.asarray(out), ref(a), rtol=1e-5, atol=1e-5)
     assert float(x.sum()) == pytest.approx(float(a.sum()), rel=1e-5)
     np.testing.assert_array_equal(np.asarray(jax.device_get(x)), a)
+
+
+def test_multihost_utils_local_global_in_one_process(mesh):
+    from fluxion.experimental import multihost_utils
+    a, b = _x((8, 4)), _x((4,), 1)
+    g = multihost_utils.host_local_array_to_global_array((a, b), mesh, (P("x"), P()))
+    assert g[0].sharding == NamedSharding(mesh, P("x")) and g[1].sharding.spec == P()
+    back = multihost_utils.global_array_to_host_local_array(g, mesh, P())
+    np.testing.assert_array_equal(np.asarray(back[0]), a)
+    np.testing.assert_array_equal(np.asarray(back[1]), b)
