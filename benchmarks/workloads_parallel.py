@@ -1,4 +1,4 @@
-"""Parallel workloads (60-69): pmap and shard_map over 8 CPU devices.
+"""Parallel workloads (60-69): pmap, shard_map and sharded jit over 8 CPU devices.
 
 Both frameworks run in one process and each reads its device count when its CPU client is
 created, so start the run with 8 host devices for both:
@@ -92,6 +92,44 @@ def _two_process_allreduce(jax, jnp, sizes):
     return Measures(allreduce=Value(run))
 
 
+def jit_sharded_train_step(jax, jnp, sizes):
+    """The data-parallel step of 60 as one jit program: parameters replicated, the batch split
+    over 8 devices by NamedSharding; XLA's partitioner inserts the gradient all-reduce."""
+    _need_devices(jax)
+    loss = cross_entropy_loss(jax, jnp)
+    P = jax.sharding.PartitionSpec
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:DEVICES]), ("d",))
+    rep = jax.sharding.NamedSharding(mesh, P())
+    split = jax.sharding.NamedSharding(mesh, P("d"))
+
+    def step(params, x, labels):
+        value, grads = jax.value_and_grad(loss)(params, x, labels)
+        return jax.tree_util.tree_map(lambda p, g: p - 1e-3 * g, params, grads), value
+
+    jstep = jax.jit(step, in_shardings=(rep, split, split), out_shardings=(rep, rep))
+    params = jax.device_put(init_mlp(jnp, sizes["layers"]), rep)
+    x, labels = classification_data(jnp, sizes["batch"], sizes["layers"][0], sizes["layers"][-1])
+    x, labels = jax.device_put(x, split), jax.device_put(labels, split)
+
+    def run():
+        jax.block_until_ready(jstep(params, x, labels))
+    return Measures(sharded_step=Steady(run))
+
+
+def _jit_sharded_matmul(jax, jnp, sizes):
+    """A matmul of arrays already laid out over a 4x2 mesh, partitioned by XLA."""
+    _need_devices(jax)
+    P = jax.sharding.PartitionSpec
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:DEVICES]).reshape(4, 2), ("x", "y"))
+    n = sizes["n"]
+    rng = np.random.default_rng(0)
+    S = lambda *spec: jax.sharding.NamedSharding(mesh, P(*spec))  # noqa: E731
+    a = jax.device_put(rng.standard_normal((n, n)).astype(np.float32), S("x", "y"))
+    b = jax.device_put(rng.standard_normal((n, n)).astype(np.float32), S("y", None))
+    f = jax.jit(lambda u, v: u @ v, out_shardings=S("x", None))
+    return Measures(jit_sharded_matmul=Steady(lambda: jax.block_until_ready(f(a, b))))
+
+
 WORKLOADS = [
     Workload(60, "pmap_train_step",
              (Row("pmap_step", "pmap data-parallel train step, MLP {layers}, global batch {batch}, "
@@ -109,4 +147,13 @@ WORKLOADS = [
              (Row("allreduce", "2 processes x 1 CPU device: pmap psum of {mib} MiB over gloo",
                   "ms", None),),
              _two_process_allreduce, {"mib": 16, "iters": 10}, {"mib": 16, "iters": 3}, reps=3),
+    Workload(64, "jit_sharded_train_step",
+             (Row("sharded_step", "jit + NamedSharding data-parallel train step, MLP {layers}, "
+                                  "global batch {batch}, 8 devices", "ms", "steady"),),
+             jit_sharded_train_step, {"layers": [784, 512, 512, 10], "batch": 1024},
+             {"layers": [784, 64, 10], "batch": 64}),
+    Workload(65, "jit_sharded_matmul",
+             (Row("jit_sharded_matmul", "jit matmul {n}x{n} of arrays sharded over a 4x2 mesh",
+                  "ms", "steady"),),
+             _jit_sharded_matmul, {"n": 4096}, {"n": 256}),
 ]

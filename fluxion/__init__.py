@@ -38,3 +38,10 @@ from fluxion import distributed  # noqa: E402,F401
 
 # Portability (issue 14): fluxion.export
 from fluxion import export  # noqa: E402,F401
+# ---- sharding: global arrays partitioned by XLA (fluxion/_src/sharding_impls.py, sharded_jit.py)
+from fluxion._src.mesh import set_mesh, get_mesh  # noqa: E402,F401
+from fluxion._src.global_array import (make_array_from_callback,  # noqa: E402,F401
+                                       make_array_from_single_device_arrays,
+                                       make_array_from_process_local_data)
+from fluxion._src.sharding_impls import NamedSharding  # noqa: E402,F401
+from fluxion._src.sharded_jit import reshard  # noqa: E402,F401

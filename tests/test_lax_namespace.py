@@ -10,8 +10,6 @@ from fluxion._src.core import Primitive
 
 NOT_HERE = {
     # Sharding and the remaining collectives (issue 12).
-    "with_sharding_constraint": "sharded arrays are not built yet (issue 12)",
-    "sharding_constraint_p": "sharded arrays are not built yet (issue 12)",
     "psend": "point-to-point collective, not built yet (issue 12)",
     "precv": "point-to-point collective (needs tokens), not built yet (issue 12)",
     "pswapaxes": "collective, not built yet (issue 12)",

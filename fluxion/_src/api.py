@@ -6,6 +6,7 @@ import functools
 import inspect
 import logging
 import operator
+import sys
 import time
 from typing import Any, Callable, Sequence
 
@@ -22,6 +23,7 @@ from fluxion._src.config import config
 from fluxion._src.core import ClosedJaxpr, ShapedArray
 from fluxion._src.call_transforms import closure_convert
 from fluxion._src.traceback_util import api_boundary
+from fluxion._src import dispatch
 from fluxion._src.dispatch import (CompiledFunction, compile_closed_jaxpr,
                                    jit_p, lower_closed_jaxpr)
 from fluxion._src.tree_util import tree_flatten, tree_map, tree_unflatten
@@ -196,7 +198,16 @@ class Traced:
     @api_boundary
     def lower(self) -> "Lowered":
         """Lower the traced function to StableHLO."""
-        text = lower_closed_jaxpr(self.jaxpr, f"jit_{self.name}", donated_invars=self.donate_mask)
+        name = f"jit_{self.name}"
+        sharded_jit = sys.modules.get("fluxion._src.sharded_jit")
+        mesh = sharded_jit.needs_partitioning(self.jaxpr) if sharded_jit is not None else None
+        if mesh is not None:  # constraints or shard_map inside: a partitioned program
+            text = sharded_jit.lower_for_constraints(self.jaxpr, name, mesh, self.donate_mask)
+            lowered = Lowered(text, self, self.donate_mask)
+            lowered._compile_sharded = lambda: sharded_jit.compile_for_constraints(
+                self.jaxpr, name, mesh, self.donate_mask, text=text)
+            return lowered
+        text = lower_closed_jaxpr(self.jaxpr, name, donated_invars=self.donate_mask)
         return Lowered(text, self, self.donate_mask)
 
 
@@ -298,6 +309,14 @@ def _shared_caches(fun, options) -> tuple:
         return tuple(BoundedDict(JIT_CACHE_SIZE) for _ in range(3))
 
 
+def _hashable_or_id(x):
+    try:
+        hash(x)
+        return x
+    except TypeError:
+        return ("unhashable", id(x))
+
+
 def _compiler_name(backend_name) -> str | None:
     """"iree" when `backend_name` asks for IREE; XLA (None) otherwise."""
     return "iree" if isinstance(backend_name, str) and backend_name.lower() == "iree" else None
@@ -307,12 +326,16 @@ class JitFunction:
     """A function compiled with XLA on first call for each abstract signature."""
 
     def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
-                 donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None):
+                 donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None,
+                 in_shardings=None, out_shardings=None):
         check_callable(fun)
         _check_device(device, "jit(device=...)")
         if backend is not None and _compiler_name(backend) is None:
             from fluxion._src.compiler import backend as backends
             backends.get_backend(backend)  # an unknown or absent backend raises RuntimeError
+        self._in_shardings, self._out_shardings = in_shardings, out_shardings
+        self._in_shardings_given = in_shardings is not None
+        self._out_shardings_given = out_shardings is not None
         self._fun = fun
         live_jit_functions.add(self)  # for fluxion.clear_caches()
         self._static_argnums, self._static_argnames = _normalize_static(
@@ -331,10 +354,12 @@ class JitFunction:
         self._cache, self._trace_cache, self._fast_cache = _shared_caches(
             fun, (self._static_argnums, self._static_argnames, self._donate_argnums,
                   self._donate_argnames, inline, keep_unused, device, backend,
-                  _compiler_name(config.default_backend)))
+                  _compiler_name(config.default_backend), _hashable_or_id(in_shardings),
+                  _hashable_or_id(out_shardings)))
         self._compiler = _compiler_name(backend)  # "iree", or None for XLA
         self._fast_path_ok = not (self._static_argnums or self._static_argnames or
-                                  self._donate_argnums or self._donate_argnames)
+                                  self._donate_argnums or self._donate_argnames or
+                                  self._in_shardings_given or self._out_shardings_given)
 
     # -- helpers
     def _flatten(self, args, kwargs):
@@ -409,11 +434,30 @@ class JitFunction:
         if config.disable_jit:
             return self._fun(*args, **kwargs)
         leaves, in_tree, static_pos, static_kw, dyn_args = self._flatten(args, kwargs)
+        sharded = self._in_shardings_given or self._out_shardings_given
         if core._trace_state.trace is not core.eval_trace:
+            if sharded:  # the shardings become constraints on the inputs and outputs
+                from fluxion._src import sharded_jit
+                leaves = self._constrain(leaves, sharded_jit.in_shardings_of(
+                    self, dyn_args, tree_unflatten(in_tree, leaves)[1]))
             traced = self._get_traced(leaves, in_tree, static_pos, static_kw)
             closed, consts = closure_convert(traced.jaxpr)
             outs = jit_p.bind(*consts, *leaves, jaxpr=closed, name=traced.name)
+            if sharded and self._out_shardings_given:
+                from fluxion._src import sharded_jit, sharding_impls
+                out_struct = tree_unflatten(traced.out_tree, [0] * len(outs))
+                outs = self._constrain(outs, [
+                    None if s is None else sharding_impls.canonicalize(s, "jit out_shardings")
+                    for s in sharded_jit.flat_shardings(self._out_shardings, out_struct,
+                                                        "jit out_shardings")])
             return tree_unflatten(traced.out_tree, outs)
+        if sharded or (dispatch.sharded_apply_primitive is not None
+                       and any(type(x) is not Array and hasattr(x, "_garr") for x in leaves)):
+            from fluxion._src import sharded_jit
+            out = sharded_jit.jit_call(self, args, kwargs, leaves, in_tree, static_pos,
+                                       static_kw, dyn_args)
+            if out is not sharded_jit.NO_MESH:
+                return out
         key = (in_tree, static_pos, static_kw, abstractify_args(self._fun, leaves, in_tree, static_pos),
                config.enable_x64)
         entry = self._cache.get(key)
@@ -438,6 +482,12 @@ class JitFunction:
             nan_checks.check_jit_outputs(entry.traced, leaves, outs)
         return entry.out_tree.unflatten(outs)
 
+    @staticmethod
+    def _constrain(values, shardings):
+        from fluxion._src import sharded_jit, sharding_impls
+        return [x if not isinstance(s, sharding_impls.NamedSharding)
+                else sharded_jit.sharding_constraint(x, s) for x, s in zip(values, shardings)]
+
     def _compile(self, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args) -> _CacheEntry:
         traced = self._get_traced(leaves, in_tree, static_pos, static_kw)
         mask = self._donate_mask(args, static_pos, dyn_args, kwargs)
@@ -459,6 +509,13 @@ class JitFunction:
 
     def lower(self, *args, **kwargs) -> "Lowered":
         """Trace and lower to StableHLO for these arguments (`.compile()` continues)."""
+        if self._in_shardings_given or self._out_shardings_given or (
+                dispatch.sharded_apply_primitive is not None
+                and any(hasattr(x, "_garr") for x in tree_flatten((args, kwargs))[0])):
+            from fluxion._src import sharded_jit
+            lowered = sharded_jit.lower_jit(self, args, kwargs)
+            if lowered is not None:
+                return lowered
         return self.trace(*args, **kwargs).lower()
 
     def eval_shape(self, *args, **kwargs):
@@ -492,7 +549,11 @@ class Lowered:
     def out_tree(self):
         return self._traced.out_tree
 
+    _compile_sharded = None  # set for partitioned programs (sharded_jit.lower_jit)
+
     def compile(self) -> "Compiled":
+        if self._compile_sharded is not None:
+            return Compiled(self._compile_sharded(), self._traced)
         compiled = compile_closed_jaxpr(self._traced.jaxpr, name=f"jit_{self._traced.name}",
                                         donated_invars=self._donate_mask, text=self._text)
         return Compiled(compiled, self._traced)
@@ -532,8 +593,9 @@ class Compiled:
 _NO_FUNCTION = object()  # `jit(static_argnums=...)` without a function returns a decorator
 
 
-def jit(fun: Callable = _NO_FUNCTION, *, static_argnums=(), static_argnames=(), donate_argnums=(),
-        donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None):
+def jit(fun: Callable = _NO_FUNCTION, *, in_shardings=None, out_shardings=None, static_argnums=(),
+        static_argnames=(), donate_argnums=(), donate_argnames=(), inline=False,
+        keep_unused=False, device=None, backend=None):
     """Compile `fun` with XLA, once per abstract signature of its arguments.
 
     Parameters
@@ -545,12 +607,16 @@ def jit(fun: Callable = _NO_FUNCTION, *, static_argnums=(), static_argnames=(), 
         value compiles anew.
     donate_argnums, donate_argnames : int or str, or sequences of them
         Arguments whose buffers XLA may reuse for outputs; they are invalid after the call.
+    in_shardings, out_shardings : Sharding, PartitionSpec, None, or pytree prefixes of them
+        How the positional arguments and the outputs are laid out over a mesh (None: the
+        argument's own sharding / XLA's choice). The program is then partitioned by XLA.
 
     Returns
     -------
     A callable with the same signature, plus `.lower(*args)` for ahead-of-time compilation.
     """
-    kwargs = dict(static_argnums=static_argnums, static_argnames=static_argnames,
+    kwargs = dict(in_shardings=in_shardings, out_shardings=out_shardings,
+                  static_argnums=static_argnums, static_argnames=static_argnames,
                   donate_argnums=donate_argnums, donate_argnames=donate_argnames, inline=inline,
                   keep_unused=keep_unused, device=device, backend=backend)
     if fun is _NO_FUNCTION:
@@ -633,14 +699,21 @@ def process_count(backend_name=None) -> int:
 
 
 def _check_device(device, where: str) -> None:
-    """`device` must be None or a device (fluxion has no Sharding objects)."""
+    """`device` must be None or a device (Shardings take device_put's sharded path)."""
     if device is not None and not (hasattr(device, "platform") and hasattr(device, "client")):
         raise ValueError(f"{where} only accepts None or a device (one of fluxion.devices()); "
                          f"received invalid value: {device!r}")
 
 
 def device_put(x, device=None, *, donate=False, may_alias=None):
-    """Copy a pytree of values to `device` (default: the first device) as Arrays."""
+    """Copy a pytree of values to `device` (default: the first device) as Arrays.
+
+    `device` may also be a Sharding (or a PartitionSpec of the mesh set with `set_mesh`), or
+    a pytree of them matching `x`: the result is then laid out over that sharding's devices."""
+    from fluxion._src import sharding_impls
+    from fluxion._src.mesh import PartitionSpec
+    if device is not None and not hasattr(device, "platform"):
+        return _device_put_sharded(x, device)
     _check_device(device, "device_put")
     leaves, treedef = tree_flatten(x)
     traced = [i for i, leaf in enumerate(leaves) if isinstance(leaf, core.Tracer)]
@@ -664,10 +737,36 @@ def device_put(x, device=None, *, donate=False, may_alias=None):
     return tree_map(put, x)
 
 
+def _device_put_sharded(x, shardings):
+    from fluxion._src import sharding_impls
+    from fluxion._src.global_array import device_put_sharded_value
+    from fluxion._src.mesh import PartitionSpec
+    from fluxion._src.sharded_jit import sharding_constraint
+    leaves, tree = tree_flatten(x)
+    if isinstance(shardings, (sharding_impls.Sharding, PartitionSpec)):
+        flat = [shardings] * len(leaves)
+    else:
+        flat = tree_flatten(shardings, is_leaf=lambda s: isinstance(s, PartitionSpec))[0]
+        if len(flat) != len(leaves):
+            raise ValueError(f"device_put: the shardings {shardings!r} do not match the "
+                             f"structure of the value ({len(leaves)} leaves)")
+    out = []
+    for leaf, s in zip(leaves, flat):
+        if hasattr(s, "platform"):  # a device
+            out.append(device_put(leaf, s))
+            continue
+        s = sharding_impls.canonicalize(s, "device_put")
+        if isinstance(leaf, core.Tracer):
+            out.append(sharding_constraint(leaf, s))
+        else:
+            out.append(device_put_sharded_value(leaf, s))
+    return tree_unflatten(tree, out)
+
+
 def device_get(x):
     """Copy a pytree of Arrays to the host as NumPy arrays (other leaves are returned as is)."""
     def get(leaf):
-        if type(leaf) is Array:
+        if isinstance(leaf, Array):
             return np.asarray(leaf)
         return leaf
     with transfer_guard.explicit():
@@ -676,6 +775,6 @@ def device_get(x):
 
 def block_until_ready(x):
     for leaf in tree_flatten(x)[0]:
-        if type(leaf) is Array:
+        if isinstance(leaf, Array):
             leaf.block_until_ready()
     return x

@@ -7,6 +7,7 @@ from fluxion._src import core, dtypes
 from fluxion._src.compiler import backend
 from fluxion._src.core import ShapedArray
 from fluxion._src.config import config
+from fluxion._src.sharding_impls import single_device_sharding
 
 
 class Array:
@@ -128,8 +129,7 @@ class Array:
         return self
 
     def devices(self) -> set:
-        sharding = self.sharding
-        return {sharding._device} if hasattr(sharding, "_device") else set(sharding.device_set)
+        return {self._buf._sharding._device}
 
     @property
     def device(self):
@@ -137,9 +137,19 @@ class Array:
 
     @property
     def sharding(self):
-        # jaxlib's ArrayImpl keeps its sharding in `_sharding` (its public property is
-        # defined by the jax package, which fluxion does not import).
-        return self._buf._sharding
+        # jaxlib's ArrayImpl keeps its device in `_sharding` (its public property is defined
+        # by the jax package, which fluxion does not import).
+        return single_device_sharding(self._buf._sharding._device)
+
+    # A single-device Array is its own only shard (sharded ones: global_array.GlobalArray).
+    @property
+    def addressable_shards(self) -> list:
+        from fluxion._src.global_array import Shard
+        return [Shard(self.device, (slice(None),) * self.ndim, 0, self)]
+
+    global_shards = addressable_shards
+    is_fully_replicated = property(lambda self: True)
+    is_fully_addressable = property(lambda self: True)
 
     def is_deleted(self) -> bool:
         return self._buf.is_deleted()
@@ -196,7 +206,7 @@ def unshared(x, aval: ShapedArray):
     a cached scalar Array is copied, and a host value gets a buffer of its own."""
     if type(x) is Array:
         return make_array(x._value(), weak_type=aval.weak_type) if id(x) in _shared_ids else x
-    if isinstance(x, core.Tracer):
+    if isinstance(x, (core.Tracer, Array)):  # a Tracer, or an Array over several devices
         return x
     return Array(backend.device_put_numpy(np.asarray(x, dtype=aval.dtype), aval), aval)
 

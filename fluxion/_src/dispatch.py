@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import operator
+import sys
 import time
 import weakref
 from typing import Sequence
@@ -163,7 +164,14 @@ def lower_closed_jaxpr(closed: ClosedJaxpr, name: str, platform: str | None = No
 
 def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars=None,
                          text: str | None = None, compiler: str | None = None) -> CompiledFunction:
-    """Lower (unless `text` is given) and compile with XLA, or with IREE for compiler="iree"."""
+    """Lower (unless `text` is given) and compile with XLA, or with IREE for compiler="iree".
+
+    A jaxpr with sharding constraints is compiled partitioned over their mesh."""
+    sharded_jit = sys.modules.get("fluxion._src.sharded_jit")
+    if text is None and sharded_jit is not None:
+        mesh = sharded_jit.needs_partitioning(closed)
+        if mesh is not None:
+            return sharded_jit.compile_for_constraints(closed, name, mesh, donated_invars)
     start = time.perf_counter()
     if text is None:
         with profiling.phase("lower", name=name):
@@ -242,8 +250,16 @@ def _compile_uncached(prim, key, params):
     return call
 
 
+# Set (to sharded_jit.apply_primitive) once an array sharded over several devices exists.
+sharded_apply_primitive = None
+
+
 def _apply_primitive_general(prim, args, params, param_key):
     """apply_primitive for NumPy values and Python scalars among the arguments."""
+    if sharded_apply_primitive is not None:
+        out = sharded_apply_primitive(prim, args, params)
+        if out is not NotImplemented:
+            return out
     avals = tuple([core.get_aval(x) for x in args])
     try:
         structural = core.structural_params_key(params)  # see _compile_uncached
@@ -262,12 +278,16 @@ def _apply_primitive_general(prim, args, params, param_key):
     return outs if prim.multiple_results else outs[0]
 
 
-def _compile_primitive(prim, avals, params) -> CompiledFunction:
+def primitive_jaxpr(prim, avals, params) -> ClosedJaxpr:
+    """A closed jaxpr applying `prim` once to inputs of types `avals`."""
     invars = [Var(a) for a in avals]
     out_avals = prim.abstract_eval_avals(list(avals), params)
     outvars = [Var(a) for a in out_avals]
-    jaxpr = Jaxpr([], invars, outvars, [JaxprEqn(invars, outvars, prim, params)])
-    return compile_closed_jaxpr(ClosedJaxpr(jaxpr, []), name=prim.name)
+    return ClosedJaxpr(Jaxpr([], invars, outvars, [JaxprEqn(invars, outvars, prim, params)]), [])
+
+
+def _compile_primitive(prim, avals, params) -> CompiledFunction:
+    return compile_closed_jaxpr(primitive_jaxpr(prim, avals, params), name=prim.name)
 
 
 core.apply_primitive = apply_primitive

@@ -1,7 +1,9 @@
-"""Device meshes and partition specs (`fluxion.sharding.Mesh`, `PartitionSpec`)."""
+"""Device meshes and partition specs (`fluxion.sharding.Mesh`, `AbstractMesh`, `PartitionSpec`)."""
 from __future__ import annotations
 
+import enum
 import math
+import threading
 
 import numpy as np
 
@@ -16,11 +18,17 @@ class PartitionSpec(tuple):
     def __repr__(self):
         return "PartitionSpec(" + ", ".join(repr(p) for p in self) + ")"
 
+    def __reduce__(self):
+        return (PartitionSpec, tuple(self))
+
     def axes_of(self, dim: int) -> tuple:
         if dim >= len(self) or self[dim] is None:
             return ()
         p = self[dim]
         return tuple(p) if isinstance(p, (tuple, list)) else (p,)
+
+    def used_axes(self) -> tuple:
+        return tuple(a for d in range(len(self)) for a in self.axes_of(d))
 
 
 P = PartitionSpec
@@ -30,10 +38,75 @@ class DuplicateSpecError(ValueError):
     """A PartitionSpec maps one mesh axis to more than one dimension (JAX's name)."""
 
 
-class Mesh:
-    """An n-dimensional array of devices with named axes."""
+class AxisType(enum.Enum):
+    """How a mesh axis takes part in sharding (fluxion partitions every kind as `Auto`)."""
+    Auto = enum.auto()
+    Explicit = enum.auto()
+    Manual = enum.auto()
 
-    def __init__(self, devices, axis_names):
+    def __repr__(self):
+        return self.name
+
+
+class AbstractMesh:
+    """A mesh's axis names and sizes, without devices."""
+
+    def __init__(self, axis_sizes, axis_names, axis_types=None):
+        if isinstance(axis_names, str):
+            axis_names = (axis_names,)
+        self.axis_sizes = tuple(int(s) for s in axis_sizes)
+        self.axis_names = tuple(axis_names)
+        if len(self.axis_sizes) != len(self.axis_names):
+            raise ValueError(f"AbstractMesh: {len(self.axis_sizes)} axis sizes but "
+                             f"{len(self.axis_names)} axis names")
+        self.axis_types = _axis_types(axis_types, len(self.axis_names))
+
+    @property
+    def shape(self) -> dict:
+        return dict(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def shape_tuple(self) -> tuple:
+        return tuple(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.axis_sizes)
+
+    @property
+    def empty(self) -> bool:
+        return not self.axis_names
+
+    def __eq__(self, other):
+        return (type(other) is AbstractMesh and self.axis_sizes == other.axis_sizes
+                and self.axis_names == other.axis_names)
+
+    def __hash__(self):
+        return hash((self.axis_sizes, self.axis_names))
+
+    def __repr__(self):
+        return f"AbstractMesh({', '.join(f'{n!r}: {s}' for n, s in self.shape_tuple)})"
+
+
+def _axis_types(axis_types, n):
+    if axis_types is None:
+        return (AxisType.Auto,) * n
+    if isinstance(axis_types, AxisType):
+        return (axis_types,) * n
+    axis_types = tuple(axis_types)
+    if len(axis_types) != n:
+        raise ValueError(f"Number of axis_types ({len(axis_types)}) must match the number of "
+                         f"mesh axes ({n})")
+    return axis_types
+
+
+class Mesh:
+    """An n-dimensional array of devices with named axes.
+
+    Used as a context manager (`with mesh:`) it is the mesh that bare PartitionSpecs refer to,
+    as with `set_mesh`."""
+
+    def __init__(self, devices, axis_names, axis_types=None):
         self.devices = np.asarray(devices, dtype=object)
         if isinstance(axis_names, str):
             axis_names = (axis_names,)
@@ -43,10 +116,19 @@ class Mesh:
                              f"the length of its second argument (`axis_names`), but got "
                              f"devices.ndim == {self.devices.ndim} and len(axis_names) == "
                              f"{len(self.axis_names)}.")
+        if len(set(self.axis_names)) != len(self.axis_names):
+            raise ValueError(f"Mesh axis names must be unique, got {self.axis_names}")
+        self.axis_types = _axis_types(axis_types, len(self.axis_names))
+        self._key = (tuple(d.id for d in self.devices.flat), self.devices.shape, self.axis_names)
+        self._hash = hash(self._key)
 
     @property
     def shape(self) -> dict:
         return dict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def shape_tuple(self) -> tuple:
+        return tuple(zip(self.axis_names, self.devices.shape))
 
     @property
     def axis_sizes(self) -> tuple:
@@ -57,27 +139,101 @@ class Mesh:
         return int(self.devices.size)
 
     @property
+    def empty(self) -> bool:
+        return self.devices.size == 0
+
+    @property
     def device_ids(self):
         return np.vectorize(lambda d: d.id, otypes=[int])(self.devices)
 
+    @property
+    def flat_devices(self) -> tuple:
+        """The devices in row-major mesh order: XLA's partition order for this mesh."""
+        return tuple(self.devices.flat)
+
+    @property
+    def local_devices(self) -> list:
+        from fluxion._src.api import process_index
+        me = process_index()
+        return [d for d in self.devices.flat if d.process_index == me]
+
+    @property
+    def abstract_mesh(self) -> AbstractMesh:
+        return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types)
+
+    def __eq__(self, other):
+        return type(other) is Mesh and self._key == other._key
+
+    def __hash__(self):
+        return self._hash
+
     def __enter__(self):
+        _mesh_stack().append(self)
         return self
 
     def __exit__(self, *exc):
+        _mesh_stack().pop()
         return False
 
     def __repr__(self):
         return f"Mesh(axis_sizes={self.axis_sizes}, axis_names={self.axis_names})"
 
 
-def make_mesh(axis_shapes, axis_names, *, devices=None, axis_types=None):
+def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
     """A mesh of the first prod(axis_shapes) devices, in device order."""
     from fluxion._src.compiler import backend
+    axis_shapes = tuple(axis_shapes)
+    if isinstance(axis_names, str):
+        axis_names = (axis_names,)
+    if len(axis_shapes) != len(axis_names):
+        raise ValueError(f"Length of axis_shapes {axis_shapes} must match the length of "
+                         f"axis_names {tuple(axis_names)}")
     devices = list(devices) if devices is not None else backend.get_backend().devices
     n = math.prod(axis_shapes)
     if n > len(devices):
         raise ValueError(f"Number of devices {len(devices)} must be >= the product of mesh_shape "
-                         f"{tuple(axis_shapes)}")
+                         f"{axis_shapes}")
     arr = np.empty(n, dtype=object)
     arr[:] = devices[:n]
-    return Mesh(arr.reshape(tuple(axis_shapes)), axis_names)
+    return Mesh(arr.reshape(axis_shapes), axis_names, axis_types)
+
+
+# ---- the mesh that bare PartitionSpecs refer to
+
+_state = threading.local()
+_global_mesh = [None]
+
+
+def _mesh_stack() -> list:
+    stack = getattr(_state, "stack", None)
+    if stack is None:
+        stack = _state.stack = []
+    return stack
+
+
+def get_mesh():
+    """The mesh set by `set_mesh` or a `with mesh:` block, or None."""
+    stack = _mesh_stack()
+    return stack[-1] if stack else _global_mesh[0]
+
+
+class set_mesh:
+    """Make `mesh` the mesh that bare PartitionSpecs refer to: for the rest of the program, or
+    only inside a `with set_mesh(mesh):` block."""
+
+    def __init__(self, mesh):
+        if not isinstance(mesh, Mesh):
+            raise TypeError(f"set_mesh expects a Mesh, got {type(mesh).__name__}")
+        self._previous = _global_mesh[0]
+        _global_mesh[0] = mesh
+        self.mesh = mesh
+
+    def __enter__(self):
+        return self.mesh
+
+    def __exit__(self, *exc):
+        _global_mesh[0] = self._previous
+        return False
+
+
+use_mesh = set_mesh

@@ -1,18 +1,18 @@
 """`shard_map`: run a per-block function on every device of a mesh, with collectives over the
-mesh axes, as one XLA executable whose replicas are the mesh's devices (row-major)."""
+mesh axes. Each call binds `shard_map_p` (shard_map_spmd.py): eagerly it runs as a one-equation
+partitioned program, under `jit` it is part of the enclosing one; its outputs are global Arrays
+laid out as `out_specs` say."""
 from __future__ import annotations
 
 import functools
-import itertools
 
 import numpy as np
 
 from fluxion._src import core, staging
 from fluxion._src.api import check_callable
-from fluxion._src.array import Array
-from fluxion._src.compiler import backend
 from fluxion._src.mesh import DuplicateSpecError, Mesh, PartitionSpec
-from fluxion._src.pmap import _compile, _per_device_buffers, bind_axes
+from fluxion._src.pmap import bind_axes
+from fluxion._src.shard_map_spmd import shard_map_p
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import tree_flatten, tree_unflatten
 
@@ -63,17 +63,6 @@ def _block_shape(shape, spec, mesh_shape, what):
     return tuple(out)
 
 
-def _block_index(spec, ndim, coord, mesh_shape):
-    """The block position of the device at mesh coordinate `coord` (a dict name -> index)."""
-    idx = []
-    for d in range(ndim):
-        i = 0
-        for a in spec.axes_of(d):
-            i = i * mesh_shape[a] + coord[a]
-        idx.append(i)
-    return idx
-
-
 def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = True,
               check_rep=None, axis_names=frozenset(), auto=frozenset()):
     """Map `f` over blocks of its inputs laid out on `mesh` by `in_specs`; `f` sees one block
@@ -89,19 +78,12 @@ def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = T
                                   "supported by fluxion yet")
     mesh_shape = mesh.shape
     axes = list(zip(mesh.axis_names, mesh.axis_sizes))
-    devices = list(mesh.devices.flat)
-    coords = [dict(zip(mesh.axis_names, c))
-              for c in itertools.product(*[range(s) for s in mesh.axis_sizes])]
     cache: dict = {}
 
     @functools.wraps(f)
     @api_boundary
     def wrapped(*args):
         leaves, in_tree = tree_flatten(args)
-        for x in leaves:
-            if isinstance(x, core.Tracer):
-                raise NotImplementedError("shard_map under jit, grad or vmap is not supported by "
-                                          "fluxion yet; call it eagerly")
         specs = _spec_leaves(in_specs if not isinstance(in_specs, PartitionSpec) or len(args) != 1
                              else (in_specs,), args, "in_specs")
         gavals = [core.get_aval(x) for x in leaves]
@@ -124,32 +106,10 @@ def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = T
             ospecs = _spec_leaves(out_specs, out, "out_specs")
             for spec in ospecs:
                 _check_spec(spec, mesh_shape, "out_specs")
-            exe = _compile(closed, axes, devices, None)
-            entry = cache[key] = (exe, out_tree, ospecs)
-        exe, out_tree, ospecs = entry
-        xla_client, jax_ext = backend._jaxlib()
-        garrs = [jax_ext.ArrayImpl(v.aval, exe.sharding,
-                                   _per_device_buffers(c, None, devices, v.aval), True, True)
-                 for c, v in zip(exe.consts, exe.constvars)]
-        for x, spec, ba in zip(leaves, specs, bavals):
-            host = np.asarray(x, dtype=ba.dtype)
-            bufs = []
-            for coord, dev in zip(coords, devices):
-                idx = _block_index(spec, ba.ndim, coord, mesh_shape)
-                sl = tuple(slice(i * b, (i + 1) * b) for i, b in zip(idx, ba.shape))
-                bufs.append(backend.device_put_numpy(np.ascontiguousarray(host[sl]), ba, dev))
-            garrs.append(jax_ext.ArrayImpl(ba, exe.sharding, bufs, True, True))
-        outs = exe.loaded.execute_sharded(garrs).disassemble_into_single_device_arrays()
-        results = []
-        for bufs, ba, spec in zip(outs, exe.out_avals, ospecs):
-            mult = [int(np.prod([mesh_shape[a] for a in spec.axes_of(d)])) for d in range(ba.ndim)]
-            host = np.empty(tuple(s * m for s, m in zip(ba.shape, mult)), ba.dtype)
-            for coord, buf in zip(coords, bufs):
-                idx = _block_index(spec, ba.ndim, coord, mesh_shape)
-                sl = tuple(slice(i * b, (i + 1) * b) for i, b in zip(idx, ba.shape))
-                host[sl] = backend.to_numpy(buf, ba.dtype)
-            gaval = ba.update(shape=host.shape)
-            results.append(Array(backend.device_put_numpy(host, gaval), gaval))
-        return tree_unflatten(out_tree, results)
+            entry = cache[key] = (closed, out_tree, ospecs)
+        closed, out_tree, ospecs = entry
+        outs = shard_map_p.bind(*leaves, jaxpr=closed, mesh=mesh, in_specs=tuple(specs),
+                                out_specs=tuple(ospecs))
+        return tree_unflatten(out_tree, outs)
 
     return wrapped

@@ -54,3 +54,38 @@ def sync_global_devices(name: str):
     from fluxion._src import distributed
     if distributed._state:
         distributed._state["client"].wait_at_barrier(f"sync_global_devices:{name}", 300_000)
+
+
+def _single_process(what: str):
+    import fluxion as fx
+    if fx.process_count() > 1:
+        raise NotImplementedError(f"{what} across several processes is not supported by fluxion "
+                                  "yet (global arrays span this process's devices only)")
+
+
+def host_local_array_to_global_array(local_inputs, global_mesh, pspecs):
+    """Each process's part of the data as global Arrays over `global_mesh` laid out by
+    `pspecs` (a PartitionSpec or a pytree of them). With one process the local data is the
+    whole array."""
+    import fluxion as fx
+    from fluxion.sharding import NamedSharding, PartitionSpec
+    _single_process("host_local_array_to_global_array")
+    leaves, tree = fx.tree_util.tree_flatten(local_inputs)
+    specs = _specs_for(pspecs, local_inputs, len(leaves))
+    return tree.unflatten([fx.device_put(x, NamedSharding(global_mesh, s or PartitionSpec()))
+                           for x, s in zip(leaves, specs)])
+
+
+def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
+    """The inverse of host_local_array_to_global_array: this process's part of each global
+    Array (the whole Array with one process), laid out by `pspecs`."""
+    _single_process("global_array_to_host_local_array")
+    return host_local_array_to_global_array(global_inputs, global_mesh, pspecs)
+
+
+def _specs_for(pspecs, tree, n):
+    from fluxion._src.sharded_jit import flat_shardings
+    from fluxion.sharding import PartitionSpec
+    if pspecs is None or isinstance(pspecs, PartitionSpec):
+        return [pspecs] * n
+    return flat_shardings(pspecs, tree, "pspecs")

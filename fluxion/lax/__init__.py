@@ -21,3 +21,4 @@ from fluxion.lax import linalg  # noqa: F401,E402
 from fluxion._src.lax.device_put import device_put_p  # noqa: F401,E402
 from fluxion._src.tokens import (  # noqa: F401,E402
     after_all, after_all_p, create_token, create_token_p)
+from fluxion._src.sharded_jit import with_sharding_constraint, sharding_constraint_p  # noqa: F401,E402

@@ -129,17 +129,23 @@ def _with_region_locs(text: str, loc: str) -> str:
 
 
 def lower_jaxpr_to_module(jaxpr: Jaxpr, platform: str, name: str = "main",
-                          donated_invars: Sequence[bool] | None = None) -> str:
-    """A StableHLO module whose @main takes the jaxpr's constvars then invars as arguments."""
+                          donated_invars: Sequence[bool] | None = None, *,
+                          num_partitions: int = 1, arg_attrs: Sequence[str | None] | None = None,
+                          result_attrs: Sequence[str | None] | None = None,
+                          preamble: str = "") -> str:
+    """A StableHLO module whose @main takes the jaxpr's constvars then invars as arguments.
+
+    A partitioned program (sharded_jit.py) passes its partition count, the attributes of the
+    arguments (constvars first) and results, and the module-level ops (`sdy.mesh`)."""
     module = Module(platform)
     arg_avals = [v.aval for v in jaxpr.constvars] + [v.aval for v in jaxpr.invars]
     block = Block(module, arg_avals, [f"%arg{i}" for i in range(len(arg_avals))])
     n_consts = len(jaxpr.constvars)
     inner = Jaxpr([], jaxpr.constvars + jaxpr.invars, jaxpr.outvars, jaxpr.eqns)
     outs = lower_jaxpr_into(block, inner, block.args)
-    arg_attrs = None
+    arg_attrs = list(arg_attrs) if arg_attrs is not None else None
     if donated_invars is not None and any(donated_invars):
-        arg_attrs = [None] * len(arg_avals)
+        arg_attrs = arg_attrs or [None] * len(arg_avals)
         used_outputs: set[int] = set()
         for i, donated in enumerate(donated_invars):
             if not donated:
@@ -148,12 +154,14 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, platform: str, name: str = "main",
             for j, out in enumerate(jaxpr.outvars):
                 if j not in used_outputs and out.aval.shape == aval.shape and out.aval.dtype == aval.dtype:
                     used_outputs.add(j)
-                    arg_attrs[n_consts + i] = f"tf.aliasing_output = {j} : i32"
+                    alias = f"tf.aliasing_output = {j} : i32"
+                    other = arg_attrs[n_consts + i]
+                    arg_attrs[n_consts + i] = f"{other}, {alias}" if other else alias
                     break
-    text = hlo.function_text("main", block, outs, arg_attrs=arg_attrs)
+    text = hlo.function_text("main", block, outs, arg_attrs=arg_attrs, result_attrs=result_attrs)
     safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "main"
-    header = (f"module @{safe} attributes {{mhlo.num_partitions = 1 : i32, "
-              f"mhlo.num_replicas = 1 : i32}} {{\n")
+    header = (f"module @{safe} attributes {{mhlo.num_partitions = {num_partitions} : i32, "
+              f"mhlo.num_replicas = 1 : i32}} {{\n{preamble}")
     text = header + text + "\n" + "\n".join(module.functions) + ("\n" if module.functions else "") + "}\n"
     host_callbacks = module.__dict__.get("host_callbacks")
     if host_callbacks:  # Python callables the compiled program calls (see callbacks.py)

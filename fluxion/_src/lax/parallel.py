@@ -397,3 +397,33 @@ def pcast(x, axis_name, *, to):
 
 
 __all__ += ["pbroadcast", "pcast"]
+
+
+# ---------------------------------------------------------------------------------------------
+# vmap over another axis than the collective's (inside pmap or shard_map): the collective
+# applies to the batched value, its axis parameters shifted past the batch dimension.
+
+def _gather_batcher(vals, dims, *, axis, **params):
+    x = batching.moveaxis(vals[0], dims[0], 0)
+    return all_gather_p.bind(x, axis=axis + 1, **params), 0
+
+
+def _ppermute_batcher(vals, dims, **params):
+    return ppermute_p.bind(vals[0], **params), dims[0]
+
+
+def _all_to_all_batcher(vals, dims, *, split_axis, concat_axis, **params):
+    x = batching.moveaxis(vals[0], dims[0], 0)
+    return all_to_all_p.bind(x, split_axis=split_axis + 1, concat_axis=concat_axis + 1,
+                             **params), 0
+
+
+batching.primitive_batchers[all_gather_p] = _gather_batcher
+batching.primitive_batchers[ppermute_p] = _ppermute_batcher
+batching.primitive_batchers[all_to_all_p] = _all_to_all_batcher
+
+# all_to_all is linear; its transpose sends every chunk back where it came from.
+ad.deflinear(all_to_all_p, lambda ct, x, *, axis_name, split_axis, concat_axis, tiled,
+             axis_index_groups=None: [all_to_all_p.bind(
+                 ad.instantiate(ct), axis_name=axis_name, split_axis=concat_axis,
+                 concat_axis=split_axis, tiled=tiled, axis_index_groups=axis_index_groups)])

@@ -24,14 +24,28 @@ def _axes() -> list:
 
 
 @contextlib.contextmanager
-def replica_axes(axes):
-    """Lower collectives over these (name, size) axes as cross-replica collectives."""
-    old = _axes()
+def replica_axes(axes, partitions: bool = False):
+    """Lower collectives over these (name, size) axes as cross-replica collectives; with
+    `partitions`, as collectives across the partitions of an SPMD program (shard_map inside
+    a partitioned program: global device ids, channel handles, `partition_id`)."""
+    old = _axes(), getattr(_state, "partitions", False)
     _state.axes = list(axes)
+    _state.partitions = partitions
     try:
         yield
     finally:
-        _state.axes = old
+        _state.axes, _state.partitions = old
+
+
+def _cross_partition_attrs(global_ids: bool = True) -> dict:
+    """The attributes that make a collective span partitions rather than replicas."""
+    if not getattr(_state, "partitions", False):
+        return {}
+    _state.channel = getattr(_state, "channel", 0) + 1
+    attrs = {"channel_handle": f"#stablehlo.channel_handle<handle = {_state.channel}, type = 1>"}
+    if global_ids:
+        attrs["use_global_device_ids"] = "unit"
+    return attrs
 
 
 def _groups(axis_name) -> list[list[int]]:
@@ -72,7 +86,8 @@ def _all_reduce_rule(kind):
         region = ctx.new_block([scalar, scalar])
         region.ret([region.op1(op, [region.args[0], region.args[1]], scalar)])
         return ctx.op1("stablehlo.all_reduce", [x], x.aval,
-                       {"replica_groups": _groups_attr(groups)}, [region])
+                       {"replica_groups": _groups_attr(groups), **_cross_partition_attrs()},
+                       [region])
     return rule
 
 
@@ -80,7 +95,8 @@ def _axis_index_rule(ctx, *, axis_name):
     axes = _axes()
     known = [n for n, _ in axes]
     _groups(axis_name)
-    rid = ctx.op1("stablehlo.replica_id", [], ShapedArray((), np.uint32))
+    which = "partition_id" if getattr(_state, "partitions", False) else "replica_id"
+    rid = ctx.op1(f"stablehlo.{which}", [], ShapedArray((), np.uint32))
     idx = ctx.convert(rid, np.int32)
     pos = known.index(axis_name)
     inner = int(np.prod([s for _, s in axes[pos + 1:]]))
@@ -102,7 +118,8 @@ def _all_gather_rule(ctx, x, *, axis_name, axis, tiled, axis_index_groups=None):
     out_shape = list(x.shape)
     out_shape[axis] *= size
     return ctx.op1("stablehlo.all_gather", [x], ShapedArray(tuple(out_shape), x.dtype),
-                   {"all_gather_dim": f"{axis} : i64", "replica_groups": _groups_attr(groups)})
+                   {"all_gather_dim": f"{axis} : i64", "replica_groups": _groups_attr(groups),
+                    **_cross_partition_attrs()})
 
 
 def _ppermute_rule(ctx, x, *, axis_name, perm):
@@ -112,13 +129,15 @@ def _ppermute_rule(ctx, x, *, axis_name, perm):
         return ctx.broadcast(ctx.constant(np.zeros((), x.dtype), x.dtype), x.shape)
     text = ", ".join(f"[{a}, {b}]" for a, b in pairs)
     return ctx.op1("stablehlo.collective_permute", [x], x.aval,
-                   {"source_target_pairs": f"dense<[{text}]> : tensor<{len(pairs)}x2xi64>"})
+                   {"source_target_pairs": f"dense<[{text}]> : tensor<{len(pairs)}x2xi64>",
+                    **_cross_partition_attrs(global_ids=False)})
 
 
 def _all_to_all_rule(ctx, x, *, axis_name, split_axis, concat_axis, tiled, axis_index_groups=None):
     groups = _groups(axis_name)
     size = len(groups[0])
-    attrs = {"replica_groups": _groups_attr(groups), "split_count": f"{size} : i64"}
+    attrs = {"replica_groups": _groups_attr(groups), "split_count": f"{size} : i64",
+             **_cross_partition_attrs(global_ids=False)}
     if tiled:
         shape = list(x.shape)
         shape[split_axis] //= size

@@ -56,7 +56,10 @@ def _eager_shortcut(general, prim, kinds: str, swap: bool = False, scalar_kinds:
 
     def op(self, other):
         if core._trace_state.trace is core.eval_trace and shortcuts_enabled:
-            aval = self.aval
+            try:
+                aval = self.aval
+            except AttributeError:  # an Array over several devices: no shortcut
+                return general(self, other)
             kind = aval.dtype.kind
             if type(other) is Array:
                 if other.aval is aval and not aval.weak_type and kind in kinds:

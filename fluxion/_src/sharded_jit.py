@@ -1,0 +1,452 @@
+"""Programs partitioned over a mesh by XLA: `jit` with shardings, `with_sharding_constraint`.
+
+A jaxpr is lowered to one StableHLO module for the whole (global) arrays, with Shardy
+annotations: `sdy.mesh`, an `sdy.sharding` on every argument and on each result whose
+sharding is given, and `sdy.sharding_constraint` ops. XLA's SPMD partitioner (Shardy, as in
+JAX) splits it into the per-device program and inserts the collectives. It runs on global
+arrays (`global_array.GlobalArray`), one buffer per mesh device in row-major mesh order.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from fluxion._src import core
+from fluxion._src.compiler import backend, lowering
+from fluxion._src.core import ClosedJaxpr, Jaxpr, ShapedArray
+from fluxion._src.global_array import (GlobalArray, check_divisible, device_put_sharded_value,
+                                       jaxlib_sharding)
+from fluxion._src.mesh import Mesh, PartitionSpec
+from fluxion._src import ad, batching, sharding_impls
+from fluxion._src.sharding_impls import NamedSharding, Sharding
+
+# ---------------------------------------------------------------------------------------------
+# with_sharding_constraint
+
+sharding_constraint_p = core.Primitive("sharding_constraint")
+
+_lowering = threading.local()  # .mesh: the mesh of the sharded module being lowered
+
+
+def sharding_constraint(x, sharding: Sharding):
+    return sharding_constraint_p.bind(x, sharding=sharding)
+
+
+def _constraint_impl(x, *, sharding):
+    return device_put_sharded_value(x, sharding)
+
+
+def _constraint_abstract_eval(aval, *, sharding):
+    if isinstance(sharding, NamedSharding):
+        sharding.check_rank(len(aval.shape), "with_sharding_constraint arguments")
+    return aval
+
+
+def _constraint_lowering(ctx, x, *, sharding):
+    mesh = getattr(_lowering, "mesh", None)
+    if mesh is None or not isinstance(sharding, NamedSharding):
+        return x  # a single-device program: nothing to constrain
+    if sharding.mesh.shape_tuple != mesh.shape_tuple:
+        raise ValueError(f"with_sharding_constraint: sharding {sharding!r} uses a mesh other than "
+                         f"the program's {mesh!r}")
+    aval = ctx.avals_out[0]
+    return ctx.op1("sdy.sharding_constraint", [x], aval,
+                   {"sharding": sharding.sdy_text(len(aval.shape))})
+
+
+def _constraint_batch(args, dims, *, sharding):
+    (x,), (d,) = args, dims
+    if d is None or not isinstance(sharding, NamedSharding):
+        return sharding_constraint(x, sharding), d
+    spec = list(sharding.spec) + [None] * (x.ndim - 1 - len(sharding.spec))
+    spec.insert(d, None)
+    return sharding_constraint(x, NamedSharding(sharding.mesh, PartitionSpec(*spec))), d
+
+
+sharding_constraint_p.def_impl(_constraint_impl)
+sharding_constraint_p.def_abstract_eval(_constraint_abstract_eval)
+lowering.register_lowering(sharding_constraint_p, _constraint_lowering)
+ad.deflinear(sharding_constraint_p,
+             lambda ct, x, *, sharding: [sharding_constraint(ct, sharding)])
+batching.primitive_batchers[sharding_constraint_p] = _constraint_batch
+
+
+def with_sharding_constraint(x, shardings):
+    """Ask that the values of `x` (a pytree) be laid out as `shardings` (a Sharding or a
+    PartitionSpec of the current mesh, or a pytree of them): inside `jit` it steers XLA's
+    partitioner; applied eagerly it moves the data."""
+    from fluxion._src.tree_util import tree_flatten, tree_unflatten
+    leaves, tree = tree_flatten(x)
+    flat = flat_shardings(shardings, x, "with_sharding_constraint")
+    out = []
+    for leaf, s in zip(leaves, flat):
+        if s is None:
+            out.append(leaf)
+            continue
+        s = sharding_impls.canonicalize(s, "with_sharding_constraint")
+        if isinstance(s, NamedSharding):
+            check_divisible(s, np.shape(leaf), "with_sharding_constraint arguments")
+        out.append(sharding_constraint(leaf, s))
+    return tree_unflatten(tree, out)
+
+
+def reshard(x, shardings):
+    """`x` laid out as `shardings` (a Sharding or PartitionSpec, or a pytree of them), eagerly
+    or inside `jit`."""
+    return with_sharding_constraint(x, shardings)
+
+
+def _is_sharding_leaf(s) -> bool:
+    return s is None or isinstance(s, (Sharding, PartitionSpec))
+
+
+def flat_shardings(prefix, tree, what: str) -> list:
+    """One entry of `prefix` (a pytree prefix of `tree` whose leaves are shardings,
+    PartitionSpecs or None) per leaf of `tree`."""
+    from fluxion._src.tree_util import tree_flatten
+    from fluxion._src.vmap import _children
+    out: list = []
+
+    def walk(p, t):
+        if _is_sharding_leaf(p):
+            out.extend([p] * len(tree_flatten(t)[0]))
+            return
+        p_children, t_children = _children(p), _children(t)
+        if p_children is None:
+            raise TypeError(f"{what}: shardings must be a Sharding or a PartitionSpec (or None, "
+                            f"or a pytree of them), got {p!r}")
+        if t_children is None or len(p_children) != len(t_children):
+            raise ValueError(f"{what}: the shardings {prefix!r} are not a pytree prefix of the "
+                             f"value")
+        for pc, tc in zip(p_children, t_children):
+            walk(pc, tc)
+
+    walk(prefix, tree)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding the mesh of a program
+
+# primitive -> params -> a sharding over the mesh the primitive needs (shard_map_p)
+mesh_primitives: dict = {}
+
+
+def constraint_shardings(jaxpr) -> list:
+    """The shardings of the sharding constraints (and of the other primitives that need a
+    partitioned program) in `jaxpr` and its sub-jaxprs."""
+    found = []
+
+    def visit(j):
+        if isinstance(j, ClosedJaxpr):
+            j = j.jaxpr
+        for eqn in j.eqns:
+            if eqn.primitive is sharding_constraint_p:
+                found.append(eqn.params["sharding"])
+            elif eqn.primitive in mesh_primitives:
+                found.append(mesh_primitives[eqn.primitive](eqn.params))
+                continue  # the body is per device
+            for v in eqn.params.values():
+                for sub in (v if isinstance(v, (tuple, list)) else (v,)):
+                    if isinstance(sub, (Jaxpr, ClosedJaxpr)):
+                        visit(sub)
+
+    visit(jaxpr)
+    return found
+
+
+def program_mesh(shardings) -> Mesh | None:
+    """The one mesh the NamedShardings among `shardings` share (None if there are none)."""
+    mesh = None
+    for s in shardings:
+        if isinstance(s, NamedSharding):
+            if mesh is None:
+                mesh = s.mesh
+            elif s.mesh != mesh:
+                raise ValueError(f"Received incompatible devices for jitted computation: "
+                                 f"shardings use the meshes {mesh!r} and {s.mesh!r}")
+    return mesh
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiling and running
+
+class ShardedExecutable:
+    """A partitioned executable; called like dispatch.CompiledFunction."""
+
+    __slots__ = ("loaded", "executable", "name", "mesh", "in_avals", "out_avals",
+                 "in_shardings", "out_shardings", "handlers", "const_arrays", "text")
+
+    def __call__(self, args) -> list:
+        garrs = list(self.const_arrays)
+        for x, s, aval in zip(args, self.in_shardings, self.in_avals):
+            garrs.append(as_global(x, s, aval)._garr)
+        outs = self.loaded.execute_sharded(garrs).consume_with_handlers(self.handlers)
+        return [GlobalArray(o, a, s) for o, a, s in zip(outs, self.out_avals, self.out_shardings)]
+
+    def array_call(self, single_output: bool):
+        if single_output:
+            return lambda args: self(args)[0]
+        return self
+
+
+def as_global(x, sharding: Sharding, aval: ShapedArray) -> GlobalArray:
+    if type(x) is GlobalArray and x._sharding == sharding:
+        return x
+    if isinstance(x, core.Tracer):
+        raise core.escaped_tracer_error(x)
+    if type(x) is GlobalArray:
+        return device_put_sharded_value(x, sharding)
+    return device_put_sharded_value(np.asarray(x, dtype=aval.dtype), sharding, aval.weak_type)
+
+
+def arg_sharding(x, mesh: Mesh) -> NamedSharding:
+    """The sharding an argument without an in_sharding gets: its own, or replicated."""
+    s = x._sharding if type(x) is GlobalArray else None
+    if isinstance(s, NamedSharding) and s.mesh == mesh:
+        return s
+    if s is not None and not isinstance(s, NamedSharding) or isinstance(s, NamedSharding) \
+            and s.mesh.flat_devices != mesh.flat_devices:
+        if not s.is_fully_replicated and not isinstance(s, sharding_impls.GSPMDSharding):
+            raise ValueError(f"Received incompatible devices for jitted computation: an argument "
+                             f"has sharding {s!r} but the program runs on {mesh!r}")
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def lower_sharded(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings, out_shardings,
+                  donated_invars=None) -> str:
+    """The StableHLO module (with Shardy annotations) of `closed` partitioned over `mesh`."""
+    jaxpr = closed.jaxpr
+    n_consts = len(jaxpr.constvars)
+    replicated = NamedSharding(mesh, PartitionSpec())
+    arg_sh = [replicated] * n_consts + list(in_shardings)
+    arg_avals = [v.aval for v in jaxpr.constvars] + [v.aval for v in jaxpr.invars]
+    arg_attrs = [f"sdy.sharding = {s.sdy_text(len(a.shape))}" for s, a in zip(arg_sh, arg_avals)]
+    result_attrs = [None if s is None else f"sdy.sharding = {s.sdy_text(len(v.aval.shape))}"
+                    for s, v in zip(out_shardings, jaxpr.outvars)]
+    mesh_text = ", ".join(f'"{a}"={n}' for a, n in mesh.shape_tuple)
+    _lowering.mesh = mesh
+    try:
+        text = lowering.lower_jaxpr_to_module(
+            jaxpr, mesh.flat_devices[0].platform, name, donated_invars,
+            num_partitions=mesh.size, arg_attrs=arg_attrs, result_attrs=result_attrs,
+            preamble=f"  sdy.mesh @mesh = <[{mesh_text}]>\n")
+    finally:
+        _lowering.mesh = None
+    return text
+
+
+def compile_sharded(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings, out_shardings,
+                    donated_invars=None, text: str | None = None) -> ShardedExecutable:
+    """Compile `closed` partitioned over `mesh`; `in_shardings` has a NamedSharding per input,
+    `out_shardings` a NamedSharding or None (XLA chooses) per output."""
+    xla_client, jax_ext = backend._jaxlib()
+    jaxpr = closed.jaxpr
+    replicated = NamedSharding(mesh, PartitionSpec())
+    if text is None:
+        text = lower_sharded(closed, name, mesh, in_shardings, out_shardings, donated_invars)
+    options = xla_client.CompileOptions()
+    options.num_replicas = 1
+    options.num_partitions = mesh.size
+    build = options.executable_build_options
+    build.use_spmd_partitioning = True
+    build.use_shardy_partitioner = True
+    options.device_assignment = xla_client.DeviceAssignment.create(
+        np.array([[d.id for d in mesh.flat_devices]]))
+    client = backend.backend_of(mesh.flat_devices[0]).client
+    try:
+        loaded = client.compile_and_load(text.encode(), xla_client.DeviceList(mesh.flat_devices),
+                                         options)
+    except jax_ext.JaxRuntimeError as e:
+        raise jax_ext.JaxRuntimeError(f"XLA failed to compile {name}: {e}\n--- module ---\n{text}") from None
+    exe = ShardedExecutable()
+    exe.loaded, exe.executable, exe.name, exe.mesh, exe.text = loaded, exe, name, mesh, text
+    exe.in_avals, exe.out_avals = list(closed.in_avals), list(closed.out_avals)
+    exe.in_shardings = list(in_shardings)
+    chosen = loaded.get_output_shardings()
+    outs = []
+    for i, (s, aval) in enumerate(zip(out_shardings, exe.out_avals)):
+        if s is None:
+            hs = xla_client.HloSharding.from_proto(chosen[i]) if chosen else \
+                xla_client.HloSharding.replicate()
+            s = sharding_impls.named_from_hlo(mesh, hs, len(aval.shape))
+        outs.append(s)
+    exe.out_shardings = outs
+    exe.handlers = [jax_ext.array_result_handler(a, jaxlib_sharding(s, len(a.shape)), True,
+                                                 _skip_checks=True)
+                    for a, s in zip(exe.out_avals, outs)]
+    exe.const_arrays = [device_put_sharded_value(np.asarray(c, dtype=v.aval.dtype), replicated,
+                                                 v.aval.weak_type)._garr
+                        for c, v in zip(closed.consts, jaxpr.constvars)]
+    return exe
+
+
+def needs_partitioning(closed: ClosedJaxpr) -> Mesh | None:
+    """The mesh of the sharding constraints inside `closed`, if it has any."""
+    found = constraint_shardings(closed)
+    return program_mesh(found) if found else None
+
+
+def compile_for_constraints(closed: ClosedJaxpr, name: str, mesh: Mesh, donated=None,
+                            text: str | None = None):
+    """A program whose only shardings are constraints inside it: plain inputs replicated."""
+    return compile_sharded(closed, name, mesh,
+                           [NamedSharding(mesh, PartitionSpec())] * len(closed.in_avals),
+                           [None] * len(closed.out_avals), donated, text=text)
+
+
+def lower_for_constraints(closed: ClosedJaxpr, name: str, mesh: Mesh, donated=None) -> str:
+    return lower_sharded(closed, name, mesh,
+                         [NamedSharding(mesh, PartitionSpec())] * len(closed.in_avals),
+                         [None] * len(closed.out_avals), donated)
+
+
+# ---------------------------------------------------------------------------------------------
+# Eager primitives and jit calls whose arguments include global arrays
+
+_primitive_cache: dict = {}
+NO_MESH = object()
+
+
+def has_global(values) -> bool:
+    for x in values:
+        if type(x) is GlobalArray:
+            return True
+    return False
+
+
+def apply_primitive(prim: core.Primitive, args, params):
+    """Run one primitive on arguments among which are global arrays, as a partitioned
+    program (NotImplemented when there are none)."""
+    if not has_global(args):
+        return NotImplemented
+    from fluxion._src import dispatch
+    from fluxion._src.config import config
+    shardings = [x._sharding if type(x) is GlobalArray else None for x in args]
+    mesh = program_mesh(shardings)
+    if mesh is None:
+        return NotImplemented
+    avals = tuple(core.get_aval(x) for x in args)
+    try:
+        structural = core.structural_params_key(params)
+        key = (prim, tuple(params.items()) if structural is None else structural,
+               config.enable_x64, avals, tuple(shardings))
+        exe = _primitive_cache.get(key)
+    except TypeError:
+        key, exe = None, None
+    if exe is None:
+        jaxpr = dispatch.primitive_jaxpr(prim, avals, params)
+        exe = compile_sharded(jaxpr, prim.name, mesh, [arg_sharding(x, mesh) for x in args],
+                              [None] * len(jaxpr.out_avals))
+        if key is not None:
+            if len(_primitive_cache) > 1024:
+                _primitive_cache.clear()
+            _primitive_cache[key] = exe
+    outs = exe(args)
+    return outs if prim.multiple_results else outs[0]
+
+
+def jit_call(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args):
+    """`JitFunction._call` for a function with in/out shardings or global-array arguments.
+    Returns the outputs, or NO_MESH when no mesh is involved (the plain path then runs)."""
+    from fluxion._src.api import _CacheEntry, abstractify_args, _run
+    from fluxion._src.caches import compile_lock
+    from fluxion._src.config import config
+    arg_sh = tuple(x._sharding if type(x) is GlobalArray else None for x in leaves)
+    key = ("sharded", in_tree, static_pos, static_kw,
+           abstractify_args(jit_fun._fun, leaves, in_tree, static_pos), config.enable_x64,
+           arg_sh, _current_mesh_key(jit_fun))
+    entry = jit_fun._cache.get(key)
+    if entry is None:
+        with compile_lock:
+            entry = jit_fun._cache.get(key)
+            if entry is None:
+                entry = _compile_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos,
+                                     static_kw, dyn_args)
+                jit_fun._cache[key] = entry
+    if entry is False:
+        return NO_MESH
+    return entry.out_tree.unflatten(_run(entry.compiled, leaves, entry.donate_mask))
+
+
+def _current_mesh_key(jit_fun):
+    if not (jit_fun._in_shardings_given or jit_fun._out_shardings_given):
+        return None
+    from fluxion._src.mesh import get_mesh
+    return get_mesh()  # bare PartitionSpecs mean this mesh
+
+
+def in_shardings_of(jit_fun, dyn_args, kwargs) -> list:
+    flat = []
+    if jit_fun._in_shardings_given:
+        spec = jit_fun._in_shardings
+        if isinstance(spec, list):
+            spec = tuple(spec)
+        if _is_sharding_leaf(spec):
+            spec = (spec,) * len(dyn_args)
+        elif isinstance(spec, tuple) and len(spec) != len(dyn_args):
+            raise ValueError(f"jit in_shardings has {len(spec)} entries but the function was "
+                             f"called with {len(dyn_args)} positional arguments")
+        flat = flat_shardings(spec, tuple(dyn_args), "jit in_shardings")
+    else:
+        from fluxion._src.tree_util import tree_flatten
+        flat = [None] * len(tree_flatten(tuple(dyn_args))[0])
+    from fluxion._src.tree_util import tree_flatten
+    flat += [None] * len(tree_flatten(kwargs)[0])
+    return [None if s is None else sharding_impls.canonicalize(s, "jit in_shardings") for s in flat]
+
+
+def _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args):
+    """The traced function, mesh and shardings of a partitioned jit call (None: no mesh)."""
+    from fluxion._src.tree_util import tree_unflatten
+    traced = jit_fun._get_traced(leaves, in_tree, static_pos, static_kw)
+    mask = jit_fun._donate_mask(args, static_pos, dyn_args, kwargs)
+    dyn_kwargs = {k: v for k, v in kwargs.items() if k not in dict(static_kw)}
+    in_sh = in_shardings_of(jit_fun, dyn_args, dyn_kwargs)
+    n_out = len(traced.jaxpr.out_avals)
+    if jit_fun._out_shardings_given:
+        out_struct = tree_unflatten(traced.out_tree, [0] * n_out)
+        out_sh = [None if s is None else sharding_impls.canonicalize(s, "jit out_shardings")
+                  for s in flat_shardings(jit_fun._out_shardings, out_struct, "jit out_shardings")]
+    else:
+        out_sh = [None] * n_out
+    arg_sh = [x._sharding if type(x) is GlobalArray else None for x in leaves]
+    mesh = program_mesh([*in_sh, *out_sh, *arg_sh, *constraint_shardings(traced.jaxpr)])
+    if mesh is None:
+        return None
+    in_sh = [s if isinstance(s, NamedSharding) else arg_sharding(x, mesh)
+             for s, x in zip(in_sh, leaves)]
+    for s, aval in zip(in_sh, traced.jaxpr.in_avals):
+        check_divisible(s, aval.shape, "pjit arguments")
+    out_sh = [s if isinstance(s, NamedSharding) else None for s in out_sh]
+    for s, aval in zip(out_sh, traced.jaxpr.out_avals):
+        if s is not None:
+            check_divisible(s, aval.shape, "pjit outputs")
+    return traced, mesh, in_sh, out_sh, mask
+
+
+def _compile_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args):
+    from fluxion._src.api import _CacheEntry
+    plan = _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args)
+    if plan is None:
+        return False
+    traced, mesh, in_sh, out_sh, mask = plan
+    exe = compile_sharded(traced.jaxpr, f"jit_{traced.name}", mesh, in_sh, out_sh, mask)
+    return _CacheEntry(exe, traced.out_tree, traced, mask)
+
+
+def lower_jit(jit_fun, args, kwargs):
+    """`jit(f).lower(*args)` for a partitioned program (None when no mesh is involved)."""
+    from fluxion._src.api import Lowered
+    leaves, in_tree, static_pos, static_kw, dyn_args = jit_fun._flatten(args, kwargs)
+    plan = _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args)
+    if plan is None:
+        return None
+    traced, mesh, in_sh, out_sh, mask = plan
+    name = f"jit_{traced.name}"
+    text = lower_sharded(traced.jaxpr, name, mesh, in_sh, out_sh, mask)
+    lowered = Lowered(text, traced, mask)
+    lowered._compile_sharded = lambda: compile_sharded(traced.jaxpr, name, mesh, in_sh, out_sh,
+                                                       mask, text=text)
+    return lowered

@@ -1,0 +1,325 @@
+"""Shardings: how an array's elements are laid out over devices (`fluxion.sharding`).
+
+A sharding maps each device to the index (a tuple of slices) of the block of a global array
+it holds. `NamedSharding` says it with a mesh and a PartitionSpec; it is turned into XLA's
+HloSharding (for global arrays) and Shardy's `#sdy.sharding` (for the partitioner).
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+
+import numpy as np
+
+from fluxion._src.mesh import Mesh, PartitionSpec, get_mesh
+
+
+class Sharding:
+    """The base class of shardings."""
+
+    memory_kind = None
+
+    @property
+    def device_set(self) -> set:
+        return set(self._device_assignment)
+
+    @property
+    def addressable_devices(self) -> set:
+        from fluxion._src.api import process_index
+        me = process_index()
+        return {d for d in self._device_assignment if d.process_index == me}
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return len(self.addressable_devices) == len(self._device_assignment)
+
+    @property
+    def num_devices(self) -> int:
+        return len(self._device_assignment)
+
+    def devices_indices_map(self, global_shape) -> dict:
+        """device -> the index (tuple of slices) of the block it holds."""
+        return dict(zip(self._device_assignment, self._indices(tuple(global_shape))))
+
+    def addressable_devices_indices_map(self, global_shape) -> dict:
+        local = self.addressable_devices
+        return {d: i for d, i in self.devices_indices_map(global_shape).items() if d in local}
+
+    def shard_shape(self, global_shape) -> tuple:
+        index = self._indices(tuple(global_shape))[0]
+        return tuple(len(range(*s.indices(n))) for s, n in zip(index, global_shape))
+
+    def is_equivalent_to(self, other, ndim: int) -> bool:
+        return (isinstance(other, Sharding)
+                and self._device_assignment == other._device_assignment
+                and self._hlo_sharding(ndim) == other._hlo_sharding(ndim))
+
+    def with_memory_kind(self, kind):
+        return self
+
+    # Subclasses define `_device_assignment` (a tuple of devices: XLA's partition order),
+    # `_hlo_text(ndim)` and `is_fully_replicated`.
+    def _hlo_sharding(self, ndim: int):
+        from fluxion._src.compiler import backend
+        xla_client, _ = backend._jaxlib()
+        return _parse_hlo(xla_client, self._hlo_text(ndim))
+
+    def _indices(self, shape: tuple) -> list:
+        return _indices_from_hlo(self._hlo_sharding(len(shape)), shape, len(self._device_assignment))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_hlo(xla_client, text):
+    return xla_client.HloSharding.from_string(text)
+
+
+class SingleDeviceSharding(Sharding):
+    """The whole array on one device."""
+
+    def __init__(self, device, *, memory_kind=None):
+        self._device = device
+        self._device_assignment = (device,)
+
+    is_fully_replicated = True
+    is_fully_addressable = True
+
+    def _hlo_text(self, ndim):
+        return "{replicated}"
+
+    def _indices(self, shape):
+        return [(slice(None),) * len(shape)]
+
+    def __eq__(self, other):
+        return type(other) is SingleDeviceSharding and other._device == self._device
+
+    def __hash__(self):
+        return hash(("single", self._device))
+
+    def __repr__(self):
+        return f"SingleDeviceSharding(device={self._device!r})"
+
+
+class NamedSharding(Sharding):
+    """An array split over the axes of `mesh` as `spec` says (see PartitionSpec)."""
+
+    def __init__(self, mesh, spec=PartitionSpec(), *, memory_kind=None):
+        if not isinstance(mesh, Mesh):
+            raise TypeError(f"NamedSharding needs a Mesh (with devices), got {type(mesh).__name__}")
+        if spec is None:
+            spec = PartitionSpec()
+        if not isinstance(spec, PartitionSpec):
+            if isinstance(spec, (tuple, list)):
+                spec = PartitionSpec(*spec)
+            else:
+                raise TypeError(f"NamedSharding spec must be a PartitionSpec, got {spec!r}")
+        used = spec.used_axes()
+        for a in used:
+            if a not in mesh.axis_names:
+                raise ValueError(f"Resource axis: {a} of {spec} is not found in mesh: "
+                                 f"{tuple(mesh.axis_names)}.")
+        if len(set(used)) != len(used):
+            raise ValueError(f"A single NamedSharding spec specification can map every mesh "
+                             f"axis to at most one positional dimension, but {spec} has "
+                             f"duplicate entries")
+        self.mesh = mesh
+        self.spec = spec
+        self._device_assignment = mesh.flat_devices
+        self._hash = hash((mesh, spec))
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return all(self.mesh.shape[a] == 1 for a in self.spec.used_axes())
+
+    def check_rank(self, ndim: int, what: str = "array") -> None:
+        if len(self.spec) > ndim:
+            raise ValueError(f"One of {what} was given the sharding of {self!r}, which implies "
+                             f"that it has a rank of at least {len(self.spec)}, but it is {ndim}")
+
+    def _hlo_text(self, ndim):
+        return _named_hlo_text(self.mesh.axis_names, self.mesh.axis_sizes, self.spec, ndim)
+
+    def sdy_text(self, ndim: int, mesh_name: str = "mesh") -> str:
+        """Shardy's `#sdy.sharding<@mesh, [...]>` for a value of rank `ndim`."""
+        dims = []
+        for d in range(ndim):
+            dims.append("{" + ", ".join(f'"{a}"' for a in self.spec.axes_of(d)) + "}")
+        return f"#sdy.sharding<@{mesh_name}, [{', '.join(dims)}]>"
+
+    def __eq__(self, other):
+        return (type(other) is NamedSharding and self._hash == other._hash
+                and self.mesh == other.mesh and self.spec == other.spec)
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self):
+        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+
+
+class GSPMDSharding(Sharding):
+    """A layout XLA chose that no PartitionSpec of the mesh describes: an HloSharding over a
+    device list."""
+
+    def __init__(self, devices, hlo_sharding):
+        self._device_assignment = tuple(devices)
+        self._hlo = hlo_sharding
+
+    def _hlo_sharding(self, ndim):
+        return self._hlo
+
+    def _hlo_text(self, ndim):
+        return str(self._hlo)
+
+    @property
+    def is_fully_replicated(self):
+        return self._hlo.is_replicated()
+
+    def __eq__(self, other):
+        return (type(other) is GSPMDSharding and self._device_assignment == other._device_assignment
+                and self._hlo == other._hlo)
+
+    def __hash__(self):
+        return hash((self._device_assignment, str(self._hlo)))
+
+    def __repr__(self):
+        return f"GSPMDSharding({self._hlo})"
+
+
+@functools.lru_cache(maxsize=4096)
+def _named_hlo_text(axis_names, axis_sizes, spec, ndim) -> str:
+    """XLA's HloSharding text of a NamedSharding: partition ids are row-major mesh positions."""
+    sizes = dict(zip(axis_names, axis_sizes))
+    order, tiles = [], []
+    for d in range(ndim):
+        axes = spec.axes_of(d) if d < len(spec) else ()
+        order += [axis_names.index(a) for a in axes]
+        tiles.append(math.prod(sizes[a] for a in axes))
+    rest = [i for i in range(len(axis_names)) if i not in order]
+    replicated = math.prod(axis_sizes[i] for i in rest)
+    if math.prod(tiles) == 1:
+        return "{replicated}"
+    ids = np.arange(math.prod(axis_sizes)).reshape(axis_sizes).transpose(order + rest)
+    dims = tiles + ([replicated] if replicated > 1 else [])
+    text = "{devices=[" + ",".join(map(str, dims)) + "]" + ",".join(map(str, ids.flat))
+    return text + (" last_tile_dim_replicate}" if replicated > 1 else "}")
+
+
+def _indices_from_hlo(hs, shape, num_devices) -> list:
+    """The block index of each partition (in partition order) under HloSharding `hs`."""
+    full = (slice(None),) * len(shape)
+    if hs.is_replicated() or not shape:
+        return [full] * num_devices
+    dims = list(hs.tile_assignment_dimensions())
+    if hs.subgroup_types() and not hs.replicate_on_last_tile_dim():
+        raise NotImplementedError(f"sharding {hs} (manual or unreduced subgroups) has no "
+                                  "per-device index")
+    tile = np.asarray(hs.tile_assignment_devices()).reshape(dims)
+    if hs.replicate_on_last_tile_dim():
+        dims = dims[:-1]
+    out = [None] * num_devices
+    for pos in itertools.product(*[range(n) for n in tile.shape]):
+        block = pos[:len(shape)]
+        index = []
+        for d, (n, k, i) in enumerate(zip(shape, dims, block)):
+            if k == 1:
+                index.append(slice(None))
+            else:
+                step = -(-n // k)
+                index.append(slice(i * step, min((i + 1) * step, n)))
+        out[int(tile[pos])] = tuple(index)
+    return out
+
+
+def named_from_hlo(mesh: Mesh, hs, ndim: int) -> Sharding:
+    """The NamedSharding of `mesh` whose HloSharding is `hs` (its spec without trailing Nones,
+    as JAX writes the shardings XLA picks), or a GSPMDSharding when none is."""
+    if hs.is_replicated():
+        return NamedSharding(mesh, PartitionSpec())
+    if not hs.is_tiled():
+        return GSPMDSharding(mesh.flat_devices, hs)
+    tiles = list(hs.tile_assignment_dimensions())[:ndim]
+    sizes = mesh.shape
+    names = mesh.axis_names
+
+    def choices(d, free):
+        if d == ndim:
+            yield []
+            return
+        for r in range(len(free) + 1):
+            for combo in itertools.permutations(free, r):
+                if math.prod(sizes[a] for a in combo) != tiles[d]:
+                    continue
+                rest = [a for a in free if a not in combo]
+                for tail in choices(d + 1, rest):
+                    yield [combo] + tail
+
+    if len(names) <= 6:
+        for parts in choices(0, list(names)):
+            entries = [None if not c else (c[0] if len(c) == 1 else tuple(c)) for c in parts]
+            while entries and entries[-1] is None:
+                entries.pop()
+            spec = PartitionSpec(*entries)
+            if _parse_hlo_of(mesh, spec, ndim) == hs:
+                return NamedSharding(mesh, spec)
+    return GSPMDSharding(mesh.flat_devices, hs)
+
+
+def _parse_hlo_of(mesh, spec, ndim):
+    from fluxion._src.compiler import backend
+    xla_client, _ = backend._jaxlib()
+    return _parse_hlo(xla_client, _named_hlo_text(mesh.axis_names, mesh.axis_sizes, spec, ndim))
+
+
+def canonicalize(sharding, what: str = "sharding"):
+    """A Sharding from what the user passed: a Sharding, or a PartitionSpec (or None) of the
+    mesh set with `set_mesh` / `with mesh:`."""
+    if isinstance(sharding, Sharding):
+        return sharding
+    if isinstance(sharding, PartitionSpec):
+        mesh = get_mesh()
+        if mesh is None:
+            raise ValueError(f"{what}: using a bare PartitionSpec {sharding} requires a mesh; "
+                             "use a NamedSharding, or set one with fluxion.set_mesh(mesh) or "
+                             "`with mesh:`")
+        return NamedSharding(mesh, sharding)
+    raise TypeError(f"{what} must be a Sharding or a PartitionSpec, got {sharding!r}")
+
+
+_single = {}
+
+
+def single_device_sharding(device) -> SingleDeviceSharding:
+    s = _single.get(device)
+    if s is None:
+        s = _single[device] = SingleDeviceSharding(device)
+    return s
+
+
+def make_single_device_sharding(device) -> SingleDeviceSharding:
+    return single_device_sharding(device)
+
+
+def get_abstract_mesh():
+    """The abstract mesh of the mesh set with `set_mesh` (an empty one when none is)."""
+    from fluxion._src.mesh import AbstractMesh
+    mesh = get_mesh()
+    return mesh.abstract_mesh if mesh is not None else AbstractMesh((), ())
+
+
+def auto_axes(fun=None, *, axes=None, out_sharding=None):
+    """`fun` with its outputs laid out as `out_sharding`. fluxion partitions every mesh axis
+    as `Auto` already, so this only adds the output constraint."""
+    if fun is None:
+        return lambda f: auto_axes(f, axes=axes, out_sharding=out_sharding)
+
+    def wrapped(*args, **kwargs):
+        out = fun(*args, **kwargs)
+        if out_sharding is None:
+            return out
+        from fluxion._src.sharded_jit import with_sharding_constraint
+        return with_sharding_constraint(out, out_sharding)
+    return wrapped
+
+
+explicit_axes = auto_axes

@@ -1,0 +1,44 @@
+"""Shardings of single-device Arrays, in the test process's one device (the 8-device cases are
+tests/parallel/cases_sharding.py)."""
+import numpy as np
+import pytest
+
+import fluxion as jax
+import fluxion.numpy as jnp
+from fluxion.sharding import (AbstractMesh, NamedSharding, PartitionSpec as P,
+                              SingleDeviceSharding, Sharding)
+
+
+def test_single_device_array_sharding_and_shards():
+    x = jnp.arange(6.0).reshape(2, 3)
+    s = x.sharding
+    assert isinstance(s, SingleDeviceSharding) and isinstance(s, Sharding)
+    assert s == SingleDeviceSharding(jax.devices()[0]) and s.device_set == {jax.devices()[0]}
+    assert s.is_fully_replicated and x.is_fully_replicated and x.is_fully_addressable
+    (shard,) = x.addressable_shards
+    assert shard.device == jax.devices()[0] and shard.index == (slice(None), slice(None))
+    assert shard.replica_id == 0
+    np.testing.assert_array_equal(np.asarray(shard.data), np.arange(6.0).reshape(2, 3))
+    assert len(x.global_shards) == 1
+
+
+def test_device_put_with_single_device_and_one_device_mesh():
+    a = np.arange(4.0, dtype=np.float32)
+    x = jax.device_put(a, SingleDeviceSharding(jax.devices()[0]))
+    assert x.sharding == SingleDeviceSharding(jax.devices()[0])
+    mesh = jax.make_mesh((1,), ("x",))
+    y = jax.device_put(a, NamedSharding(mesh, P("x")))
+    assert y.sharding == NamedSharding(mesh, P("x"))
+    assert y.is_fully_replicated
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda t: t * 2)(y)), a * 2)
+    z = jax.jit(lambda t: jax.lax.with_sharding_constraint(t + 1, NamedSharding(mesh, P("x"))))(a)
+    np.testing.assert_array_equal(np.asarray(z), a + 1)
+
+
+def test_abstract_mesh_and_errors():
+    m = AbstractMesh((2, 4), ("a", "b"))
+    assert m.shape == {"a": 2, "b": 4} and m.size == 8
+    with pytest.raises(ValueError, match="must be >="):
+        jax.make_mesh((len(jax.devices()) + 1,), ("x",))
+    with pytest.raises(TypeError, match="Sharding or a PartitionSpec"):
+        jax.lax.with_sharding_constraint(jnp.ones(2), "x")
