@@ -38,3 +38,5 @@ from fluxion import distributed  # noqa: E402,F401
 
 # Portability (issue 14): fluxion.export
 from fluxion import export  # noqa: E402,F401
+from fluxion._src.state.api import Ref, new_ref, empty_ref, free_ref, freeze  # noqa: E402,F401
+from fluxion import ref  # noqa: E402,F401
