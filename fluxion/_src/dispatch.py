@@ -110,8 +110,9 @@ def raise_if_deleted(bufs, in_avals, num_consts: int) -> None:
                                "used.") from None
 
 
-# (compile, lower), set by the state module: each takes the arguments of the function below
-# and returns None for a jaxpr without Refs, else the result for its discharged version.
+# (compile, lower, apply), set by the state module: the first two take the arguments of the
+# functions below and return None for a jaxpr without Refs, else the result for its
+# discharged version; `apply(prim, args, params)` runs a primitive applied to Refs.
 discharge_hooks = None
 
 
@@ -213,6 +214,8 @@ def _compile_uncached(prim, key, params):
 def _apply_primitive_general(prim, args, params, param_key):
     """apply_primitive for NumPy values and Python scalars among the arguments."""
     avals = tuple([core.get_aval(x) for x in args])
+    if discharge_hooks is not None and any(type(a) is not ShapedArray for a in avals):
+        return discharge_hooks[2](prim, args, params)  # Refs among the arguments
     try:
         structural = core.structural_params_key(params)  # see _compile_uncached
         key = (prim, param_key if structural is None else structural, config.enable_x64, avals)

@@ -7,7 +7,9 @@ lowering (`jit(f).lower(...)`) all go through it.
 from __future__ import annotations
 
 from fluxion._src import core, dispatch
-from fluxion._src.core import ClosedJaxpr, Jaxpr
+from fluxion._src.caches import BoundedDict
+from fluxion._src.config import config
+from fluxion._src.core import ClosedJaxpr, Jaxpr, JaxprEqn, Var
 from fluxion._src.state.discharge import discharge_state, has_state
 from fluxion._src.state.types import Ref, is_ref_aval
 
@@ -103,4 +105,46 @@ def _lower(closed, name, platform, donated_invars):
                                        plan.donated(donated_invars))
 
 
-dispatch.discharge_hooks = (_compile, _lower)
+
+
+# ---------------------------------------------------------------------------------------------
+# Eager primitives applied to Refs (control flow whose body reads or writes a Ref). One Ref
+# passed twice (to a while loop's cond and body) is one input of the compiled program.
+
+_eager_cache: dict = BoundedDict(1024)
+
+
+def _apply(prim, args, params):
+    distinct: dict[int, int] = {}
+    unique_args, positions = [], []
+    for a in args:
+        if type(a) is Ref:
+            if id(a) not in distinct:
+                distinct[id(a)] = len(unique_args)
+                unique_args.append(a)
+            positions.append(distinct[id(a)])
+        else:
+            positions.append(len(unique_args))
+            unique_args.append(a)
+    avals = tuple(core.get_aval(a) for a in unique_args)
+    structural = core.structural_params_key(params)
+    try:
+        key = (prim, tuple(params.items()) if structural is None else structural,
+               config.enable_x64, avals, tuple(positions))
+        compiled = _eager_cache.get(key)
+    except TypeError:
+        key, compiled = None, None
+    if compiled is None:
+        invars = [Var(a) for a in avals]
+        eqn_in = [invars[p] for p in positions]
+        out_avals = prim.abstract_eval_avals([v.aval for v in eqn_in], params)
+        outvars = [Var(a) for a in out_avals]
+        jaxpr = Jaxpr([], invars, outvars, [JaxprEqn(eqn_in, outvars, prim, params)])
+        compiled = dispatch.compile_closed_jaxpr(ClosedJaxpr(jaxpr, []), name=prim.name)
+        if key is not None:
+            _eager_cache[key] = compiled
+    outs = compiled(unique_args)
+    return outs if prim.multiple_results else outs[0]
+
+
+dispatch.discharge_hooks = (_compile, _lower, _apply)
