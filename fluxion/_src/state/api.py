@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Callable
 
 from fluxion._src import core, staging, tree_util
-from fluxion._src.state import stateful_call  # noqa: F401  (registers the compile hook)
+from fluxion._src.state import stateful_call, transform_rules  # noqa: F401  (registrations)
 from fluxion._src.state.discharge import discharge_state, eval_discharged
 from fluxion._src.state.indexing import Slice, ds
 from fluxion._src.state.primitives import (addupdate, empty_ref, free_ref, freeze, get,
