@@ -23,6 +23,9 @@ from fluxion._src.state.types import is_ref_aval
 discharge_rules: dict[core.Primitive, Callable] = {}
 
 STATE_PRIMITIVES = frozenset([get_p, swap_p, addupdate_p, new_ref_p, freeze_p])
+# Primitives whose jaxpr params own the Refs they use (a kernel's block Refs): equations of
+# them are pure, whatever their bodies do.
+SCOPED_STATE_PRIMITIVES: set = set()
 
 
 class _Cell:
@@ -116,6 +119,8 @@ def has_state(jaxpr: Jaxpr) -> bool:
     for eqn in jaxpr.eqns:
         if eqn.primitive in STATE_PRIMITIVES:
             return True
+        if eqn.primitive in SCOPED_STATE_PRIMITIVES:
+            continue
         for sub in core.subjaxprs(eqn.params):
             if has_state(sub):
                 return True
