@@ -810,6 +810,9 @@ def _param_key(value):
     if value is None or isinstance(value, (bool, int, float, complex, str, np.dtype, ShapedArray,
                                            np.generic)):
         return value if not isinstance(value, float) else (float, repr(value))
+    structural_key = getattr(type(value), "structural_key", None)
+    if structural_key is not None:  # objects holding jaxprs that say how to compare them
+        return (type(value), structural_key(value))
     return _Identity(value)  # functions, arrays and anything else: by identity
 
 

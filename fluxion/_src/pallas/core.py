@@ -116,6 +116,24 @@ class BlockMapping:
     def ref_shape(self) -> tuple:
         return tuple(d for d, s in zip(self.block_shape, self.squeezed) if not s)
 
+    def structural_key(self):
+        from fluxion._src import core
+        key = self.__dict__.get("_cached_key")
+        if key is None:
+            key = (self.block_shape, self.squeezed, self.element,
+                   core.jaxpr_fingerprint(self.index_map.jaxpr),
+                   tuple(id(c) for c in self.index_map.consts), self.array_aval,
+                   self.memory_space)
+            object.__setattr__(self, "_cached_key", key)
+        return key
+
+    # Compared by structure, so equal calls share one compiled executable when run eagerly.
+    def __eq__(self, other):
+        return type(other) is BlockMapping and (self is other or self.structural_key() == other._key())
+
+    def __hash__(self):
+        return hash(self.structural_key())
+
     def __repr__(self):
         return (f"BlockMapping(block_shape={self.block_shape}, "
                 f"array={self.array_aval.str_short()})")
