@@ -319,3 +319,59 @@ def test_run_state_pure_under_jit_grad_vmap():
     close(fluxion.grad(loss)(jnp.arange(3.0)), [2.0, 5.0, 3.0])  # a = [2a1+1, a1, a2], b = 2a+1
     out = fluxion.vmap(lambda x: f((x, x))[1])(jnp.arange(6.0).reshape(2, 3))
     close(out, 3 * np.arange(6.0).reshape(2, 3))
+
+
+# ------------------------------------------------------------------------------ errors as JAX
+
+def test_differentiated_value_into_outer_ref_raises_like_jax():
+    c = fluxion.new_ref(jnp.zeros(()))
+    cj = jax.new_ref(jjnp.zeros(()))
+
+    def f(x, ref):
+        ref[...] = x * 2
+        return x * 3
+
+    with pytest.raises(Exception, match="non-differentiated array reference") as jerr:
+        jax.grad(f)(1.0, cj)
+    with pytest.raises(Exception, match="non-differentiated array reference") as err:
+        fluxion.grad(f)(1.0, c)
+    assert type(err.value) is type(jerr.value)
+    # reading an outer Ref is fine: its value is a constant
+    c[...] = 2.0
+    cj[...] = 2.0
+    close(fluxion.grad(lambda x: x * c[...])(2.0), jax.grad(lambda x: x * cj[...])(2.0))
+
+
+def test_batched_value_into_outer_ref_raises_like_jax():
+    c = fluxion.new_ref(jnp.zeros(()))
+    with pytest.raises(Exception, match="unbatched array reference"):
+        fluxion.vmap(lambda x: (c.__setitem__(..., x), x)[1])(jnp.ones(3))
+
+
+def test_vmap_over_a_ref_argument_matches_jax():
+    r = fluxion.new_ref(jnp.arange(6.0).reshape(2, 3))
+    rj = jax.new_ref(jjnp.arange(6.0).reshape(2, 3))
+    close(fluxion.vmap(lambda r: r[0] * 2)(r), jax.vmap(lambda r: r[0] * 2)(rj))
+
+
+# ------------------------------------------------------------------------------ transpose rules
+
+def test_transpose_rules_accumulate_into_a_cotangent_ref():
+    from fluxion._src import ad
+    from fluxion._src.state import indexing
+    from fluxion._src.state.primitives import addupdate_p, get_p, swap_p
+    ct_ref = fluxion.new_ref(jnp.zeros(4))
+    starts, indexer = indexing.normalize((4,), ds(1, 2))
+    # get is linear in the Ref's contents: its transpose adds the cotangent there
+    ad.primitive_transposes[get_p](jnp.array([1.0, 2.0]), ct_ref, *starts, indexer=indexer)
+    close(ct_ref[...], [0.0, 1.0, 2.0, 0.0])
+    # addupdate(ref, x): the cotangent of x is what the Ref holds there
+    ct_x = ad.primitive_transposes[addupdate_p]([], ct_ref, ad.UndefinedPrimal(None), *starts,
+                                                 indexer=indexer)[1]
+    close(ct_x, [1.0, 2.0])
+    # swap(ref, x): x's cotangent is the Ref's contents, replaced by the output's cotangent
+    ct_x = ad.primitive_transposes[swap_p](jnp.array([5.0, 6.0]), ct_ref,
+                                            ad.UndefinedPrimal(None), *starts,
+                                            indexer=indexer)[1]
+    close(ct_x, [1.0, 2.0])
+    close(ct_ref[...], [0.0, 5.0, 6.0, 0.0])

@@ -177,10 +177,28 @@ def _swap_impl(ref, value, *starts, indexer):
 def _swap_jvp(primals, tangents, *, indexer):
     ref, value, *starts = primals
     t_ref, t_value = tangents[:2]
-    out = swap_p.bind(ref, value, *starts, indexer=indexer)
     if type(t_ref) is ad.Zero:  # a Ref without a tangent (created outside the derivative)
+        _check_no_tangent(t_value, ref, "set/swap")
+        out = swap_p.bind(ref, value, *starts, indexer=indexer)
         return out, ad.Zero.from_primal_value(out)
+    out = swap_p.bind(ref, value, *starts, indexer=indexer)
     return out, swap_p.bind(t_ref, ad.instantiate(t_value), *starts, indexer=indexer)
+
+
+def _check_no_tangent(t_value, ref, what):
+    if type(t_value) is not ad.Zero and core.get_aval(t_value).dtype != dtypes.float0:
+        # JAX raises a plain Exception here, with this message.
+        raise Exception(  # noqa: TRY002
+            f"Exception performing a {what} operation with a differentiated value on a "
+            f"non-differentiated array reference of type {core.get_aval(ref).str_short()}. "
+            "Move the array reference to be an argument of the differentiated function?")
+
+
+def _unbatched_ref_error(ref, what):
+    return Exception(  # noqa: TRY002  (JAX's class and message)
+        f"Exception performing a {what} operation with vmapped value on an unbatched array "
+        f"reference of type {core.get_aval(ref).str_short()}. Move the array reference to be "
+        "an argument to the vmapped function?")
 
 
 def _swap_transpose(ct, ref, value, *starts, indexer):
@@ -195,7 +213,7 @@ def _swap_batch(args, dims, *, indexer):
     ref_dim, value_dim, *start_dims = dims
     _unbatched_starts(starts, start_dims, "a Ref write")
     if ref_dim is batching.not_mapped:
-        raise NotImplementedError("vmap: cannot write a batched value to an unbatched Ref")
+        raise _unbatched_ref_error(ref, "set/swap")
     size = core.get_aval(ref).shape[ref_dim]
     new, out_dim = _batched_indexer(indexer, ref_dim, size)
     value = batching.matchaxis(value, value_dim, out_dim, size)
@@ -237,6 +255,8 @@ def _addupdate_impl(ref, value, *starts, indexer):
 def _addupdate_jvp(primals, tangents, *, indexer):
     ref, value, *starts = primals
     t_ref, t_value = tangents[:2]
+    if type(t_ref) is ad.Zero:
+        _check_no_tangent(t_value, ref, "addupdate")
     addupdate_p.bind(ref, value, *starts, indexer=indexer)
     if type(t_ref) is not ad.Zero and type(t_value) is not ad.Zero:
         addupdate_p.bind(t_ref, t_value, *starts, indexer=indexer)
@@ -253,7 +273,7 @@ def _addupdate_batch(args, dims, *, indexer):
     ref_dim, value_dim, *start_dims = dims
     _unbatched_starts(starts, start_dims, "a Ref update")
     if ref_dim is batching.not_mapped:
-        raise NotImplementedError("vmap: cannot add a batched value to an unbatched Ref")
+        raise _unbatched_ref_error(ref, "addupdate")
     size = core.get_aval(ref).shape[ref_dim]
     new, out_dim = _batched_indexer(indexer, ref_dim, size)
     value = batching.matchaxis(value, value_dim, out_dim, size)
