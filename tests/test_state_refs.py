@@ -375,3 +375,14 @@ def test_transpose_rules_accumulate_into_a_cotangent_ref():
                                             indexer=indexer)[1]
     close(ct_x, [1.0, 2.0])
     close(ct_ref[...], [0.0, 5.0, 6.0, 0.0])
+
+
+def test_traced_ref_is_a_ref_and_nested_jit_writes_through():
+    r = fluxion.new_ref(jnp.arange(3.0))
+    assert isinstance(r, fluxion.Ref) and not isinstance(jnp.ones(2), fluxion.Ref)
+    seen = []
+    fluxion.jit(lambda r: seen.append(isinstance(r, fluxion.Ref)))(r)
+    assert seen == [True]
+    inner = fluxion.jit(lambda q, v: q.__setitem__(0, v))
+    fluxion.jit(lambda q: inner(q, q[1] + q[2]))(r)
+    close(r[...], [3.0, 1.0, 2.0])

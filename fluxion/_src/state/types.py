@@ -78,7 +78,13 @@ def is_ref(x) -> bool:
     return isinstance(x, core.Tracer) and type(x.aval) is AbstractRef
 
 
-class Ref:
+class _RefMeta(type):
+    def __instancecheck__(cls, x):
+        # As in JAX, a traced Ref is an instance of Ref too.
+        return type(x) is Ref or (isinstance(x, core.Tracer) and type(x.aval) is AbstractRef)
+
+
+class Ref(metaclass=_RefMeta):
     """A mutable array (`fluxion.Ref`, made by `fluxion.new_ref`).
 
     Read with ``ref[idx]`` (``ref[...]`` for all of it), write with ``ref[idx] = value`` or
