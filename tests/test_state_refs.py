@@ -386,3 +386,22 @@ def test_traced_ref_is_a_ref_and_nested_jit_writes_through():
     inner = fluxion.jit(lambda q, v: q.__setitem__(0, v))
     fluxion.jit(lambda q: inner(q, q[1] + q[2]))(r)
     close(r[...], [3.0, 1.0, 2.0])
+
+
+def test_strided_reads_and_writes_match_jax():
+    r = fluxion.new_ref(jnp.arange(16.0).reshape(4, 4))
+    j = jax.new_ref(jjnp.arange(16.0).reshape(4, 4))
+    for ref, m in ((r, jnp), (j, jjnp)):
+        ref[1, ::2] += m.ones(2)
+        ref[::3, 1:] = ref[::3, 1:] * 10
+    close(r[...], j[...])
+    close(r[:, ::2], j[:, ::2])
+    close(fluxion.jit(lambda: r[1:, ::3])(), j[1:, ::3])
+
+
+def test_jaxpr_prints_indices_as_jax():
+    def f(r, i):
+        return r[0:2, 1], r[1:, :], r[ds(i, 2), 0:3], r[i], r[...]
+    text = str(fluxion.make_jaxpr(f)(fluxion.new_ref(jnp.zeros((4, 4))), 1))
+    for piece in ("<- a[:2,1]", "<- a[1:,:]", "<- a[b:b+2,:3]", "<- a[b,:]", "<- a[...]"):
+        assert piece in text

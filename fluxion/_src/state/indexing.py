@@ -101,20 +101,23 @@ def result_shape(indexer: tuple) -> tuple:
     return tuple(size for size, _, squeezed in indexer if not squeezed)
 
 
-def pp_indexer(indexer: tuple, starts_text: list[str]) -> str:
-    """`[0, 1:3, ...]`-style text of an index, as JAX prints state equations."""
-    if all(not sq and stride == 1 for _, stride, sq in indexer) and all(
-            s == "0:i32[]" for s in starts_text) and indexer:
-        return "[...]"
-    parts = []
-    for (size, stride, squeezed), s in zip(indexer, starts_text):
-        s = s[:-len(":i32[]")] if s.endswith(":i32[]") else s
+def pp_indexer(indexer: tuple, starts_text: list[str], shape: tuple) -> str:
+    """`[:2,1]`-style text of an index, as JAX prints state equations (`[...]`: all of it)."""
+    parts, everything = [], True
+    for (size, stride, squeezed), s, n in zip(indexer, starts_text, shape):
+        static = s.endswith(":i32[]")
+        s = s[:-len(":i32[]")] if static else s
         if squeezed:
             parts.append(s)
+            everything = False
+        elif static:
+            start = int(s)
+            everything &= start == 0 and size == n
+            parts.append(f"{start or ''}:{'' if start + size == n else start + size}")
         else:
-            end = f"{s}+{size}" if not s.lstrip("-").isdigit() else str(int(s) + size * stride)
-            parts.append(f"{s}:{end}" + (f":{stride}" if stride != 1 else ""))
-    return "[" + ", ".join(parts) + "]" if parts else "[...]"
+            parts.append(f"{s}:{s}+{size}")
+            everything = False
+    return "[...]" if everything else "[" + ",".join(parts) + "]"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,9 +143,12 @@ def write(x, value, starts, indexer):
     from fluxion._src.lax import lax, structural
     if not indexer:
         return value
-    if any(stride != 1 and size > 1 for size, stride, _ in indexer):
-        raise NotImplementedError("writing to a strided slice of a Ref is not supported")
     full = tuple(size for size, _, _ in indexer)
     if core.get_aval(value).shape != full:
         value = lax.reshape(value, full)
+    if any(stride != 1 and size > 1 for size, stride, _ in indexer):
+        # A strided slice: update the window it spans at the strided positions.
+        spans = [(size - 1) * stride + 1 if size else 0 for size, stride, _ in indexer]
+        window = structural.dynamic_slice(x, list(starts), spans, allow_negative_indices=False)
+        value = window.at[tuple(slice(None, None, st) for _, st, _ in indexer)].set(value)
     return structural.dynamic_update_slice(x, value, list(starts), allow_negative_indices=False)

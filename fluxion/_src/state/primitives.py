@@ -328,7 +328,7 @@ def _pp_state(eqn, context):
     ref = context(eqn.invars[0])
     n_value = 0 if prim is get_p else 1
     starts = [context(v) for v in eqn.invars[1 + n_value:]]
-    where = ref + indexing.pp_indexer(eqn.params["indexer"], starts)
+    where = ref + indexing.pp_indexer(eqn.params["indexer"], starts, eqn.invars[0].aval.shape)
     if prim is get_p:
         lhs = core.pp_vars(eqn.outvars, context, print_shapes=True)
         return pp.concat([lhs, pp.text(f" <- {where}")])
