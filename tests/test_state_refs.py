@@ -405,3 +405,28 @@ def test_jaxpr_prints_indices_as_jax():
     text = str(fluxion.make_jaxpr(f)(fluxion.new_ref(jnp.zeros((4, 4))), 1))
     for piece in ("<- a[:2,1]", "<- a[1:,:]", "<- a[b:b+2,:3]", "<- a[b,:]", "<- a[...]"):
         assert piece in text
+
+
+def test_vmap_with_batched_indices_matches_jax():
+    r = fluxion.new_ref(jnp.arange(12.0).reshape(3, 4))
+    rj = jax.new_ref(jjnp.arange(12.0).reshape(3, 4))
+    close(fluxion.vmap(lambda i: r[i, 1:])(jnp.array([2, 0])),
+          jax.vmap(lambda i: rj[i, 1:])(jjnp.array([2, 0])))
+
+    def make(m):
+        def f(x, i):
+            q = m.new_ref(x)
+            q[i] = q[i] * 10
+            q[i, 0] += 1.0
+            return q[...]
+        return f
+
+    x = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4)
+    idx = np.array([2, 1], np.int32)
+    close(fluxion.vmap(make(fluxion))(x, idx), jax.vmap(make(jax))(x, idx))
+    for batched in (fluxion.vmap(make(fluxion), in_axes=(None, 0)),
+                    fluxion.jit(fluxion.vmap(make(fluxion), in_axes=(None, 0)))):
+        close(batched(x[0], idx), jax.vmap(make(jax), in_axes=(None, 0))(x[0], idx))
+    g = fluxion.grad(lambda x: fluxion.vmap(make(fluxion), in_axes=(None, 0))(x, idx).sum())(x[0])
+    gj = jax.grad(lambda x: jax.vmap(make(jax), in_axes=(None, 0))(x, idx).sum())(x[0])
+    close(g, gj)

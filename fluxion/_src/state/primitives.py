@@ -121,17 +121,53 @@ def _batched_indexer(indexer, ref_dim, size):
     return tuple(new), out_dim
 
 
-def _unbatched_starts(starts, dims, what):
-    if any(d is not batching.not_mapped for d in dims):
-        raise NotImplementedError(f"vmap of {what} with batched indices is not supported")
+def _whole(ref):
+    """(starts, indexer) of all of `ref` (its physical, batched shape)."""
+    shape = core.get_aval(ref).shape
+    return [np.int32(0)] * len(shape), tuple((n, 1, False) for n in shape)
+
+
+def _batch_size(args, dims):
+    return next(core.get_aval(a).shape[d] for a, d in zip(args, dims)
+                if d is not batching.not_mapped)
+
+
+def _batched_index_access(ref, ref_dim, value, value_dim, starts, start_dims, indexer, kind):
+    """A read or write at batched indices: the whole Ref's value is read, the access is
+    vmapped as a pure function of it, and a write stores the whole new value. Returns
+    (output, output dim)."""
+    from fluxion._src.lax import lax
+    size = _batch_size([ref, value, *starts], [ref_dim, value_dim, *start_dims])
+    w_starts, w_indexer = _whole(ref)
+    full = get_p.bind(ref, *w_starts, indexer=w_indexer)
+    n = len(starts)
+
+    def access(x, v, *s):
+        if kind == "get":
+            return [indexing.read(x, s, indexer)]
+        old = indexing.read(x, s, indexer)
+        new = v if kind == "swap" else lax.add(old, v)
+        return [old, indexing.write(x, new, s, indexer)]
+
+    if kind == "get":
+        (out,), (out_dim,) = batching.batch_flat(
+            lambda x, *s: access(x, None, *s), [full, *starts], [ref_dim, *start_dims], None, size)
+        return out, out_dim
+    if ref_dim is batching.not_mapped:
+        raise _unbatched_ref_error(ref, "set/swap" if kind == "swap" else "addupdate")
+    (old, new), (old_dim, new_dim) = batching.batch_flat(
+        access, [full, value, *starts], [ref_dim, value_dim, *start_dims], None, size)
+    new = batching.matchaxis(new, new_dim, ref_dim, size)
+    swap_p.bind(ref, new, *w_starts, indexer=w_indexer)
+    return old, old_dim
 
 
 def _get_batch(args, dims, *, indexer):
     ref, *starts = args
     ref_dim, *start_dims = dims
-    _unbatched_starts(starts, start_dims, "a Ref read")
-    if ref_dim is batching.not_mapped:
-        raise NotImplementedError("vmap of a Ref read with batched indices is not supported")
+    if any(d is not batching.not_mapped for d in start_dims):
+        return _batched_index_access(ref, ref_dim, None, None, starts, start_dims, indexer,
+                                     "get")
     size = core.get_aval(ref).shape[ref_dim]
     new, out_dim = _batched_indexer(indexer, ref_dim, size)
     starts = list(starts)
@@ -211,7 +247,9 @@ def _swap_transpose(ct, ref, value, *starts, indexer):
 def _swap_batch(args, dims, *, indexer):
     ref, value, *starts = args
     ref_dim, value_dim, *start_dims = dims
-    _unbatched_starts(starts, start_dims, "a Ref write")
+    if any(d is not batching.not_mapped for d in start_dims):
+        return _batched_index_access(ref, ref_dim, value, value_dim, starts, start_dims, indexer,
+                                     "swap")
     if ref_dim is batching.not_mapped:
         raise _unbatched_ref_error(ref, "set/swap")
     size = core.get_aval(ref).shape[ref_dim]
@@ -271,7 +309,10 @@ def _addupdate_transpose(ct, ref, value, *starts, indexer):
 def _addupdate_batch(args, dims, *, indexer):
     ref, value, *starts = args
     ref_dim, value_dim, *start_dims = dims
-    _unbatched_starts(starts, start_dims, "a Ref update")
+    if any(d is not batching.not_mapped for d in start_dims):
+        _batched_index_access(ref, ref_dim, value, value_dim, starts, start_dims, indexer,
+                              "addupdate")
+        return [], []
     if ref_dim is batching.not_mapped:
         raise _unbatched_ref_error(ref, "addupdate")
     size = core.get_aval(ref).shape[ref_dim]
