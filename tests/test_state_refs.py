@@ -430,3 +430,25 @@ def test_vmap_with_batched_indices_matches_jax():
     g = fluxion.grad(lambda x: fluxion.vmap(make(fluxion), in_axes=(None, 0))(x, idx).sum())(x[0])
     gj = jax.grad(lambda x: jax.vmap(make(jax), in_axes=(None, 0))(x, idx).sum())(x[0])
     close(g, gj)
+
+
+def test_refs_inside_custom_derivatives_and_checkpoint_under_jit():
+    r = fluxion.new_ref(jnp.zeros(3))
+
+    @fluxion.custom_jvp
+    def f(x):
+        r[0] = x
+        return x * 2
+    f.defjvp(lambda p, t: (f(p[0]), t[0] * 2))
+
+    @fluxion.custom_vjp
+    def g(x):
+        r[2] += x
+        return x * 2
+    g.defvjp(lambda x: (g(x), None), lambda _, ct: (ct * 3,))
+
+    close(fluxion.jit(f)(2.0), 4.0)
+    close(fluxion.jit(fluxion.checkpoint(lambda x: (r.__setitem__(1, x), x)[1]))(3.0), 3.0)
+    close(fluxion.jit(g)(5.0), 10.0)
+    close(fluxion.jit(fluxion.grad(g))(5.0), 3.0)  # the custom rule, not the primal's 2
+    close(r[...], [2.0, 3.0, 10.0])

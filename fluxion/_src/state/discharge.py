@@ -286,6 +286,18 @@ def _while_discharge(mask, vals, params):
     return [finals[slot_of[m]] if m else None for m in mask], outs[n_refs:]
 
 
+def _inline_discharge(param):
+    """The rule of a call-like primitive that lowers by inlining its body (`param`): discharge
+    the body inline."""
+    def rule(mask, vals, params):
+        body = params[param]
+        jaxpr, consts = (body.jaxpr, body.consts) if isinstance(body, ClosedJaxpr) else (body, [])
+        outs, finals = eval_discharged(jaxpr, consts, vals, [bool(m) for m in mask])
+        it = iter(finals)
+        return [next(it) if m else None for m in mask], outs
+    return rule
+
+
 def _register_control_flow():
     from fluxion._src.dispatch import jit_p
     from fluxion._src.lax.control_flow import cond_p, scan_p, while_p
@@ -293,6 +305,13 @@ def _register_control_flow():
     discharge_rules[cond_p] = _cond_discharge
     discharge_rules[scan_p] = _scan_discharge
     discharge_rules[while_p] = _while_discharge
+    # Calls whose custom derivative or rematerialization has done its work by the time a program
+    # is discharged for lowering: their bodies are inlined, as their lowerings do.
+    from fluxion._src.checkpoint import checkpoint_p
+    from fluxion._src.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p
+    discharge_rules[custom_jvp_call_p] = _inline_discharge("call_jaxpr")
+    discharge_rules[custom_vjp_call_p] = _inline_discharge("call_jaxpr")
+    discharge_rules[checkpoint_p] = _inline_discharge("jaxpr")
 
 
 _register_control_flow()
