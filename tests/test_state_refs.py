@@ -452,3 +452,42 @@ def test_refs_inside_custom_derivatives_and_checkpoint_under_jit():
     close(fluxion.jit(g)(5.0), 10.0)
     close(fluxion.jit(fluxion.grad(g))(5.0), 3.0)  # the custom rule, not the primal's 2
     close(r[...], [2.0, 3.0, 10.0])
+
+
+def _const_ref(x, m):
+    r = m.new_ref(m.numpy.zeros(3))
+    r[0] = x * 2
+    r[1:] += x
+    r[2] = r[2] * x
+    return r[...].sum()
+
+
+def test_grad_of_jit_with_a_local_ref_of_a_constant_matches_jax():
+    want = jax.grad(lambda x: _const_ref(x, jax))(1.5)
+    f = lambda x: _const_ref(x, fluxion)
+    for g in (fluxion.grad(f), fluxion.grad(fluxion.jit(f)),
+              fluxion.jit(fluxion.grad(fluxion.jit(f)))):
+        close(g(1.5), want)
+    close(fluxion.vmap(fluxion.grad(fluxion.jit(f)))(jnp.array([1.0, 2.0])), [5.0, 7.0])
+
+
+def test_grad_of_scan_whose_body_makes_a_ref():
+    def s(x):
+        def body(c, xi):
+            r = fluxion.new_ref(jnp.zeros(2))
+            r[0] = xi * c
+            r[1] += r[0] * xi
+            return c + r[1], r[0]
+        c, ys = lax.scan(body, x, jnp.arange(3.0))
+        return c + ys.sum()
+
+    def pure(x):
+        def body(c, xi):
+            return c + xi * c * xi, xi * c
+        c, ys = lax.scan(body, x, jnp.arange(3.0))
+        return c + ys.sum()
+
+    close(s(1.5), pure(1.5))
+    close(fluxion.grad(s)(1.5), fluxion.grad(pure)(1.5))
+    close(fluxion.vmap(fluxion.grad(s))(jnp.array([1.0, 2.0])),
+          fluxion.vmap(fluxion.grad(pure))(jnp.array([1.0, 2.0])))

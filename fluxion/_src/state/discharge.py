@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from fluxion._src import core, staging
+from fluxion._src.call_transforms import memoized
 from fluxion._src.core import ClosedJaxpr, Jaxpr, Literal
 from fluxion._src.state import indexing
 from fluxion._src.state.primitives import addupdate_p, freeze_p, get_p, new_ref_p, swap_p
@@ -75,8 +76,12 @@ def eval_discharged(jaxpr: Jaxpr, consts: Sequence, args: Sequence,
             for x, nv in zip(ins, new_vals):
                 if nv is not None:
                     x.value = nv
-        else:
-            outs = eqn.primitive.bind(*ins, **eqn.params)
+        else:  # bodies with Refs of their own are discharged too
+            params = eqn.params
+            if eqn.primitive not in SCOPED_STATE_PRIMITIVES and any(
+                    has_state(sub) for sub in core.subjaxprs(params)):
+                params = pure_params(params)
+            outs = eqn.primitive.bind(*ins, **params)
             if not eqn.primitive.multiple_results:
                 outs = [outs]
         for v, x in zip(eqn.outvars, outs):
@@ -125,6 +130,24 @@ def has_state(jaxpr: Jaxpr) -> bool:
             if has_state(sub):
                 return True
     return False
+
+
+@memoized
+def _pure_body(closed: ClosedJaxpr) -> ClosedJaxpr:
+    return discharge_state(closed.jaxpr, closed.consts, [False] * len(closed.jaxpr.invars))
+
+
+def pure_params(params: dict) -> dict:
+    """`params` with every body that uses Refs of its own (`new_ref` inside) discharged. For
+    an equation without Ref operands the bodies' Refs are all local, and the pure bodies have
+    the same type."""
+    def fix(value):
+        if isinstance(value, ClosedJaxpr) and has_state(value.jaxpr):
+            return _pure_body(value)
+        if isinstance(value, tuple) and any(isinstance(v, ClosedJaxpr) for v in value):
+            return tuple(fix(v) for v in value)
+        return value
+    return {k: fix(v) for k, v in params.items()}
 
 
 # ---------------------------------------------------------------------------------------------

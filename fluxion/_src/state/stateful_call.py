@@ -33,6 +33,12 @@ class StatefulPlan:
                        jaxpr.outvars, jaxpr.eqns, jaxpr.effects, jaxpr.debug_info)
         mask = [True] * len(ref_consts) + [is_ref_aval(v.aval) for v in jaxpr.invars]
         self.discharged = discharge_state(lifted, [c for _, c in plain], mask)
+        if has_state(self.discharged.jaxpr):
+            names = sorted({e.primitive.name for e in self.discharged.jaxpr.eqns
+                            if any(has_state(sub) for sub in core.subjaxprs(e.params))})
+            raise NotImplementedError(
+                f"Refs could not be removed from the program: they are used inside {names}, "
+                "which have no state discharge rule.")
 
     def donated(self, donated_invars):
         if donated_invars is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fluxion._src import ad, batching, core
 from fluxion._src.state import primitives
-from fluxion._src.state.discharge import discharge_rules
+from fluxion._src.state.discharge import discharge_rules, pure_params
 from fluxion._src.state.types import is_ref
 
 
@@ -29,7 +29,7 @@ def _wrap_jvp(prim):
 
     def rule(primals, tangents, **params):
         if not any(is_ref(p) for p in primals):
-            return own(primals, tangents, **params)
+            return own(primals, tangents, **pure_params(params))
         outs, t_outs = ad.jvp_flat(lambda *a: discharge_at_bind(prim, a, params),
                                    list(primals), list(tangents), origin=f"jvp of {prim}")
         return outs, t_outs
@@ -41,10 +41,20 @@ def _wrap_batch(prim):
 
     def rule(trace, vals, dims, **params):
         if not any(is_ref(v) for v in vals):
-            return own(trace, vals, dims, **params)
+            return own(trace, vals, dims, **pure_params(params))
         return batching.batch_flat(lambda *a: discharge_at_bind(prim, a, params), vals, dims,
                                    trace.axis_name, trace.axis_size, trace.spmd_axis_name)
     batching.trace_rules[prim] = rule
+
+
+def _wrap_partial_eval(prim):
+    own = ad.partial_eval_rules[prim]
+
+    def rule(trace, primitive, args, params):
+        if not any(is_ref(a) for a in args):
+            params = pure_params(params)
+        return own(trace, primitive, args, params)
+    ad.partial_eval_rules[prim] = rule
 
 
 def _new_ref_batch(trace, vals, dims, *, memory_space, kind):
@@ -63,6 +73,7 @@ def _register():
     for prim in (jit_p, cond_p, scan_p, while_p):
         _wrap_jvp(prim)
         _wrap_batch(prim)
+        _wrap_partial_eval(prim)
     batching.trace_rules[primitives.new_ref_p] = _new_ref_batch
 
 
