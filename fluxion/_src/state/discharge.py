@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from fluxion._src import core, staging
+from fluxion._src.caches import BoundedDict
 from fluxion._src.call_transforms import memoized
 from fluxion._src.core import ClosedJaxpr, Jaxpr, Literal
 from fluxion._src.state import indexing
@@ -116,8 +117,20 @@ def discharge_state(jaxpr: Jaxpr, consts: Sequence,
     return staging.trace_to_jaxpr(fun, in_avals, origin="discharge_state")
 
 
+_has_state_cache = BoundedDict(4096)  # id(jaxpr) -> (jaxpr, answer)
+
+
 def has_state(jaxpr: Jaxpr) -> bool:
     """True when `jaxpr` (nested jaxprs included) uses state primitives or takes Refs."""
+    hit = _has_state_cache.get(id(jaxpr))
+    if hit is not None and hit[0] is jaxpr:
+        return hit[1]
+    answer = _has_state(jaxpr)
+    _has_state_cache[id(jaxpr)] = (jaxpr, answer)
+    return answer
+
+
+def _has_state(jaxpr: Jaxpr) -> bool:
     if any(is_ref_aval(v.aval) for v in jaxpr.constvars) or any(
             is_ref_aval(v.aval) for v in jaxpr.invars):
         return True
