@@ -491,3 +491,21 @@ def test_grad_of_scan_whose_body_makes_a_ref():
     close(fluxion.grad(s)(1.5), fluxion.grad(pure)(1.5))
     close(fluxion.vmap(fluxion.grad(s))(jnp.array([1.0, 2.0])),
           fluxion.vmap(fluxion.grad(pure))(jnp.array([1.0, 2.0])))
+
+
+def test_second_order_derivatives_through_refs():
+    f = lambda x: _const_ref(x, fluxion)
+    close(fluxion.grad(fluxion.grad(f))(1.5), 2.0)  # f = 3x + x**2
+    close(fluxion.jit(fluxion.grad(fluxion.grad(fluxion.jit(f))))(1.5), 2.0)
+
+    def g(x):
+        r = fluxion.new_ref(x)
+        lax.fori_loop(0, 3, lambda i, c: (r.__setitem__(i, jnp.sin(r[i]) * c), c * 2.0)[1], 1.0)
+        return r[...].sum()
+
+    def pure(x):
+        return (jnp.sin(x) * jnp.array([1.0, 2.0, 4.0])).sum()
+
+    x = jnp.array([0.3, 0.5, 0.9])
+    close(fluxion.hessian(g)(x), fluxion.hessian(pure)(x))
+    close(fluxion.jacfwd(g)(x), fluxion.grad(pure)(x))
