@@ -47,6 +47,9 @@ def tensor_type(aval) -> str:
     if text is None:
         if len(_tensor_types) > 16384:
             _tensor_types.clear()
+        if getattr(aval, "is_token", False):  # fluxion._src.tokens.AbstractToken
+            text = _tensor_types[key] = "!stablehlo.token"
+            return text
         dims = "".join(f"{d}x" for d in aval.shape)
         text = _tensor_types[key] = f"tensor<{dims}{element_type(aval.dtype)}>"
     return text

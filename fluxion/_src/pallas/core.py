@@ -152,6 +152,9 @@ def block_dims(spec, shape, what, kname):
             raise NotImplementedError(f"pallas_call {kname}: Element padding {b.padding}")
     dims = tuple(1 if b is None or b is squeezed else
                  b.block_size if isinstance(b, (Blocked, Element)) else int(b) for b in bs)
+    if any(d <= 0 for d in dims):
+        raise ValueError(f"pallas_call {kname}: {what} block_shape {bs} has a dimension that is "
+                         "not positive")
     sq = tuple(b is None or b is squeezed for b in bs)
     el = tuple(isinstance(b, Element) for b in bs)
     return dims, sq, el

@@ -42,15 +42,19 @@ def _frame(name):
 def program_id(axis: int):
     """The index of this kernel instance along grid axis `axis` (an int32 scalar)."""
     ids, grid = _frame("program_id")
-    if not -len(grid) <= axis < len(grid):
-        raise ValueError(f"program_id: axis {axis} out of range for a grid of rank {len(grid)}")
-    return ids[axis]
+    return ids[_grid_axis(axis, grid)]
 
 
 def num_programs(axis: int) -> int:
     """The size of the grid along `axis`."""
     _, grid = _frame("num_programs")
-    return grid[axis]
+    return grid[_grid_axis(axis, grid)]
+
+
+def _grid_axis(axis, grid) -> int:
+    if not isinstance(axis, (int, np.integer)) or not 0 <= axis < len(grid):
+        raise ValueError(f"Axis {axis} is out of bounds for grid {grid}")
+    return int(axis)
 
 
 def when(condition):

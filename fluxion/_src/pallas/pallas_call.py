@@ -48,17 +48,38 @@ pallas_call_p.def_abstract_eval(_abstract_eval)
 # ---------------------------------------------------------------------------------------------
 # The user-facing function
 
-def _flat_specs(specs, n, what):
+def _flat_specs(specs, n, what, of, kname, repeat_single):
+    """The block specs as a list, one per operand, checked (JAX's errors name the kernel)."""
     if specs is None:
         return [None] * n
     if isinstance(specs, BlockSpec):
-        return [specs] * n
-    flat = tree_util.tree_leaves(specs, is_leaf=lambda s: isinstance(s, BlockSpec) or s is None)
-    if len(flat) == 1 and n > 1:
-        return flat * n
+        flat = [specs] * n
+    elif isinstance(specs, (list, tuple)) and not repeat_single:
+        flat = list(specs)
+    else:
+        flat = tree_util.tree_leaves(specs, is_leaf=lambda s: isinstance(s, BlockSpec) or s is None)
+        if len(flat) == 1 and n > 1 and repeat_single:
+            flat = flat * n
     if len(flat) != n:
-        raise ValueError(f"pallas_call: {len(flat)} {what} block specs for {n} {what}s")
+        raise ValueError(f"pallas_call {kname}: {len(flat)} {what} for {n} {of}")
+    for k, spec in enumerate(flat):
+        if spec is not None and not isinstance(spec, BlockSpec):
+            raise TypeError(f"pallas_call {kname}: {what}[{k}] must be a BlockSpec or None, "
+                            f"got {spec!r}")
     return flat
+
+
+def _check_aliases(kname, aliases, in_avals, out_avals):
+    for i_in, i_out in aliases:
+        if not (0 <= i_in < len(in_avals) and 0 <= i_out < len(out_avals)):
+            raise ValueError(f"pallas_call {kname}: input_output_aliases maps input {i_in} to "
+                             f"output {i_out}, but there are {len(in_avals)} inputs and "
+                             f"{len(out_avals)} outputs")
+        x, o = in_avals[i_in], out_avals[i_out]
+        if x.shape != o.shape or x.dtype != o.dtype:
+            raise ValueError(f"pallas_call {kname}: input_output_aliases maps input {i_in} of "
+                             f"{x.str_short(False)} to output {i_out} of {o.str_short(False)}; "
+                             "they must have the same shape and dtype")
 
 
 def _mapping(spec, aval, grid, what, kname) -> BlockMapping:
@@ -113,9 +134,15 @@ def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None, gr
         grid, in_specs, out_specs = grid_spec.grid, grid_spec.in_specs, grid_spec.out_specs
         scratch_shapes = grid_spec.scratch_shapes
     grid = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid)
+    if not all(isinstance(g, (int, np.integer)) for g in grid):
+        raise ValueError(f"Grid must be a tuple of integers, got {grid}")
     grid = tuple(int(g) for g in grid)
     kname = name or getattr(kernel, "__name__", "kernel")
     out_leaves, out_tree = tree_util.tree_flatten(out_shape)
+    for o in out_leaves:
+        if not (hasattr(o, "shape") and hasattr(o, "dtype")):
+            raise ValueError(f"pallas_call {kname}: invalid out_shape type {type(o).__name__}; "
+                             "out_shape holds ShapeDtypeStructs (or arrays)")
     out_avals = [ShapedArray(tuple(o.shape), np.dtype(o.dtype)) for o in out_leaves]
     scratch_avals = tuple(AbstractRef(ShapedArray(tuple(s.shape), np.dtype(s.dtype)),
                                       getattr(s, "memory_space", None)) for s in scratch_shapes)
@@ -126,17 +153,14 @@ def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None, gr
         leaves, in_tree = tree_util.tree_flatten(args)
         leaves = [jnp.asarray(a) for a in leaves]
         in_avals = [core.get_aval(x) for x in leaves]
-        ispecs = _flat_specs(in_specs, len(leaves), "input")
-        ospecs = _flat_specs(out_specs, len(out_avals), "output")
+        ispecs = _flat_specs(in_specs, len(leaves), "in_specs", "inputs", kname, False)
+        ospecs = _flat_specs(out_specs, len(out_avals), "out_specs", "outputs of out_shape",
+                             kname, True)
+        _check_aliases(kname, aliases, in_avals, out_avals)
         in_maps = tuple(_mapping(s, a, grid, f"input {k}", kname)
                         for k, (s, a) in enumerate(zip(ispecs, in_avals)))
         out_maps = tuple(_mapping(s, a, grid, f"output {k}", kname)
                          for k, (s, a) in enumerate(zip(ospecs, out_avals)))
-        for i_in, i_out in aliases:
-            if in_avals[i_in].shape != out_avals[i_out].shape:
-                raise ValueError(f"pallas_call {kname}: input {i_in} of shape "
-                                 f"{in_avals[i_in].shape} is aliased to output {i_out} of shape "
-                                 f"{out_avals[i_out].shape}")
         jaxpr = _trace_kernel(kernel, grid, list(in_maps), list(out_maps), scratch_avals, kname)
         outs = pallas_call_p.bind(*leaves, jaxpr=jaxpr, grid=grid, in_mappings=in_maps,
                                   out_mappings=out_maps, scratch_avals=scratch_avals,

@@ -67,10 +67,10 @@ def normalize(shape: tuple, idx) -> tuple[list, tuple]:
         k = next(j for j, i in enumerate(idx) if i is Ellipsis)
         fill = len(shape) - (len(idx) - 1)
         if fill < 0:
-            raise IndexError(f"too many indices for a Ref of rank {len(shape)}: {len(idx) - 1}")
+            raise ValueError(f"Indices {idx} are longer than the shape {tuple(shape)} of the ref")
         idx = idx[:k] + (slice(None),) * fill + idx[k + 1:]
-    if len(idx) > len(shape):
-        raise IndexError(f"too many indices for a Ref of rank {len(shape)}: {len(idx)}")
+    if len(idx) > len(shape):  # JAX's class and words
+        raise ValueError(f"Indices {idx} are longer than the shape {tuple(shape)} of the ref")
     idx = idx + (slice(None),) * (len(shape) - len(idx))
     starts, indexer = [], []
     for dim, (i, n) in enumerate(zip(idx, shape)):

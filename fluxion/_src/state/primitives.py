@@ -409,16 +409,16 @@ def _value_for(aval, indexer, value, name):
         raise TypeError(f"{name}: cannot write a Ref into a Ref")
     if vaval.dtype != aval.dtype:
         if not vaval.weak_type and not isinstance(value, (int, float, complex, bool)):
-            raise TypeError(f"{name}: cannot write a value of dtype {vaval.dtype.name} to a Ref "
-                            f"of dtype {aval.dtype.name}")
+            raise ValueError(f"Invalid dtype for `{name}`: cannot write a value of dtype "
+                             f"{vaval.dtype.name} to a Ref of dtype {aval.dtype.name}")
         value = jnp.asarray(value, dtype=aval.dtype)
         vaval = core.get_aval(value)
     if vaval.shape != shape:
         try:
             np.broadcast_shapes(vaval.shape, shape)
-        except ValueError:
-            raise TypeError(f"{name}: cannot write a value of shape {vaval.shape} to a slice of "
-                            f"shape {shape}") from None
+        except ValueError:  # JAX's class
+            raise ValueError(f"Invalid shape for `{name}`: cannot write a value of shape "
+                             f"{vaval.shape} to a slice of shape {shape}") from None
         value = jnp.broadcast_to(value, shape)
     return value
 

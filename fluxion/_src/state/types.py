@@ -149,6 +149,7 @@ class Ref(metaclass=_RefMeta):
 
 
 core.register_aval_handler(Ref, lambda r: r._aval)
+core.register_aval_type(AbstractRef)
 
 
 # ---------------------------------------------------------------------------------------------
