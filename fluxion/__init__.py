@@ -45,3 +45,5 @@ from fluxion._src.global_array import (make_array_from_callback,  # noqa: E402,F
                                        make_array_from_process_local_data)
 from fluxion._src.sharding_impls import NamedSharding  # noqa: E402,F401
 from fluxion._src.sharded_jit import reshard  # noqa: E402,F401
+from fluxion._src.state.api import Ref, new_ref, empty_ref, free_ref, freeze  # noqa: E402,F401
+from fluxion import ref  # noqa: E402,F401

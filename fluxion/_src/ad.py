@@ -17,6 +17,12 @@ from fluxion._src.core import ShapedArray, Trace, Tracer
 primitive_jvps: dict[core.Primitive, Callable] = {}
 # primitive -> rule(cotangent, *args, **params) -> cotangents for args (None where not linear)
 primitive_transposes: dict[core.Primitive, Callable] = {}
+# Primitives whose JVP rule runs even when every input tangent is zero (creating a Ref: its
+# tangent Ref must exist for later writes of nonzero tangents into it).
+jvp_on_zero_tangents: set = set()
+# Rewrites applied to a linear jaxpr before it is transposed: fun(jaxpr, consts) -> (jaxpr,
+# consts), or None to leave it (the state module discharges local Refs here).
+linear_jaxpr_rewrites: list[Callable] = []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,7 +171,7 @@ class JVPTrace(Trace):
             primals.append(p)
             tangents.append(t)
         with core.set_current_trace(self.parent):
-            if all(type(t) is Zero for t in tangents):
+            if all(type(t) is Zero for t in tangents) and primitive not in jvp_on_zero_tangents:
                 return primitive.bind(*primals, **params)
             rule = primitive_jvps.get(primitive)
             if rule is None:
@@ -258,6 +264,10 @@ def backward_pass(jaxpr: core.Jaxpr, consts: Sequence, linear_args: Sequence,
                   cotangents_out: Sequence) -> list:
     """Transpose a linear jaxpr: given cotangents of its outputs, return cotangents of its
     invars (a symbolic Zero where nothing flows). Constvars hold non-linear residuals."""
+    for rewrite in linear_jaxpr_rewrites:
+        rewritten = rewrite(jaxpr, consts)
+        if rewritten is not None:
+            jaxpr, consts = rewritten
     primal_env: dict[int, object] = {}
     ct_env: dict[int, object] = {}
     linear_vars: set[int] = set()

@@ -110,6 +110,8 @@ class BatchTracer(Tracer):
     def aval(self):
         aval = core.get_aval(self.val)
         shape = aval.shape[:self.batch_dim] + aval.shape[self.batch_dim + 1:]
+        if type(aval) is not ShapedArray:  # a batched Ref keeps its type
+            return aval.update(shape=shape)
         return ShapedArray(shape, aval.dtype, aval.weak_type)
 
 

@@ -148,6 +148,17 @@ def get_aval(x) -> ShapedArray:
                     "expected an array, a NumPy value or a Python scalar.")
 
 
+# The types of abstract values primitives may return: ShapedArray, and those other modules add
+# (the state module's AbstractRef) with `register_aval_type`.
+aval_types: tuple = (ShapedArray,)
+
+
+def register_aval_type(cls: type) -> None:
+    global aval_types
+    if cls not in aval_types:
+        aval_types = aval_types + (cls,)
+
+
 def register_aval_handler(cls: type, handler: Callable[[Any], ShapedArray]) -> None:
     _aval_handlers[cls] = handler
 
@@ -200,7 +211,7 @@ class Primitive:
             note_user_line(e, self.name, avals)
             raise
         outs = list(out) if self.multiple_results else [out]
-        if not all(isinstance(o, ShapedArray) for o in outs):
+        if not all(isinstance(o, aval_types) for o in outs):
             raise TypeError(f"abstract evaluation rule of '{self.name}' returned {out!r}; it "
                             "must return a ShapedArray (a list of them with multiple_results)")
         return outs
@@ -840,6 +851,9 @@ def _param_key(value):
     if value is None or isinstance(value, (bool, int, float, complex, str, np.dtype, ShapedArray,
                                            np.generic)):
         return value if not isinstance(value, float) else (float, repr(value))
+    structural_key = getattr(type(value), "structural_key", None)
+    if structural_key is not None:  # objects holding jaxprs that say how to compare them
+        return (type(value), structural_key(value))
     return _Identity(value)  # functions, arrays and anything else: by identity
 
 

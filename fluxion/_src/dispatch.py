@@ -156,8 +156,18 @@ def _raise_if_other_devices(bufs) -> None:
                               f"{default}.") from None
 
 
+# (compile, lower, apply), set by the state module: the first two take the arguments of the
+# functions below and return None for a jaxpr without Refs, else the result for its
+# discharged version; `apply(prim, args, params)` runs a primitive applied to Refs.
+discharge_hooks = None
+
+
 def lower_closed_jaxpr(closed: ClosedJaxpr, name: str, platform: str | None = None,
                        donated_invars=None) -> str:
+    if discharge_hooks is not None:
+        text = discharge_hooks[1](closed, name, platform, donated_invars)
+        if text is not None:
+            return text
     platform = platform or backend.get_backend().platform
     return lowering.lower_jaxpr_to_module(closed.jaxpr, platform, name, donated_invars)
 
@@ -166,7 +176,12 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
                          text: str | None = None, compiler: str | None = None) -> CompiledFunction:
     """Lower (unless `text` is given) and compile with XLA, or with IREE for compiler="iree".
 
-    A jaxpr with sharding constraints is compiled partitioned over their mesh."""
+    A jaxpr with Refs is discharged first; one with sharding constraints is compiled
+    partitioned over their mesh."""
+    if discharge_hooks is not None:
+        stateful = discharge_hooks[0](closed, name, donated_invars, text, compiler)
+        if stateful is not None:
+            return stateful
     sharded_jit = sys.modules.get("fluxion._src.sharded_jit")
     if text is None and sharded_jit is not None:
         mesh = sharded_jit.needs_partitioning(closed)
@@ -261,6 +276,8 @@ def _apply_primitive_general(prim, args, params, param_key):
         if out is not NotImplemented:
             return out
     avals = tuple([core.get_aval(x) for x in args])
+    if discharge_hooks is not None and any(type(a) is not ShapedArray for a in avals):
+        return discharge_hooks[2](prim, args, params)  # Refs among the arguments
     try:
         structural = core.structural_params_key(params)  # see _compile_uncached
         key = (prim, param_key if structural is None else structural, config.enable_x64, avals)

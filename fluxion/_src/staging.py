@@ -54,7 +54,7 @@ class JaxprTrace(Trace):
                 raise core.escaped_tracer_error(x)
             return self._const_var(x, x.aval)
         aval = core.get_aval(x)
-        if not aval.shape and not isinstance(x, Tracer):
+        if not aval.shape and type(aval) is ShapedArray:  # not a Ref
             return Literal(_scalar_value(x, aval), aval)
         return self._const_var(x, aval)
 

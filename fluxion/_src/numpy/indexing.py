@@ -601,10 +601,16 @@ class _IndexUpdateRef:
 
 
 def _getitem(self, idx):
+    aval = self.aval
+    if type(aval) is not core.ShapedArray:  # a traced Ref: its type says how to read it
+        return aval._getitem(self, idx)
     return rewriting_take(self, idx)
 
 
 def _setitem(self, idx, value):
+    aval = self.aval
+    if type(aval) is not core.ShapedArray:  # a traced Ref
+        return aval._setitem(self, idx, value)
     raise TypeError(f"{type(self).__name__} objects are immutable and do not support item "
                     "assignment. Instead of x[idx] = y, use x = x.at[idx].set(y) or another "
                     ".at[] method.")

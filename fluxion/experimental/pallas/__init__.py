@@ -1,5 +1,8 @@
-"""`fluxion.experimental.pallas` (``pl``): a Pallas-style kernel language, emulated on the CPU."""
-from fluxion._src.pallas.emulation import (  # noqa: F401
-    ANY, BlockRef, Blocked, Element, BlockSpec, CostEstimate, GridSpec, MemorySpace, ScratchShape, Slice,
-    broadcast_to, cdiv, debug_print, ds, dslice, empty, empty_like, loop, multiple_of,
-    num_programs, pallas_call, program_id, run_scoped, run_state, squeezed, when)
+"""`fluxion.experimental.pallas` (``pl``): kernels over Refs mapped over a grid (`pallas_call`)."""
+from fluxion._src.pallas.core import (  # noqa: F401
+    ANY, Blocked, Element, BlockSpec, CostEstimate, GridSpec, MemorySpace, ScratchShape, Slice,
+    cdiv, ds, dslice, multiple_of, squeezed)
+from fluxion._src.pallas.kernel_ops import (  # noqa: F401
+    broadcast_to, debug_print, empty, empty_like, loop, num_programs, program_id, run_scoped,
+    run_state, when)
+from fluxion._src.pallas.pallas_call import pallas_call, pallas_call_p  # noqa: F401

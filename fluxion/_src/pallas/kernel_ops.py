@@ -1,0 +1,118 @@
+"""What a kernel calls: its position in the grid, conditionals and loops over Refs, scoped
+scratch Refs, and small helpers (JAX's `pl.program_id`, `pl.when`, `pl.loop`, ...)."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from fluxion._src import core
+from fluxion._src.pallas.core import cdiv
+from fluxion._src.state import primitives as state
+from fluxion._src.state.api import run_state  # noqa: F401  (pl.run_state)
+
+
+class _KernelStack(threading.local):
+    def __init__(self):
+        self.frames: list[tuple[tuple, tuple]] = []  # (grid indices, grid)
+
+
+_stack = _KernelStack()
+
+
+class kernel_context:
+    """While a kernel is traced: its grid indices (tracers) and the grid."""
+
+    def __init__(self, ids, grid):
+        self.frame = (tuple(ids), tuple(grid))
+
+    def __enter__(self):
+        _stack.frames.append(self.frame)
+
+    def __exit__(self, *exc):
+        _stack.frames.pop()
+
+
+def _frame(name):
+    if not _stack.frames:
+        raise RuntimeError(f"pl.{name} can only be called inside a kernel run by pallas_call")
+    return _stack.frames[-1]
+
+
+def program_id(axis: int):
+    """The index of this kernel instance along grid axis `axis` (an int32 scalar)."""
+    ids, grid = _frame("program_id")
+    return ids[_grid_axis(axis, grid)]
+
+
+def num_programs(axis: int) -> int:
+    """The size of the grid along `axis`."""
+    _, grid = _frame("num_programs")
+    return grid[_grid_axis(axis, grid)]
+
+
+def _grid_axis(axis, grid) -> int:
+    if not isinstance(axis, (int, np.integer)) or not 0 <= axis < len(grid):
+        raise ValueError(f"Axis {axis} is out of bounds for grid {grid}")
+    return int(axis)
+
+
+def when(condition):
+    """Decorator: run the body (which reads and writes Refs) only when `condition` holds."""
+    def deco(f):
+        if isinstance(condition, (bool, np.bool_)) or (
+                not isinstance(condition, core.Tracer) and np.ndim(condition) == 0
+                and not hasattr(condition, "aval")):
+            if condition:
+                f()
+            return None
+        from fluxion._src.lax import control_flow
+        control_flow.cond(condition, lambda: (f(), None)[1], lambda: None)
+        return None
+    return deco
+
+
+def loop(lower, upper, *, step=1, unroll=None):
+    """Decorator: ``@pl.loop(lo, hi, step=s)`` runs the body for ``i in range(lo, hi, s)``."""
+    def deco(f):
+        from fluxion._src.lax import control_flow
+        n = cdiv(upper - lower, step)
+
+        def body(i, carry):
+            f(lower + i * step)
+            return carry
+        kwargs = {} if unroll is None else {"unroll": unroll}
+        control_flow.fori_loop(0, n, body, 0, **kwargs)
+        return None
+    return deco
+
+
+def run_scoped(f, *types, **kw_types):
+    """Call `f` with fresh Refs of the given scratch shapes (``pl.ANY((8,), f32)``, ...);
+    returns what `f` returns."""
+    from fluxion._src.lax import structural
+
+    def make(t):
+        return state.new_ref(structural.full(tuple(t.shape), 0, np.dtype(t.dtype)),
+                             memory_space=getattr(t, "memory_space", None))
+    return f(*[make(t) for t in types], **{k: make(t) for k, t in kw_types.items()})
+
+
+def broadcast_to(x, shape):
+    import fluxion.numpy as jnp
+    return jnp.broadcast_to(x, shape)
+
+
+def empty(shape, dtype):
+    import fluxion.numpy as jnp
+    return jnp.zeros(shape, dtype)
+
+
+def empty_like(x):
+    import fluxion.numpy as jnp
+    return jnp.zeros_like(x)
+
+
+def debug_print(fmt, *args):
+    from fluxion import debug
+    debug.print(fmt, *args)

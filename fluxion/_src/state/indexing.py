@@ -1,0 +1,154 @@
+"""NumPy-style indices of Refs: ints, slices with static bounds, `ds` (dynamic start, static
+size) and `...`, normalized to one (start, size, stride, squeezed) entry per dimension.
+
+The start of each dimension is an int32 operand of the state primitive (static ints become
+literals); sizes, strides and which dimensions are squeezed are static (the `indexer` param).
+"""
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any
+
+import numpy as np
+
+from fluxion._src import core, dtypes
+
+
+@dataclasses.dataclass(frozen=True)
+class Slice:
+    """``start:start+size*stride:stride`` with a possibly traced `start` and static size."""
+    start: Any
+    size: int
+    stride: int = 1
+
+
+def ds(start, size=None, stride: int = 1) -> Slice:
+    """A dynamic slice (`pl.ds`): ``ds(start, size)``; ``ds(n)`` is ``ds(0, n)``."""
+    if size is None:
+        start, size = 0, start
+    if not isinstance(size, (int, np.integer)):
+        raise TypeError(f"the size of a dynamic slice must be a static int, got {size!r}")
+    return Slice(start, int(size), int(stride))
+
+
+def _is_slice_like(x) -> bool:
+    return not isinstance(x, slice) and all(hasattr(x, a) for a in ("start", "size", "stride"))
+
+
+def _start_value(x, dim: int, n: int):
+    """A start index as an int32 scalar; a static negative index counts from the end."""
+    if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)):
+        i = int(x)
+        if not -n <= i < max(n, 1):
+            raise IndexError(f"index {i} is out of bounds for axis {dim} with size {n}")
+        return np.int32(i + n if i < 0 else i)
+    aval = core.get_aval(x)
+    if aval.shape != () or not dtypes.is_integer(aval.dtype):
+        raise IndexError(f"Ref indices must be integers, slices, `ds` slices or `...`; got "
+                         f"{aval.str_short()} for axis {dim} (indexing a Ref with an integer "
+                         "array is not supported)")
+    if aval.dtype != np.int32:
+        from fluxion._src.lax import lax
+        x = lax.convert_element_type(x, np.int32)
+    return x
+
+
+def normalize(shape: tuple, idx) -> tuple[list, tuple]:
+    """(starts, indexer): one start per dimension and the static ((size, stride, squeezed), ...)."""
+    if idx is None:
+        idx = ()
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    n_ellipsis = sum(1 for i in idx if i is Ellipsis)
+    if n_ellipsis > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if n_ellipsis:
+        k = next(j for j, i in enumerate(idx) if i is Ellipsis)
+        fill = len(shape) - (len(idx) - 1)
+        if fill < 0:
+            raise ValueError(f"Indices {idx} are longer than the shape {tuple(shape)} of the ref")
+        idx = idx[:k] + (slice(None),) * fill + idx[k + 1:]
+    if len(idx) > len(shape):  # JAX's class and words
+        raise ValueError(f"Indices {idx} are longer than the shape {tuple(shape)} of the ref")
+    idx = idx + (slice(None),) * (len(shape) - len(idx))
+    starts, indexer = [], []
+    for dim, (i, n) in enumerate(zip(idx, shape)):
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step <= 0:
+                raise IndexError("Ref slices must have a positive step")
+            size = max(0, -(-(stop - start) // step))
+            starts.append(np.int32(start))
+            indexer.append((size, step, False))
+        elif _is_slice_like(i):
+            size, stride = operator.index(i.size), operator.index(i.stride)
+            if size < 0 or stride < 1 or (size - 1) * stride + 1 > n:
+                raise IndexError(f"slice of size {size} and stride {stride} does not fit axis "
+                                 f"{dim} of size {n}")
+            starts.append(_start_value(i.start, dim, n) if not isinstance(i.start, (int, np.integer))
+                          else np.int32(int(i.start)))
+            indexer.append((size, stride, False))
+        elif i is None:
+            raise IndexError("indexing a Ref with None (np.newaxis) is not supported")
+        else:
+            starts.append(_start_value(i, dim, n))
+            indexer.append((1, 1, True))
+    return starts, tuple(indexer)
+
+
+def result_shape(indexer: tuple) -> tuple:
+    return tuple(size for size, _, squeezed in indexer if not squeezed)
+
+
+def pp_indexer(indexer: tuple, starts_text: list[str], shape: tuple) -> str:
+    """`[:2,1]`-style text of an index, as JAX prints state equations (`[...]`: all of it)."""
+    parts, everything = [], True
+    for (size, stride, squeezed), s, n in zip(indexer, starts_text, shape):
+        static = s.endswith(":i32[]")
+        s = s[:-len(":i32[]")] if static else s
+        if squeezed:
+            parts.append(s)
+            everything = False
+        elif static:
+            start = int(s)
+            everything &= start == 0 and size == n
+            parts.append(f"{start or ''}:{'' if start + size == n else start + size}")
+        else:
+            parts.append(f"{s}:{s}+{size}")
+            everything = False
+    return "[...]" if everything else "[" + ",".join(parts) + "]"
+
+
+# ---------------------------------------------------------------------------------------------
+# The value-level meaning of an index, used by the eager implementation and the discharge pass
+
+def read(x, starts, indexer):
+    """`x[index]` for the normalized index."""
+    from fluxion._src.lax import lax, structural
+    if not indexer:
+        return x
+    spans = [(size - 1) * stride + 1 if size else 0 for size, stride, _ in indexer]
+    out = structural.dynamic_slice(x, list(starts), spans, allow_negative_indices=False)
+    if any(stride != 1 for _, stride, _ in indexer):
+        out = structural.slice(out, [0] * len(spans), spans, [st for _, st, _ in indexer])
+    shape = result_shape(indexer)
+    if shape != core.get_aval(out).shape:
+        out = lax.reshape(out, shape)
+    return out
+
+
+def write(x, value, starts, indexer):
+    """`x` with `x[index] = value` for the normalized index."""
+    from fluxion._src.lax import lax, structural
+    if not indexer:
+        return value
+    full = tuple(size for size, _, _ in indexer)
+    if core.get_aval(value).shape != full:
+        value = lax.reshape(value, full)
+    if any(stride != 1 and size > 1 for size, stride, _ in indexer):
+        # A strided slice: update the window it spans at the strided positions.
+        spans = [(size - 1) * stride + 1 if size else 0 for size, stride, _ in indexer]
+        window = structural.dynamic_slice(x, list(starts), spans, allow_negative_indices=False)
+        value = window.at[tuple(slice(None, None, st) for _, st, _ in indexer)].set(value)
+    return structural.dynamic_update_slice(x, value, list(starts), allow_negative_indices=False)

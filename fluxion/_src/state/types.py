@@ -1,0 +1,163 @@
+"""The type of mutable references (`AbstractRef`), the eager `Ref` object and state effects."""
+from __future__ import annotations
+
+import numpy as np
+
+from fluxion._src import core, effects
+from fluxion._src.core import ShapedArray
+
+
+class AbstractRef:
+    """The abstract value of a mutable reference to an array (JAX's `AbstractRef`).
+
+    A Ref is not an array: it is read and written only through the state primitives
+    (`ref[idx]`, `ref[idx] = v`, `ref[idx] += v`). `memory_space` names where the buffer
+    lives (None: the default memory; Pallas kernels use it for scratch and `ANY`).
+    """
+
+    __slots__ = ("inner_aval", "memory_space", "kind")
+    array_abstraction_level = 1
+
+    def __init__(self, inner_aval: ShapedArray, memory_space=None, kind=None):
+        if isinstance(inner_aval, AbstractRef):
+            raise TypeError("a Ref cannot hold another Ref")
+        self.inner_aval = inner_aval.strip_weak_type() if inner_aval.weak_type else inner_aval
+        self.memory_space = memory_space
+        self.kind = kind
+
+    shape = property(lambda self: self.inner_aval.shape)
+    dtype = property(lambda self: self.inner_aval.dtype)
+    ndim = property(lambda self: len(self.inner_aval.shape))
+    size = property(lambda self: self.inner_aval.size)
+    weak_type = False
+
+    def update(self, shape=None, dtype=None, weak_type=None, memory_space=None) -> "AbstractRef":
+        inner = self.inner_aval.update(shape=shape, dtype=dtype)
+        return AbstractRef(inner, self.memory_space if memory_space is None else memory_space,
+                           self.kind)
+
+    def strip_weak_type(self) -> "AbstractRef":
+        return self
+
+    def str_short(self, short_dtypes: bool = True) -> str:
+        space = "" if self.memory_space is None else f"<{self.memory_space}>"
+        return f"Ref{space}{{{self.inner_aval.str_short(short_dtypes)}}}"
+
+    __repr__ = __str__ = lambda self: self.str_short(short_dtypes=False)
+
+    def __eq__(self, other):
+        return (type(other) is AbstractRef and other.inner_aval is self.inner_aval
+                and other.memory_space == self.memory_space and other.kind == self.kind)
+
+    def __hash__(self):
+        return hash((AbstractRef, self.inner_aval, self.memory_space, self.kind))
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    # What a traced Ref does when indexed (see array_methods): the state primitives.
+    def _getitem(self, tracer, idx):
+        from fluxion._src.state import primitives
+        return primitives.get(tracer, idx)
+
+    def _setitem(self, tracer, idx, value):
+        from fluxion._src.state import primitives
+        primitives.set(tracer, idx, value)
+
+
+def is_ref_aval(aval) -> bool:
+    return type(aval) is AbstractRef
+
+
+def is_ref(x) -> bool:
+    """True for a Ref: the eager object, or a tracer whose type is a Ref."""
+    if type(x) is Ref:
+        return True
+    return isinstance(x, core.Tracer) and type(x.aval) is AbstractRef
+
+
+class _RefMeta(type):
+    def __instancecheck__(cls, x):
+        # As in JAX, a traced Ref is an instance of Ref too.
+        return type(x) is Ref or (isinstance(x, core.Tracer) and type(x.aval) is AbstractRef)
+
+
+class Ref(metaclass=_RefMeta):
+    """A mutable array (`fluxion.Ref`, made by `fluxion.new_ref`).
+
+    Read with ``ref[idx]`` (``ref[...]`` for all of it), write with ``ref[idx] = value`` or
+    ``ref[idx] += value``. Refs may be closed over or passed to `jit`-compiled functions and
+    read and written inside `jit`, `scan`, `fori_loop` and `cond`; the compiled program takes
+    their values in and gives the new values back, which are stored here.
+    """
+
+    __slots__ = ("_value", "_aval", "_frozen", "__weakref__")
+
+    def __init__(self, value, aval: AbstractRef):
+        self._value = value
+        self._aval = aval
+        self._frozen = False
+
+    @property
+    def aval(self) -> AbstractRef:
+        return self._aval
+
+    shape = property(lambda self: self._aval.shape)
+    dtype = property(lambda self: self._aval.dtype)
+    ndim = property(lambda self: self._aval.ndim)
+    size = property(lambda self: self._aval.size)
+
+    def _check_live(self):
+        if self._frozen:
+            raise ValueError("This Ref was frozen (fluxion.ref.freeze) or freed and can no "
+                             "longer be used.")
+
+    def _read_value(self):
+        self._check_live()
+        return self._value
+
+    def __getitem__(self, idx):
+        from fluxion._src.state import primitives
+        return primitives.get(self, idx)
+
+    def __setitem__(self, idx, value):
+        from fluxion._src.state import primitives
+        primitives.set(self, idx, value)
+
+    def __len__(self):
+        return len(self._aval)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._read_value(), dtype=dtype)
+
+    def __repr__(self):
+        if self._frozen:
+            return f"Ref(<frozen>, dtype={self.dtype.name})"
+        body = np.array2string(np.asarray(self._value), separator=", ", prefix="Ref(")
+        return f"Ref({body}, dtype={self.dtype.name})"
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):
+        return self is other
+
+    def __reduce__(self):
+        raise TypeError("Refs cannot be pickled")
+
+
+core.register_aval_handler(Ref, lambda r: r._aval)
+core.register_aval_type(AbstractRef)
+
+
+# ---------------------------------------------------------------------------------------------
+# Effects: a read, write or accumulation of a Ref. Unordered (the discharge pass orders state
+# by data dependence); they keep state equations from being removed as dead code.
+
+class RefEffect(effects.Effect):
+    pass
+
+
+ref_effect = RefEffect()
