@@ -29,7 +29,7 @@ from fluxion._src.errors import (ConcretizationTypeError, TracerArrayConversionE
 _MAX_BYTES = np.iinfo(np.int64).max
 
 
-def _canonical_dim(d):
+def canonicalize_dim(d):
     """A dimension as an int, or as is when symbolic (shape polymorphism's `DimExpr`)."""
     return d if type(d) is DimExpr else operator.index(d)
 
@@ -63,7 +63,7 @@ class ShapedArray:
             return interned[(shape, dtype, weak_type)]
         except (KeyError, TypeError):  # TypeError: a list for a shape
             pass
-        shape = tuple(map(_canonical_dim, shape))
+        shape = tuple(map(canonicalize_dim, shape))
         weak_type = bool(weak_type)
         canonical = (shape, np.dtype(dtype), weak_type)
         aval = interned.get(canonical)

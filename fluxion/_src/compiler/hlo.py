@@ -13,7 +13,7 @@ import numpy as np
 
 from fluxion._src import dtypes
 from fluxion._src.core import ShapedArray
-from fluxion._src.export.shape_poly import DimExpr, is_symbolic_shape
+from fluxion._src.export.shape_poly import DimExpr, broadcast_shapes, is_symbolic_shape
 
 _ELEMENT_TYPES = {
     "bool": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
@@ -85,21 +85,6 @@ def dense_attr(value: np.ndarray, aval: ShapedArray) -> str:
 def _all_same_bits(arr: np.ndarray) -> bool:
     raw = np.ascontiguousarray(arr).view(np.uint8).reshape(arr.size, arr.dtype.itemsize)
     return bool((raw == raw[0]).all())
-
-
-def broadcast_shapes(*shapes) -> tuple:
-    """NumPy broadcasting of shapes that may hold symbolic dimensions."""
-    if not any(is_symbolic_shape(s) for s in shapes):
-        return tuple(np.broadcast_shapes(*shapes))
-    rank = max(len(s) for s in shapes)
-    out = []
-    for dims in zip(*[(1,) * (rank - len(s)) + tuple(s) for s in shapes]):
-        non_one = [d for d in dims if not (type(d) is not DimExpr and d == 1)]
-        d = non_one[0] if non_one else 1
-        if any(e != d for e in non_one):
-            raise ValueError(f"Incompatible shapes for broadcasting: {shapes}")
-        out.append(d)
-    return tuple(out)
 
 
 class Value:

@@ -341,6 +341,9 @@ class DimExpr:
             total = term if total is None else ops["add"](total, term)
         return total
 
+    def __jax_array__(self):
+        return dimension_as_value(self)
+
     def dimension_as_value(self):
         """The dimension as a traced scalar (JAX's `core.dimension_as_value`)."""
         return dimension_as_value(self)
@@ -783,6 +786,21 @@ def dimension_as_value(d):
         return operator.index(d)
     from fluxion._src.export import shape_poly_ops
     return shape_poly_ops.dim_as_value_p.bind(dim=d)
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """NumPy broadcasting of shapes that may hold symbolic dimensions (ValueError if not)."""
+    if not any(is_symbolic_shape(s) for s in shapes):
+        return tuple(np.broadcast_shapes(*shapes))
+    rank = max(len(s) for s in shapes)
+    out = []
+    for dims in zip(*[(1,) * (rank - len(s)) + tuple(s) for s in shapes]):
+        non_one = [d for d in dims if isinstance(d, DimExpr) or d != 1]
+        d = non_one[0] if non_one else 1
+        if any(e != d for e in non_one):
+            raise ValueError(f"Incompatible shapes for broadcasting: {shapes}")
+        out.append(d)
+    return tuple(out)
 
 
 def shape_size(shape) -> Any:

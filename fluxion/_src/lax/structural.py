@@ -41,7 +41,7 @@ def _is_array(x) -> bool:
 def _int_tuple(opname: str, argname: str, values) -> tuple:
     """`values` as a tuple of Python ints; a TypeError naming the op if that is impossible."""
     try:
-        return tuple(operator.index(v) for v in values)
+        return tuple(map(core.canonicalize_dim, values))
     except TypeError:
         raise TypeError(f"{opname} {argname} must be a sequence of integers, "
                         f"got {values!r}") from None

@@ -15,6 +15,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from fluxion._src.export import shape_poly
 from fluxion._src import core, dtypes
 from fluxion._src.array import Array
 from fluxion._src.lax import indexing as lax_indexing
@@ -118,8 +119,30 @@ def _static_slice_part(value, what: str, s: slice):
 
 def _parse_slice(s: slice, dim: int, size: int) -> _Slice:
     start, stop, step = (_static_slice_part(getattr(s, n), n, s) for n in ("start", "stop", "step"))
+    if type(size) is shape_poly.DimExpr:
+        return _symbolic_slice(dim, start, stop, step, size)
     start, stop, step = slice(start, stop, step).indices(size)
     return _Slice(dim, start, step, len(range(start, stop, step)))
+
+
+def _symbolic_slice(dim, start, stop, step, size) -> "_Slice":
+    """`slice.indices` over a dimension of symbolic `size` (ints clamped symbolically)."""
+    mx, mn = shape_poly.max_dim, shape_poly.min_dim
+    step = 1 if step is None else step
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+    if step > 0:
+        lo, hi = 0, size
+    else:
+        lo, hi = -1, size - 1
+    def clamp(v, default):
+        if v is None:
+            return default
+        return mx(v + size, lo) if v < 0 else mn(v, hi)
+    start = clamp(start, 0 if step > 0 else size - 1)
+    stop = clamp(stop, size if step > 0 else -1)
+    length = mx(0, -((start - stop) // step)) if step > 0 else mx(0, -((stop - start) // -step))
+    return _Slice(dim, start, step, length)
 
 
 def _classify(item, position: int):

@@ -38,7 +38,7 @@ shape, ndim, size = np.shape, np.ndim, np.size
 
 def _new_shape(name, old_shape, new_shape) -> tuple:
     dims = list((new_shape,) if np.ndim(new_shape) == 0 else new_shape)
-    dims = [util.static_int(d, f"The new shape passed to jnp.{name}") for d in dims]
+    dims = [util.static_dim(d, f"The new shape passed to jnp.{name}") for d in dims]
     if any(d < -1 for d in dims):
         raise TypeError(f"jnp.{name}: new sizes must be nonnegative or -1, got {tuple(dims)}")
     unknown = [i for i, d in enumerate(dims) if d == -1]
@@ -386,7 +386,7 @@ def tile(A, reps):
     """Repeat the whole array `reps` times along each axis."""
     A = util.ensure_arraylike("tile", A)
     reps = (reps,) if np.ndim(reps) == 0 else tuple(reps)
-    reps = tuple(util.static_int(r, "reps argument of jnp.tile") for r in reps)
+    reps = tuple(util.static_dim(r, "reps argument of jnp.tile") for r in reps)
     nd = builtins.max(len(reps), _ndim(A))
     reps = (1,) * (nd - len(reps)) + reps
     dims = (1,) * (nd - _ndim(A)) + _shape(A)
