@@ -257,7 +257,7 @@ def broadcast_to_rank(x, rank: int):
 
 def reshape(operand, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None):
     """Reshape to `new_sizes`; `dimensions` first transposes the operand."""
-    new_sizes = tuple(int(d) for d in new_sizes)
+    new_sizes = tuple(map(core.canonicalize_dim, new_sizes))
     aval = core.get_aval(operand)
     dims = None if dimensions is None or tuple(dimensions) == tuple(range(aval.ndim)) else tuple(dimensions)
     if aval.shape == new_sizes and dims is None and isinstance(operand, (Array, core.Tracer)):

@@ -238,7 +238,7 @@ def _has_index_arrays(entries) -> bool:
 # Index values
 
 def _index_dtype(shape) -> np.dtype:
-    big = any(d > np.iinfo(np.int32).max for d in shape)
+    big = any(type(d) is not shape_poly.DimExpr and d > np.iinfo(np.int32).max for d in shape)
     return np.dtype(np.int64 if big else np.int32)
 
 
@@ -290,7 +290,7 @@ def _static_slices(arr, entries, shape):
             step = abs(e.step)
             first = e.start if e.step > 0 else e.start + e.step * (e.length - 1)
             starts[e.dim], limits[e.dim] = first, first + step * (e.length - 1) + 1
-            if e.length > 1:
+            if type(e.length) is shape_poly.DimExpr or e.length > 1:
                 strides[e.dim] = step
                 if e.step < 0:
                     reversed_dims.append(e.dim)
