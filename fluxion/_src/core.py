@@ -17,7 +17,7 @@ import numpy as np
 
 from fluxion._src import dtypes
 from fluxion._src import pretty_printer as pp
-from fluxion._src.export.shape_poly import DimExpr, shape_size
+from fluxion._src.export.shape_poly import DimExpr, shape_size  # noqa: F401
 from fluxion._src.errors import (ConcretizationTypeError, TracerArrayConversionError,
                                  TracerBoolConversionError, TracerIntegerConversionError,
                                  UnexpectedTracerError)

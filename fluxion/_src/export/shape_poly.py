@@ -803,6 +803,23 @@ def broadcast_shapes(*shapes) -> tuple:
     return tuple(out)
 
 
+def known_true(predicate) -> bool:
+    """`predicate()` on dimensions, False where it is inconclusive (for checks that only reject
+    what is certainly wrong)."""
+    try:
+        return bool(predicate())
+    except InconclusiveDimensionOperation:
+        return False
+
+
+def size_value(size, dtype):
+    """A dimension as a scalar of `dtype`: a NumPy scalar, or traced when symbolic."""
+    if not isinstance(size, DimExpr):
+        return np.asarray(size, dtype)
+    from fluxion._src.lax import lax
+    return lax.convert_element_type(dimension_as_value(size), dtype)
+
+
 def shape_size(shape) -> Any:
     """The number of elements of `shape`: an int, or a `DimExpr` when a dimension is one."""
     size = 1

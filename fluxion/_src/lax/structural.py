@@ -13,6 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
+from fluxion._src.export import shape_poly
 from fluxion._src import ad, batching, core, dtypes, machinery_ops
 from fluxion._src.array import Array
 from fluxion._src.compiler.hlo import i64_array
@@ -219,7 +220,7 @@ def _slice_abstract_eval(x, *, start_indices, limit_indices, strides):
     if len(limit_indices) != len(start_indices):
         raise TypeError(f"slice limit_indices must have the same length as start_indices, got "
                         f"start_indices {start_indices} and limit_indices {limit_indices}.")
-    if any(lim > n for lim, n in zip(limit_indices, x.shape)):
+    if any(shape_poly.known_true(lambda: lim > n) for lim, n in zip(limit_indices, x.shape)):
         raise TypeError(f"slice limit_indices must be less than or equal to operand shape, got "
                         f"limit_indices {limit_indices} for operand shape {x.shape}.")
     if any(s < 0 for s in start_indices):
@@ -914,7 +915,7 @@ def _wrap_negative_index(index, size: int, allow_negative: bool):
         if not allow_negative or dtype.kind == "u":
             return index
         is_negative = lax.lt(index, np.zeros((), dtype))
-        return select_n(is_negative, index, lax.add(index, np.array(size).astype(dtype)))
+        return select_n(is_negative, index, lax.add(index, shape_poly.size_value(size, dtype)))
     value = operator.index(index)
     if value < 0 and not allow_negative:
         raise ValueError(f"Index {value} is out of bounds for dimension {size} if "

@@ -244,6 +244,8 @@ def _index_dtype(shape) -> np.dtype:
 
 def _normalized_index(index, size: int, dtype: np.dtype, wrap_negative: bool):
     """`index` converted to `dtype`, with negative values counted from the end."""
+    if not _is_traced_or_device(index) and type(size) is shape_poly.DimExpr:
+        index = lax._convert_element_type(np.asarray(index).astype(dtype), dtype)
     if not _is_traced_or_device(index):
         values = np.asarray(index).astype(np.int64)
         if wrap_negative:
@@ -254,7 +256,7 @@ def _normalized_index(index, size: int, dtype: np.dtype, wrap_negative: bool):
     index = lax.convert_element_type(index, dtype)
     if not wrap_negative or unsigned:
         return index
-    zero, size = np.zeros((), dtype), np.asarray(size, dtype)
+    zero, size = np.zeros((), dtype), shape_poly.size_value(size, dtype)
     return structural.select_n(lax.lt(index, zero), index, lax.add(index, size))
 
 
