@@ -21,6 +21,7 @@ import struct
 
 import numpy as np
 
+from fluxion._src.export import shape_poly
 from fluxion._src import core, dtypes, tree_util
 from fluxion._src.core import ShapedArray
 
@@ -84,7 +85,8 @@ def _decode_tree(d):
 
 
 def _encode_aval(a) -> dict:
-    return {"shape": [int(d) for d in a.shape],
+    # a symbolic dimension is stored as its text ("2*b + 1"), parsed back in one scope
+    return {"shape": [str(d) if type(d) is shape_poly.DimExpr else int(d) for d in a.shape],
             "dtype": np.dtype(a.dtype).name, "weak_type": bool(a.weak_type)}
 
 
@@ -96,8 +98,9 @@ def _dtype(name: str):
         return np.dtype(getattr(ml_dtypes, name))
 
 
-def _decode_aval(d) -> ShapedArray:
-    shape = tuple(int(x) for x in d["shape"])  # symbolic dimensions are not supported
+def _decode_aval(d, scope) -> ShapedArray:
+    shape = tuple(shape_poly.symbolic_shape(x, scope=scope)[0] if isinstance(x, str) else int(x)
+                  for x in d["shape"])
     dtype = dtypes.float0 if d["dtype"] == "void" else _dtype(d["dtype"])
     return ShapedArray(shape, dtype, d["weak_type"])
 
@@ -119,6 +122,10 @@ def serialize(exp, vjp_order: int = 0) -> bytearray:
         "ordered_effects": [], "unordered_effects": [],
         "disabled_safety_checks": [str(c) for c in exp.disabled_safety_checks],
     }
+    scopes = {id(d.scope): d.scope for a in exp.in_avals + exp.out_avals for d in a.shape
+              if type(d) is shape_poly.DimExpr}
+    if scopes:
+        meta["symbolic_constraints"] = list(next(iter(scopes.values())).constraints_str)
     sections = [("meta", json.dumps(meta, sort_keys=True).encode()),
                 ("module", exp.mlir_module_serialized)]
     if vjp_order > 0:
@@ -165,10 +172,11 @@ def deserialize(blob) -> "Exported":
     meta = json.loads(sec["meta"].decode())
     vjp_blob = sec.get("vjp")
     get_vjp = (lambda: deserialize(vjp_blob)) if vjp_blob is not None else None
+    scope = shape_poly.SymbolicScope(meta.get("symbolic_constraints", ()))
     return Exported(
         meta["fun_name"], _decode_tree(meta["in_tree"]),
-        [_decode_aval(a) for a in meta["in_avals"]], _decode_tree(meta["out_tree"]),
-        [_decode_aval(a) for a in meta["out_avals"]], meta["platforms"], sec["module"],
+        [_decode_aval(a, scope) for a in meta["in_avals"]], _decode_tree(meta["out_tree"]),
+        [_decode_aval(a, scope) for a in meta["out_avals"]], meta["platforms"], sec["module"],
         in_shardings_hlo=meta["in_shardings_hlo"], out_shardings_hlo=meta["out_shardings_hlo"],
         nr_devices=meta["nr_devices"],
         calling_convention_version=meta["calling_convention_version"],

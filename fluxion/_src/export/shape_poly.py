@@ -247,6 +247,8 @@ class DimExpr:
 
     # ---- comparisons
     def __eq__(self, other):
+        if isinstance(other, DimExpr) and other.scope is not self.scope:
+            return False  # (avals are interned by shape: dims of two scopes never match)
         o = self._lift(other)
         if o is None:
             return False
@@ -261,7 +263,7 @@ class DimExpr:
 
     def __hash__(self):
         if self._hash is None:
-            self._hash = hash(tuple(self._coeffs.items()))
+            self._hash = hash((tuple(self._coeffs.items()), id(self.scope)))
         return self._hash
 
     def _cmp(self, other, op: str) -> bool:
@@ -381,7 +383,8 @@ def _eval_atom(atom: _Atom, env, ops):
 
 
 _INT_OPS = {"const": int, "add": operator.add, "mul": operator.mul,
-            "floordiv": operator.floordiv, "mod": operator.mod, "max": max, "min": min}
+            "floordiv": lambda a, b: floordiv(a, b), "mod": lambda a, b: mod(a, b),
+            "max": lambda a, b: max_dim(a, b), "min": lambda a, b: min_dim(a, b)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -761,12 +764,14 @@ def symbolic_args_specs(args, shapes_specs, constraints: Sequence[str] = (),
     if shapes_specs is None or isinstance(shapes_specs, str):
         specs = [shapes_specs] * len(leaves)
     else:
-        specs = tree_util.tree_flatten(
-            tree_util.tree_map(lambda s, sub: [s] * len(tree_util.tree_leaves(sub)),
-                               shapes_specs, args, is_leaf=lambda x: x is None or isinstance(x, str))
-        )[0]
-        if len(specs) != len(leaves):
-            raise ValueError("shapes_specs must be a pytree prefix of args")
+        spec_leaves, spec_tree = tree_util.tree_flatten(
+            shapes_specs, is_leaf=lambda x: x is None or isinstance(x, str))
+        try:
+            subtrees = spec_tree.flatten_up_to(args)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"shapes_specs must be a pytree prefix of args: {e}") from None
+        specs = [s for s, sub in zip(spec_leaves, subtrees)
+                 for _ in tree_util.tree_leaves(sub)]
     out = []
     for x, spec in zip(leaves, specs):
         shape, dtype = np.shape(x), getattr(x, "dtype", None)

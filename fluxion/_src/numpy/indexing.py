@@ -158,6 +158,8 @@ def _classify(item, position: int):
         return "bool", bool(item)
     if isinstance(item, (int, np.integer)):
         return "int", operator.index(item)
+    if type(item) is shape_poly.DimExpr:  # a symbolic position: a traced index
+        item = shape_poly.dimension_as_value(item)
     if isinstance(item, (list, tuple, float, complex, np.generic)):
         item = _host_index_array(item, position)
     if isinstance(item, (np.ndarray, Array, core.Tracer)):
