@@ -154,8 +154,9 @@ def _check_call_avals(exported: Exported, avals) -> None:
             raise ValueError(f"Function {exported.fun_name} was exported for an argument {i} "
                              f"of type {want.str_short()} but is called with "
                              f"{got.str_short()}")
-        if len(got.shape) != len(want.shape) or (
-                not shape_poly.is_symbolic_shape(want.shape) and tuple(got.shape) != tuple(want.shape)):
+        if len(got.shape) != len(want.shape) or any(
+                type(w) is not shape_poly.DimExpr and not _same_dim(w, g)
+                for g, w in zip(got.shape, want.shape)):
             raise ValueError(f"Function {exported.fun_name} was exported for an argument {i} "
                              f"of shape {want.str_short()} but is called with shape "
                              f"{got.str_short()}")

@@ -491,8 +491,6 @@ def _bounds(e: DimExpr, use_constraints: bool = True) -> tuple:
             rest = e - ce
             rlo, rhi = _bounds(rest, False) if isinstance(rest, DimExpr) else (rest, rest)
             lo = max(lo, rlo + c)
-            if rest == 0 or not isinstance(rest, DimExpr):
-                pass
         for ce, c in e.scope._constraints:  # -e = (-e - ce) + ce >= ... gives an upper bound
             rest = -e - ce
             rlo, _ = _bounds(rest, False) if isinstance(rest, DimExpr) else (rest, rest)
