@@ -68,6 +68,7 @@ def test_arithmetic_normalizes_to_ints_and_matches_jax_forms():
 
 
 COMPARISONS = ["b == 4", "b == c", "b >= 1", "b >= 2", "b < 1", "b + 1 > b", "b % 2 < 2",
+               "b >= b // 2 + 1", "b >= b // 2 + 2", "3 * b // 3 <= b",
                "b // 2 >= 0", "b <= c", "2*b >= b", "b * c >= b", "b - 1 >= 0", "b > 1",
                "b != 3"]
 

@@ -480,22 +480,44 @@ def min_dim(d1, d2):
 # ---------------------------------------------------------------------------------------------
 # Bounds
 
-def _bounds_any(e) -> tuple:
-    return _bounds(e) if isinstance(e, DimExpr) else (e, e)
+def _bounds_any(e, use_constraints: bool = True) -> tuple:
+    return _bounds(e, use_constraints) if isinstance(e, DimExpr) else (e, e)
 
 
 def _bounds(e: DimExpr, use_constraints: bool = True) -> tuple:
     lo, hi = _interval(e)
     if use_constraints:
-        for ce, c in e.scope._constraints:  # e = (e - ce) + ce with ce >= c
-            rest = e - ce
-            rlo, rhi = _bounds(rest, False) if isinstance(rest, DimExpr) else (rest, rest)
-            lo = max(lo, rlo + c)
-        for ce, c in e.scope._constraints:  # -e = (-e - ce) + ce >= ... gives an upper bound
-            rest = -e - ce
-            rlo, _ = _bounds(rest, False) if isinstance(rest, DimExpr) else (rest, rest)
-            hi = min(hi, -(rlo + c))
+        implicit, scales = _implicit_constraints(e)
+        constraints = list(e.scope._constraints) + implicit
+        # s*e = (s*e - ce) + ce with ce >= c; e is an integer, so its bound rounds inwards
+        for s in scales:
+            for ce, c in constraints:
+                rlo = _bounds_any(s * e - ce, False)[0] + c
+                if rlo > -_INF:
+                    lo = max(lo, math.ceil(rlo / s) if rlo != _INF else rlo)
+                rlo = _bounds_any(-s * e - ce, False)[0] + c
+                if rlo > -_INF:
+                    hi = min(hi, -math.ceil(rlo / s) if rlo != _INF else -rlo)
     return lo, hi
+
+
+def _implicit_constraints(e: DimExpr) -> list:
+    """For each `floordiv(x, k)` (k a positive int) in `e`: x - k*q >= 0 and k*q - x >= 1 - k;
+    and the scales worth trying (1 and each k)."""
+    out, scales = [], [1]
+    for m in e._coeffs:
+        for atom, _ in m:
+            if atom.op == "floordiv" and not isinstance(atom.args[1], DimExpr) \
+                    and atom.args[1] > 0:
+                x, k = atom.args
+                if k not in scales:
+                    scales.append(k)
+                q = DimExpr._from_atom(atom, e.scope)
+                for expr, c in ((x - k * q, 0), (k * q - x, 1 - k)):
+                    if isinstance(expr, DimExpr):
+                        const = expr._coeffs.get((), 0)
+                        out.append((expr - const, c - const))
+    return out, scales
 
 
 def _mul_iv(a, b) -> tuple:

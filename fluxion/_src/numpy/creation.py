@@ -284,8 +284,8 @@ def _diagonal_mask(rows: int, cols: int, k, compare):
 
 
 def _matrix_dims(name, N, M):
-    N = util.static_int(N, f"'N' argument of jnp.{name}")
-    M = N if M is None else util.static_int(M, f"'M' argument of jnp.{name}")
+    N = util.static_dim(N, f"'N' argument of jnp.{name}")
+    M = N if M is None else util.static_dim(M, f"'M' argument of jnp.{name}")
     if N < 0 or M < 0:
         raise ValueError(f"negative dimensions are not allowed, got N={N} and M={M}")
     return N, M
