@@ -416,3 +416,9 @@ def test_multi_platform_symbolic():
         S((b, 3), np.float32))
     x = np.ones((5, 3), np.float32)
     np.testing.assert_allclose(exp.call(x), np.full(5, 6.))
+
+
+def test_jit_lowering_refuses_symbolic_arguments():
+    b, = export.symbolic_shape("b")
+    with pytest.raises(ValueError, match="can only be lowered by fluxion.export.export"):
+        fx.jit(lambda x, w: x @ w).lower(S((b, 3), np.float32), S((3, 2), np.float32))

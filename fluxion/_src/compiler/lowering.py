@@ -9,7 +9,7 @@ from fluxion._src import core
 from fluxion._src.compiler import hlo
 from fluxion._src.compiler.hlo import Block, HloOps, Module, Value
 from fluxion._src.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
-from fluxion._src.export.shape_poly import InconclusiveDimensionOperation
+from fluxion._src.export.shape_poly import InconclusiveDimensionOperation, is_symbolic_shape
 
 # primitive -> {platform or None: rule}
 _lowerings: dict[core.Primitive, dict[str | None, Callable]] = {}
@@ -137,6 +137,10 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, platform: str, name: str = "main",
     """A StableHLO module whose @main takes the jaxpr's constvars then invars as arguments."""
     module = Module(platform)
     arg_avals = [v.aval for v in jaxpr.constvars] + [v.aval for v in jaxpr.invars]
+    symbolic = [a for a in arg_avals if is_symbolic_shape(a.shape)]
+    if symbolic:
+        raise ValueError(f"Arguments of symbolic shape ({symbolic[0].str_short()}) can only be "
+                         "lowered by fluxion.export.export; jit compiles concrete shapes.")
     block = Block(module, arg_avals, [f"%arg{i}" for i in range(len(arg_avals))])
     n_consts = len(jaxpr.constvars)
     inner = Jaxpr([], jaxpr.constvars + jaxpr.invars, jaxpr.outvars, jaxpr.eqns)

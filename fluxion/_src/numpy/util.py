@@ -20,7 +20,7 @@ def is_arraylike(x) -> bool:
 
 def _dims_as_values(args):
     """Symbolic dimensions among `args` as traced int scalars (shape polymorphism)."""
-    if any(type(x) is shape_poly.DimExpr for x in args):
+    if shape_poly.DimExpr in map(type, args):
         return [shape_poly.dimension_as_value(x) if type(x) is shape_poly.DimExpr else x
                 for x in args]
     return args
