@@ -422,3 +422,12 @@ def test_jit_lowering_refuses_symbolic_arguments():
     b, = export.symbolic_shape("b")
     with pytest.raises(ValueError, match="can only be lowered by fluxion.export.export"):
         fx.jit(lambda x, w: x @ w).lower(S((b, 3), np.float32), S((3, 2), np.float32))
+
+
+def test_public_names_where_jax_has_them():
+    import fluxion.core
+    import fluxion.errors
+    assert fluxion.errors.InconclusiveDimensionOperation is InconclusiveDimensionOperation
+    b, = export.symbolic_shape("b")
+    assert export.is_symbolic_dim(b) and not export.is_symbolic_dim(3)
+    assert fluxion.core.max_dim(b, 1) == b and fluxion.core.min_dim(3, 2) == 2
