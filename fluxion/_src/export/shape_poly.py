@@ -566,10 +566,16 @@ def _atom_interval(atom: _Atom, scope) -> tuple:
             return 0, dhi - 1
         return -_INF, _INF
     # floordiv
-    if dlo > 0:
-        cands = [math.floor(x / y) if abs(x) != _INF and abs(y) != _INF else
-                 (x / y if abs(y) != _INF else 0) for x in (alo, ahi) for y in (dlo, dhi)]
-        return min(cands), max(cands)
+    if dlo > 0:  # x // y for y in [dlo, dhi] is monotone in x; extremes at the ends
+        def fdiv(x, y):
+            if x in (_INF, -_INF):
+                return x
+            if y == _INF:
+                return 0 if x >= 0 else -1
+            return x // y
+        lo = fdiv(alo, dhi) if alo >= 0 else fdiv(alo, dlo)
+        hi = fdiv(ahi, dlo) if ahi >= 0 else fdiv(ahi, dhi)
+        return lo, hi
     return -_INF, _INF
 
 
