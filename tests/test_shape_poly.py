@@ -205,6 +205,20 @@ CASES = {
     "dot_general_batch": lambda x: jnp.einsum("bi,bj->bij", x, x),
     "conv": _conv,
     "sort": lambda x: jnp.sort(x, axis=0),
+    "cumsum": lambda x: (jnp.cumsum(x, axis=0), lax.cumprod(x, axis=0, reverse=True)),
+    "reduce_window_same": lambda x: lax.reduce_window(x, 0., lax.add, (2, 1), (1, 1), "SAME"),
+    "max_pool_strided": lambda x: lax.reduce_window(x, -np.inf, lax.max, (2, 2), (2, 1),
+                                                    "SAME"),
+    "roll": lambda x: jnp.roll(x, 1, axis=0),
+    "dynamic_slice_symbolic_size": lambda x: lax.dynamic_slice_in_dim(
+        jnp.concatenate([x, x]), 1, x.shape[0], 0),
+    "dynamic_update_slice": lambda x: lax.dynamic_update_slice(x, jnp.ones((1, 4), np.float32),
+                                                               (1, 0)),
+    "scatter": lambda x: x.at[jnp.array([0, 0])].add(1.),
+    "argsort_take_along": lambda x: jnp.take_along_axis(x, jnp.argsort(x, axis=1), axis=1),
+    "cond_while": lambda x: lax.cond(x.sum() > 0, lambda y: y * 2, lambda y: y, x) + lax.while_loop(
+        lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2), (0, x))[1],
+    "eye": lambda x: jnp.eye(x.shape[0]) @ x,
     "size_as_value": lambda x: x * x.shape[0] + x.size,
     "scan": lambda x: lax.scan(lambda c, r: (c + r, c * r), jnp.zeros(4, np.float32), x),
     "fori_loop": lambda x: lax.fori_loop(0, x.shape[0], lambda i, c: c + x[i],
@@ -268,9 +282,32 @@ def test_dynamic_ops_in_module():
 
 def test_unsupported_op_raises_clearly():
     b, = export.symbolic_shape("b")
+    with pytest.raises(InconclusiveDimensionOperation, match="inconclusive"):
+        export.export(fx.jit(lambda x: jnp.linalg.qr(x)[1]))(S((b, 4), np.float32))
     with pytest.raises(InconclusiveDimensionOperation,
-                       match="lowering of 'cumsum' does not support symbolic dimensions"):
-        export.export(fx.jit(lambda x: jnp.cumsum(x, axis=0)))(S((b, 4), np.float32))
+                       match="lowering of 'scan' does not support symbolic dimensions"):
+        export.export(fx.jit(lambda x: lax.scan(lambda c, r: (c + r, c), jnp.zeros(4), x,
+                                                unroll=2)[0]))(S((b, 4), np.float32))
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv_symbolic_spatial_same_padding(stride):
+    h, = export.symbolic_shape("h")
+
+    def f(x):
+        return lax.conv_general_dilated(x, jnp.ones((2, 1, 3, 3), np.float32), (stride, stride),
+                                        "SAME")
+    exp = export.export(fx.jit(f))(S((2, 1, h, h), np.float32))
+    jh, = jexport.symbolic_shape("h")
+    jexp = jexport.export(jax.jit(lambda x: jax.lax.conv_general_dilated(
+        x, jax.numpy.ones((2, 1, 3, 3), np.float32), (stride, stride), "SAME")))(
+        jax.ShapeDtypeStruct((2, 1, jh, jh), np.float32))
+    rng = np.random.default_rng(0)
+    for n in (3, 8):
+        x = rng.random((2, 1, n, n)).astype(np.float32)
+        got = exp.call(x)
+        np.testing.assert_allclose(got, fx.jit(f)(x), rtol=1e-5)
+        np.testing.assert_allclose(got, jexp.call(x), rtol=1e-5)
 
 
 def test_python_control_flow_on_symbolic_dim_is_inconclusive():

@@ -735,13 +735,26 @@ def _dynamic_slice_abstract_eval(x, *indices, slice_sizes):
     if any(s < 0 for s in slice_sizes):
         raise TypeError(f"dynamic_slice slice_sizes must be greater than or equal to zero, got "
                         f"slice_sizes of {slice_sizes}.")
-    if any(s > n for s, n in zip(slice_sizes, x.shape)):
+    if any(shape_poly.known_true(lambda: s > n) for s, n in zip(slice_sizes, x.shape)):
         raise TypeError(f"dynamic_slice slice_sizes must be less than or equal to operand shape, "
                         f"got slice_sizes {slice_sizes} for operand shape {x.shape}.")
     return ShapedArray(slice_sizes, x.dtype, x.weak_type)
 
 
 def _dynamic_slice_lowering(ctx, x, *indices, slice_sizes):
+    if shape_poly.is_symbolic_shape(slice_sizes):
+        # a symbolic slice size: real_dynamic_slice from the start indices clamped as
+        # dynamic_slice clamps them, to [0, dim - size]
+        starts = []
+        for i, n, s in zip(indices, x.shape, slice_sizes):
+            i = ctx.convert(i, np.int32)
+            starts.append(ctx.clamp(ctx.constant(np.int32(0), np.int32), i,
+                                    ctx.dim_value(n - s)))
+        start = ctx.concatenate([ctx.reshape(i, (1,)) for i in starts], 0)
+        limit = ctx.add(start, ctx.shape_value(slice_sizes))
+        return ctx.op1("stablehlo.real_dynamic_slice",
+                       [x, start, limit, ctx.shape_value((1,) * len(slice_sizes))],
+                       ctx.avals_out[0])
     return ctx.op1("stablehlo.dynamic_slice", [x, *indices], ctx.avals_out[0],
                    {"slice_sizes": i64_array(slice_sizes)})
 
@@ -987,7 +1000,7 @@ def dynamic_slice_in_dim(operand, start_index, slice_size: int, axis: int = 0, *
     axis = _canonicalize_axis(axis, len(shape))
     starts, allow = _one_axis_indices(len(shape), axis, start_index, allow_negative_indices)
     sizes = list(shape)
-    sizes[axis] = operator.index(slice_size)
+    sizes[axis] = core.canonicalize_dim(slice_size)
     return dynamic_slice(operand, starts, sizes, allow_negative_indices=allow)
 
 

@@ -8,6 +8,7 @@ import operator
 
 import numpy as np
 
+from fluxion._src.export import shape_poly as export_shape_poly
 from fluxion._src import core, dtypes
 from fluxion._src.array import Array
 from fluxion._src.lax import lax
@@ -478,13 +479,13 @@ def _roll_one(a, shift, axis):
     n = _shape(a)[axis]
     if n == 0:
         return a
-    if core.is_concrete(shift):
+    if core.is_concrete(shift) and not isinstance(n, export_shape_poly.DimExpr):
         s = operator.index(core.concrete_or_error(shift, "")) % n
         return _take_static(a, (np.arange(n) - s) % n, axis)
     # A traced shift: take a window of the array concatenated with itself.
     shift = util.convert(shift, dtypes.int32)
-    start = lax.sub(lax._convert_element_type(n, dtypes.int32, False),
-                    ufuncs.remainder(shift, n))
+    n_value = lax._convert_element_type(n, dtypes.int32, False)
+    start = lax.sub(n_value, ufuncs.remainder(shift, n_value))
     return ls.dynamic_slice_in_dim(ls.concatenate([a, a], axis), start, n, axis)
 
 
