@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import weakref
 from typing import Callable, Sequence
 
 import numpy as np
@@ -511,17 +512,17 @@ def _call_exported_lowering(ctx, *args, exported: Exported):
                   {"callee": "@" + entry.replace(_TOKEN, prefix)})
 
 
-_refined_cache: dict = {}
+_refined_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # Exported -> {key: ...}
 
 
 def _refined_functions(exported: Exported, avals, index) -> tuple[str, str]:
     """The exported functions specialized to arguments of concrete shapes `avals`: a wrapper
     @main of static types calls the polymorphic @main, and StableHLO's shape refinement
     (jaxlib's `refine_polymorphic_shapes`) propagates the static shapes through it."""
-    key = (id(exported), avals, index)
-    hit = _refined_cache.get(key)
-    if hit is not None and hit[0] is exported:
-        return hit[1]
+    per_exported = _refined_cache.setdefault(exported, {})
+    hit = per_exported.get((avals, index))
+    if hit is not None:
+        return hit
     from jaxlib import _jax
     from jaxlib.mlir import ir
     funcs, entry = exported._inline_functions()
@@ -569,7 +570,7 @@ def _refined_functions(exported: Exported, avals, index) -> tuple[str, str]:
             op.attributes["sym_visibility"] = ir.StringAttr.get("private")
             texts.append(op.get_asm(enable_debug_info=False))
     result = ("\n".join(texts), renames["main"])
-    _refined_cache[key] = (exported, result)
+    per_exported[(avals, index)] = result
     return result
 
 
