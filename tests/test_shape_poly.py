@@ -219,6 +219,8 @@ CASES = {
     "cond_while": lambda x: lax.cond(x.sum() > 0, lambda y: y * 2, lambda y: y, x) + lax.while_loop(
         lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2), (0, x))[1],
     "eye": lambda x: jnp.eye(x.shape[0]) @ x,
+    "random": lambda x: (fx.random.normal(fx.random.key(0), (3, x.shape[0], 2)),
+                         fx.random.uniform(fx.random.key(1), x.shape) * x),
     "size_as_value": lambda x: x * x.shape[0] + x.size,
     "scan": lambda x: lax.scan(lambda c, r: (c + r, c * r), jnp.zeros(4, np.float32), x),
     "fori_loop": lambda x: lax.fori_loop(0, x.shape[0], lambda i, c: c + x[i],

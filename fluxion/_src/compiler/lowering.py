@@ -94,6 +94,8 @@ def lower_jaxpr_into(block: Block, jaxpr: Jaxpr | ClosedJaxpr, args: Sequence[Va
         try:
             outs = rule(ctx, *[read(v) for v in eqn.invars], **eqn.params)
         except InconclusiveDimensionOperation as e:
+            if str(e).startswith("The lowering of"):  # from a nested jaxpr: already named
+                raise
             raise InconclusiveDimensionOperation(
                 f"The lowering of '{eqn.primitive.name}' does not support symbolic dimensions "
                 f"with these operands ({', '.join(a.str_short() for a in ctx.avals_in)}): "
