@@ -415,8 +415,23 @@ def test_call_shape_checks():
         exp.call(np.ones((3, 5), np.float32), np.ones((3, 5), np.float32))
     with pytest.raises(ValueError, match="Expected value >= 1"):
         exp.call(np.ones((0, 4), np.float32), np.ones((0, 4), np.float32))
+    b, c = export.symbolic_shape("b, c")
     with pytest.raises(ValueError, match="Cannot solve"):
-        export.export(fx.jit(lambda x: x))(S((2 * b, 4), np.float32))
+        export.export(fx.jit(lambda x: x))(S((b * c, 4), np.float32))
+
+
+def test_linear_dimension_variables_are_solved():
+    b, c = export.symbolic_shape("b, c")
+    f = lambda x, y: (jnp.sum(x.reshape(2, -1), 0), y[:, :c] * c)  # noqa: E731
+    exp = export.export(fx.jit(f))(S((2 * b + 2,), np.float32), S((3, c + b), np.float32))
+    assert str(exp.out_avals[0].shape) == "(b + 1,)"
+    x = np.arange(8, dtype=np.float32)
+    y = np.ones((3, 7), np.float32)
+    got = exp.call(x, y)  # b = 3, c = 4
+    np.testing.assert_allclose(got[0], x.reshape(2, -1).sum(0))
+    np.testing.assert_allclose(got[1], np.full((3, 4), 4.))
+    with pytest.raises(ValueError, match="inconsistency"):
+        exp.call(np.ones(7, np.float32), y)  # 2*b + 2 = 7 has no integer solution
 
 
 def test_two_variables_and_derived_dims():

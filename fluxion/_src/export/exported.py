@@ -177,14 +177,12 @@ def _dim_env(exported: Exported, avals) -> dict:
         raise ValueError(f"Input shapes do not match the polymorphic shapes specification. "
                          f"{what}. Using the following polymorphic shapes specifications: "
                          f"{specs}.")
-    for i, (got, want) in enumerate(zip(avals, exported.in_avals)):
-        for j, (g, w) in enumerate(zip(got.shape, want.shape)):
-            name = w._is_var() if type(w) is shape_poly.DimExpr else None
-            if name is not None and name not in env:
-                if type(g) is not shape_poly.DimExpr and g < 1:
-                    fail(f"Expected value >= 1 for dimension variable '{name}', got "
-                         f"args[{i}].shape[{j}] = {g}")
-                env[name] = g
+    env = shape_poly.solve_dim_vars(
+        [(w, g) for got, want in zip(avals, exported.in_avals)
+         for g, w in zip(got.shape, want.shape)])
+    for name, value in env.items():
+        if type(value) is not shape_poly.DimExpr and value < 1:
+            fail(f"Expected value >= 1 for dimension variable '{name}', got {value}")
     for i, (got, want) in enumerate(zip(avals, exported.in_avals)):
         for j, (g, w) in enumerate(zip(got.shape, want.shape)):
             if type(w) is shape_poly.DimExpr:
@@ -331,22 +329,21 @@ def _lower_for_platform(closed, in_avals, platform: str, name: str) -> str:
 def _dimension_variables(block, in_avals) -> dict:
     """name -> tensor<i32> value of each dimension variable, read off the first argument
     dimension that is that variable alone."""
-    env: dict = {}
-    wanted: set = set()
+    pairs, wanted = [], set()
     for i, a in enumerate(in_avals):
         for j, d in enumerate(a.shape):
             if type(d) is not shape_poly.DimExpr:
                 continue
             wanted |= d.variables()
-            name = d._is_var()
-            if name is not None and name not in env:
-                env[name] = block.op1("stablehlo.get_dimension_size", [block.args[i]],
-                                      ShapedArray((), np.int32), {"dimension": f"{j} : i64"})
+            size = block.op1("stablehlo.get_dimension_size", [block.args[i]],
+                             ShapedArray((), np.int32), {"dimension": f"{j} : i64"})
+            pairs.append((d, size))
+    env = shape_poly.solve_dim_vars(pairs, block._dim_ops())
     missing = sorted(wanted - set(env))
     if missing:
         raise ValueError(f"Cannot solve for the values of the dimension variables {missing}: "
-                         "each variable must be the whole of some argument dimension (as in "
-                         "'b, 4'); dimensions such as '2*b' alone are not supported.")
+                         "each variable must appear linearly and alone (given the others) in "
+                         "some argument dimension, as in 'b, 4' or '2*b + 1'.")
     return env
 
 

@@ -102,8 +102,8 @@ def _concrete_mask(mask) -> np.ndarray:
 
 
 def _static_slice_part(value, what: str, s: slice):
-    if value is None:
-        return None
+    if value is None or type(value) is shape_poly.DimExpr:
+        return value
     try:
         return operator.index(value)
     except TypeError:
@@ -119,7 +119,7 @@ def _static_slice_part(value, what: str, s: slice):
 
 def _parse_slice(s: slice, dim: int, size: int) -> _Slice:
     start, stop, step = (_static_slice_part(getattr(s, n), n, s) for n in ("start", "stop", "step"))
-    if type(size) is shape_poly.DimExpr:
+    if shape_poly.DimExpr in (type(size), type(start), type(stop), type(step)):
         return _symbolic_slice(dim, start, stop, step, size)
     start, stop, step = slice(start, stop, step).indices(size)
     return _Slice(dim, start, step, len(range(start, stop, step)))
