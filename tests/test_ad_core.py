@@ -51,6 +51,20 @@ def test_higher_order_and_nesting():
         np.testing.assert_allclose(g(x), np.sin(2 * x), rtol=1e-5)
 
 
+def test_has_aux_under_jit_returns_primal_values():
+    # aux computed from differentiated inputs is a value, not a tracer of the finished trace
+    def loss(x):
+        return jnp.sin(x), {"twice": x * 2, "pos": jnp.where(x > 0, x, 0.0)}
+
+    for wrap in (lambda f: f, fluxion.jit):
+        g, aux = wrap(fluxion.grad(loss, has_aux=True))(-1.5)
+        np.testing.assert_allclose(g, np.cos(-1.5), rtol=1e-6)
+        assert float(aux["twice"]) == -3.0 and float(aux["pos"]) == 0.0
+        y, t, aux = wrap(lambda x: fluxion.jvp(loss, (x,), (1.0,), has_aux=True))(0.5)
+        np.testing.assert_allclose(t, np.cos(0.5), rtol=1e-6)
+        assert float(aux["twice"]) == 1.0
+
+
 def test_argnums_has_aux_and_pytrees():
     def loss(params, x, scale):
         y = jnp.tanh(params["w"] * x + params["b"])

@@ -77,7 +77,7 @@ def test_print_under_grad_and_in_loops(capsys):
 def test_print_format_errors_at_trace_time():
     with pytest.raises(KeyError, match="y"):
         jax.jit(lambda x: jax.debug.print("{y}", x=x))(1.0)
-    with pytest.raises(ValueError, match="positional"):
+    with pytest.raises(IndexError, match="positional"):
         jax.debug.print("{} {}", 1.0)
     with pytest.raises(TypeError):
         jax.debug.print(3.0)

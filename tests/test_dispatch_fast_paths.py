@@ -107,6 +107,40 @@ def test_multiple_outputs_and_pytrees_through_fast_path():
         np.testing.assert_array_equal(np.asarray(out["d"][1]), np.zeros(3))
 
 
+def test_pytree_arguments_through_fast_path():
+    calls = []
+
+    def g(params, x):
+        calls.append(1)
+        for w, b in params:
+            x = x * w + b
+        return x, [b for _, b in params]
+    f = jax.jit(g)
+    params = [(jnp.full(2, 2.0), jnp.ones(2)), (jnp.full(2, 3.0), jnp.zeros(2))]
+    x = jnp.arange(2.0)
+    for _ in range(3):
+        out, bs = f(params, x)
+        np.testing.assert_array_equal(np.asarray(out), (np.arange(2.0) * 2 + 1) * 3)
+        assert len(bs) == 2
+    assert len(calls) == 1
+    assert any(not isinstance(k[0], ShapedArray) for k in f._fast_cache)  # a pytree entry
+    out, _ = f(params[:1], x)  # another structure: traced again, right answer
+    np.testing.assert_array_equal(np.asarray(out), np.arange(2.0) * 2 + 1)
+    out, _ = f([(w.astype(jnp.int32), b.astype(jnp.int32)) for w, b in params],
+               jnp.arange(2))  # other dtypes
+    assert out.dtype == jnp.int32 and len(calls) == 3
+    out, _ = f([(np.full(2, 2.0, np.float32), np.ones(2, np.float32))] + params[1:], x)
+    np.testing.assert_array_equal(np.asarray(out), (np.arange(2.0) * 2 + 1) * 3)
+    gone = jnp.ones(2)
+    gone.delete()
+    with pytest.raises(RuntimeError, match="deleted"):
+        f([(gone, jnp.ones(2))] + params[1:], x)
+    leaked = []
+    jax.make_jaxpr(lambda a: leaked.append(a) or a)(jnp.ones(2))
+    with pytest.raises(UnexpectedTracerError):
+        f([(leaked[0], jnp.ones(2))] + params[1:], x)
+
+
 def test_leaked_tracer_on_fast_paths_raises():
     leaked = []
 

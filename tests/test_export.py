@@ -1,5 +1,6 @@
 """fluxion.export: Exported attributes, serialization round trips across processes, calls
 under jit / vmap / grad, multi-platform modules, errors."""
+import hashlib
 import os
 import struct
 import subprocess
@@ -65,7 +66,8 @@ def test_call_matches_numpy(exp):
 def test_serialize_round_trip_and_format(exp):
     blob = exp.serialize()
     assert bytes(blob[:8]) == b"FLXEXPRT"
-    assert struct.unpack_from("<II", blob, 8) == (1, 2)
+    assert struct.unpack_from("<II", blob, 8) == (2, 2)  # version 2, two sections
+    assert bytes(blob[-32:]) == hashlib.sha256(bytes(blob[:-32])).digest()
     back = export.deserialize(blob)
     assert back.fun_name == exp.fun_name and back.in_tree == exp.in_tree
     assert back.out_tree == exp.out_tree and back.in_avals == exp.in_avals
@@ -84,6 +86,14 @@ def test_corrupt_containers_are_rejected(exp):
         export.deserialize(blob[: len(blob) // 2])
     with pytest.raises(ValueError, match="format version"):
         export.deserialize(blob[:8] + struct.pack("<I", 99) + blob[12:])
+    with pytest.raises(ValueError, match="checksum"):
+        export.deserialize(blob[:-40] + bytes([blob[-40] ^ 1]) + blob[-39:])
+
+
+def test_version_1_containers_are_still_read(exp):
+    blob = bytes(exp.serialize())
+    v1 = blob[:8] + struct.pack("<I", 1) + blob[12:-32]  # version 1 had no checksum
+    assert_tree_close(export.deserialize(v1).call(X, Y), f_np(X, Y))
 
 
 def test_grad_and_vmap_of_a_deserialized_call(exp):

@@ -17,12 +17,6 @@ NOT_HERE = {
     "pswapaxes": "collective, not built yet (issue 12)",
     "ragged_all_to_all": "collective, not built yet (issue 12)",
     "ragged_all_to_all_p": "collective, not built yet (issue 12)",
-    # Not built yet (see docs/lax_namespace.md).
-    "after_all": "tokens need a token type in fluxion's IR and lowering",
-    "after_all_p": "tokens need a token type in fluxion's IR and lowering",
-    "create_token": "tokens need a token type in fluxion's IR and lowering",
-    "create_token_p": "tokens need a token type in fluxion's IR and lowering",
-    "device_put_p": "fluxion's device_put is not a primitive",
 }
 
 

@@ -87,8 +87,11 @@ def test_failures_give_nan_and_bad_input_errors(x64):
     assert float(fnp.linalg.det(singular)) == 0.0
     with pytest.raises(ValueError, match="square"):
         fl.cholesky(np.ones((2, 3)))
-    with pytest.raises(ValueError, match="at least 2"):
-        fl.eigh(np.ones(3))
+    for f in (fl.eigh, fl.cholesky, fl.qr, fl.svd, fl.lu, fl.schur):  # TypeError, as JAX
+        with pytest.raises(TypeError, match="at least 2"):
+            f(np.ones(3))
+        with pytest.raises(TypeError):
+            getattr(jax.lax.linalg, f.__name__)(np.ones(3))
     with pytest.raises(TypeError, match="float32"):
         fl.lu(np.ones((3, 3), np.int32))
     with pytest.raises(ValueError):
@@ -249,6 +252,35 @@ def test_grads_match_jax_including_degenerate(x64):
     g = fluxion.grad(lambda x: fnp.linalg.det(x))(s)
     jg = jax.grad(lambda x: jnp.linalg.det(x))(s)
     np.testing.assert_allclose(g, jg, rtol=1e-9)
+
+
+SINGULAR = {
+    "rank1_last_pivot": [[1.0, 2.0], [2.0, 4.0]],
+    "rank2_of_3": [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]],
+    "zero_first_pivot": [[0.0, 1.0], [0.0, 0.0]],
+    "shift": [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]],
+    "zeros": [[0.0] * 3] * 3,
+    "identity": np.eye(3).tolist(),
+}
+
+
+@pytest.mark.parametrize("name", SINGULAR)
+def test_det_gradient_is_the_adjugate_at_singular_matrices(name):
+    # d det(a)/da = adj(a)^T, finite at singular matrices (JAX's cofactor rule agrees).
+    a = np.array(SINGULAR[name], np.float32)
+    g = fluxion.grad(fnp.linalg.det)(a)
+    jg = jax.grad(jnp.linalg.det)(a)
+    np.testing.assert_allclose(g, jg, atol=1e-5)
+    jitted = fluxion.jit(fluxion.grad(fnp.linalg.det))(a)
+    np.testing.assert_allclose(jitted, jg, atol=1e-5)
+
+
+def test_det_jvp_complex_batched():
+    c = (rng.standard_normal((2, 3, 3)) + 1j * rng.standard_normal((2, 3, 3))).astype(np.complex64)
+    c[1, 2] = c[1, 0]  # singular
+    f = lambda m: fluxion.jvp(fnp.linalg.det, (m,), (m * 0.5j + 1,))[1]  # noqa: E731
+    jf = lambda m: jax.jvp(jnp.linalg.det, (m,), (m * 0.5j + 1,))[1]  # noqa: E731
+    np.testing.assert_allclose(fluxion.vmap(f)(c), jax.vmap(jf)(c), rtol=2e-5, atol=2e-5)
 
 
 def test_vmap_against_loop(x64):

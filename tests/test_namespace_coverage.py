@@ -8,34 +8,19 @@ import pytest
 import fluxion
 
 # namespace -> {missing name: reason}
-_TOKENS = "tokens need a token type in the IR, the emitter and the runtime (not built yet)"
 _SHARDING = "sharded arrays and XLA's SPMD partitioner are not built yet (issue 12)"
-_SCHUR = "needs the Schur or Hessenberg decomposition (lax.linalg), not built yet"
-_SPECIAL = "not built yet (issue 11)"
 _HELPER = "an import inside JAX's module, not part of its API"
 NOT_PROVIDED = {
-    "lax": {"after_all": _TOKENS, "after_all_p": _TOKENS, "create_token": _TOKENS,
-            "create_token_p": _TOKENS,
-            "device_put_p": "fluxion's device_put is not a primitive",
-            "precv": _SHARDING, "psend": _SHARDING, "pswapaxes": _SHARDING,
+    "lax": {"precv": _SHARDING, "psend": _SHARDING, "pswapaxes": _SHARDING,
             "ragged_all_to_all": _SHARDING, "ragged_all_to_all_p": _SHARDING,
             "sharding_constraint_p": _SHARDING, "with_sharding_constraint": _SHARDING},
-    "lax.linalg": {n: "no LAPACK lowering yet (issue 10)" for n in [
-        "cholesky_update", "cholesky_update_p", "hessenberg", "hessenberg_p", "ormqr", "ormqr_p",
-        "qdwh", "schur", "schur_p", "tridiagonal", "tridiagonal_p"]},
-    "scipy.special": {n: _SPECIAL for n in [
-        "bernoulli", "bessel_jn", "dawsn", "erfcx", "exp1", "expi", "expn", "fresnel", "hyp1f1",
-        "hyp2f1", "owens_t", "sici", "spence", "sph_harm_y", "wofz"]},
-    "scipy.stats": {"gaussian_kde": _SPECIAL, "mode": _SPECIAL},
-    "scipy.linalg": {n: _SCHUR for n in ["funm", "hessenberg", "rsf2csf", "schur",
-                                         "solve_sylvester", "sqrtm"]},
     "example_libraries.optimizers": {n: _HELPER for n in [
         "jax", "map", "partial", "safe_map", "safe_zip", "unzip2", "zip"]},
 }
 
 NAMESPACES = ["numpy", "numpy.linalg", "numpy.fft", "lax", "lax.linalg", "nn", "nn.initializers",
               "random", "tree", "tree_util", "image", "scipy.special", "scipy.stats",
-              "scipy.linalg", "scipy.optimize", "scipy.sparse.linalg", "scipy.ndimage",
+              "scipy.linalg", "scipy.fft", "scipy.signal", "scipy.optimize", "scipy.sparse.linalg", "scipy.ndimage",
               "scipy.integrate", "scipy.interpolate", "scipy.cluster.vq", "scipy.spatial.transform",
               "example_libraries.stax", "example_libraries.optimizers"]
 

@@ -180,3 +180,25 @@ def test_eager_matches_jit():
 def test_errors(call, error):
     with pytest.raises(error):
         call(np.ones((2, 3), np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int16", "int32", "uint32",
+                                   "int64", "uint64"])
+def test_inexact_results_of_integers_under_x64_follow_jax(dtype):
+    # JAX's fixed map: bools and ints of up to 32 bits give float32 even with x64 on; 64-bit
+    # ints give float64 (found by the differential fuzzer).
+    jax = pytest.importorskip("jax")
+    x = np.arange(6).reshape(2, 3).astype(dtype)
+    calls = {
+        "mean": lambda m: m.mean(x), "var": lambda m: m.var(x, axis=0),
+        "std": lambda m: m.std(x), "nanmean": lambda m: m.nanmean(x),
+        "nanvar": lambda m: m.nanvar(x), "average": lambda m: m.average(x),
+        "linspace": lambda m: m.linspace(x[0, 0], x[1, 2], 4),
+        "geomspace": lambda m: m.geomspace(x[0, 1], x[1, 2], 3),
+    }
+    with fluxion.enable_x64(True), jax.enable_x64(True):
+        for name, call in calls.items():
+            got, want = call(fnp), call(jax.numpy)
+            assert got.dtype == want.dtype, (name, got.dtype, want.dtype)
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6,
+                                       err_msg=name)

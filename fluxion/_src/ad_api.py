@@ -30,6 +30,9 @@ def _flat_fun(fun, in_tree, out_tree_box, has_aux=False, name="fun"):
                 raise TypeError(f"{name} was called with has_aux=True, so it must return a pair "
                                 f"(output, auxiliary data); it returned {type(out).__name__}.")
             out, aux = out
+            trace = core.current_trace()
+            if isinstance(trace, ad.JVPTrace):  # aux is not differentiated: keep its primals
+                aux = tree_map(lambda x: trace.primal_tangent(x)[0], aux)
         out_leaves, out_tree = tree_flatten(out)
         _check_jax_leaves(out_leaves, "the output", name)
         out_tree_box.append((out_tree, aux))

@@ -109,7 +109,7 @@ def _positional_name(fun, position: int) -> str:
 # ---------------------------------------------------------------------------------------------
 # Static arguments
 
-def _normalize_static(fun, static_argnums, static_argnames):
+def _normalize_static(fun, static_argnums, static_argnames, what: str = "static_argnums"):
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
     if isinstance(static_argnames, str):
@@ -124,7 +124,7 @@ def _normalize_static(fun, static_argnums, static_argnames):
     if not any(p.kind == p.VAR_POSITIONAL for p in params):
         for i in static_argnums:
             if not -len(positional) <= i < len(positional):
-                raise ValueError(f"Jitted function has static_argnums={static_argnums}, but only "
+                raise ValueError(f"Jitted function has {what}={static_argnums}, but only "
                                  f"accepts {len(positional)} positional arguments.")
     names = set(static_argnames)
     nums = set(static_argnums)
@@ -309,13 +309,17 @@ class JitFunction:
     def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
                  donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None):
         check_callable(fun)
+        _check_device(device, "jit(device=...)")
+        if backend is not None and _compiler_name(backend) is None:
+            from fluxion._src.compiler import backend as backends
+            backends.get_backend(backend)  # an unknown or absent backend raises RuntimeError
         self._fun = fun
         live_jit_functions.add(self)  # for fluxion.clear_caches()
         self._static_argnums, self._static_argnames = _normalize_static(
             fun, static_argnums, static_argnames)
         # Donated arguments are named or numbered like static ones, each inferred from the other.
         self._donate_argnums, self._donate_argnames = _normalize_static(
-            fun, donate_argnums, donate_argnames)
+            fun, donate_argnums, donate_argnames, "donate_argnums")
         both = set(self._static_argnames) & set(self._donate_argnames)
         if both or set(self._static_argnums) & set(self._donate_argnums):
             raise ValueError("static_argnames and donate_argnames cannot intersect. Argument "
@@ -381,7 +385,15 @@ class JitFunction:
                 try:
                     fast_call = fast_get((*map(_aval_of, args), config.enable_x64))
                 except AttributeError:
-                    fast_call = None
+                    # Pytrees of Arrays (a list of parameters): keyed by structure and types.
+                    try:
+                        leaves, treedef = tree_flatten(args)
+                        fast_call = fast_get((treedef, *map(_aval_of, leaves),
+                                              config.enable_x64))
+                    except AttributeError:
+                        fast_call = None
+                    if fast_call is not None:
+                        return fast_call(leaves)
                 if fast_call is not None:
                     return fast_call(args)
             return general(args, kwargs)
@@ -414,10 +426,13 @@ class JitFunction:
                     entry = self._compile(args, kwargs, leaves, in_tree, static_pos, static_kw,
                                           dyn_args)
                     self._cache[key] = entry
-            if self._fast_path_ok and not kwargs and all(type(x) is Array for x in args) \
-                    and not nan_checks.enabled():
-                self._fast_cache[tuple(x.aval for x in args) + (config.enable_x64,)] = (
-                    entry.fast_call)
+            if self._fast_path_ok and not kwargs and not nan_checks.enabled():
+                if all(type(x) is Array for x in args):
+                    self._fast_cache[tuple(x.aval for x in args) + (config.enable_x64,)] = (
+                        entry.fast_call)
+                elif all(type(x) is Array for x in leaves):  # leaves: those of args, in order
+                    self._fast_cache[(tree_flatten(args)[1], *(x.aval for x in leaves),
+                                      config.enable_x64)] = entry.fast_call
         outs = _run(entry.compiled, leaves, entry.donate_mask)
         if config.debug_nans or config.debug_infs:
             nan_checks.check_jit_outputs(entry.traced, leaves, outs)
@@ -589,7 +604,10 @@ def local_devices(process_index=None, backend_name=None) -> list:
     b = backend.get_backend(backend_name)
     if process_index is None:
         return list(b.devices)
-    return [d for d in b.client.devices() if d.process_index == process_index]
+    found = [d for d in b.client.devices() if d.process_index == process_index]
+    if not found:
+        raise ValueError(f"Unknown process_index {process_index}")
+    return found
 
 
 def device_count(backend_name=None) -> int:
@@ -614,8 +632,26 @@ def process_count(backend_name=None) -> int:
     return len({d.process_index for d in backend.get_backend(backend_name).client.devices()})
 
 
+def _check_device(device, where: str) -> None:
+    """`device` must be None or a device (fluxion has no Sharding objects)."""
+    if device is not None and not (hasattr(device, "platform") and hasattr(device, "client")):
+        raise ValueError(f"{where} only accepts None or a device (one of fluxion.devices()); "
+                         f"received invalid value: {device!r}")
+
+
 def device_put(x, device=None, *, donate=False, may_alias=None):
     """Copy a pytree of values to `device` (default: the first device) as Arrays."""
+    _check_device(device, "device_put")
+    leaves, treedef = tree_flatten(x)
+    traced = [i for i, leaf in enumerate(leaves) if isinstance(leaf, core.Tracer)]
+    if traced:  # inside a transformation: one device_put equation for the traced leaves
+        from fluxion._src.lax.device_put import bind_traced
+        moved = bind_traced([leaves[i] for i in traced], device)
+        leaves = list(leaves)
+        for i, y in zip(traced, moved):
+            leaves[i] = y
+        x = tree_unflatten(treedef, leaves)
+
     def put(leaf):
         if isinstance(leaf, core.Tracer):
             return leaf

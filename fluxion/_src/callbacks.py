@@ -74,22 +74,22 @@ def _check_results(outs, result_avals, where: str) -> list[np.ndarray]:
         outs = (outs,)
     outs = list(outs)
     if len(outs) != len(result_avals):
-        raise RuntimeError(f"{where} returned {len(outs)} values, but its result_shape_dtypes "
-                           f"declare {len(result_avals)}")
+        raise _runtime_error()(f"{where} returned {len(outs)} values, but its "
+                               f"result_shape_dtypes declare {len(result_avals)}")
     checked = []
     for i, (x, aval) in enumerate(zip(outs, result_avals)):
         arr = np.asarray(x)
         if arr.shape != aval.shape:
-            raise RuntimeError(f"{where} returned a value of shape {arr.shape} for result {i}, "
-                               f"but result_shape_dtypes declares {aval.str_short()}")
+            raise _runtime_error()(f"{where} returned a value of shape {arr.shape} for result "
+                                   f"{i}, but result_shape_dtypes declares {aval.str_short()}")
         if arr.dtype != aval.dtype:
             if dtypes.canonicalize_dtype(arr.dtype) == aval.dtype or (
                     np.issubdtype(arr.dtype, np.number) and np.can_cast(arr.dtype, aval.dtype, "same_kind")
                     and arr.dtype.itemsize > aval.dtype.itemsize and not _x64()):
                 arr = arr.astype(aval.dtype)  # 64-bit NumPy results narrowed, as x64 is off
             else:
-                raise RuntimeError(f"{where} returned dtype {arr.dtype} for result {i}, but "
-                                   f"result_shape_dtypes declares {aval.dtype}")
+                raise _runtime_error()(f"{where} returned dtype {arr.dtype} for result {i}, "
+                                       f"but result_shape_dtypes declares {aval.dtype}")
         checked.append(arr if arr.flags.c_contiguous else arr.copy(order="C"))
     return checked
 
@@ -328,6 +328,9 @@ def _flat_result_avals(result_shape_dtypes):
         if shape is None or dtype is None:
             raise TypeError(f"result_shape_dtypes must hold objects with .shape and .dtype "
                             f"(e.g. fluxion.ShapeDtypeStruct), got {x!r}")
+        if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape):
+            raise ValueError(f"result_shape_dtypes shapes must have non-negative integer "
+                             f"dimensions, got {tuple(shape)}")
         avals.append(ShapedArray(tuple(shape), dtypes.canonicalize_dtype(np.dtype(dtype))))
     return tuple(avals), tree
 
@@ -342,8 +345,8 @@ def _flat_callback(callback, in_tree, out_tree, args_kwargs=True):
             return ()
         out_leaves, got = tree_util.tree_flatten(out)
         if got != out_tree:
-            raise TypeError(f"{_name(callback)} returned a pytree of structure {got}, but "
-                            f"result_shape_dtypes has structure {out_tree}")
+            raise _runtime_error()(f"{_name(callback)} returned a pytree of structure {got}, "
+                                   f"but result_shape_dtypes has structure {out_tree}")
         return out_leaves
     flat.__name__ = getattr(callback, "__name__", "callback")
     return flat

@@ -207,9 +207,11 @@ class Primitive:
         except (TypeError, ValueError) as e:  # a shape or dtype error: say where and on what
             note_user_line(e, self.name, avals)
             raise
-        if self.multiple_results:
-            return list(out)
-        return [out]
+        outs = list(out) if self.multiple_results else [out]
+        if not all(isinstance(o, ShapedArray) for o in outs):
+            raise TypeError(f"abstract evaluation rule of '{self.name}' returned {out!r}; it "
+                            "must return a ShapedArray (a list of them with multiple_results)")
+        return outs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -716,6 +718,34 @@ def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence, *args, propagate_source_info: boo
                     env[id(v)] = x
             else:
                 env[id(eqn.outvars[0])] = out
+    finally:
+        state.source_info = outer_info
+    return [read(v) for v in jaxpr.outvars]
+
+
+def eval_jaxpr_with(jaxpr: Jaxpr, consts: Sequence, args: Sequence,
+                    eval_eqn: Callable[[JaxprEqn, list], Sequence]) -> list:
+    """Interpret a jaxpr, each equation's outputs computed by `eval_eqn(eqn, inputs)`.
+
+    The interpreters that do more than bind (checkify's error threading, debug_nans' re-run)
+    share this loop; each equation runs under its own source info, as in `eval_jaxpr`."""
+    env: dict[int, Any] = {}
+
+    def read(v):
+        return v.val if type(v) is Literal else env[id(v)]
+
+    for v, x in zip(jaxpr.constvars, consts):
+        env[id(v)] = x
+    for v, x in zip(jaxpr.invars, args):
+        env[id(v)] = x
+    state = _trace_state
+    outer_info = state.source_info
+    try:
+        for eqn in jaxpr.eqns:
+            ins = [read(v) for v in eqn.invars]
+            state.source_info = eqn.source_info or outer_info
+            for v, x in zip(eqn.outvars, eval_eqn(eqn, ins)):
+                env[id(v)] = x
     finally:
         state.source_info = outer_info
     return [read(v) for v in jaxpr.outvars]

@@ -15,7 +15,8 @@ from fluxion._src.callbacks import debug_callback
 
 
 def _check_format(fmt: str, args, kwargs) -> None:
-    """Raise now (at trace time) for format fields the arguments cannot fill."""
+    """Raise now (at trace time) for format fields the arguments cannot fill (the classes
+    `str.format` raises: IndexError for positional fields, KeyError for named ones)."""
     auto = 0
     for _, field, _, _ in string.Formatter().parse(fmt):
         if field is None:
@@ -23,12 +24,12 @@ def _check_format(fmt: str, args, kwargs) -> None:
         head = field.split(".")[0].split("[")[0]
         if head == "":
             if auto >= len(args):
-                raise ValueError(f"debug.print format string {fmt!r} has more positional "
+                raise IndexError(f"debug.print format string {fmt!r} has more positional "
                                  f"fields than the {len(args)} positional arguments given")
             auto += 1
         elif head.isdigit():
             if int(head) >= len(args):
-                raise ValueError(f"debug.print format string {fmt!r} refers to positional "
+                raise IndexError(f"debug.print format string {fmt!r} refers to positional "
                                  f"argument {head}, but only {len(args)} were given")
         elif head not in kwargs:
             raise KeyError(f"debug.print format string {fmt!r} uses the field {head!r}, which "

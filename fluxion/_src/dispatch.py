@@ -26,6 +26,8 @@ def to_device_buffer(x, aval: ShapedArray, device=None):
         return x._buf
     if isinstance(x, core.Tracer):
         raise core.escaped_tracer_error(x)
+    if getattr(aval, "is_token", False):
+        return x._buf
     if (config.transfer_guard or config.transfer_guard_host_to_device) and isinstance(x, np.ndarray):
         from fluxion._src import transfer_guard
         transfer_guard.check("host_to_device", f"numpy array of {aval.str_short()}")
@@ -36,6 +38,12 @@ def to_device_buffer(x, aval: ShapedArray, device=None):
 
 
 _buf_of = operator.attrgetter("_buf")
+
+
+def _wrap_output(buf, aval):
+    """The value of an output whose aval is not an array's (a token)."""
+    from fluxion._src.tokens import Token
+    return Token(buf)
 _aval_of = operator.attrgetter("aval")
 
 
@@ -63,12 +71,15 @@ class CompiledFunction:
         except backend.runtime_error_class():
             raise_if_deleted(bufs, self.in_avals, len(self.const_bufs))
             raise
-        return [Array(b, a) for b, a in zip(outs, self.out_avals)]
+        return [Array(b, a) if type(a) is ShapedArray else _wrap_output(b, a)
+                for b, a in zip(outs, self.out_avals)]
 
     def array_call(self, single_output: bool):
         """A faster `__call__` for arguments that are all Arrays: the dispatch fast paths.
 
         With `single_output` it returns the one output Array, otherwise the list of them."""
+        if any(type(a) is not ShapedArray for a in self.out_avals):  # tokens among them
+            return (lambda args: self(args)[0]) if single_output else self
         execute = self.executable.loaded.execute_sharded
         handlers = self.executable.handlers
         out_avals, in_avals = self.out_avals, self.in_avals
@@ -76,6 +87,16 @@ class CompiledFunction:
         runtime_error = backend.runtime_error_class()
         if single_output and not consts:
             (aval,) = out_avals
+
+            if len(in_avals) == 1:  # unary ops: no list building on the hottest path
+                def call_unary(args):
+                    bufs = [args[0]._buf]
+                    try:
+                        return Array(execute(bufs).consume_with_handlers(handlers)[0], aval)
+                    except runtime_error:
+                        raise_if_deleted(bufs, in_avals, 0)
+                        raise
+                return call_unary
 
             def call_one(args):
                 bufs = list(map(_buf_of, args))
@@ -99,8 +120,9 @@ class CompiledFunction:
 
 
 def raise_if_deleted(bufs, in_avals, num_consts: int) -> None:
-    """After a failed execution: a RuntimeError naming the argument that was deleted or
-    donated, if any (jaxlib's own message only counts shards)."""
+    """After a failed execution, explain it: a RuntimeError naming the argument that was
+    deleted or donated (jaxlib's own message only counts shards), or an error naming the
+    devices of arguments that are not on the program's device."""
     for i, buf in enumerate(bufs[num_consts:]):
         if buf.is_deleted():
             aval = in_avals[i] if i < len(in_avals) else None
@@ -108,6 +130,29 @@ def raise_if_deleted(bufs, in_avals, num_consts: int) -> None:
             raise RuntimeError(f"Array has been deleted{what} (argument {i}; for example donated "
                                "to a jitted function with donate_argnums): it can no longer be "
                                "used.") from None
+    _raise_if_other_devices(bufs[num_consts:])
+
+
+def _raise_if_other_devices(bufs) -> None:
+    where = {}
+    for i, buf in enumerate(bufs):
+        sharding = getattr(buf, "_sharding", None)  # jaxlib's ArrayImpl (see Array.sharding)
+        if sharding is None:
+            continue
+        devs = [sharding._device] if hasattr(sharding, "_device") else sharding.device_set
+        where[i] = sorted(devs, key=lambda d: d.id)
+    found = {d for devs in where.values() for d in devs}
+    default = backend.get_backend().devices[0]
+    if not found or found == {default}:
+        return
+    listing = ", ".join(f"argument {i} on {', '.join(str(d) for d in devs)}"
+                        for i, devs in where.items())
+    if len(found) > 1:
+        raise ValueError(f"Received incompatible devices for jitted computation: {listing}. "
+                         "device_put the arguments onto one device.") from None
+    raise NotImplementedError(f"fluxion runs programs on the default device {default}, but "
+                              f"the arguments are elsewhere ({listing}); device_put them onto "
+                              f"{default}.") from None
 
 
 def lower_closed_jaxpr(closed: ClosedJaxpr, name: str, platform: str | None = None,

@@ -2,12 +2,14 @@
 service in process 0, a client in every process) with gloo collectives between CPU clients."""
 from __future__ import annotations
 
+import atexit
 import os
 import re
 
 from fluxion._src.compiler import backend
 
 _state: dict = {}
+_exit_hook = False  # shutdown() registered with atexit
 DEFAULT_PORT = 8476
 
 
@@ -62,6 +64,23 @@ def _wait_for_coordinator(address: str, timeout: float) -> None:
             time.sleep(0.2)
 
 
+def _check_arguments(coordinator_address, num_processes, process_id, local_device_ids):
+    """Fail before any service starts: bad arguments must not reach jaxlib."""
+    host, _, port = str(coordinator_address).rpartition(":")
+    if not isinstance(coordinator_address, str) or not host or not port.isdigit():
+        raise ValueError(f"coordinator_address must be 'host:port', got {coordinator_address!r}")
+    for name, value in (("num_processes", num_processes), ("process_id", process_id)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+    if not 0 <= process_id < num_processes:
+        raise ValueError(f"process_id={process_id} is not in [0, num_processes={num_processes})")
+    if local_device_ids is not None:
+        ids = [local_device_ids] if isinstance(local_device_ids, int) else local_device_ids
+        if isinstance(ids, str) or not all(isinstance(i, int) for i in ids):
+            raise TypeError(f"local_device_ids must be an int or a sequence of ints, got "
+                            f"{local_device_ids!r}")
+
+
 def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
                process_id: int | None = None, local_device_ids=None,
                initialization_timeout: int = 300, heartbeat_timeout_seconds: int = 100):
@@ -83,8 +102,7 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     if coordinator_address is None or num_processes is None or process_id is None:
         raise ValueError("coordinator_address, num_processes and process_id must be given "
                          "(no SLURM or Open MPI environment was detected)")
-    if not 0 <= process_id < num_processes:
-        raise ValueError(f"process_id={process_id} is not in [0, num_processes={num_processes})")
+    _check_arguments(coordinator_address, num_processes, process_id, local_device_ids)
     _, jax_ext = backend._jaxlib()
     service = None
     if process_id == 0:
@@ -116,6 +134,11 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
                   local_device_ids=local_device_ids)
     backend.distributed_options = dict(distributed_client=client, node_id=process_id,
                                        num_nodes=num_processes, collectives=collectives)
+    global _exit_hook
+    if not _exit_hook:
+        # Leave cleanly at exit: a client outliving its service aborts the process.
+        atexit.register(shutdown)
+        _exit_hook = True
 
 
 def shutdown():

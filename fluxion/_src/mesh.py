@@ -26,6 +26,10 @@ class PartitionSpec(tuple):
 P = PartitionSpec
 
 
+class DuplicateSpecError(ValueError):
+    """A PartitionSpec maps one mesh axis to more than one dimension (JAX's name)."""
+
+
 class Mesh:
     """An n-dimensional array of devices with named axes."""
 

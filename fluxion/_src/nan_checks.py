@@ -55,35 +55,37 @@ def check_jit_outputs(traced, args, outs) -> None:
     raise _error(kind, f"jit({traced.name})", None)
 
 
+class _Found(Exception):
+    """Stops a re-run at the first bad equation; `found` is (primitive name, source info)."""
+
+    def __init__(self, found):
+        super().__init__()
+        self.found = found
+
+
 def _rerun(jaxpr, consts, args):
     """Evaluate `jaxpr` eagerly; (primitive name, source info) of the first bad output."""
     from fluxion._src import dispatch
-    env = {}
 
-    def read(v):
-        return v.val if type(v) is core.Literal else env[id(v)]
-
-    for v, x in zip(jaxpr.constvars, consts):
-        env[id(v)] = x
-    for v, x in zip(jaxpr.invars, args):
-        env[id(v)] = x
-    for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        kind = None
+    def step(eqn, ins):
         if eqn.primitive.impl is None:
             outs = dispatch.apply_primitive(eqn.primitive, ins, eqn.params)
         else:  # jit, control flow: their own eager binds may find it first
             try:
                 outs = eqn.primitive.bind(*ins, **eqn.params)
-            except FloatingPointError as e:
-                kind, outs = str(e), None
-        if outs is not None:
-            outs = outs if eqn.primitive.multiple_results else [outs]
-            kind = _bad_kind(outs)
-        if kind is not None and _bad_kind(ins) is None:
-            return _look_inside(eqn, ins) or (eqn.primitive.name, eqn.source_info)
-        for v, x in zip(eqn.outvars, outs):
-            env[id(v)] = x
+            except FloatingPointError:
+                if _bad_kind(ins) is not None:
+                    raise
+                raise _Found(_look_inside(eqn, ins) or (eqn.primitive.name, eqn.source_info))
+        outs = outs if eqn.primitive.multiple_results else [outs]
+        if _bad_kind(outs) is not None and _bad_kind(ins) is None:
+            raise _Found(_look_inside(eqn, ins) or (eqn.primitive.name, eqn.source_info))
+        return outs
+
+    try:
+        core.eval_jaxpr_with(jaxpr, consts, args, step)
+    except _Found as stop:
+        return stop.found
     return None
 
 

@@ -129,6 +129,11 @@ def _compile(closed, axes, devices, donated):
     with parallel_lowering.replica_axes(axes), bind_axes(axes):
         text = lowering.lower_jaxpr_to_module(closed.jaxpr, devices[0].platform, "pmap",
                                               donated)
+    if getattr(text, "host_callbacks", None):  # compiled without them, the process crashed
+        raise NotImplementedError("host callbacks (pure_callback, io_callback, debug.print, "
+                                  "debug.callback) inside pmap or shard_map are not supported "
+                                  "by fluxion yet")
+    backend.check_host_callback_calls(text, 0, "pmap")
     text = text.replace("mhlo.num_replicas = 1 : i32", f"mhlo.num_replicas = {n} : i32", 1)
     options = xla_client.CompileOptions()
     options.num_replicas = n

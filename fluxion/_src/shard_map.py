@@ -11,7 +11,7 @@ from fluxion._src import core, staging
 from fluxion._src.api import check_callable
 from fluxion._src.array import Array
 from fluxion._src.compiler import backend
-from fluxion._src.mesh import Mesh, PartitionSpec
+from fluxion._src.mesh import DuplicateSpecError, Mesh, PartitionSpec
 from fluxion._src.pmap import _compile, _per_device_buffers, bind_axes
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import tree_flatten, tree_unflatten
@@ -31,8 +31,26 @@ def _spec_leaves(specs, tree, what):
                      f"structure of the value, got {specs!r}")
 
 
+def _check_spec(spec, mesh_shape, what):
+    """Every axis a spec names must be a mesh axis, used by one dimension at most."""
+    if not isinstance(spec, PartitionSpec):
+        raise TypeError(f"shard_map {what} entries must be PartitionSpecs, got {spec!r}")
+    seen = []
+    for d in range(len(spec)):
+        for a in spec.axes_of(d):
+            if a not in mesh_shape:
+                raise ValueError(f"shard_map {what} argument must refer to mesh axes "
+                                 f"{tuple(mesh_shape)}, but {what} refers to {a!r}")
+            if a in seen:
+                raise DuplicateSpecError(f"A single spec can map every mesh axis to at most one "
+                                         f"positional dimension, but {spec} has duplicate "
+                                         f"entries for `{a}`")
+            seen.append(a)
+
+
 def _block_shape(shape, spec, mesh_shape, what):
     out = list(shape)
+    _check_spec(spec, mesh_shape, what)
     if len(spec) > len(shape):
         raise ValueError(f"shard_map {what}: spec {spec} has more entries than the rank "
                          f"{len(shape)} of the value")
@@ -104,6 +122,8 @@ def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = T
                 closed = staging.trace_to_jaxpr(flat_fun, bavals, origin="shard_map")
             out, out_tree = box[0]
             ospecs = _spec_leaves(out_specs, out, "out_specs")
+            for spec in ospecs:
+                _check_spec(spec, mesh_shape, "out_specs")
             exe = _compile(closed, axes, devices, None)
             entry = cache[key] = (exe, out_tree, ospecs)
         exe, out_tree, ospecs = entry

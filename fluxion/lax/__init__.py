@@ -18,3 +18,6 @@ from fluxion._src.lax.jax_names_ops import *  # noqa: F401,F403
 
 # lax.linalg on LAPACK (issue 10 item 2)
 from fluxion.lax import linalg  # noqa: F401,E402
+from fluxion._src.lax.device_put import device_put_p  # noqa: F401,E402
+from fluxion._src.tokens import (  # noqa: F401,E402
+    after_all, after_all_p, create_token, create_token_p)

@@ -1,3 +1,3 @@
 """SciPy's API on fluxion arrays (`jax.scipy`)."""
-from fluxion.scipy import (cluster, integrate, interpolate, linalg, ndimage,  # noqa: F401
-                           optimize, sparse, spatial, special, stats)
+from fluxion.scipy import (cluster, fft, integrate, interpolate, linalg, ndimage,  # noqa: F401
+                           optimize, signal, sparse, spatial, special, stats)

@@ -5,3 +5,5 @@ from fluxion._src.scipy.linalg import (  # noqa: F401
 from fluxion._src.scipy.special_matrices import (  # noqa: F401
     block_diag, circulant, companion, convolution_matrix, dft, fiedler, fiedler_companion,
     hadamard, hankel, helmert, hilbert, invhilbert, invpascal, leslie, pascal, toeplitz)
+from fluxion._src.scipy.linalg_schur import (  # noqa: F401
+    funm, hessenberg, rsf2csf, schur, solve_sylvester, sqrtm)

@@ -4,3 +4,8 @@ from fluxion._src.scipy.special import (  # noqa: F401
     gamma, gammaln, gammasgn, kl_div, log_ndtr, log_softmax, logit, loggamma, logsumexp,
     multigammaln, ndtr, ndtri, poch, polygamma, rel_entr, softmax, xlog1py, xlogy,
     betainc, gammainc, gammaincc, i0, i0e, i1, i1e, zeta)
+from fluxion._src.scipy.special_faddeeva import dawsn, erfcx, wofz  # noqa: F401
+from fluxion._src.scipy.special_hyp import hyp1f1, hyp2f1  # noqa: F401
+from fluxion._src.scipy.special_integrals import (  # noqa: F401
+    exp1, expi, expn, fresnel, sici, spence)
+from fluxion._src.scipy.special_misc import bernoulli, bessel_jn, owens_t, sph_harm_y  # noqa: F401

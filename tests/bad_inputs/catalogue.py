@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -120,4 +121,7 @@ def family_test(cases, path: str):
 
 
 if __name__ == "__main__":
+    # The checkout this file belongs to, ahead of any installed fluxion (a script's own folder
+    # comes first on sys.path, not the working directory).
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     print(json.dumps(run_family(sys.argv[1])))

@@ -54,6 +54,7 @@ CASES = [
     # JAX clamps out-of-bound integer indices rather than raising, static ones too.
     Case("index_static_oob", lambda m: np_(m).arange(3.0)[5], raises=None, compare=True),
     Case("index_static_oob_negative", lambda m: np_(m).arange(3.0)[-4], raises=None, compare=True),
+    Case("index_static_oob_beyond_int", lambda m: np_(m).arange(3.0)[2**70], match="too large"),
     Case("index_too_many", lambda m: np_(m).ones(3)[0, 0]),
     Case("index_float", lambda m: np_(m).ones(3)[1.5]),
     Case("index_string", lambda m: np_(m).ones(3)["a"]),

@@ -5,8 +5,10 @@ import functools
 import glob
 import logging
 import os
+import re
 import threading
 import time
+import types
 
 import numpy as np
 
@@ -242,6 +244,10 @@ def to_numpy(buf, dtype) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # Compilation
 
+# jaxlib's result handlers read only these three attributes.
+_TOKEN_BUFFER_AVAL = types.SimpleNamespace(shape=(0,), dtype=np.dtype(np.bool_), weak_type=False)
+
+
 class Executable:
     """A compiled module and the handlers that wrap its outputs."""
 
@@ -255,12 +261,56 @@ class Executable:
         self.name = name
         self.text = text
         sharding = backend_of(device).sharding(device)
-        self.handlers = [jax_ext.array_result_handler(a, sharding, True, _skip_checks=True)
-                         for a in self.out_avals]
+        # A token result comes back as a buffer of shape (0,) (as JAX reads it).
+        self.handlers = [jax_ext.array_result_handler(
+            _TOKEN_BUFFER_AVAL if getattr(a, "is_token", False) else a, sharding, True,
+            _skip_checks=True) for a in self.out_avals]
 
     def execute(self, bufs: list) -> list:
         """Run on device buffers; returns jaxlib arrays."""
         return self.loaded.execute_sharded(bufs).consume_with_handlers(self.handlers)
+
+
+_HOST_CALLBACK_TARGET = re.compile(r"python_(?:cpu|gpu)_callback")
+_FFI_HOST_CALLBACK_TARGETS = ("xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback")
+
+
+def _callback_index(op):
+    from jaxlib.mlir import ir
+    try:
+        return ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value
+    except (KeyError, ValueError, TypeError, IndexError):
+        return None
+
+
+def check_host_callback_calls(text: str, n_callbacks: int, name: str) -> None:
+    """Raise ValueError for a custom call into Python that is not one of the program's own
+    `n_callbacks` host callbacks (a custom lowering can emit one): jaxlib would look up a
+    callable that is not there and crash the process."""
+    if not _HOST_CALLBACK_TARGET.search(text):
+        return
+    from jaxlib.mlir import ir
+    try:
+        module = parse_module(text)
+    except Exception:  # noqa: BLE001 - XLA reports the parse error when compiling
+        return
+    bad = []
+
+    def visit(op):
+        if op.name == "stablehlo.custom_call":
+            target = ir.StringAttr(op.attributes["call_target_name"]).value
+            if _HOST_CALLBACK_TARGET.search(target):
+                index = _callback_index(op)
+                if (target not in _FFI_HOST_CALLBACK_TARGETS or index is None
+                        or not 0 <= index < n_callbacks):
+                    bad.append(f"{target} with index {index}")
+        return ir.WalkResult.ADVANCE
+    with module.context:
+        module.operation.walk(visit)
+    if bad:
+        raise ValueError(f"{name} has a custom call into Python ({bad[0]}) that is not one of "
+                         f"its {n_callbacks} host callbacks; only fluxion's callbacks "
+                         "(pure_callback, io_callback, debug.callback) may call back into Python")
 
 
 def compile_module(text: str, out_avals, device=None, name: str = "main") -> Executable:
@@ -270,6 +320,7 @@ def compile_module(text: str, out_avals, device=None, name: str = "main") -> Exe
     start = time.perf_counter()
     options = xla_client.CompileOptions()
     host_callbacks = getattr(text, "host_callbacks", None)
+    check_host_callback_calls(text, len(host_callbacks or ()), name)
     cached = False  # loaded from the persistent compilation cache
     try:
         if host_callbacks:

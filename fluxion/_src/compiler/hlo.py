@@ -48,6 +48,9 @@ def tensor_type(aval) -> str:
     if text is None:
         if len(_tensor_types) > 16384:
             _tensor_types.clear()
+        if getattr(aval, "is_token", False):  # fluxion._src.tokens.AbstractToken
+            text = _tensor_types[key] = "!stablehlo.token"
+            return text
         dims = "".join("?x" if type(d) is DimExpr else f"{d}x" for d in aval.shape)
         text = _tensor_types[key] = f"tensor<{dims}{element_type(aval.dtype)}>"
     return text

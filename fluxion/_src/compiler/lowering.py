@@ -110,6 +110,9 @@ def lower_jaxpr_into(block: Block, jaxpr: Jaxpr | ClosedJaxpr, args: Sequence[Va
                     lines[i] = line + loc
         if isinstance(outs, Value):
             outs = [outs]
+        if not isinstance(outs, (list, tuple)) or not all(isinstance(o, Value) for o in outs):
+            raise TypeError(f"lowering rule of '{eqn.primitive.name}' returned {outs!r}; a rule "
+                            "returns a Value or a list of Values (one per result)")
         outs = list(outs)
         if len(outs) != len(eqn.outvars):
             raise ValueError(f"lowering rule of '{eqn.primitive.name}' returned {len(outs)} "

@@ -391,11 +391,32 @@ def _rename_symbols(module, prefix: str) -> dict:
     return renames
 
 
+def _refuse_host_callbacks(module) -> None:
+    """An artifact never calls back into Python (`export` refuses such functions): a custom
+    call to jaxlib's Python callback targets in a loaded module would run whatever callable
+    of the calling program its index names, or crash the process, so it is an error."""
+    from jaxlib.mlir import ir
+    bad = []
+
+    def visit(op):
+        if op.name == "stablehlo.custom_call":
+            target = ir.StringAttr(op.attributes["call_target_name"]).value
+            if "python" in target.lower():
+                bad.append(target)
+        return ir.WalkResult.ADVANCE
+    module.operation.walk(visit)
+    if bad:
+        raise ValueError(f"The exported module calls back into Python (custom call {bad[0]!r}); "
+                         "exported artifacts may not contain host callbacks, so this one was "
+                         "not made by export or was modified.")
+
+
 def _renamed_functions(artifact: bytes, prefix: str) -> tuple[str, str]:
     from jaxlib.mlir import ir
     _, ctx = _ir()
     with ctx:
         module = _deserialize_module(artifact)
+        _refuse_host_callbacks(module)
         renames = _rename_symbols(module, prefix)
         texts = []
         for op in _func_ops(module):

@@ -3,19 +3,25 @@
 Layout (integers little-endian)::
 
     b"FLXEXPRT"                 8 bytes, magic
-    uint32 format version       currently 1
+    uint32 format version       currently 2
     uint32 section count
     per section:
         uint16 name length, name (UTF-8)
         uint64 data length, data
+    32 bytes                    SHA-256 of everything before it (version 2)
+
+Version 1 (the same without the checksum) is still read.
 
 Sections: "meta" (UTF-8 JSON: names, pytree structures, avals, platforms, ...), "module" (the
 StableHLO portable artifact, VHLO bytecode), and optionally "vjp" (a whole nested container:
 the exported VJP, itself possibly carrying its own). Nothing is unpickled or evaluated: the
-JSON is data, pytree structures are rebuilt from tuples, lists, dicts and None only.
+JSON is data, pytree structures are rebuilt from tuples, lists, dicts and None only. Every
+length, the checksum and the metadata's types are checked before anything is used; a bad
+container is a ValueError saying what is wrong.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 
@@ -26,7 +32,10 @@ from fluxion._src import core, dtypes, tree_util
 from fluxion._src.core import ShapedArray
 
 MAGIC = b"FLXEXPRT"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
+_DIGEST = 32  # bytes of the SHA-256 trailer
+_REQUIRED_SECTIONS = ("meta", "module")
 
 
 class _Leaf:
@@ -91,18 +100,31 @@ def _encode_aval(a) -> dict:
 
 
 def _dtype(name: str):
+    """The array dtype named `name` (NumPy's numeric dtypes and ml_dtypes' types only)."""
     try:
-        return np.dtype(name)
+        dt = np.dtype(name)
     except TypeError:
         import ml_dtypes
-        return np.dtype(getattr(ml_dtypes, name))
+        kind = getattr(ml_dtypes, name, None)
+        if not isinstance(kind, type) or np.dtype(kind).name != name:
+            raise ValueError(f"unknown dtype {name!r}") from None
+        return np.dtype(kind)
+    if dt.kind not in "biufc" or dt.name != name:
+        raise ValueError(f"{name!r} is not an array dtype")
+    return dt
 
 
 def _decode_aval(d, scope) -> ShapedArray:
-    shape = tuple(shape_poly.symbolic_shape(x, scope=scope)[0] if isinstance(x, str) else int(x)
-                  for x in d["shape"])
+    shape = d["shape"]  # ints, and strings for symbolic dimensions (parsed in `scope`)
+    if not isinstance(shape, list) or not all(
+            (type(x) is int and x >= 0) or type(x) is str for x in shape):
+        raise ValueError(f"bad shape {shape!r}")
+    if type(d["weak_type"]) is not bool or type(d["dtype"]) is not str:
+        raise ValueError(f"bad abstract value {d!r}")
+    shape = [shape_poly.symbolic_shape(x, scope=scope)[0] if type(x) is str else x
+             for x in shape]
     dtype = dtypes.float0 if d["dtype"] == "void" else _dtype(d["dtype"])
-    return ShapedArray(shape, dtype, d["weak_type"])
+    return ShapedArray(tuple(shape), dtype, d["weak_type"])
 
 
 def serialize(exp, vjp_order: int = 0) -> bytearray:
@@ -134,52 +156,101 @@ def serialize(exp, vjp_order: int = 0) -> bytearray:
     for name, data in sections:
         raw = name.encode()
         out += struct.pack("<H", len(raw)) + raw + struct.pack("<Q", len(data)) + data
+    out += hashlib.sha256(out).digest()
     return out
 
 
-def _sections(blob: bytes) -> dict:
+def _sections(blob) -> dict:
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise TypeError(f"deserialize takes the bytes of Exported.serialize(), got "
+                        f"{type(blob).__name__}")
     blob = bytes(blob)
     if blob[:8] != MAGIC:
         raise ValueError("Not a serialized fluxion Exported (bad magic); jax.export's "
                          "flatbuffer format is not read.")
     if len(blob) < 16:
-        raise ValueError("Serialized Exported is truncated")
+        raise ValueError(f"Serialized Exported is truncated ({len(blob)} bytes)")
     version, count = struct.unpack_from("<II", blob, 8)
-    if version != FORMAT_VERSION:
+    if version not in _READABLE_VERSIONS:
         raise ValueError(f"Serialized Exported has format version {version}; this fluxion "
-                         f"reads version {FORMAT_VERSION}")
+                         f"reads versions {', '.join(map(str, _READABLE_VERSIONS))}")
+    end = len(blob)
+    if version >= 2:
+        end -= _DIGEST
+        if end < 16:
+            raise ValueError(f"Serialized Exported is truncated ({len(blob)} bytes)")
+        if hashlib.sha256(blob[:end]).digest() != blob[end:]:
+            raise ValueError("Serialized Exported is truncated or corrupt (checksum mismatch)")
     pos, out = 16, {}
     try:
         for _ in range(count):
             (n,) = struct.unpack_from("<H", blob, pos)
+            if pos + 2 + n > end:
+                raise ValueError
             name = blob[pos + 2:pos + 2 + n].decode()
             pos += 2 + n
             (size,) = struct.unpack_from("<Q", blob, pos)
             pos += 8
-            if pos + size > len(blob):
+            if pos + size > end or name in out:
                 raise ValueError
             out[name] = blob[pos:pos + size]
             pos += size
     except (struct.error, ValueError, UnicodeDecodeError):
         raise ValueError("Serialized Exported is truncated or corrupt") from None
+    if pos != end:
+        raise ValueError(f"Serialized Exported is corrupt ({end - pos} bytes after its "
+                         f"{count} sections)")
+    missing = [name for name in _REQUIRED_SECTIONS if name not in out]
+    if missing:
+        raise ValueError(f"Serialized Exported is corrupt (no {' or '.join(missing)} section)")
     return out
 
 
+def _check_meta(meta, in_tree, in_avals, out_tree, out_avals) -> None:
+    if in_tree.num_leaves != len(in_avals) or out_tree.num_leaves != len(out_avals):
+        raise ValueError("the pytree structures do not match the number of abstract values")
+    kept = meta["module_kept_var_idx"]
+    if not all(type(i) is int and 0 <= i < len(in_avals) for i in kept):
+        raise ValueError(f"module_kept_var_idx {kept!r} out of range")
+    if type(meta["fun_name"]) is not str or not all(type(p) is str for p in meta["platforms"]):
+        raise ValueError("fun_name and platforms must be strings")
+    from fluxion._src.export.exported import CALLING_CONVENTION_VERSION
+    if meta["calling_convention_version"] != CALLING_CONVENTION_VERSION:
+        raise ValueError(f"calling convention version {meta['calling_convention_version']!r}, "
+                         f"this fluxion supports {CALLING_CONVENTION_VERSION}")
+    if type(meta["nr_devices"]) is not int or meta["nr_devices"] < 1:
+        raise ValueError(f"nr_devices {meta['nr_devices']!r}")
+
+
 def deserialize(blob) -> "Exported":
-    """An `Exported` from the bytes of `Exported.serialize()`."""
+    """An `Exported` from the bytes of `Exported.serialize()`.
+
+    Raises
+    ------
+    ValueError
+        If the bytes are not a whole, unmodified container of a version this fluxion reads."""
     from fluxion._src.export.exported import Exported
     sec = _sections(blob)
-    meta = json.loads(sec["meta"].decode())
-    vjp_blob = sec.get("vjp")
-    get_vjp = (lambda: deserialize(vjp_blob)) if vjp_blob is not None else None
-    scope = shape_poly.SymbolicScope(meta.get("symbolic_constraints", ()))
-    return Exported(
-        meta["fun_name"], _decode_tree(meta["in_tree"]),
-        [_decode_aval(a, scope) for a in meta["in_avals"]], _decode_tree(meta["out_tree"]),
-        [_decode_aval(a, scope) for a in meta["out_avals"]], meta["platforms"], sec["module"],
-        in_shardings_hlo=meta["in_shardings_hlo"], out_shardings_hlo=meta["out_shardings_hlo"],
-        nr_devices=meta["nr_devices"],
-        calling_convention_version=meta["calling_convention_version"],
-        module_kept_var_idx=meta["module_kept_var_idx"],
-        uses_global_constants=meta["uses_global_constants"],
-        disabled_safety_checks=meta["disabled_safety_checks"], get_vjp=get_vjp)
+    try:
+        meta = json.loads(sec["meta"].decode())
+        in_tree, out_tree = _decode_tree(meta["in_tree"]), _decode_tree(meta["out_tree"])
+        constraints = meta.get("symbolic_constraints", [])
+        if not isinstance(constraints, list) or not all(type(c) is str for c in constraints):
+            raise ValueError(f"bad symbolic_constraints {constraints!r}")
+        scope = shape_poly.SymbolicScope(constraints)
+        in_avals = [_decode_aval(a, scope) for a in meta["in_avals"]]
+        out_avals = [_decode_aval(a, scope) for a in meta["out_avals"]]
+        _check_meta(meta, in_tree, in_avals, out_tree, out_avals)
+        vjp_blob = sec.get("vjp")
+        get_vjp = (lambda: deserialize(vjp_blob)) if vjp_blob is not None else None
+        return Exported(
+            meta["fun_name"], in_tree, in_avals, out_tree, out_avals, meta["platforms"],
+            sec["module"], in_shardings_hlo=meta["in_shardings_hlo"],
+            out_shardings_hlo=meta["out_shardings_hlo"], nr_devices=meta["nr_devices"],
+            calling_convention_version=meta["calling_convention_version"],
+            module_kept_var_idx=meta["module_kept_var_idx"],
+            uses_global_constants=meta["uses_global_constants"],
+            disabled_safety_checks=meta["disabled_safety_checks"], get_vjp=get_vjp)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
+        raise ValueError(f"Serialized Exported has corrupt metadata ({type(e).__name__}: "
+                         f"{e})") from None

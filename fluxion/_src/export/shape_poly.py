@@ -677,8 +677,8 @@ class _Parser:
         if self.peek() == "^":
             self.take()
             tok = self.take()
-            if tok is None or not tok.isdigit():
-                self.error("expected an integer exponent")
+            if tok is None or not tok.isdigit() or int(tok) > 64:
+                self.error("expected an integer exponent (at most 64)")
             e = e ** int(tok)
         return e
 

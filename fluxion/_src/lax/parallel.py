@@ -238,7 +238,11 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
 # ppermute
 
 def _ppermute_abstract_eval(x, *, axis_name, perm):
-    batching.axis_size(axis_name)
+    size = batching.axis_size(axis_name)
+    bad = [pair for pair in perm if not all(0 <= i < size for i in pair)]
+    if bad:  # JAX's class (an IndexError from its lookup), with a message naming the pair
+        raise IndexError(f"ppermute perm pair {bad[0]} is outside the axis {axis_name!r} of "
+                         f"size {size}")
     return x
 
 

@@ -438,12 +438,10 @@ def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axi
     axis = util.static_int(axis, "'axis' argument of jnp.geomspace")
     start, stop = util.ensure_arraylike("geomspace", start, stop)
     if dtype is None:
-        dtype = dtypes.result_type(start, stop)
-        if not dtypes.is_inexact(dtype):
-            dtype = dtypes.default_float_dtype()
+        dtype = util.to_inexact_dtype(dtypes.result_type(start, stop))
     else:
         dtype = creation.user_dtype(dtype)
-    compute_dtype = dtype if dtypes.is_inexact(dtype) else dtypes.default_float_dtype()
+    compute_dtype = util.to_inexact_dtype(dtype)
     start, stop = util.convert(start, compute_dtype), util.convert(stop, compute_dtype)
     sign = ufuncs.sign(start)
     out = ufuncs.multiply(sign, creation.logspace(

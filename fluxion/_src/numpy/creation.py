@@ -256,8 +256,7 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = 
 
 
 def _to_inexact(dtype) -> np.dtype:
-    dtype = np.dtype(dtype)
-    return dtype if dtypes.is_inexact(dtype) else dtypes.default_float_dtype()
+    return util.to_inexact_dtype(np.dtype(dtype))
 
 
 def logspace(start, stop, num: int = 50, endpoint: bool = True, base=10.0, dtype=None,

@@ -54,9 +54,10 @@ def eager_compiled(static_argnames=()):
         # fast path: their signature is just the avals.
         fast_arity = min(static_positions, default=len(params) + 1)
         cache: dict = {}
-        fast_cache: dict = {}
-        fast_caches.append(fast_cache)
-        fast_get = fast_cache.get
+        # Fast-path caches, one per x64 setting: keyed by the aval of a lone argument, or by
+        # the tuple of avals of several.
+        fast_by_x64 = ({}, {})
+        fast_caches.extend(fast_by_x64)
         trace_state, eval_trace = core._trace_state, core.eval_trace
 
         @functools.wraps(fun)
@@ -64,17 +65,23 @@ def eager_compiled(static_argnames=()):
             if trace_state.trace is not eval_trace or config.disable_jit:
                 return fun(*args, **kwargs)
             try:
-                if not kwargs and len(args) <= fast_arity:
-                    try:
-                        fast_key = (config.enable_x64, *map(_aval_attr, args))
-                    except AttributeError:  # not all Arrays
-                        fast_key = None
+                fast_key = call = None
+                if len(args) <= fast_arity:
+                    if not kwargs:
+                        try:
+                            fast_key = (args[0].aval if len(args) == 1
+                                        else tuple(map(_aval_attr, args)))
+                        except AttributeError:  # not all Arrays: Python scalars among them?
+                            fast_key = _mixed_key(args, kwargs, static_argnames)
                     else:
-                        call = fast_get(fast_key)
+                        fast_key = _mixed_key(args, kwargs, static_argnames)
+                    if fast_key is not None:
+                        try:
+                            call = fast_by_x64[config.enable_x64].get(fast_key)
+                        except TypeError:  # an unhashable static argument
+                            fast_key = None
                         if call is not None:
                             return call(args)
-                else:
-                    fast_key = None
                 if config.debug_nans or config.debug_infs:  # op by op, each primitive checked
                     return fun(*args, **kwargs)
                 signature, dynamic = _signature(args, kwargs, static_positions,
@@ -90,7 +97,8 @@ def eager_compiled(static_argnames=()):
                                              static_argnames)
                             _bounded_insert(cache, signature, entry)
                 if fast_key is not None:
-                    _bounded_insert(fast_cache, fast_key, entry.array_call)
+                    _bounded_insert(fast_by_x64[config.enable_x64], fast_key,
+                                    entry if type(fast_key) is _MixedKey else entry.array_call)
                 return entry(dynamic)
             except Exception as e:  # leaves with the user's line, not fluxion's frames
                 strip_internal_frames(e)
@@ -98,7 +106,8 @@ def eager_compiled(static_argnames=()):
 
         def clear_cache():
             cache.clear()
-            fast_cache.clear()
+            for fast_cache in fast_by_x64:
+                fast_cache.clear()
 
         wrapper.eager_cache = cache
         wrapper.clear_cache = clear_cache
@@ -107,6 +116,31 @@ def eager_compiled(static_argnames=()):
 
 
 _aval_attr = operator.attrgetter("aval")
+
+
+class _MixedKey(tuple):
+    """Fast-path key of positional Arrays and Python scalars (a scalar counts by its type:
+    it is weakly typed, so its value does not select the executable) and static keyword
+    arguments; its entry takes the positional arguments."""
+
+
+def _mixed_key(args, kwargs, static_names):
+    """The fast-path key of positional Arrays and Python scalars and static keyword
+    arguments, or None."""
+    key = []
+    for x in args:
+        t = type(x)
+        if t is Array:
+            key.append(x.aval)
+        elif t in _PYTHON_SCALARS:
+            key.append(t)
+        else:
+            return None
+    for name, value in kwargs.items():
+        if name not in static_names:
+            return None
+        key.append((name, value))
+    return _MixedKey(key)
 
 
 def _bounded_insert(cache: dict, key, value) -> None:
@@ -190,7 +224,21 @@ class _Entry:
         return out if self.single else tree_unflatten(self.out_tree, out)
 
 
+_scalar_arrays: dict = {}  # (type, value, aval) -> Array: constants recur (x * 2, clip(x, 0, 1))
+
+
 def _to_array(x, aval) -> Array:
+    t = type(x)
+    if t in _PYTHON_SCALARS and (x or t is not float):  # a float zero's key misses its sign
+        key = (t, x, aval)
+        cached = _scalar_arrays.get(key)
+        if cached is None:
+            check_python_int(x)
+            cached = Array(to_device_buffer(x, aval), aval)
+            if len(_scalar_arrays) >= 1024:
+                _scalar_arrays.clear()
+            _scalar_arrays[key] = cached
+        return cached
     check_python_int(x)
     return Array(to_device_buffer(x, aval), aval)
 

@@ -272,7 +272,7 @@ def _basic_take(arr, entries):
         if isinstance(e, _Int) and shape[e.dim] == 0:
             raise IndexError(f"index is out of bounds for axis {e.dim} with size 0")
     arr = _static_slices(arr, entries, shape)
-    arr = _dynamic_ints(arr, entries)
+    arr = _dynamic_ints(arr, entries, shape)
     int_dims = [e.dim for e in entries if isinstance(e, _Int)]
     if int_dims:
         arr = structural.squeeze(arr, int_dims)
@@ -298,8 +298,8 @@ def _static_slices(arr, entries, shape):
                 strides[e.dim] = step
                 if e.step < 0:
                     reversed_dims.append(e.dim)
-        elif isinstance(e, _Int) and not _is_traced_or_device(e.index):
-            i = min(max(e.index + shape[e.dim] if e.index < 0 else e.index, 0), shape[e.dim] - 1)
+        elif isinstance(e, _Int) and not _is_dynamic_int(e, shape):
+            i = e.index + shape[e.dim] if e.index < 0 else e.index
             starts[e.dim], limits[e.dim] = i, i + 1
     unit_strides = all(s == 1 for s in strides)
     if starts != [0] * len(shape) or limits != list(shape) or not unit_strides:
@@ -309,13 +309,32 @@ def _static_slices(arr, entries, shape):
     return arr
 
 
-def _dynamic_ints(arr, entries):
-    """dynamic_slice of size 1 at the traced scalar integer indices."""
-    dynamic = {e.dim: e.index for e in entries if isinstance(e, _Int) and _is_traced_or_device(e.index)}
+def _is_dynamic_int(e, shape) -> bool:
+    """Whether the int entry `e` is read with a dynamic_slice: traced indices, and static ones
+    out of bounds (clamped by dynamic_slice, where `checkify`'s index checks can see them)."""
+    if _is_traced_or_device(e.index):
+        return True
+    return not -shape[e.dim] <= e.index < shape[e.dim]
+
+
+def _dynamic_ints(arr, entries, shape):
+    """dynamic_slice of size 1 at the traced (or static out-of-bounds) integer indices; `shape`
+    is the shape before `_static_slices`."""
+    dynamic = {e.dim: e.index for e in entries
+               if isinstance(e, _Int) and _is_dynamic_int(e, shape)}
     if not dynamic:
         return arr
-    shape = core.get_aval(arr).shape
     dtype = _index_dtype(shape)
+    shape = core.get_aval(arr).shape
+    for d, i in dynamic.items():
+        if not _is_traced_or_device(i):
+            info = np.iinfo(dtype)
+            # Below -size reads the first element, as in JAX (dynamic_slice would wrap -1).
+            i = max(int(i) + shape[d], 0) if i < 0 else int(i)
+            if i > info.max:
+                raise OverflowError(f"Python int {i} too large to convert to {np.dtype(dtype)} "
+                                    f"(index of axis {d})")
+            dynamic[d] = np.asarray(i, dtype)
     starts = [lax.convert_element_type(dynamic[d], dtype) if d in dynamic else np.zeros((), dtype)
               for d in range(len(shape))]
     sizes = [1 if d in dynamic else n for d, n in enumerate(shape)]

@@ -2,6 +2,8 @@
 pickled), from* constructors, DLPack, printing options, and scalar/complex predicates."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from fluxion._src import core, dtypes
@@ -26,13 +28,88 @@ def _refuse_pickle(kwargs) -> None:
         raise ValueError(_NO_PICKLE)
 
 
+_NPY_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0,
+                       (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def _npy_data_size(fp) -> tuple[tuple, np.dtype, int] | None:
+    """(shape, dtype, bytes of data declared) from a .npy header at `fp`'s position, or None
+    where the header is not one checked here (NumPy's own reading reports its errors)."""
+    if fp.read(6) != b"\x93NUMPY":
+        return None
+    fp.seek(-6, 1)
+    try:
+        reader = _NPY_HEADER_READERS.get(np.lib.format.read_magic(fp))
+        if reader is None:
+            return None
+        shape, _, dtype = reader(fp)
+    except (ValueError, EOFError, TypeError, SyntaxError):
+        return None
+    if not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ValueError(f"The .npy header declares the shape {shape}, which has a negative "
+                         "or non-integer dimension")
+    count = 1
+    for d in shape:
+        count *= d
+    return shape, dtype, count * dtype.itemsize
+
+
+def _check_held(found, held: int) -> None:
+    if found is None or found[1].hasobject:
+        return
+    shape, dtype, need = found
+    if need > held:
+        raise ValueError(f"The .npy file is truncated or its header is wrong: the header "
+                         f"declares an array of shape {shape} and dtype {dtype} ({need} bytes "
+                         f"of data), but the file holds {held} bytes after the header")
+
+
+class _CheckedNpzFile(np.lib.npyio.NpzFile):
+    """NumPy's NpzFile whose members' sizes are checked against their headers when read."""
+
+    def __getitem__(self, key):
+        name = self._files.get(key) if isinstance(getattr(self, "_files", None), dict) else None
+        if name is not None:
+            with self.zip.open(name) as member:
+                found = _npy_data_size(member)
+                if found is not None:
+                    _check_held(found, self.zip.getinfo(name).file_size - member.tell())
+        return super().__getitem__(key)
+
+
+def _check_npy_size(file) -> None:
+    """A .npy file's data must be as long as its header declares: checked before NumPy
+    allocates the array, so a truncated file or a lying header is a clear ValueError."""
+    if isinstance(file, (str, bytes)) or hasattr(file, "__fspath__"):
+        with open(file, "rb") as fp:
+            found = _npy_data_size(fp)
+            held = os.fstat(fp.fileno()).st_size - fp.tell()
+    elif hasattr(file, "seek") and hasattr(file, "tell") and getattr(file, "seekable",
+                                                                     lambda: True)():
+        start = file.tell()
+        try:
+            found = _npy_data_size(file)
+            here = file.tell()
+            held = file.seek(0, 2) - here
+        finally:
+            file.seek(start)
+    else:
+        return
+    _check_held(found, held)
+
+
 def load(file, *args, **kwargs):
     """Read arrays from a .npy or .npz file with numpy.load (allow_pickle is always False).
 
     A .npy file gives an Array (bfloat16 data, which NumPy stores as 2-byte voids, is restored);
-    a .npz file gives NumPy's lazy NpzFile mapping."""
+    a .npz file gives NumPy's lazy NpzFile mapping. Nothing is unpickled; an array whose data
+    is shorter than its header declares (a .npy file or a .npz member) raises ValueError before
+    anything is allocated."""
     _refuse_pickle(kwargs)
+    _check_npy_size(file)
     out = np.load(file, *args, allow_pickle=False, **kwargs)
+    if type(out) is np.lib.npyio.NpzFile:
+        out.__class__ = _CheckedNpzFile
     if isinstance(out, np.ndarray):
         if out.dtype == np.dtype("V2"):
             out = out.view(dtypes.bfloat16)

@@ -207,8 +207,61 @@ def det(a):
     _require_matrix("det", a)
     if a.shape[-1] == 0:
         return jnp.ones(a.shape[:-2], a.dtype)
+    return _det(a)
+
+
+@custom_jvp
+def _det(a):
     diag, parity = _lu_det_parts(a)
-    return parity * jnp.prod(diag, axis=-1)
+    return parity * _jnp().prod(diag, axis=-1)
+
+
+@_det.defjvp
+def _det_jvp(primals, tangents):
+    # d det(a) = tr(adj(a) da); the adjugate stays finite where a is singular, unlike
+    # det(a) inv(a), so the derivative is right there too (zero only where rank(a) < n - 1).
+    (a,), (a_dot,) = primals, tangents
+    return _det(a), _jnp().sum(_T(_adjugate(a)) * a_dot, axis=(-2, -1))
+
+
+def _adjugate(a):
+    """adj(a) of square matrices, singular ones included.
+
+    From the LU factors a = P^T L U: adj(a) = sign(P) adj(U) L^-1 P, where adj(U) =
+    h U'^-1 diag(u_nn, ..., u_nn, 1), h the product of U's first n-1 pivots and U' is U with
+    its last pivot set to 1 -- exact whenever only the last pivot may be zero. Where an earlier
+    pivot is zero (h = 0) the SVD a = u diag(s) vh gives it instead: adj(a) = det(u) det(vh)
+    vh^H diag(prod_{j != i} s_j) u^H. Each branch is fed a harmless matrix where the other is
+    used, so neither makes NaNs in higher derivatives.
+    """
+    jnp = _jnp()
+    n = a.shape[-1]
+    eye = jnp.eye(n, dtype=a.dtype)
+    lu, _, permutation = lax_linalg.lu(a)
+    diag, parity = _lu_det_parts(a)
+    head = jnp.prod(diag[..., :-1], axis=-1)
+    use_svd = (head == 0)[..., None, None]
+
+    lu = jnp.where(use_svd, eye, lu)
+    last = lu[..., -1:, -1:]
+    lu_unit_last = lu.at[..., -1, -1].set(1)
+    p = eye[permutation]
+    x = lax_linalg.triangular_solve(lu, p, left_side=True, lower=True, unit_diagonal=True)
+    x = x * jnp.where(jnp.arange(n) < n - 1, 1, 0)[:, None].astype(a.dtype) * last + \
+        x * jnp.where(jnp.arange(n) == n - 1, 1, 0)[:, None].astype(a.dtype)
+    x = lax_linalg.triangular_solve(lu_unit_last, x, left_side=True, lower=False)
+    from_lu = (parity * head)[..., None, None] * x
+
+    distinct = jnp.diag(jnp.arange(1, n + 1, dtype=a.dtype))
+    u, s, vh = svd(jnp.where(use_svd, a, distinct), full_matrices=False)
+    ones = jnp.ones(s.shape[:-1] + (1,), s.dtype)
+    before = jnp.cumprod(jnp.concatenate([ones, s[..., :-1]], axis=-1), axis=-1)
+    after = jnp.flip(jnp.cumprod(jnp.concatenate([ones, jnp.flip(s, -1)[..., :-1]], axis=-1),
+                                 axis=-1), -1)
+    others = (before * after).astype(a.dtype)
+    phase = (_det(u) * _det(vh))[..., None, None]
+    from_svd = phase * jnp.matmul(_H(vh) * others[..., None, :], _H(u))
+    return jnp.where(use_svd, from_svd, from_lu)
 
 
 def slogdet(a, *, method: str | None = None):

@@ -38,7 +38,7 @@ def _upcast_f16(dtype) -> np.dtype:
 
 
 def _to_inexact(dtype) -> np.dtype:
-    return dtype if dtypes.is_inexact(dtype) else dtypes.default_float_dtype()
+    return util.to_inexact_dtype(np.dtype(dtype))
 
 
 def _check_where(name, where):

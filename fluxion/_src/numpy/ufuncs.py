@@ -354,7 +354,7 @@ def _log_base(name, x, base: float):
         re, im = lax.real(r), lax.imag(r)
         scale = _strong_const(re, 1 / np.log(base))
         return lax.complex(lax.mul(re, scale), lax.mul(im, scale))
-    return lax.div(lax.log(x), lax.log(_strong_const(x, base)))
+    return lax.mul(lax.log(x), _strong_const(x, 1 / np.log(base)))  # as JAX: not a division
 
 
 def log2(x, /):

@@ -131,14 +131,22 @@ def _ctx():
     return _CONTEXTS[-1]
 
 
+def _grid_axis(ctx, axis):
+    if not isinstance(axis, (int, np.integer)) or not 0 <= axis < len(ctx.grid):
+        raise ValueError(f"Axis {axis} is out of bounds for grid {ctx.grid}")
+    return int(axis)
+
+
 def program_id(axis):
     """The index of this kernel instance along grid axis `axis`."""
-    return _ctx().ids[axis]
+    ctx = _ctx()
+    return ctx.ids[_grid_axis(ctx, axis)]
 
 
 def num_programs(axis):
     """The size of the grid along `axis`."""
-    return _ctx().grid[axis]
+    ctx = _ctx()
+    return ctx.grid[_grid_axis(ctx, axis)]
 
 
 def _normalize_index(idx, ndim):
@@ -148,6 +156,13 @@ def _normalize_index(idx, ndim):
         k = idx.index(Ellipsis)
         idx = idx[:k] + (slice(None),) * (ndim - len(idx) + 1) + idx[k + 1:]
     return idx + (slice(None),) * (ndim - len(idx))
+
+
+def _broadcasts_to(shape, target) -> bool:
+    try:
+        return np.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
+    except ValueError:
+        return False
 
 
 class BlockRef:
@@ -163,6 +178,10 @@ class BlockRef:
     ndim = property(lambda self: len(self.value.shape))
 
     def _gather(self, idx):
+        given = idx if isinstance(idx, tuple) else (idx,)
+        if len([i for i in given if i is not Ellipsis]) > self.ndim:
+            raise ValueError(f"Indices {given} are longer than the shape {self.shape} of the "
+                             f"block ref")
         idx = _normalize_index(idx, self.ndim)
         v = self.value
         starts, sizes, squeeze = [], [], []
@@ -187,8 +206,14 @@ class BlockRef:
         return out.reshape([s for d, s in enumerate(sizes) if d not in squeeze])
 
     def __setitem__(self, idx, val):
-        starts, sizes, _ = self._gather(idx)
-        val = jnp.broadcast_to(jnp.asarray(val, self.dtype), sizes)
+        starts, sizes, squeeze = self._gather(idx)
+        val = jnp.asarray(val, self.dtype)
+        target = tuple(n for d, n in enumerate(sizes) if d not in squeeze)
+        if not (_broadcasts_to(val.shape, target) or _broadcasts_to(val.shape, sizes)):
+            raise ValueError(f"Invalid shape for a store into the block ref of shape "
+                             f"{self.shape}: the indexed window has shape {target}, the value "
+                             f"{tuple(val.shape)}")
+        val = jnp.broadcast_to(val, sizes)
         self.value = lax.dynamic_update_slice(
             self.value, val, [jnp.asarray(s, "int32") for s in starts])
 
@@ -280,6 +305,9 @@ def _block_dims(spec, shape, what, kname):
             raise NotImplementedError(f"pallas_call {kname}: Element padding {b.padding}")
     dims = tuple(1 if b is None or b is squeezed else
                  b.block_size if isinstance(b, (Blocked, Element)) else int(b) for b in bs)
+    if any(d <= 0 for d in dims):
+        raise ValueError(f"pallas_call {kname}: {what} block_shape {bs} has a dimension that is "
+                         "not positive")
     sq = tuple(b is None or b is squeezed for b in bs)
     return dims, sq
 
@@ -305,6 +333,29 @@ def _padded(x, dims):
     return lax.pad(x, jnp.zeros((), x.dtype), pads)
 
 
+def _check_specs(kname, specs, n, what, of):
+    if len(specs) != n:
+        raise ValueError(f"pallas_call {kname}: {len(specs)} {what} for {n} {of}")
+    for k, spec in enumerate(specs):
+        if spec is not None and not isinstance(spec, BlockSpec):
+            raise TypeError(f"pallas_call {kname}: {what}[{k}] must be a BlockSpec or None, "
+                            f"got {spec!r}")
+
+
+def _check_aliases(kname, aliases, ins, out_leaves):
+    for i_in, i_out in aliases.items():
+        if not (0 <= i_in < len(ins) and 0 <= i_out < len(out_leaves)):
+            raise ValueError(f"pallas_call {kname}: input_output_aliases maps input {i_in} to "
+                             f"output {i_out}, but there are {len(ins)} inputs and "
+                             f"{len(out_leaves)} outputs")
+        x, o = ins[i_in], out_leaves[i_out]
+        if tuple(x.shape) != tuple(o.shape) or np.dtype(x.dtype) != np.dtype(o.dtype):
+            raise ValueError(f"pallas_call {kname}: input_output_aliases maps input {i_in} of "
+                             f"{x.dtype}{list(x.shape)} to output {i_out} of "
+                             f"{np.dtype(o.dtype)}{list(o.shape)}; they must have the same "
+                             "shape and dtype")
+
+
 def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None, grid_spec=None,
                 input_output_aliases=None, interpret=False, name=None, compiler_params=None,
                 cost_estimate=None, scratch_shapes=()):
@@ -312,9 +363,15 @@ def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None, gr
     if grid_spec is not None:
         grid, in_specs, out_specs = grid_spec.grid, grid_spec.in_specs, grid_spec.out_specs
         scratch_shapes = grid_spec.scratch_shapes
-    grid = (grid,) if isinstance(grid, int) else tuple(grid)
+    grid = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid)
+    if not all(isinstance(g, (int, np.integer)) for g in grid):
+        raise ValueError(f"Grid must be a tuple of integers, got {grid}")
     kname = name or getattr(kernel, "__name__", "kernel")
     out_leaves, out_tree = tree_util.tree_flatten(out_shape)
+    for o in out_leaves:
+        if not (hasattr(o, "shape") and hasattr(o, "dtype")):
+            raise ValueError(f"pallas_call {kname}: invalid out_shape type {type(o).__name__}; "
+                             "out_shape holds ShapeDtypeStructs (or arrays)")
 
     def call(*args):
         ins = [jnp.asarray(a) for a in args]
@@ -324,6 +381,9 @@ def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None, gr
             if out_specs is not None else [None] * len(out_leaves)
         if len(ospecs) == 1 and len(out_leaves) > 1:
             ospecs = ospecs * len(out_leaves)
+        _check_specs(kname, ispecs, len(ins), "in_specs", "inputs")
+        _check_specs(kname, ospecs, len(out_leaves), "out_specs", "outputs of out_shape")
+        _check_aliases(kname, input_output_aliases or {}, ins, out_leaves)
         iblk = [_block_dims(s, x.shape, f"input {k}", kname) for k, (s, x) in enumerate(zip(ispecs, ins))]
         oblk = [_block_dims(s, o.shape, f"output {k}", kname) for k, (s, o) in enumerate(zip(ospecs, out_leaves))]
         ins_p = [_padded(x, d) for x, (d, _) in zip(ins, iblk)]

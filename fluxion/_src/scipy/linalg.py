@@ -135,29 +135,62 @@ def lu(a, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool
 
 def qr(a, overwrite_a: bool = False, lwork=None, mode: str = "full", pivoting: bool = False,
        check_finite: bool = True):
-    """Q, R with a = Q R: mode 'full', 'economic', or 'r' (a 1-tuple (R,))."""
-    if pivoting:
-        raise NotImplementedError("The pivoting=True case of qr is not implemented.")
-    if mode not in ("full", "economic", "r", "raw"):
-        raise ValueError(f"Unsupported mode {mode}")
-    if mode == "raw":
-        raise NotImplementedError("The raw mode of qr is not implemented.")
-    q, r = lax_linalg.qr(_inexact(a), full_matrices=mode in ("full", "r"))
-    return (r,) if mode == "r" else (q, r)
+    """Q, R with a = Q R: mode 'full', 'economic', or 'r' (a 1-tuple (R,)).
+
+    With `pivoting`, column-pivoted QR: a[..., P] = Q R, and P is appended to the result.
+    """
+    if mode not in ("full", "economic", "r"):
+        raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
+    q, r, *p = lax_linalg.qr(_inexact(a), pivoting=bool(pivoting),
+                             full_matrices=mode in ("full", "r"))
+    return (r, *p) if mode == "r" else (q, r, *p)
 
 
 def qr_multiply(a, c, mode: str = "right", pivoting: bool = False, conjugate: bool = False,
                 overwrite_a: bool = False, overwrite_c: bool = False):
-    """(Q @ c (mode 'left') or c @ Q (mode 'right'), R) for the economic QR of `a`."""
-    if pivoting:
-        raise NotImplementedError("The pivoting=True case of qr_multiply is not implemented.")
+    """(Q @ c (mode 'left') or c @ Q (mode 'right'), R) for the economic QR of `a`, applying
+    Q's Householder reflectors without forming Q (LAPACK ormqr). `conjugate` uses conj(Q);
+    with `pivoting` the column permutation P is appended."""
+    from fluxion._src.numpy.util import promote_dtypes_inexact
     if mode not in ("left", "right"):
         raise ValueError(f"mode must be 'left' or 'right', got {mode!r}")
-    q, r = qr(a, mode="economic")
+    a, c = promote_dtypes_inexact(jnp.asarray(a), jnp.asarray(c))
+    onedim = c.ndim == 1
+    if onedim:
+        c = c[:, None] if mode == "left" else c[None, :]
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    if mode == "left" and c.shape[-2] != k:
+        raise ValueError(f"Array shapes are not compatible for Q @ c operation: a has shape "
+                         f"{tuple(a.shape)} so Q has {k} columns, but c has {c.shape[-2]} "
+                         f"rows (expected {k}).")
+    if mode == "right" and c.shape[-1] != m:
+        raise ValueError(f"Array shapes are not compatible for c @ Q operation: a has shape "
+                         f"{tuple(a.shape)} so Q has {m} rows, but c has {c.shape[-1]} "
+                         f"columns (expected {m}).")
+    batch = jnp.broadcast_shapes(a.shape[:-2], c.shape[:-2])
+    a = jnp.broadcast_to(a, batch + a.shape[-2:])
+    c = jnp.broadcast_to(c, batch + c.shape[-2:])
+    p = None
+    if pivoting:
+        r, p, taus = lax_linalg.geqp3(a, jnp.zeros(batch + (n,), np.int32))
+        p = p - 1
+    else:
+        r, taus = lax_linalg.geqrf(a)
+    if mode == "left" and m > k:  # the full Q acts on c padded with zero rows
+        c = jnp.concatenate([c, jnp.zeros(c.shape[:-2] + (m - k, c.shape[-1]), c.dtype)],
+                            axis=-2)
+    if conjugate:  # conj(Q) c = (c^T Q^H)^T: transpose, and let the kernel take Q^H
+        c = jnp.swapaxes(c, -1, -2)
+    cq = lax_linalg.ormqr(r, taus, c, left=(mode == "left") != conjugate, transpose=conjugate)
     if conjugate:
-        q = jnp.conj(q)
-    c = jnp.asarray(c)
-    return (q @ c if mode == "left" else c @ q), r
+        cq = jnp.swapaxes(cq, -1, -2)
+    if mode == "right":
+        cq = cq[..., :k]
+    if onedim:
+        cq = cq.ravel()
+    r = jnp.triu(r[..., :k, :])
+    return (cq, r, p) if pivoting else (cq, r)
 
 
 def svd(a, full_matrices: bool = True, compute_uv: bool = True, overwrite_a: bool = False,
@@ -198,12 +231,28 @@ def eigh_tridiagonal(d, e, *, eigvals_only: bool = False, select: str = "a",
 
 def polar(a, side: str = "right", *, method: str = "qdwh", eps=None, max_iterations=None):
     """(u, p) with a = u p (side 'right') or a = p u ('left'), u unitary and p Hermitian
-    positive semi-definite; computed from the SVD for either `method`."""
+    positive semi-definite.
+
+    `method='qdwh'` runs lax.linalg.qdwh where JAX does (m >= n with side 'right', m < n with
+    side 'left'; the other shapes fall back to the SVD); `method='svd'` uses the SVD.
+    """
     if side not in ("left", "right"):
         raise ValueError(f"side={side!r} is not supported; use 'left' or 'right'")
     if method not in ("qdwh", "svd"):
         raise ValueError(f"Unknown polar decomposition method {method}.")
     a = _inexact(a)
+    if a.ndim < 2:
+        raise ValueError("The input `a` must be at least a 2-D array.")
+    m, n = a.shape[-2:]
+    if method == "qdwh" and (m >= n) == (side == "right"):
+        def one(x):
+            if side == "left":
+                u, p, _, _ = lax_linalg.qdwh(_h(x), eps=eps)
+                return _h(u), _h(p)
+            u, p, _, _ = lax_linalg.qdwh(x, eps=eps)
+            return u, p
+        sig = "(m,n)->(m,n),(n,n)" if side == "right" else "(m,n)->(m,n),(m,m)"
+        return jnp.vectorize(one, signature=sig)(a)
     u_svd, s, vh = jnp.linalg.svd(a, full_matrices=False)
     unitary = u_svd @ vh
     if side == "right":

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import math
 import types
+from typing import Any, NamedTuple
 
 import numpy as np
 
 import fluxion.numpy as jnp
+from fluxion import lax
+from fluxion._src import dtypes
+from fluxion._src.numpy.util import canonicalize_axis, check_arraylike
 from fluxion._src.scipy import special as sp
 from fluxion._src.scipy.special import _inexact
 
@@ -278,6 +282,52 @@ def sem(a, axis: int | None = 0, ddof: int = 1, nan_policy: str = "propagate", *
     return jnp.std(a, axis=axis, ddof=ddof, keepdims=keepdims) / math.sqrt(a.shape[axis])
 
 
+class ModeResult(NamedTuple):
+    """The result of `mode`: the most common value and how often it occurs."""
+    mode: Any
+    count: Any
+
+
+def mode(a, axis: int | None = 0, nan_policy: str = "propagate", keepdims: bool = False):
+    """The most common value along `axis` (the smallest of equally common ones) and its count;
+    NaNs count as equal to each other."""
+    check_arraylike("mode", a)
+    if nan_policy not in ("propagate", "omit", "raise"):
+        raise ValueError(f"Illegal nan_policy value {nan_policy!r}; expected one of "
+                         "{'propagate', 'omit', 'raise'}")
+    if nan_policy == "omit":
+        raise NotImplementedError(f"Logic for `nan_policy` of {nan_policy} is not implemented")
+    if nan_policy == "raise":
+        raise NotImplementedError("In order to best JIT compile `mode`, we cannot know whether "
+                                  "`x` contains nans. Please check if nans exist in `x` outside "
+                                  "of the `mode` function.")
+    x = jnp.atleast_1d(a)
+    if axis is None:
+        out_shape = (1,) * x.ndim if keepdims else ()
+        x, axis = jnp.ravel(x), 0
+    else:
+        axis = canonicalize_axis(axis, x.ndim)
+        out_shape = tuple(1 if i == axis else s for i, s in enumerate(x.shape) if keepdims
+                          or i != axis)
+    x = jnp.moveaxis(x, axis, 0)
+    if x.shape[0] == 0:
+        empty = jnp.full(out_shape, np.nan, dtypes.default_float_dtype())
+        return ModeResult(empty, jnp.zeros(out_shape, dtypes.default_float_dtype()))
+    x = jnp.sort(x, axis=0)
+    same = x[1:] == x[:-1]
+    if jnp.issubdtype(x.dtype, np.inexact):
+        same = same | (jnp.isnan(x[1:]) & jnp.isnan(x[:-1]))
+    position = jnp.arange(x.shape[0], dtype=dtypes.default_int_dtype())
+    position = position.reshape((-1,) + (1,) * (x.ndim - 1))
+    starts = jnp.concatenate([jnp.ones((1,) + x.shape[1:], bool), ~same], axis=0)
+    run_start = lax.cummax(jnp.where(starts, position, 0), axis=0)
+    run_length = position - run_start + 1  # so far: at a run's last element, its length
+    best = jnp.argmax(run_length, axis=0)  # the first longest run: the smallest value
+    value = jnp.take_along_axis(x, best[None], axis=0)[0]
+    count = jnp.max(run_length, axis=0)
+    return ModeResult(value.reshape(out_shape), count.reshape(out_shape))
+
+
 # ---------------------------------------------------------------------------------------------
 # The truncated normal
 
@@ -422,8 +472,27 @@ gamma = _density("gamma", _gamma_logpdf)
 chi2 = _density("chi2", _chi2_logpdf)
 beta = _density("beta", _beta_logpdf)
 gennorm = _density("gennorm", _gennorm_logpdf)
+def _poisson_entropy(mu, loc=0):
+    """The entropy of the Poisson distribution (loc shifts it and changes nothing): the sum
+    of -p log p over k < 250 for mu < 100, else the asymptotic series in 1/mu."""
+    mu, loc = _inexact(mu, loc)
+    shape = np.broadcast_shapes(mu.shape, loc.shape)
+    small = jnp.where((mu > 0) & (mu < 100), mu, 1.0)
+    k = jnp.arange(250, dtype=mu.dtype).reshape((250,) + (1,) * mu.ndim)
+    log_p = _poisson_logpmf(k, small)  # finite for every k, so -p log p has a clean gradient
+    summed = -jnp.sum(jnp.exp(log_p) * log_p, axis=0)
+    big = jnp.where(mu >= 100, mu, 100.0)
+    inv = 1 / big
+    series = (0.5 * jnp.log(2 * np.pi * np.e * big)
+              - inv * (1 / 12 + inv * (1 / 24 + inv * 19 / 360)))
+    value = jnp.where(mu < 100, summed, series)
+    value = jnp.where(mu == 0, 0.0, jnp.where(mu < 0, jnp.nan, value)).astype(mu.dtype)
+    return jnp.broadcast_to(value, shape)
+
+
 poisson = _namespace("poisson", logpmf=_poisson_logpmf,
-                     pmf=lambda *a, **k: jnp.exp(_poisson_logpmf(*a, **k)))
+                     pmf=lambda *a, **k: jnp.exp(_poisson_logpmf(*a, **k)),
+                     entropy=_poisson_entropy)
 
 
 # CDFs on the regularized incomplete gamma and beta functions.

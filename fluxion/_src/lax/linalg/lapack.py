@@ -60,18 +60,20 @@ def char(c: str) -> str:
 
 def call(ctx, op: str, dtype, operands, result_avals, attrs=None, matrix_operands=None,
          matrix_results=None, alias=(0, 0)):
-    """Emit one LAPACK custom call; matrices travel column-major, leading dims are batch."""
+    """Emit one LAPACK custom call; matrices travel column-major, leading dims are batch.
+
+    `alias` is an (output, operand) pair, or a list of them, for kernels working in place.
+    """
     ensure_initialized()
     matrix_operands = matrix_operands or [True] * len(operands)
     matrix_results = matrix_results or [a.ndim >= 2 for a in result_avals]
     extra = None
     if alias is not None:  # the kernel works in place: result alias[0] reuses operand alias[1]
-        extra = {"output_operand_aliases": (
-            f"[#stablehlo.output_operand_alias<output_tuple_indices = "
-            f"[{alias[0]}], operand_index = {alias[1]}, operand_tuple_indices = []>]"
-            if len(result_avals) > 1 else
-            f"[#stablehlo.output_operand_alias<output_tuple_indices = [], "
-            f"operand_index = {alias[1]}, operand_tuple_indices = []>]")}
+        pairs = alias if isinstance(alias, list) else [alias]
+        extra = {"output_operand_aliases": "[" + ", ".join(
+            f"#stablehlo.output_operand_alias<output_tuple_indices = "
+            f"[{out if len(result_avals) > 1 else ''}], operand_index = {arg}, "
+            f"operand_tuple_indices = []>" for out, arg in pairs) + "]"}
     return ctx.custom_call(
         target_name(op, dtype), operands, result_avals, backend_config=dict(attrs or {}),
         operand_layouts=[_layout(x.aval.ndim, m) for x, m in zip(operands, matrix_operands)],

@@ -48,8 +48,8 @@ def _jnp():
 
 
 def _check_matrix(name, a, square=True, min_ndim=2):
-    if a.ndim < min_ndim:
-        raise ValueError(f"{name} requires its input to have at least {min_ndim} dimensions, "
+    if a.ndim < min_ndim:  # TypeError, as JAX's rank check for linalg primitives
+        raise TypeError(f"{name} requires its input to have at least {min_ndim} dimensions, "
                          f"got shape {a.shape}")
     if square and a.shape[-1] != a.shape[-2]:
         raise ValueError(f"{name} requires the last two dimensions of its input to be equal "
@@ -437,21 +437,69 @@ def householder_product(a, taus):
     return householder_product_p.bind(a, taus)
 
 
+def _geqp3_abstract_eval(a, jpvt, *, use_magma=None):
+    _check_matrix("geqp3", a, square=False)
+    if jpvt.shape != a.shape[:-2] + (a.shape[-1],) or not dtypes.is_integer(jpvt.dtype):
+        raise ValueError(f"geqp3 requires integer column pivots of shape "
+                         f"{a.shape[:-2] + (a.shape[-1],)}, got {jpvt.dtype} {jpvt.shape}")
+    m, n = a.shape[-2:]
+    return [ShapedArray(a.shape, a.dtype), ShapedArray(jpvt.shape, jpvt.dtype),
+            ShapedArray(a.shape[:-2] + (min(m, n),), a.dtype)]
+
+
+def _geqp3_cpu(ctx, a, jpvt, *, use_magma=None):
+    m, n = a.shape[-2:]
+    tau_aval = ShapedArray(a.shape[:-2] + (min(m, n),), a.dtype)
+    if m == 0 or n == 0:
+        return [a, jpvt, ctx.constant(0, a.dtype, tau_aval.shape)]
+    out, piv, tau = lapack.call(ctx, "geqp3", a.dtype, [a, jpvt],
+                                [a.aval.update(weak_type=False),
+                                 jpvt.aval.update(weak_type=False), tau_aval],
+                                matrix_operands=[True, False],
+                                matrix_results=[True, False, False],
+                                alias=[(0, 0), (1, 1)])
+    return [out, piv, tau]
+
+
+geqp3_p = _primitive("geqp3", _geqp3_abstract_eval, _geqp3_cpu, multiple_results=True)
+
+
+def geqp3(a, jpvt, *, use_magma=None):
+    """Column-pivoted QR (LAPACK geqp3): (a, jpvt, taus) with R in the upper triangle of `a`,
+    reflectors below it, and 1-based pivots `jpvt` such that a[:, jpvt - 1] = Q R.
+
+    A non-zero entry of the input `jpvt` moves that column to the front (as in LAPACK).
+    """
+    out, piv, taus = geqp3_p.bind(a, jpvt, use_magma=use_magma)
+    return out, piv, taus
+
+
 def _qr_abstract_eval(a, *, pivoting, full_matrices, use_magma):
     _check_matrix("qr", a, square=False)
-    if pivoting:
-        raise NotImplementedError("qr with pivoting=True is not implemented in fluxion")
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
     k = m if full_matrices else min(m, n)
-    return [ShapedArray(batch + (m, k), a.dtype), ShapedArray(batch + (k, n), a.dtype)]
+    outs = [ShapedArray(batch + (m, k), a.dtype), ShapedArray(batch + (k, n), a.dtype)]
+    if pivoting:
+        outs.append(ShapedArray(batch + (n,), np.dtype(np.int32)))
+    return outs
 
 
 def _qr_impl(a, *, pivoting, full_matrices, use_magma):
     jnp = _jnp()
     m, n = a.shape[-2:]
+    batch = a.shape[:-2]
     batch_pad = [(0, 0)] * (a.ndim - 2)
-    r, taus = geqrf(a)
+    if m == 0 or n == 0:
+        k = m if full_matrices else min(m, n)
+        q = jnp.broadcast_to(jnp.eye(m, k, dtype=a.dtype), batch + (m, k))
+        r = jnp.zeros(batch + (k, n), a.dtype)
+        return [q, r] + ([jnp.zeros(batch + (n,), np.int32)] if pivoting else [])
+    if pivoting:
+        r, p, taus = geqp3(a, jnp.zeros(batch + (n,), np.int32))
+        p = p - 1
+    else:
+        r, taus = geqrf(a)
     if m < n:
         q = householder_product(r[..., :m, :m], taus)
     elif full_matrices:
@@ -459,64 +507,131 @@ def _qr_impl(a, *, pivoting, full_matrices, use_magma):
     else:
         q = householder_product(r, taus)
         r = r[..., :n, :n]
-    return [q, jnp.triu(r)]
+    return [q, jnp.triu(r)] + ([p] if pivoting else [])
 
 
 qr_p = _primitive("qr", _qr_abstract_eval, lowering.lower_fun(_qr_impl), multiple_results=True)
+
+
+def _thin_qr_jvp(q, r, dx):
+    """dq, dr of x = q r for an (m, n) x with m >= n and thin q, r."""
+    jnp = _jnp()
+    n = r.shape[-1]
+    dx_rinv = triangular_solve(r, dx)  # dx r^-1
+    qt_dx_rinv = _H(q) @ dx_rinv
+    lower = jnp.tril(qt_dx_rinv, -1)
+    do = lower - _H(lower)  # skew-Hermitian
+    eye = jnp.eye(n, dtype=dx.dtype)
+    do = do + eye * (qt_dx_rinv - jnp.real(qt_dx_rinv).astype(dx.dtype))
+    dq = q @ (do - qt_dx_rinv) + dx_rinv
+    dr = (qt_dx_rinv - do) @ r
+    return dq, dr
+
+
+def _full_qr_jvp(q, r, dx):
+    """dq, dr of x = q r for an (m, n) x with m > n, q square (m, m): the thin part as usual,
+    and the trailing m - n columns of q from Householder QR's structure (Roberts and Towns,
+    arXiv:2409.13374, eqs. 32-33)."""
+    jnp = _jnp()
+    from fluxion._src.numpy import linalg as np_linalg
+    n = r.shape[-1]
+    q_mn, q_mp = q[..., :, :n], q[..., :, n:]
+    dq_mn, dr_nn = _thin_qr_jvp(q_mn, r[..., :n, :], dx)
+    q_nn, q_pn = q_mn[..., :n, :], q_mn[..., n:, :]
+    # Z = q_pn (q_nn - I)^-1, from (q_nn - I)^H Z^H = q_pn^H.
+    z_h = np_linalg.solve(_H(q_nn - jnp.eye(n, dtype=q.dtype)), _H(q_pn))
+    z = _H(z_h)
+    dq_mp = dq_mn @ z_h - (q_mn + q_mp @ z) @ _H(dq_mn[..., n:, :] - z @ dq_mn[..., :n, :])
+    dq = jnp.concatenate([dq_mn, dq_mp], axis=-1)
+    dr = jnp.concatenate([dr_nn, jnp.zeros(r.shape[:-2] + (r.shape[-2] - n, n), r.dtype)],
+                         axis=-2)
+    return dq, dr
 
 
 def _qr_jvp(primals, tangents, *, pivoting, full_matrices, use_magma):
     jnp = _jnp()
     x, = primals
     dx = ad.instantiate(tangents[0])
-    q, r = qr_p.bind(x, pivoting=pivoting, full_matrices=full_matrices, use_magma=use_magma)
+    q, r, *p = qr_p.bind(x, pivoting=pivoting, full_matrices=full_matrices,
+                         use_magma=use_magma)
     m, n = x.shape[-2:]
-    if m < n or (full_matrices and m != n):
-        raise NotImplementedError("Unimplemented case of QR decomposition derivative")
-    dx_rinv = triangular_solve(r, dx)  # dx r^-1
-    qt_dx_rinv = _H(q) @ dx_rinv
-    lower = jnp.tril(qt_dx_rinv, -1)
-    do = lower - _H(lower)  # skew-Hermitian
-    eye = jnp.eye(n, dtype=x.dtype)
-    do = do + eye * (qt_dx_rinv - jnp.real(qt_dx_rinv).astype(x.dtype))
-    dq = q @ (do - qt_dx_rinv) + dx_rinv
-    dr = (qt_dx_rinv - do) @ r
-    return [q, r], [dq, dr]
+    if pivoting:
+        # x[..., p] = q r, so the factors move with the permuted tangent.
+        dx = jnp.take_along_axis(dx, jnp.broadcast_to(p[0][..., None, :], dx.shape), axis=-1)
+        x = jnp.take_along_axis(x, jnp.broadcast_to(p[0][..., None, :], x.shape), axis=-1)
+    if m < n:
+        # x = [x1 x2] = q [r1 r2]: the square part is an ordinary QR, and r2 = q^H x2.
+        dq, dr1 = _thin_qr_jvp(q, r[..., :, :m], dx[..., :, :m])
+        dr2 = _H(dq) @ x[..., :, m:] + _H(q) @ dx[..., :, m:]
+        dr = jnp.concatenate([dr1, dr2], axis=-1)
+    elif full_matrices and m != n:
+        dq, dr = _full_qr_jvp(q, r, dx)
+    else:
+        dq, dr = _thin_qr_jvp(q, r, dx)
+    outs, tans = [q, r], [dq, dr]
+    if pivoting:
+        outs.append(p[0])
+        tans.append(ad.Zero.from_primal_value(p[0]))
+    return outs, tans
 
 
 ad.primitive_jvps[qr_p] = _qr_jvp
 
 
 def qr(x, *, pivoting: bool = False, full_matrices: bool = True, use_magma=None):
-    """QR decomposition: returns (q, r) with x = q @ r (`full_matrices`: q is square)."""
-    q, r = qr_p.bind(x, pivoting=bool(pivoting), full_matrices=bool(full_matrices),
+    """QR decomposition: (q, r) with x = q @ r (`full_matrices`: q is square).
+
+    With `pivoting`, column-pivoted QR: (q, r, p) with x[..., p] = q @ r and the diagonal of
+    r non-increasing in magnitude.
+    """
+    outs = qr_p.bind(x, pivoting=bool(pivoting), full_matrices=bool(full_matrices),
                      use_magma=use_magma)
-    return q, r
+    return tuple(outs)
 
 
 # ---------------------------------------------------------------------------------------------
 # eigh
 
+def _subset(subset_by_index, size, name):
+    """(lo, hi) of a subset_by_index argument, checked against `size` values."""
+    if subset_by_index is None:
+        return 0, size
+    lo, hi = (int(i) for i in subset_by_index)
+    if not 0 <= lo <= hi <= size:
+        raise ValueError(f"{name}: subset_by_index must satisfy 0 <= start <= end <= {size}, "
+                         f"got {tuple(subset_by_index)}")
+    return lo, hi
+
+
 def _eigh_abstract_eval(a, *, lower, sort_eigenvalues, subset_by_index, algorithm=None):
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"Argument to symmetric eigendecomposition must have shape "
+                         f"[..., n, n], got shape {a.shape}")
     _check_matrix("eigh", a)
     n = a.shape[-1]
-    if subset_by_index is not None and tuple(subset_by_index) != (0, n):
-        raise NotImplementedError("eigh with subset_by_index is not implemented in fluxion")
-    return [ShapedArray(a.shape, a.dtype),
-            ShapedArray(a.shape[:-1], _real_dtype(a.dtype))]
+    lo, hi = _subset(subset_by_index, n, "eigh")
+    return [ShapedArray(a.shape[:-1] + (hi - lo,), a.dtype),
+            ShapedArray(a.shape[:-2] + (hi - lo,), _real_dtype(a.dtype))]
 
 
 def _eigh_cpu(ctx, a, *, lower, sort_eigenvalues, subset_by_index, algorithm=None):
     batch = a.shape[:-2]
+    n = a.shape[-1]
     w_aval = ShapedArray(a.shape[:-1], _real_dtype(a.dtype))
-    if a.shape[-1] == 0:
+    if n == 0:
         return [a, ctx.constant(0, w_aval.dtype, w_aval.shape)]
     v, w, info = lapack.call(ctx, "syevd", a.dtype, [a],
                              [a.aval.update(weak_type=False), w_aval, lapack.info_aval(batch)],
                              {"mode": lapack.char("V"), "uplo": lapack.char("L" if lower else "U")},
                              matrix_results=[True, False, False])
-    return [lapack.nan_where_failed(ctx, info, v, len(batch)),
-            lapack.nan_where_failed(ctx, info, w, len(batch))]
+    v = lapack.nan_where_failed(ctx, info, v, len(batch))
+    w = lapack.nan_where_failed(ctx, info, w, len(batch))
+    lo, hi = _subset(subset_by_index, n, "eigh")
+    if (lo, hi) != (0, n):  # syevd computes all of them; keep the asked ones (ascending)
+        zeros = [0] * len(batch)
+        v = ctx.slice(v, zeros + [0, lo], list(batch) + [n, hi])
+        w = ctx.slice(w, zeros + [lo], list(batch) + [hi])
+    return [v, w]
 
 
 eigh_p = _primitive("eigh", _eigh_abstract_eval, _eigh_cpu, multiple_results=True)
@@ -525,6 +640,8 @@ eigh_p = _primitive("eigh", _eigh_abstract_eval, _eigh_cpu, multiple_results=Tru
 def _eigh_jvp(primals, tangents, **params):
     jnp = _jnp()
     a, = primals
+    if _subset(params["subset_by_index"], a.shape[-1], "eigh") != (0, a.shape[-1]):
+        raise NotImplementedError("Derivatives not defined for partial eigen decomposition.")
     a_dot = ad.instantiate(tangents[0])
     v, w = eigh_p.bind(a, **params)
     n = a.shape[-1]
@@ -541,14 +658,14 @@ ad.primitive_jvps[eigh_p] = _eigh_jvp
 
 
 def eigh(x, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True,
-         subset_by_index=None, algorithm=None):
+         subset_by_index=None, implementation=None):
     """Eigendecomposition of Hermitian matrices: returns (v, w), w ascending, x v = v diag(w)."""
     _check_matrix("eigh", core.get_aval(x))
     if symmetrize_input:
         x = symmetrize(x)
     v, w = eigh_p.bind(x, lower=bool(lower), sort_eigenvalues=bool(sort_eigenvalues),
                        subset_by_index=None if subset_by_index is None
-                       else tuple(subset_by_index), algorithm=algorithm)
+                       else tuple(subset_by_index), algorithm=implementation)
     return v, w
 
 
@@ -559,8 +676,11 @@ def _svd_abstract_eval(a, *, full_matrices, compute_uv, subset_by_index, algorit
     _check_matrix("svd", a, square=False)
     m, n = a.shape[-2:]
     k = min(m, n)
-    if subset_by_index is not None and tuple(subset_by_index) != (0, k):
-        raise NotImplementedError("svd with subset_by_index is not implemented in fluxion")
+    lo, hi = _subset(subset_by_index, k, "svd")
+    if (lo, hi) != (0, k):
+        if full_matrices:
+            raise ValueError("full_matrices and subset_by_index cannot both be set")
+        k = hi - lo
     batch = a.shape[:-2]
     s = ShapedArray(batch + (k,), _real_dtype(a.dtype))
     if not compute_uv:
@@ -569,7 +689,7 @@ def _svd_abstract_eval(a, *, full_matrices, compute_uv, subset_by_index, algorit
             ShapedArray(batch + (n if full_matrices else k, n), a.dtype)]
 
 
-def _svd_cpu(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
+def _svd_cpu_all(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
     batch = a.shape[:-2]
     m, n = a.shape[-2:]
     k = min(m, n)
@@ -601,12 +721,34 @@ def _svd_cpu(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorithm=No
     return outs
 
 
+def _svd_cpu(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    lo, hi = _subset(subset_by_index, k, "svd")
+    outs = _svd_cpu_all(ctx, a, full_matrices=full_matrices, compute_uv=compute_uv,
+                        subset_by_index=None, algorithm=algorithm)
+    if (lo, hi) == (0, k):
+        return outs
+    # gesdd computes all of them (descending); keep the asked ones.
+    batch = list(a.shape[:-2])
+    z = [0] * len(batch)
+    sliced = [ctx.slice(outs[0], z + [lo], batch + [hi])]
+    if compute_uv:
+        sliced += [ctx.slice(outs[1], z + [0, lo], batch + [m, hi]),
+                   ctx.slice(outs[2], z + [lo, 0], batch + [hi, n])]
+    return sliced
+
+
 svd_p = _primitive("svd", _svd_abstract_eval, _svd_cpu, multiple_results=True)
 
 
 def _svd_jvp(primals, tangents, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
     jnp = _jnp()
     A, = primals
+    k = min(A.shape[-2:])
+    if _subset(subset_by_index, k, "svd") != (0, k):
+        raise NotImplementedError("Derivatives not defined for a partial singular value "
+                                  "decomposition (subset_by_index).")
     dA = ad.instantiate(tangents[0])
     s, U, Vt = svd_p.bind(A, full_matrices=False, compute_uv=True,
                           subset_by_index=subset_by_index, algorithm=algorithm)
@@ -706,31 +848,73 @@ def _eig_cpu(ctx, a, *, compute_left_eigenvectors, compute_right_eigenvectors,
 eig_p = _primitive("eig", _eig_abstract_eval, _eig_cpu, multiple_results=True)
 
 
+def _eig_vectors_jvp(w, v, da):
+    """dw, dv of A v = v diag(w) under geev's normalization of v: unit 2-norm columns whose
+    largest-magnitude entry is real (first-order perturbation theory, distinct w)."""
+    jnp = _jnp()
+    from fluxion._src.numpy import linalg as np_linalg
+    n = w.shape[-1]
+    eye = jnp.eye(n, dtype=w.dtype)
+    F = 1 / (eye + w[..., None, :] - w[..., :, None]) - eye
+    P = np_linalg.solve(v, da) @ v
+    dw = jnp.diagonal(P, axis1=-2, axis2=-1)
+    U = v @ (F * P)
+    # dv_j = u_j + c_j v_j; c_j keeps the norm (real part) and the phase of the largest
+    # entry (imaginary part) fixed.
+    k = jnp.argmax(jnp.abs(v), axis=-2)
+    top = jnp.arange(n)[:, None] == k[..., None, :]
+    u_top = jnp.sum(jnp.where(top, U, 0), axis=-2)
+    v_top = jnp.sum(jnp.where(top, v, 0), axis=-2)
+    from fluxion import lax
+    c = lax.complex(-jnp.real(jnp.sum(jnp.conj(v) * U, axis=-2)),
+                    -jnp.imag(u_top) / jnp.real(v_top))
+    return dw, U + v * c[..., None, :]
+
+
 def _eig_jvp(primals, tangents, *, compute_left_eigenvectors, compute_right_eigenvectors,
              enable_eigvec_derivs=False, implementation=None):
     jnp = _jnp()
-    if compute_left_eigenvectors or compute_right_eigenvectors:
+    if (compute_left_eigenvectors or compute_right_eigenvectors) and not enable_eigvec_derivs:
         raise NotImplementedError(
-            "The derivatives of eigenvectors are not implemented, only eigenvalues. See "
-            "https://github.com/jax-ml/jax/issues/2748 for discussion.")
+            "Derivatives of non-symmetric eigenvectors are only valid under assumptions on "
+            "the input that cannot be checked (see the enable_eigvec_derivs argument to "
+            "lax.linalg.eig). Pass enable_eigvec_derivs=True to lax.linalg.eig to opt in. "
+            "See https://github.com/jax-ml/jax/issues/2748 for discussion.")
     a, = primals
-    da = ad.instantiate(tangents[0])
-    w, v = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True,
-                      enable_eigvec_derivs=False, implementation=implementation)
-    from fluxion._src.numpy import linalg as np_linalg
-    vinv_da_v = np_linalg.solve(v, da.astype(v.dtype)) @ v
-    return [w], [jnp.diagonal(vinv_da_v, axis1=-2, axis2=-1)]
+    outs = eig_p.bind(a, compute_left_eigenvectors=compute_left_eigenvectors,
+                      compute_right_eigenvectors=True,
+                      enable_eigvec_derivs=enable_eigvec_derivs,
+                      implementation=implementation)
+    w, vr = outs[0], outs[-1]
+    da = ad.instantiate(tangents[0]).astype(vr.dtype)
+    if not (compute_left_eigenvectors or compute_right_eigenvectors):
+        from fluxion._src.numpy import linalg as np_linalg
+        return [w], [jnp.sum(np_linalg.solve(vr, da) * _T(vr), axis=-1)]
+    dw, dvr = _eig_vectors_jvp(w, vr, da)
+    primal, tangent = [w], [dw]
+    if compute_left_eigenvectors:  # left eigenvectors of a: right ones of a^H
+        primal.append(outs[1])
+        tangent.append(_eig_vectors_jvp(jnp.conj(w), outs[1], _H(da))[1])
+    if compute_right_eigenvectors:
+        primal.append(vr)
+        tangent.append(dvr)
+    return primal, tangent
 
 
 ad.primitive_jvps[eig_p] = _eig_jvp
 
 
 def eig(x, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
-        use_magma=None, implementation=None):
-    """Eigendecomposition of general square matrices: [w, vl?, vr?] (complex)."""
+        enable_eigvec_derivs: bool = False, implementation=None, use_magma=None):
+    """Eigendecomposition of general square matrices: [w, vl?, vr?] (complex).
+
+    `enable_eigvec_derivs` opts in to eigenvector derivatives, valid for distinct
+    eigenvalues (under geev's normalization: unit norm, largest entry real).
+    """
     return eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
                       compute_right_eigenvectors=bool(compute_right_eigenvectors),
-                      enable_eigvec_derivs=False, implementation=implementation)
+                      enable_eigvec_derivs=bool(enable_eigvec_derivs),
+                      implementation=implementation)
 
 
 # ---------------------------------------------------------------------------------------------
