@@ -5,6 +5,8 @@ from fluxion._src.errors import (ConcretizationTypeError, FluxionTypeError,  # n
                                  TracerBoolConversionError, TracerIntegerConversionError,
                                  UnexpectedTracerError)
 
+from fluxion._src.export.shape_poly import InconclusiveDimensionOperation  # noqa: F401,E402
+
 JAXTypeError = FluxionTypeError
 
 

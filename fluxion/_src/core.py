@@ -17,6 +17,7 @@ import numpy as np
 
 from fluxion._src import dtypes
 from fluxion._src import pretty_printer as pp
+from fluxion._src.export.shape_poly import DimExpr, shape_size  # noqa: F401
 from fluxion._src.errors import (ConcretizationTypeError, TracerArrayConversionError,
                                  TracerBoolConversionError, TracerIntegerConversionError,
                                  UnexpectedTracerError)
@@ -28,10 +29,17 @@ from fluxion._src.errors import (ConcretizationTypeError, TracerArrayConversionE
 _MAX_BYTES = np.iinfo(np.int64).max
 
 
+def canonicalize_dim(d):
+    """A dimension as an int, or as is when symbolic (shape polymorphism's `DimExpr`)."""
+    return d if type(d) is DimExpr else operator.index(d)
+
+
 def _check_size_fits(shape: tuple, dtype: np.dtype) -> None:
     """XLA aborts the process on shapes whose size in bytes overflows int64; refuse them."""
     size = 1
     for d in shape:
+        if type(d) is DimExpr:
+            return
         size *= d
     if size * dtype.itemsize > _MAX_BYTES:
         raise ValueError(f"Shape {shape} of {dtype.name} has {size} elements, more than any "
@@ -55,7 +63,7 @@ class ShapedArray:
             return interned[(shape, dtype, weak_type)]
         except (KeyError, TypeError):  # TypeError: a list for a shape
             pass
-        shape = tuple(operator.index(d) for d in shape)
+        shape = tuple(map(canonicalize_dim, shape))
         weak_type = bool(weak_type)
         canonical = (shape, np.dtype(dtype), weak_type)
         aval = interned.get(canonical)
@@ -74,7 +82,7 @@ class ShapedArray:
         return ShapedArray, (self.shape, self.dtype, self.weak_type)
 
     ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    size = property(lambda self: shape_size(self.shape))
 
     def update(self, shape=None, dtype=None, weak_type=None) -> "ShapedArray":
         return ShapedArray(self.shape if shape is None else shape,

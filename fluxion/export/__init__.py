@@ -3,3 +3,6 @@ from fluxion._src.export.exported import (  # noqa: F401
     Exported, export, default_export_platform, call_exported_p,
     CALLING_CONVENTION_VERSION as maximum_supported_calling_convention_version)
 from fluxion._src.export.serialization import deserialize  # noqa: F401
+from fluxion._src.export.shape_poly import (  # noqa: F401
+    symbolic_shape, symbolic_args_specs, SymbolicScope, DimExpr,
+    InconclusiveDimensionOperation, is_symbolic_dim)

@@ -13,6 +13,7 @@ import numpy as np
 
 from fluxion._src import dtypes
 from fluxion._src.core import ShapedArray
+from fluxion._src.export.shape_poly import DimExpr, broadcast_shapes, is_symbolic_shape
 
 _ELEMENT_TYPES = {
     "bool": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
@@ -50,7 +51,7 @@ def tensor_type(aval) -> str:
         if getattr(aval, "is_token", False):  # fluxion._src.tokens.AbstractToken
             text = _tensor_types[key] = "!stablehlo.token"
             return text
-        dims = "".join(f"{d}x" for d in aval.shape)
+        dims = "".join("?x" if type(d) is DimExpr else f"{d}x" for d in aval.shape)
         text = _tensor_types[key] = f"tensor<{dims}{element_type(aval.dtype)}>"
     return text
 
@@ -161,9 +162,49 @@ class HloOps:
             return x
         return self.constant(x, like.dtype)
 
+    # ---- symbolic dimensions (shape polymorphism): values computed from the arguments' sizes
+    def dim_value(self, d) -> Value:
+        """A dimension as a `tensor<i32>`: a constant, or computed from the dimension variables
+        that the exported function's @main read off its arguments."""
+        if type(d) is not DimExpr:
+            return self.constant(np.int32(d), np.int32)
+        env = getattr(self.block.module, "dim_env", None)
+        if env is None:
+            raise ValueError(f"Symbolic dimension '{d}' can only be lowered inside "
+                             "fluxion.export.export (use concrete shapes for jit).")
+        return d.evaluate(env, self._dim_ops())
+
+    def _dim_ops(self) -> dict:
+        def floordiv(a, b):  # stablehlo.divide truncates; round towards -inf
+            q, r = self.div(a, b), self.rem(a, b)
+            fix = self.and_(self.compare(r, 0, "NE"),
+                            self.compare(self.compare(r, 0, "LT"), self.compare(b, 0, "LT"), "NE"))
+            return self.select(fix, self.sub(q, 1), q)
+
+        def mod(a, b):
+            r = self.rem(a, b)
+            fix = self.and_(self.compare(r, 0, "NE"),
+                            self.compare(self.compare(r, 0, "LT"), self.compare(b, 0, "LT"), "NE"))
+            return self.select(fix, self.add(r, b), r)
+
+        return {"const": lambda c: self.constant(np.int32(c), np.int32), "add": self.add,
+                "mul": self.mul, "floordiv": floordiv, "mod": mod, "max": self.max,
+                "min": self.min}
+
+    def shape_value(self, shape) -> Value:
+        """A shape as a `tensor<rank x i32>` (for the dynamic ops)."""
+        dims = [self.reshape(self.dim_value(d), (1,)) for d in shape]
+        if not dims:
+            return self.constant(np.zeros((0,), np.int32), np.int32)
+        return dims[0] if len(dims) == 1 else self.concatenate(dims, 0)
+
     def broadcast_in_dim(self, x: Value, shape, broadcast_dimensions) -> Value:
-        return self.op1("stablehlo.broadcast_in_dim", [x], x.aval.update(shape=tuple(shape)),
-                        {"broadcast_dimensions": i64_array(broadcast_dimensions)})
+        shape = tuple(shape)
+        attrs = {"broadcast_dimensions": i64_array(broadcast_dimensions)}
+        if is_symbolic_shape(shape):
+            return self.op1("stablehlo.dynamic_broadcast_in_dim", [x, self.shape_value(shape)],
+                            x.aval.update(shape=shape), attrs)
+        return self.op1("stablehlo.broadcast_in_dim", [x], x.aval.update(shape=shape), attrs)
 
     def broadcast(self, x: Value, shape) -> Value:
         """Broadcast `x` to `shape`, aligning trailing dimensions (NumPy rules)."""
@@ -174,7 +215,11 @@ class HloOps:
         return self.broadcast_in_dim(x, shape, range(offset, len(shape)))
 
     def reshape(self, x: Value, shape) -> Value:
-        return self.op1("stablehlo.reshape", [x], x.aval.update(shape=tuple(shape)))
+        shape = tuple(shape)
+        if is_symbolic_shape(shape) or is_symbolic_shape(x.shape):
+            return self.op1("stablehlo.dynamic_reshape", [x, self.shape_value(shape)],
+                            x.aval.update(shape=shape))
+        return self.op1("stablehlo.reshape", [x], x.aval.update(shape=shape))
 
     def transpose(self, x: Value, perm) -> Value:
         shape = tuple(x.shape[p] for p in perm)
@@ -183,6 +228,11 @@ class HloOps:
 
     def slice(self, x: Value, start, limit, strides=None) -> Value:
         strides = tuple(strides) if strides is not None else (1,) * len(start)
+        if is_symbolic_shape(tuple(start) + tuple(limit)):
+            shape = tuple(-((lo - hi) // s) for lo, hi, s in zip(start, limit, strides))
+            return self.op1("stablehlo.real_dynamic_slice",
+                            [x, self.shape_value(start), self.shape_value(limit),
+                             self.shape_value(strides)], x.aval.update(shape=shape))
         shape = tuple(max(0, -(-(hi - lo) // s)) for lo, hi, s in zip(start, limit, strides))
         return self.op1("stablehlo.slice", [x], x.aval.update(shape=shape),
                         {"start_indices": i64_array(start), "limit_indices": i64_array(limit),
@@ -198,6 +248,9 @@ class HloOps:
         return self.op1("stablehlo.bitcast_convert", [x], aval)
 
     def iota(self, aval: ShapedArray, dimension: int) -> Value:
+        if is_symbolic_shape(aval.shape):
+            return self.op1("stablehlo.dynamic_iota", [self.shape_value(aval.shape)], aval,
+                            {"iota_dimension": f"{dimension} : i64"})
         return self.op1("stablehlo.iota", [], aval, {"iota_dimension": f"{dimension} : i64"})
 
     def concatenate(self, xs: Sequence[Value], dimension: int) -> Value:
@@ -212,7 +265,7 @@ class HloOps:
             x = self.constant(x, y.dtype)
         y = self._as_value(y, x)
         if x.shape != y.shape:
-            shape = np.broadcast_shapes(x.shape, y.shape)
+            shape = broadcast_shapes(x.shape, y.shape)
             x, y = self.broadcast(x, shape), self.broadcast(y, shape)
         return self.op1(name, [x, y], x.aval.update(weak_type=False))
 
@@ -257,7 +310,7 @@ class HloOps:
             x = self.constant(x, y.dtype)
         y = self._as_value(y, x)
         if x.shape != y.shape:
-            shape = np.broadcast_shapes(x.shape, y.shape)
+            shape = broadcast_shapes(x.shape, y.shape)
             x, y = self.broadcast(x, shape), self.broadcast(y, shape)
         if compare_type is None:
             dt = x.dtype

@@ -9,6 +9,7 @@ from fluxion._src import core
 from fluxion._src.compiler import hlo
 from fluxion._src.compiler.hlo import Block, HloOps, Module, Value
 from fluxion._src.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
+from fluxion._src.export.shape_poly import InconclusiveDimensionOperation, is_symbolic_shape
 
 # primitive -> {platform or None: rule}
 _lowerings: dict[core.Primitive, dict[str | None, Callable]] = {}
@@ -90,7 +91,15 @@ def lower_jaxpr_into(block: Block, jaxpr: Jaxpr | ClosedJaxpr, args: Sequence[Va
         ctx = LoweringRuleContext(block, [v.aval for v in eqn.invars],
                                   [v.aval for v in eqn.outvars], platform)
         first_line = len(lines)
-        outs = rule(ctx, *[read(v) for v in eqn.invars], **eqn.params)
+        try:
+            outs = rule(ctx, *[read(v) for v in eqn.invars], **eqn.params)
+        except InconclusiveDimensionOperation as e:
+            if str(e).startswith("The lowering of"):  # from a nested jaxpr: already named
+                raise
+            raise InconclusiveDimensionOperation(
+                f"The lowering of '{eqn.primitive.name}' does not support symbolic dimensions "
+                f"with these operands ({', '.join(a.str_short() for a in ctx.avals_in)}): "
+                f"{str(e).splitlines()[0]}") from None
         if eqn.source_info is not None:  # the user's file:line and name stack on its ops
             loc = eqn.source_info.loc(eqn.primitive.name)
             for i in range(first_line, len(lines)):
@@ -139,6 +148,10 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, platform: str, name: str = "main",
     arguments (constvars first) and results, and the module-level ops (`sdy.mesh`)."""
     module = Module(platform)
     arg_avals = [v.aval for v in jaxpr.constvars] + [v.aval for v in jaxpr.invars]
+    symbolic = [a for a in arg_avals if is_symbolic_shape(a.shape)]
+    if symbolic:
+        raise ValueError(f"Arguments of symbolic shape ({symbolic[0].str_short()}) can only be "
+                         "lowered by fluxion.export.export; jit compiles concrete shapes.")
     block = Block(module, arg_avals, [f"%arg{i}" for i in range(len(arg_avals))])
     n_consts = len(jaxpr.constvars)
     inner = Jaxpr([], jaxpr.constvars + jaxpr.invars, jaxpr.outvars, jaxpr.eqns)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import weakref
 from typing import Callable, Sequence
 
 import numpy as np
@@ -22,6 +23,7 @@ import numpy as np
 from fluxion._src import ad, batching, core, dtypes, tree_util
 from fluxion._src.compiler import backend, hlo, lowering
 from fluxion._src.core import ShapedArray
+from fluxion._src.export import shape_poly, shape_poly_ops  # noqa: F401 (registers dim_as_value)
 
 CALLING_CONVENTION_VERSION = 9
 _PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
@@ -93,7 +95,9 @@ class Exported:
         outs = ", ".join(a.str_short() for a in self.out_avals)
         return f"Exported({self.fun_name}: ({ins}) -> ({outs}), platforms={self.platforms})"
 
-    uses_shape_polymorphism = False  # symbolic dimensions are not supported (docs/export.md)
+    @property
+    def uses_shape_polymorphism(self) -> bool:
+        return any(shape_poly.is_symbolic_shape(a.shape) for a in self.in_avals)
 
     def mlir_module(self) -> str:
         """The StableHLO module as text."""
@@ -151,10 +155,78 @@ def _check_call_avals(exported: Exported, avals) -> None:
             raise ValueError(f"Function {exported.fun_name} was exported for an argument {i} "
                              f"of type {want.str_short()} but is called with "
                              f"{got.str_short()}")
-        if tuple(got.shape) != tuple(want.shape):
+        if len(got.shape) != len(want.shape) or any(
+                type(w) is not shape_poly.DimExpr and not _same_dim(w, g)
+                for g, w in zip(got.shape, want.shape)):
             raise ValueError(f"Function {exported.fun_name} was exported for an argument {i} "
                              f"of shape {want.str_short()} but is called with shape "
                              f"{got.str_short()}")
+    if exported.uses_shape_polymorphism:
+        _dim_env(exported, avals)
+
+
+def _dim_env(exported: Exported, avals) -> dict:
+    """Values of the dimension variables for arguments of shapes `avals` (ints, or symbolic
+    dimensions of the caller's own scope), checked against every symbolic dimension of the
+    exported arguments and the scope's constraints (ValueError when they fail)."""
+    env: dict = {}
+    specs = ", ".join(f"args[{i}].shape = ({', '.join(map(str, a.shape))})"
+                      for i, a in enumerate(exported.in_avals))
+
+    def fail(what):
+        raise ValueError(f"Input shapes do not match the polymorphic shapes specification. "
+                         f"{what}. Using the following polymorphic shapes specifications: "
+                         f"{specs}.")
+    env = shape_poly.solve_dim_vars(
+        [(w, g) for got, want in zip(avals, exported.in_avals)
+         for g, w in zip(got.shape, want.shape)])
+    for name, value in env.items():
+        if type(value) is not shape_poly.DimExpr and value < 1:
+            fail(f"Expected value >= 1 for dimension variable '{name}', got {value}")
+    for i, (got, want) in enumerate(zip(avals, exported.in_avals)):
+        for j, (g, w) in enumerate(zip(got.shape, want.shape)):
+            if type(w) is shape_poly.DimExpr:
+                v = w.evaluate(env)
+                if not _same_dim(v, g):
+                    fail(f"Found inconsistency between dimension size args[{i}].shape[{j}] "
+                         f"(= {g}) and the specification '{w}' (= {v})")
+    scope = next(d.scope for a in exported.in_avals for d in a.shape
+                 if type(d) is shape_poly.DimExpr)
+    for (e, c), text in zip(scope._constraints, _constraint_texts(scope)):
+        value = e.evaluate(env)
+        try:
+            ok = value >= c
+        except shape_poly.InconclusiveDimensionOperation:
+            ok = True  # symbolic caller: checked when its own shapes are known
+        if not ok:
+            fail(f"Constraint '{text}' does not hold")
+    return env
+
+
+def _same_dim(a, b) -> bool:
+    if type(a) is shape_poly.DimExpr or type(b) is shape_poly.DimExpr:
+        if type(a) is shape_poly.DimExpr and type(b) is shape_poly.DimExpr \
+                and a.scope is not b.scope:
+            return False
+        return a == b
+    return a == b
+
+
+def _constraint_texts(scope):
+    out = []
+    for t in scope.constraints_str:
+        out += [t, t] if "==" in t else [t]
+    return out
+
+
+def _concrete_out_avals(exported: Exported, avals) -> list:
+    """The output types for arguments of shapes `avals` (the exported symbolic output
+    dimensions evaluated for the arguments' dimension variables)."""
+    if not exported.uses_shape_polymorphism:
+        return list(exported.out_avals)
+    env = _dim_env(exported, avals)
+    return [a.update(shape=tuple(d.evaluate(env) if type(d) is shape_poly.DimExpr else d
+                                 for d in a.shape)) for a in exported.out_avals]
 
 
 def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
@@ -241,6 +313,8 @@ def _lower_for_platform(closed, in_avals, platform: str, name: str) -> str:
     """A module whose public @main takes the flat inputs; constants are embedded."""
     module = hlo.Module(platform)
     block = hlo.Block(module, list(in_avals), [f"%arg{i}" for i in range(len(in_avals))])
+    if any(shape_poly.is_symbolic_shape(a.shape) for a in in_avals):
+        module.dim_env = _dimension_variables(block, in_avals)
     outs = lowering.lower_jaxpr_into(block, closed, block.args)
     if module.__dict__.get("host_callbacks"):
         raise ValueError(f"Cannot export {name}: it calls back into Python (a host callback "
@@ -250,6 +324,27 @@ def _lower_for_platform(closed, in_avals, platform: str, name: str) -> str:
     safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "main"
     return (_MODULE_HEADER.format(name=f"jit_{safe}", extra="") + body + "\n"
             + "\n".join(module.functions) + ("\n" if module.functions else "") + "}\n")
+
+
+def _dimension_variables(block, in_avals) -> dict:
+    """name -> tensor<i32> value of each dimension variable, read off the first argument
+    dimension that is that variable alone."""
+    pairs, wanted = [], set()
+    for i, a in enumerate(in_avals):
+        for j, d in enumerate(a.shape):
+            if type(d) is not shape_poly.DimExpr:
+                continue
+            wanted |= d.variables()
+            size = block.op1("stablehlo.get_dimension_size", [block.args[i]],
+                             ShapedArray((), np.int32), {"dimension": f"{j} : i64"})
+            pairs.append((d, size))
+    env = shape_poly.solve_dim_vars(pairs, block._dim_ops())
+    missing = sorted(wanted - set(env))
+    if missing:
+        raise ValueError(f"Cannot solve for the values of the dimension variables {missing}: "
+                         "each variable must appear linearly and alone (given the others) in "
+                         "some argument dimension, as in 'b, 4' or '2*b + 1'.")
+    return env
 
 
 def _ir():
@@ -404,7 +499,7 @@ def _call_flat(exp: Exported, leaves):
 
 
 def _call_exported_abstract_eval(*avals, exported: Exported):
-    return list(exported.out_avals)
+    return _concrete_out_avals(exported, avals)
 
 
 def _platform_index(exported: Exported, platform: str) -> int | None:
@@ -420,14 +515,81 @@ _uses = itertools.count()
 
 def _call_exported_lowering(ctx, *args, exported: Exported):
     index = _platform_index(exported, ctx.platform)
-    funcs, entry = exported._inline_functions()
+    if exported.uses_shape_polymorphism and not any(
+            shape_poly.is_symbolic_shape(a.shape) for a in ctx.avals_in):
+        funcs, entry = _refined_functions(exported, tuple(ctx.avals_in), index)
+        index = None  # the platform argument is folded into the refined module
+    else:
+        funcs, entry = exported._inline_functions()
     prefix = f"_exported{next(_uses)}"
     ctx.module.functions.append(funcs.replace(_TOKEN, prefix))
     operands = list(args)
     if index is not None:
         operands = [ctx.constant(np.int32(index), np.int32)] + operands
-    return ctx.op("func.call", operands, list(exported.out_avals),
+    return ctx.op("func.call", operands, list(ctx.avals_out),
                   {"callee": "@" + entry.replace(_TOKEN, prefix)})
+
+
+_refined_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # Exported -> {key: ...}
+
+
+def _refined_functions(exported: Exported, avals, index) -> tuple[str, str]:
+    """The exported functions specialized to arguments of concrete shapes `avals`: a wrapper
+    @main of static types calls the polymorphic @main, and StableHLO's shape refinement
+    (jaxlib's `refine_polymorphic_shapes`) propagates the static shapes through it."""
+    per_exported = _refined_cache.setdefault(exported, {})
+    hit = per_exported.get((avals, index))
+    if hit is not None:
+        return hit
+    from jaxlib import _jax
+    from jaxlib.mlir import ir
+    funcs, entry = exported._inline_functions()
+    funcs, entry = funcs.replace(_TOKEN, "poly"), entry.replace(_TOKEN, "poly")
+    out_avals = _concrete_out_avals(exported, avals)
+    dyn_in = [hlo.tensor_type(a) for a in exported.in_avals]
+    dyn_out = [hlo.tensor_type(a) for a in exported.out_avals]
+    lines = [f"  func.func public @main("
+             + ", ".join(f"%arg{i}: {hlo.tensor_type(a)}" for i, a in enumerate(avals))
+             + f") -> ({', '.join(hlo.tensor_type(a) for a in out_avals)}) {{"]
+    operands = []
+    if index is not None:
+        lines.append(f'    %platform = "stablehlo.constant"() {{value = dense<{index}> : '
+                     f'tensor<i32>}} : () -> tensor<i32>')
+        operands.append("%platform")
+    for i, (a, t) in enumerate(zip(avals, dyn_in)):
+        lines.append(f'    %in{i} = "stablehlo.convert"(%arg{i}) : ({hlo.tensor_type(a)}) -> {t}')
+        operands.append(f"%in{i}")
+    sig_in = ", ".join((["tensor<i32>"] if index is not None else []) + dyn_in)
+    n = len(dyn_out)
+    res = "%r" if n == 1 else f"%r:{n}"
+    lines.append(f'    {res} = "func.call"({", ".join(operands)}) {{callee = @{entry}}} : '
+                 f"({sig_in}) -> ({', '.join(dyn_out)})")
+    rets = []
+    for j, (a, t) in enumerate(zip(out_avals, dyn_out)):
+        r = "%r" if n == 1 else f"%r#{j}"
+        lines.append(f'    %out{j} = "stablehlo.convert"({r}) : ({t}) -> {hlo.tensor_type(a)}')
+        rets.append(f"%out{j}")
+    lines.append(f'    "func.return"({", ".join(rets)}) : '
+                 f"({', '.join(hlo.tensor_type(a) for a in out_avals)}) -> ()")
+    lines.append("  }")
+    text = "module @refine {\n" + "\n".join(lines) + "\n" + funcs + "\n}\n"
+    try:
+        refined = _jax.mlir.refine_polymorphic_shapes(
+            text.encode(), enable_shape_assertions=True, validate_static_shapes=True)
+    except Exception as e:
+        raise ValueError(f"Shape refinement of the exported function {exported.fun_name} for "
+                         f"arguments {[a.str_short() for a in avals]} failed: {e}") from None
+    _, ctx = _ir()
+    with ctx:
+        module = ir.Module.parse(refined)
+        renames = _rename_symbols(module, _TOKEN)
+        texts = []
+        for op in _func_ops(module):
+            op.attributes["sym_visibility"] = ir.StringAttr.get("private")
+            texts.append(op.get_asm(enable_debug_info=False))
+    result = ("\n".join(texts), renames["main"])
+    per_exported[(avals, index)] = result
+    return result
 
 
 def _call_exported_batch(vals, dims, *, exported: Exported):

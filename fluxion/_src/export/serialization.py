@@ -27,6 +27,7 @@ import struct
 
 import numpy as np
 
+from fluxion._src.export import shape_poly
 from fluxion._src import core, dtypes, tree_util
 from fluxion._src.core import ShapedArray
 
@@ -93,7 +94,8 @@ def _decode_tree(d):
 
 
 def _encode_aval(a) -> dict:
-    return {"shape": [int(d) for d in a.shape],
+    # a symbolic dimension is stored as its text ("2*b + 1"), parsed back in one scope
+    return {"shape": [str(d) if type(d) is shape_poly.DimExpr else int(d) for d in a.shape],
             "dtype": np.dtype(a.dtype).name, "weak_type": bool(a.weak_type)}
 
 
@@ -112,12 +114,15 @@ def _dtype(name: str):
     return dt
 
 
-def _decode_aval(d) -> ShapedArray:
-    shape = d["shape"]  # symbolic dimensions are not supported
-    if not isinstance(shape, list) or not all(type(x) is int and x >= 0 for x in shape):
+def _decode_aval(d, scope) -> ShapedArray:
+    shape = d["shape"]  # ints, and strings for symbolic dimensions (parsed in `scope`)
+    if not isinstance(shape, list) or not all(
+            (type(x) is int and x >= 0) or type(x) is str for x in shape):
         raise ValueError(f"bad shape {shape!r}")
     if type(d["weak_type"]) is not bool or type(d["dtype"]) is not str:
         raise ValueError(f"bad abstract value {d!r}")
+    shape = [shape_poly.symbolic_shape(x, scope=scope)[0] if type(x) is str else x
+             for x in shape]
     dtype = dtypes.float0 if d["dtype"] == "void" else _dtype(d["dtype"])
     return ShapedArray(tuple(shape), dtype, d["weak_type"])
 
@@ -139,6 +144,10 @@ def serialize(exp, vjp_order: int = 0) -> bytearray:
         "ordered_effects": [], "unordered_effects": [],
         "disabled_safety_checks": [str(c) for c in exp.disabled_safety_checks],
     }
+    scopes = {id(d.scope): d.scope for a in exp.in_avals + exp.out_avals for d in a.shape
+              if type(d) is shape_poly.DimExpr}
+    if scopes:
+        meta["symbolic_constraints"] = list(next(iter(scopes.values())).constraints_str)
     sections = [("meta", json.dumps(meta, sort_keys=True).encode()),
                 ("module", exp.mlir_module_serialized)]
     if vjp_order > 0:
@@ -225,8 +234,12 @@ def deserialize(blob) -> "Exported":
     try:
         meta = json.loads(sec["meta"].decode())
         in_tree, out_tree = _decode_tree(meta["in_tree"]), _decode_tree(meta["out_tree"])
-        in_avals = [_decode_aval(a) for a in meta["in_avals"]]
-        out_avals = [_decode_aval(a) for a in meta["out_avals"]]
+        constraints = meta.get("symbolic_constraints", [])
+        if not isinstance(constraints, list) or not all(type(c) is str for c in constraints):
+            raise ValueError(f"bad symbolic_constraints {constraints!r}")
+        scope = shape_poly.SymbolicScope(constraints)
+        in_avals = [_decode_aval(a, scope) for a in meta["in_avals"]]
+        out_avals = [_decode_aval(a, scope) for a in meta["out_avals"]]
         _check_meta(meta, in_tree, in_avals, out_tree, out_avals)
         vjp_blob = sec.get("vjp")
         get_vjp = (lambda: deserialize(vjp_blob)) if vjp_blob is not None else None

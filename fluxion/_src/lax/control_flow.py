@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from fluxion._src.export import shape_poly
 from fluxion._src import ad, batching, core, dtypes, staging
 from fluxion._src.array import Array
 from fluxion._src.call_transforms import closure_convert, jvp_jaxpr, memoized, partial_eval_jaxpr
@@ -927,7 +928,9 @@ def _scan_loop(*args, jaxpr, length, reverse, num_consts, num_carry, unroll):
                       for b, v in zip(ys, y)]
             return lax.add(i, np.int32(1)), carry, ys
 
-        _, carry, ys = while_loop(lambda state: lax.lt(state[0], np.int32(trips)), body,
+        n_trips = (lax.convert_element_type(shape_poly.dimension_as_value(trips), np.int32)
+                   if type(trips) is shape_poly.DimExpr else np.int32(trips))
+        _, carry, ys = while_loop(lambda state: lax.lt(state[0], n_trips), body,
                                   (np.int32(0), carry, ys))
     if rest:
         rest_start = 0 if reverse else trips * unroll
@@ -1280,6 +1283,8 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
     """
     if not callable(body_fun):
         raise TypeError("lax.fori_loop: body_fun argument should be callable.")
+    lower, upper = (shape_poly.dimension_as_value(b) if type(b) is shape_poly.DimExpr else b
+                    for b in (lower, upper))
     dtype = _fori_index_dtype(lower, upper)
     bounds = _static_bounds(lower, upper)
     if bounds is not None:

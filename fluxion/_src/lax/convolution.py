@@ -7,6 +7,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from fluxion._src.export.shape_poly import is_symbolic_shape, max_dim
 from fluxion._src import ad, batching, core, dtypes
 from fluxion._src.compiler.hlo import bool_array, dense_i64, i64_array
 from fluxion._src.compiler.lowering import register_lowering
@@ -71,8 +72,9 @@ def padtype_to_pads(in_shape, window_shape, window_strides, padding) -> list[tup
         raise TypeError(f"Unknown padding type: {padding}.")
     pads = []
     for size, window, stride in zip(in_shape, window_shape, window_strides):
-        out = -(-int(size) // int(stride))
-        total = max(0, (out - 1) * int(stride) + int(window) - int(size))
+        size = core.canonicalize_dim(size)  # may be symbolic (shape polymorphism)
+        out = -(-size // int(stride))
+        total = max_dim(0, (out - 1) * int(stride) + int(window) - size)
         small, large = total // 2, total - total // 2
         pads.append((small, large) if padding == PaddingType.SAME else (large, small))
     return pads
@@ -81,7 +83,8 @@ def padtype_to_pads(in_shape, window_shape, window_strides, padding) -> list[tup
 def canonical_padding(opname: str, padding) -> tuple:
     """Explicit padding as a tuple of (int, int) pairs."""
     try:
-        return tuple((operator.index(lo), operator.index(hi)) for lo, hi in padding)
+        return tuple((core.canonicalize_dim(lo), core.canonicalize_dim(hi))
+                     for lo, hi in padding)
     except (ValueError, TypeError) as e:
         raise ValueError(f"padding argument to {opname} should be a string or a sequence of "
                          f"(low, high) pairs, got {padding}") from e
@@ -305,11 +308,15 @@ def _emit_convolution(ctx, lhs, rhs, out_aval, *, window_strides, padding, lhs_d
         "feature_group_count": f"{feature_group_count} : i64",
         "batch_group_count": f"{batch_group_count} : i64",
     }
-    if n_spatial:  # an empty dense attribute does not parse; the default padding is zero
-        attrs["padding"] = dense_i64([list(p) for p in padding], (n_spatial, 2))
     if precision is not None:
         attrs["precision_config"] = "[" + ", ".join(
             f"#stablehlo<precision {p.name}>" for p in precision) + "]"
+    if is_symbolic_shape(tuple(d for p in padding for d in p)):
+        # padding that depends on symbolic dimensions: an operand; refinement makes it static
+        pads = ctx.reshape(ctx.shape_value([d for p in padding for d in p]), (n_spatial, 2))
+        return ctx.op1("stablehlo.dynamic_conv", [lhs, rhs, pads], out_aval, attrs)
+    if n_spatial:  # an empty dense attribute does not parse; the default padding is zero
+        attrs["padding"] = dense_i64([list(p) for p in padding], (n_spatial, 2))
     return ctx.op1("stablehlo.convolution", [lhs, rhs], out_aval, attrs)
 
 

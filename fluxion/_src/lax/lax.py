@@ -10,6 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
+from fluxion._src.export.shape_poly import DimExpr, dimension_as_value
 from fluxion._src import core, dtypes
 from fluxion._src.array import Array, make_array, scalar_array
 from fluxion._src.lax import contractions, elementwise as ew, reductions, shapes
@@ -197,6 +198,8 @@ def _convert_element_type(operand, new_dtype=None, weak_type: bool = False):
 
     Host values (NumPy arrays, Python scalars) are converted on the host; NumPy values are
     first canonicalized, as arrays of them would be."""
+    if type(operand) is DimExpr:  # a symbolic dimension used as a value
+        operand = dimension_as_value(operand)
     if type(operand) is Array:
         aval = operand.aval
         if (aval.dtype is new_dtype or new_dtype is None) and aval.weak_type == weak_type:
@@ -227,7 +230,7 @@ def bitcast_convert_type(operand, new_dtype):
 
 def broadcast_in_dim(operand, shape: Sequence[int], broadcast_dimensions: Sequence[int]):
     """Broadcast `operand` to `shape`, mapping its dimension i to broadcast_dimensions[i]."""
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(map(core.canonicalize_dim, shape))
     broadcast_dimensions = tuple(int(d) for d in broadcast_dimensions)
     aval = core.get_aval(operand)
     if aval.shape == shape and broadcast_dimensions == tuple(range(len(shape))) and isinstance(
@@ -254,7 +257,7 @@ def broadcast_to_rank(x, rank: int):
 
 def reshape(operand, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None):
     """Reshape to `new_sizes`; `dimensions` first transposes the operand."""
-    new_sizes = tuple(int(d) for d in new_sizes)
+    new_sizes = tuple(map(core.canonicalize_dim, new_sizes))
     aval = core.get_aval(operand)
     dims = None if dimensions is None or tuple(dimensions) == tuple(range(aval.ndim)) else tuple(dimensions)
     if aval.shape == new_sizes and dims is None and isinstance(operand, (Array, core.Tracer)):

@@ -128,7 +128,7 @@ def _reduce_prod_jvp(primals, tangents, *, axes, out_sharding=None):
     out = reduce_prod_p.bind(x, axes=axes, out_sharding=out_sharding)
     shape = core.get_aval(x).shape
     kept = _kept_dims(len(shape), axes)
-    count = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+    count = core.shape_size([shape[a] for a in axes])
     if count == 0 or not dtypes.is_inexact(core.get_aval(x).dtype):
         return out, ad.Zero.from_primal_value(out)
     # Reduced axes first, flattened into one: (count, *kept sizes).

@@ -143,7 +143,7 @@ def _reshape_abstract_eval(x, *, new_sizes, dimensions=None, sharding=None):
     if dimensions is not None and sorted(dimensions) != list(range(x.ndim)):
         raise TypeError(f"reshape dimensions must be a permutation of operand dimensions, got "
                         f"dimensions {dimensions} for shape {x.shape}.")
-    size = int(np.prod(new_sizes, dtype=np.int64))
+    size = core.shape_size(new_sizes)
     if size != x.size:
         raise TypeError(f"reshape total size must be unchanged, got new_sizes {new_sizes} "
                         f"(size {size}) for shape {x.shape} (size {x.size}).")

@@ -13,6 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
+from fluxion._src.export import shape_poly
 from fluxion._src import ad, batching, core, dtypes, machinery_ops
 from fluxion._src.array import Array
 from fluxion._src.compiler.hlo import i64_array
@@ -41,7 +42,7 @@ def _is_array(x) -> bool:
 def _int_tuple(opname: str, argname: str, values) -> tuple:
     """`values` as a tuple of Python ints; a TypeError naming the op if that is impossible."""
     try:
-        return tuple(operator.index(v) for v in values)
+        return tuple(map(core.canonicalize_dim, values))
     except TypeError:
         raise TypeError(f"{opname} {argname} must be a sequence of integers, "
                         f"got {values!r}") from None
@@ -219,7 +220,7 @@ def _slice_abstract_eval(x, *, start_indices, limit_indices, strides):
     if len(limit_indices) != len(start_indices):
         raise TypeError(f"slice limit_indices must have the same length as start_indices, got "
                         f"start_indices {start_indices} and limit_indices {limit_indices}.")
-    if any(lim > n for lim, n in zip(limit_indices, x.shape)):
+    if any(shape_poly.known_true(lambda: lim > n) for lim, n in zip(limit_indices, x.shape)):
         raise TypeError(f"slice limit_indices must be less than or equal to operand shape, got "
                         f"limit_indices {limit_indices} for operand shape {x.shape}.")
     if any(s < 0 for s in start_indices):
@@ -734,13 +735,26 @@ def _dynamic_slice_abstract_eval(x, *indices, slice_sizes):
     if any(s < 0 for s in slice_sizes):
         raise TypeError(f"dynamic_slice slice_sizes must be greater than or equal to zero, got "
                         f"slice_sizes of {slice_sizes}.")
-    if any(s > n for s, n in zip(slice_sizes, x.shape)):
+    if any(shape_poly.known_true(lambda: s > n) for s, n in zip(slice_sizes, x.shape)):
         raise TypeError(f"dynamic_slice slice_sizes must be less than or equal to operand shape, "
                         f"got slice_sizes {slice_sizes} for operand shape {x.shape}.")
     return ShapedArray(slice_sizes, x.dtype, x.weak_type)
 
 
 def _dynamic_slice_lowering(ctx, x, *indices, slice_sizes):
+    if shape_poly.is_symbolic_shape(slice_sizes):
+        # a symbolic slice size: real_dynamic_slice from the start indices clamped as
+        # dynamic_slice clamps them, to [0, dim - size]
+        starts = []
+        for i, n, s in zip(indices, x.shape, slice_sizes):
+            i = ctx.convert(i, np.int32)
+            starts.append(ctx.clamp(ctx.constant(np.int32(0), np.int32), i,
+                                    ctx.dim_value(n - s)))
+        start = ctx.concatenate([ctx.reshape(i, (1,)) for i in starts], 0)
+        limit = ctx.add(start, ctx.shape_value(slice_sizes))
+        return ctx.op1("stablehlo.real_dynamic_slice",
+                       [x, start, limit, ctx.shape_value((1,) * len(slice_sizes))],
+                       ctx.avals_out[0])
     return ctx.op1("stablehlo.dynamic_slice", [x, *indices], ctx.avals_out[0],
                    {"slice_sizes": i64_array(slice_sizes)})
 
@@ -914,7 +928,7 @@ def _wrap_negative_index(index, size: int, allow_negative: bool):
         if not allow_negative or dtype.kind == "u":
             return index
         is_negative = lax.lt(index, np.zeros((), dtype))
-        return select_n(is_negative, index, lax.add(index, np.array(size).astype(dtype)))
+        return select_n(is_negative, index, lax.add(index, shape_poly.size_value(size, dtype)))
     value = operator.index(index)
     if value < 0 and not allow_negative:
         raise ValueError(f"Index {value} is out of bounds for dimension {size} if "
@@ -986,7 +1000,7 @@ def dynamic_slice_in_dim(operand, start_index, slice_size: int, axis: int = 0, *
     axis = _canonicalize_axis(axis, len(shape))
     starts, allow = _one_axis_indices(len(shape), axis, start_index, allow_negative_indices)
     sizes = list(shape)
-    sizes[axis] = operator.index(slice_size)
+    sizes[axis] = core.canonicalize_dim(slice_size)
     return dynamic_slice(operand, starts, sizes, allow_negative_indices=allow)
 
 

@@ -15,7 +15,8 @@ import numpy as np
 
 from fluxion._src import ad, batching, core, dtypes, staging
 from fluxion._src.config import config
-from fluxion._src.compiler.hlo import dense_i64, i64_array
+from fluxion._src.compiler.hlo import dense_i64, function_text, i64_array
+from fluxion._src.export.shape_poly import is_symbolic_shape
 from fluxion._src.compiler.lowering import register_lowering
 from fluxion._src.core import ClosedJaxpr, ShapedArray
 from fluxion._src.custom_derivatives import custom_jvp
@@ -232,6 +233,12 @@ def emit_reduce_window(ctx, operands, inits, body, *, window_dimensions, window_
     The results have the types `out_avals` (default: the equation's outputs)."""
     scalar_avals = [ShapedArray((), x.dtype) for x in operands]
     region = ctx.new_block(scalar_avals + scalar_avals)
+    if is_symbolic_shape(tuple(window_dimensions) + tuple(window_strides) + tuple(base_dilation)
+                         + tuple(window_dilation) + tuple(d for p in padding for d in p)):
+        return _emit_dynamic_reduce_window(
+            ctx, operands, inits, region, body(region, region.args), window_dimensions,
+            window_strides, padding, base_dilation, window_dilation,
+            ctx.avals_out if out_avals is None else out_avals)
     region.ret(body(region, region.args))
     attrs = {"window_dimensions": i64_array(window_dimensions),
              "window_strides": i64_array(window_strides),
@@ -241,6 +248,26 @@ def emit_reduce_window(ctx, operands, inits, body, *, window_dimensions, window_
         attrs["padding"] = dense_i64([list(p) for p in padding], (len(padding), 2))
     return ctx.op("stablehlo.reduce_window", list(operands) + list(inits),
                   ctx.avals_out if out_avals is None else out_avals, attrs, [region])
+
+
+_dynamic_reducers = itertools.count()
+
+
+def _emit_dynamic_reduce_window(ctx, operands, inits, region, results, window_dimensions,
+                                window_strides, padding, base_dilation, window_dilation,
+                                out_avals) -> list:
+    """Window parameters that depend on symbolic dimensions (shape polymorphism): StableHLO's
+    `stablehlo.dynamic_reduce_window` custom call, which shape refinement makes static; the
+    reducer is a function."""
+    name = f"_dynamic_reduce_window_reducer{next(_dynamic_reducers)}"
+    ctx.module.functions.append(function_text(name, region, results, visibility="private"))
+    flat_padding = ctx.shape_value([d for p in padding for d in p])
+    padding_value = ctx.reshape(flat_padding, (len(padding), 2))
+    args = (list(operands) + list(inits)
+            + [ctx.shape_value(v) for v in (window_dimensions, window_strides, base_dilation,
+                                            window_dilation)] + [padding_value])
+    return ctx.custom_call("stablehlo.dynamic_reduce_window", args, list(out_avals),
+                           api_version=2, extra_attrs={"called_computations": f"[@{name}]"})
 
 
 def _monoid_body(kind: str):

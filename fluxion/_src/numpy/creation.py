@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fluxion._src.export.shape_poly import DimExpr
 from fluxion._src import core, dtypes
 from fluxion._src.array import Array
 from fluxion._src.lax import lax
@@ -177,6 +178,9 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     The dtype is the promoted dtype of the arguments (`arange(5)` is int32, `arange(5.)`
     float32) unless `dtype` is given.
     """
+    if type(start) is DimExpr and stop is None and step is None:  # arange of a symbolic size
+        return iota(user_dtype(dtype) if dtype is not None else dtypes.default_int_dtype(),
+                    (start,), 0)
     for name, value in (("start", start), ("stop", stop), ("step", step)):
         if value is not None:
             util.check_arraylike("arange", value)
@@ -279,8 +283,8 @@ def _diagonal_mask(rows: int, cols: int, k, compare):
 
 
 def _matrix_dims(name, N, M):
-    N = util.static_int(N, f"'N' argument of jnp.{name}")
-    M = N if M is None else util.static_int(M, f"'M' argument of jnp.{name}")
+    N = util.static_dim(N, f"'N' argument of jnp.{name}")
+    M = N if M is None else util.static_dim(M, f"'M' argument of jnp.{name}")
     if N < 0 or M < 0:
         raise ValueError(f"negative dimensions are not allowed, got N={N} and M={M}")
     return N, M

@@ -7,6 +7,7 @@ import collections
 import numpy as np
 import opt_einsum
 
+from fluxion._src.export.shape_poly import DimExpr
 from fluxion._src import core, dtypes
 from fluxion._src.lax import lax
 from fluxion._src.lax import structural as ls
@@ -58,7 +59,9 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
         path = [(0, 1)] * (len(operands) - 1) if len(operands) > 1 else [(0,)]
     else:
         path = _contraction_path(optimize)
-    _, contractions = opt_einsum.contract_path(subscripts, *[_shape(x) for x in operands],
+    # symbolic dimensions (shape polymorphism) count as 64 when choosing the order
+    path_shapes = [tuple(64 if type(d) is DimExpr else d for d in _shape(x)) for x in operands]
+    _, contractions = opt_einsum.contract_path(subscripts, *path_shapes,
                                                shapes=True, einsum_call=True, optimize=path)
     for positions, _, step, *_ in contractions:
         step_inputs, step_output = step.split("->")

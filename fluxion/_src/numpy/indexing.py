@@ -15,6 +15,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from fluxion._src.export import shape_poly
 from fluxion._src import core, dtypes
 from fluxion._src.array import Array
 from fluxion._src.lax import indexing as lax_indexing
@@ -101,8 +102,8 @@ def _concrete_mask(mask) -> np.ndarray:
 
 
 def _static_slice_part(value, what: str, s: slice):
-    if value is None:
-        return None
+    if value is None or type(value) is shape_poly.DimExpr:
+        return value
     try:
         return operator.index(value)
     except TypeError:
@@ -118,8 +119,30 @@ def _static_slice_part(value, what: str, s: slice):
 
 def _parse_slice(s: slice, dim: int, size: int) -> _Slice:
     start, stop, step = (_static_slice_part(getattr(s, n), n, s) for n in ("start", "stop", "step"))
+    if shape_poly.DimExpr in (type(size), type(start), type(stop), type(step)):
+        return _symbolic_slice(dim, start, stop, step, size)
     start, stop, step = slice(start, stop, step).indices(size)
     return _Slice(dim, start, step, len(range(start, stop, step)))
+
+
+def _symbolic_slice(dim, start, stop, step, size) -> "_Slice":
+    """`slice.indices` over a dimension of symbolic `size` (ints clamped symbolically)."""
+    mx, mn = shape_poly.max_dim, shape_poly.min_dim
+    step = 1 if step is None else step
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+    if step > 0:
+        lo, hi = 0, size
+    else:
+        lo, hi = -1, size - 1
+    def clamp(v, default):
+        if v is None:
+            return default
+        return mx(v + size, lo) if v < 0 else mn(v, hi)
+    start = clamp(start, 0 if step > 0 else size - 1)
+    stop = clamp(stop, size if step > 0 else -1)
+    length = mx(0, -((start - stop) // step)) if step > 0 else mx(0, -((stop - start) // -step))
+    return _Slice(dim, start, step, length)
 
 
 def _classify(item, position: int):
@@ -135,6 +158,8 @@ def _classify(item, position: int):
         return "bool", bool(item)
     if isinstance(item, (int, np.integer)):
         return "int", operator.index(item)
+    if type(item) is shape_poly.DimExpr:  # a symbolic position: a traced index
+        item = shape_poly.dimension_as_value(item)
     if isinstance(item, (list, tuple, float, complex, np.generic)):
         item = _host_index_array(item, position)
     if isinstance(item, (np.ndarray, Array, core.Tracer)):
@@ -215,12 +240,14 @@ def _has_index_arrays(entries) -> bool:
 # Index values
 
 def _index_dtype(shape) -> np.dtype:
-    big = any(d > np.iinfo(np.int32).max for d in shape)
+    big = any(type(d) is not shape_poly.DimExpr and d > np.iinfo(np.int32).max for d in shape)
     return np.dtype(np.int64 if big else np.int32)
 
 
 def _normalized_index(index, size: int, dtype: np.dtype, wrap_negative: bool):
     """`index` converted to `dtype`, with negative values counted from the end."""
+    if not _is_traced_or_device(index) and type(size) is shape_poly.DimExpr:
+        index = lax._convert_element_type(np.asarray(index).astype(dtype), dtype)
     if not _is_traced_or_device(index):
         values = np.asarray(index).astype(np.int64)
         if wrap_negative:
@@ -231,7 +258,7 @@ def _normalized_index(index, size: int, dtype: np.dtype, wrap_negative: bool):
     index = lax.convert_element_type(index, dtype)
     if not wrap_negative or unsigned:
         return index
-    zero, size = np.zeros((), dtype), np.asarray(size, dtype)
+    zero, size = np.zeros((), dtype), shape_poly.size_value(size, dtype)
     return structural.select_n(lax.lt(index, zero), index, lax.add(index, size))
 
 
@@ -267,7 +294,7 @@ def _static_slices(arr, entries, shape):
             step = abs(e.step)
             first = e.start if e.step > 0 else e.start + e.step * (e.length - 1)
             starts[e.dim], limits[e.dim] = first, first + step * (e.length - 1) + 1
-            if e.length > 1:
+            if type(e.length) is shape_poly.DimExpr or e.length > 1:
                 strides[e.dim] = step
                 if e.step < 0:
                     reversed_dims.append(e.dim)

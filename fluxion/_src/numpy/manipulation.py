@@ -8,6 +8,7 @@ import operator
 
 import numpy as np
 
+from fluxion._src.export import shape_poly as export_shape_poly
 from fluxion._src import core, dtypes
 from fluxion._src.array import Array
 from fluxion._src.lax import lax
@@ -38,7 +39,7 @@ shape, ndim, size = np.shape, np.ndim, np.size
 
 def _new_shape(name, old_shape, new_shape) -> tuple:
     dims = list((new_shape,) if np.ndim(new_shape) == 0 else new_shape)
-    dims = [util.static_int(d, f"The new shape passed to jnp.{name}") for d in dims]
+    dims = [util.static_dim(d, f"The new shape passed to jnp.{name}") for d in dims]
     if any(d < -1 for d in dims):
         raise TypeError(f"jnp.{name}: new sizes must be nonnegative or -1, got {tuple(dims)}")
     unknown = [i for i, d in enumerate(dims) if d == -1]
@@ -386,7 +387,7 @@ def tile(A, reps):
     """Repeat the whole array `reps` times along each axis."""
     A = util.ensure_arraylike("tile", A)
     reps = (reps,) if np.ndim(reps) == 0 else tuple(reps)
-    reps = tuple(util.static_int(r, "reps argument of jnp.tile") for r in reps)
+    reps = tuple(util.static_dim(r, "reps argument of jnp.tile") for r in reps)
     nd = builtins.max(len(reps), _ndim(A))
     reps = (1,) * (nd - len(reps)) + reps
     dims = (1,) * (nd - _ndim(A)) + _shape(A)
@@ -478,13 +479,13 @@ def _roll_one(a, shift, axis):
     n = _shape(a)[axis]
     if n == 0:
         return a
-    if core.is_concrete(shift):
+    if core.is_concrete(shift) and not isinstance(n, export_shape_poly.DimExpr):
         s = operator.index(core.concrete_or_error(shift, "")) % n
         return _take_static(a, (np.arange(n) - s) % n, axis)
     # A traced shift: take a window of the array concatenated with itself.
     shift = util.convert(shift, dtypes.int32)
-    start = lax.sub(lax._convert_element_type(n, dtypes.int32, False),
-                    ufuncs.remainder(shift, n))
+    n_value = lax._convert_element_type(n, dtypes.int32, False)
+    start = lax.sub(n_value, ufuncs.remainder(shift, n_value))
     return ls.dynamic_slice_in_dim(ls.concatenate([a, a], axis), start, n, axis)
 
 

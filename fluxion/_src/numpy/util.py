@@ -6,6 +6,7 @@ import operator
 import numpy as np
 
 from fluxion._src import core, dtypes
+from fluxion._src.export import shape_poly
 from fluxion._src.array import Array
 from fluxion._src.config import config
 from fluxion._src.lax import lax
@@ -13,7 +14,16 @@ from fluxion._src.lax import structural
 
 
 def is_arraylike(x) -> bool:
-    return isinstance(x, (Array, core.Tracer, np.ndarray, np.generic, bool, int, float, complex))
+    return isinstance(x, (Array, core.Tracer, np.ndarray, np.generic, bool, int, float, complex,
+                          shape_poly.DimExpr))
+
+
+def _dims_as_values(args):
+    """Symbolic dimensions among `args` as traced int scalars (shape polymorphism)."""
+    if shape_poly.DimExpr in map(type, args):
+        return [shape_poly.dimension_as_value(x) if type(x) is shape_poly.DimExpr else x
+                for x in args]
+    return args
 
 
 def check_arraylike(fname: str, *args) -> None:
@@ -39,6 +49,8 @@ def as_array(x):
     """`x` as an Array or Tracer, keeping its weak type (JAX's `lax.asarray`)."""
     if isinstance(x, (Array, core.Tracer)):
         return x
+    if type(x) is shape_poly.DimExpr:
+        return shape_poly.dimension_as_value(x)
     check_python_int(x)
     return lax._convert_element_type(x, None, dtypes.is_weakly_typed(x))
 
@@ -59,6 +71,7 @@ def promote_dtypes(*args):
     """Convert arguments to their common dtype under the promotion lattice (weak types kept)."""
     if len(args) < 2:
         return [as_array(x) for x in args]
+    args = _dims_as_values(args)
     for x in args:
         check_python_int(x)
     dtype, weak = dtypes.result_type_with_weak(*args)
@@ -76,6 +89,7 @@ def to_inexact_dtype(dtype) -> np.dtype:
 
 def promote_dtypes_inexact(*args):
     """Promote, then make the common dtype inexact (see to_inexact_dtype)."""
+    args = _dims_as_values(args)
     for x in args:
         check_python_int(x)
     dtype, weak = dtypes.result_type_with_weak(*args)
@@ -85,6 +99,7 @@ def promote_dtypes_inexact(*args):
 
 def promote_dtypes_numeric(*args):
     """Promote, then make a boolean common dtype int32."""
+    args = _dims_as_values(args)
     for x in args:
         check_python_int(x)
     dtype, weak = dtypes.result_type_with_weak(*args)
@@ -95,7 +110,7 @@ def promote_dtypes_numeric(*args):
 
 def broadcast_shapes(*shapes) -> tuple:
     try:
-        return tuple(np.broadcast_shapes(*shapes))
+        return shape_poly.broadcast_shapes(*shapes)
     except ValueError:
         err = ValueError(f"Incompatible shapes for broadcasting: shapes={list(shapes)}")
         core.note_user_line(err)
@@ -109,7 +124,7 @@ def canonicalize_shape(shape, context: str = "") -> tuple:
         shape = (shape,)
     try:
         dims = tuple(operator.index(core.concrete_or_error(d, context)) if isinstance(d, core.Tracer)
-                     else operator.index(d) for d in shape)
+                     else core.canonicalize_dim(d) for d in shape)
     except TypeError:
         raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
                         f"{shape!r}.") from None
@@ -153,7 +168,7 @@ def broadcast_arrays_for_op(fname: str, *args):
     if all(s == longest or s == () for s in shapes):
         return list(args)  # lax broadcasts rank-0 operands itself
     try:
-        shape = tuple(np.broadcast_shapes(*shapes))
+        shape = shape_poly.broadcast_shapes(*shapes)
     except ValueError:
         err = TypeError(f"{fname} got incompatible shapes for broadcasting: "
                         f"{', '.join(map(str, shapes))}.")
@@ -264,6 +279,13 @@ def where(condition, x, y):
     if core.get_aval(x).size == 0:
         return x
     return select(condition, x, y)
+
+
+def static_dim(value, what: str):
+    """A dimension: a Python int from a concrete value, or a symbolic dimension as is."""
+    if type(value) is shape_poly.DimExpr:
+        return value
+    return static_int(value, what)
 
 
 def static_int(value, what: str) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fluxion._src.export import shape_poly
 from fluxion._src import core, dtypes
 from fluxion._src.lax import lax, structural
 from fluxion._src.random.threefry import iota_2x32_shape, threefry2x32
@@ -62,8 +63,8 @@ def random_bits(key, bit_width: int, shape: tuple):
     """Uniform random unsigned integers of `bit_width` bits and `shape` from a single raw key."""
     if bit_width not in UINT_DTYPES:
         raise TypeError("requires 8-, 16-, 32- or 64-bit field width.")
-    size = int(np.prod(shape, dtype=object)) if shape else 1
-    if size > 2 ** 64:
+    size = shape_poly.shape_size(shape)
+    if shape_poly.known_true(lambda: size > 2 ** 64):
         raise NotImplementedError("random bits array of size exceeding 2 ** 64")
     k1, k2 = key_words(key)
     counts_hi, counts_lo = iota_2x32_shape(shape)

@@ -16,6 +16,7 @@ import numpy as np
 from fluxion._src import ad, batching, dtypes
 from fluxion._src.compiler import lowering
 from fluxion._src.core import ShapedArray
+from fluxion._src.export.shape_poly import DimExpr, broadcast_shapes
 from fluxion._src.lax.base import broadcast_operands, broadcasting_shape, standard_primitive
 
 # Rotation amounts of the two alternating groups of four rounds, and the key-schedule parity
@@ -67,7 +68,7 @@ def _threefry2x32_rolled(k1, k2, x1, x2):
     import fluxion.numpy as jnp
     from fluxion._src.lax import control_flow, lax
 
-    shape = np.broadcast_shapes(*(np.shape(v) for v in (k1, k2, x1, x2)))
+    shape = broadcast_shapes(*(np.shape(v) for v in (k1, k2, x1, x2)))
     x1, x2 = jnp.broadcast_to(x1, shape), jnp.broadcast_to(x2, shape)
     u32 = dtypes.uint32
     rotations = [lax._convert_element_type(np.array(r, np.uint32), u32) for r in _ROTATIONS]
@@ -113,11 +114,17 @@ def _iota_2x32_shape_abstract_eval(*, shape):
 def _iota_2x32_shape_lowering(ctx, *, shape):
     # The flat index, sum_d iota_d * stride_d, in 64-bit arithmetic (whatever the x64 flag).
     u64 = ShapedArray(shape, dtypes.uint64)
-    strides = np.cumprod((1,) + shape[:0:-1])[::-1]
+    strides, stride = [], 1
+    for d in reversed(shape):
+        strides.append(stride)
+        stride = stride * d  # a symbolic dimension makes a symbolic stride
     flat = None
-    for dim, stride in enumerate(strides):
+    for dim, stride in enumerate(reversed(strides)):
         term = ctx.iota(u64, dim)
-        if stride != 1:
+        if isinstance(stride, DimExpr):
+            term = ctx.mul(ctx.broadcast(ctx.convert(ctx.dim_value(stride), dtypes.uint64),
+                                         shape), term)
+        elif stride != 1:
             term = ctx.mul(ctx.constant(np.uint64(stride), dtypes.uint64, shape), term)
         flat = term if flat is None else ctx.add(flat, term)
     high = ctx.shift_right_logical(flat, ctx.constant(np.uint64(32), dtypes.uint64, shape))
