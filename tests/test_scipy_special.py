@@ -1,4 +1,5 @@
 """scipy.special against SciPy (values, float32 and float64), JAX (dtypes), gradients."""
+import jax
 import jax.scipy.special as jsp
 import numpy as np
 import pytest
@@ -38,6 +39,15 @@ def test_float32_values_and_dtypes_match_jax(name, args):
     want = getattr(jsp, name)(*args32)
     assert got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-30, equal_nan=True)
+
+
+@pytest.mark.parametrize("name,low,high", [("ndtri", 0.0, 1.0), ("erfinv", -1.0, 1.0),
+                                           ("gammaln", 0.1, 20.0)])
+def test_jitted_float32_values_equal_jax_bit_for_bit(name, low, high):
+    u = np.random.default_rng(1).uniform(low, high, 50_000).astype(np.float32)
+    got = np.asarray(fluxion.jit(getattr(sp, name))(u))
+    want = np.asarray(jax.jit(getattr(jsp, name))(u))
+    np.testing.assert_array_equal(got, want)
 
 
 def test_integer_and_extra_arguments():

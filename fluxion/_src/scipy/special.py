@@ -110,8 +110,9 @@ def ndtri(p):
     q = jnp.where(q == 0, 0.5, q)  # p = 0 or 1: any value that keeps NaNs out
     w = q - 0.5
     ww = w * w
-    centre = -(w + w * ww * _polyval(_NDTRI_P0, ww) / _polyval(_NDTRI_Q0, ww)) \
-        * math.sqrt(2.0 * math.pi)
+    # The same operation order as JAX's, so that the values agree bit for bit.
+    centre = (w + w * ww * (_polyval(_NDTRI_P0, ww) / _polyval(_NDTRI_Q0, ww))) \
+        * -math.sqrt(2.0 * math.pi)
     z = jnp.sqrt(-2.0 * jnp.log(q))
     inv = 1.0 / z
     start = z - jnp.log(z) / z
