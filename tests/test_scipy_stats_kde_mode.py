@@ -92,7 +92,7 @@ KDE_OPTIONS = [{}, {"bw_method": "silverman"}, {"bw_method": 0.3},
                {"bw_method": lambda kde: 0.5}, {"weights": RNG.uniform(size=30)}]
 
 
-@pytest.mark.parametrize("options", KDE_OPTIONS, ids=str)
+@pytest.mark.parametrize("options", KDE_OPTIONS, ids=lambda o: "-".join(sorted(o)) or "default")
 @pytest.mark.parametrize("d", [1, 2, 3])
 def test_kde_matches_scipy(options, d):
     data = RNG.standard_normal((d, 30))
