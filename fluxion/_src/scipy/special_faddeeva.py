@@ -15,6 +15,7 @@ import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion import lax
+from fluxion._src.api import jit
 from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.numpy.util import promote_dtypes_inexact
 
@@ -77,7 +78,10 @@ def wofz(z):
     (z,) = promote_dtypes_inexact(z)
     if not jnp.iscomplexobj(z):
         z = lax.complex(z, jnp.zeros_like(z))
-    return _wofz(z)
+    return _wofz_jit(z)
+
+
+_wofz_jit = jit(_wofz)
 
 
 def _half_to_single(fn, x):
@@ -108,8 +112,8 @@ def erfcx(x):
     """The scaled complementary error function exp(x**2) erfc(x) (complex input: w(ix))."""
     (x,) = promote_dtypes_inexact(x)
     if jnp.iscomplexobj(x):
-        return _wofz(lax.complex(-jnp.imag(x), jnp.real(x)))
-    return _half_to_single(_erfcx, x)
+        return _wofz_jit(lax.complex(-jnp.imag(x), jnp.real(x)))
+    return _half_to_single(_erfcx_jit, x)
 
 
 # Dawson's integral F(x) = sqrt(pi)/2 Im w(x) for real x; near 0 its Taylor series
@@ -144,4 +148,9 @@ def dawsn(x):
     (x,) = promote_dtypes_inexact(x)
     if jnp.iscomplexobj(x):
         raise ValueError("dawsn does not support complex-valued inputs.")
-    return _half_to_single(_dawsn, x)
+    return _half_to_single(_dawsn_jit, x)
+
+
+# Compiled once per signature (the loops above are many small operations).
+_erfcx_jit = jit(_erfcx)
+_dawsn_jit = jit(_dawsn)

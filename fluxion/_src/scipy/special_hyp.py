@@ -15,6 +15,7 @@ import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion import lax
+from fluxion._src.api import jit
 from fluxion._src.numpy.util import promote_dtypes_inexact
 from fluxion._src.scipy.special import gamma, gammaln, gammasgn
 
@@ -57,7 +58,11 @@ def _hyp1f1_asymptotic(a, b, x):
 
 def hyp1f1(a, b, x):
     """Kummer's confluent hypergeometric function 1F1(a; b; x) for real arguments."""
-    a, b, x = _real_args("hyp1f1", a, b, x)
+    return _hyp1f1(*_real_args("hyp1f1", a, b, x))
+
+
+@jit
+def _hyp1f1(a, b, x):
     flip = x < 0
     a2 = jnp.where(flip, b - a, a)  # Kummer's transformation: the series then has x >= 0
     x2 = jnp.abs(x)
@@ -128,7 +133,11 @@ def _hyp2f1_integer_gap(a, b, m, s):
 def hyp2f1(a, b, c, x):
     """The Gauss hypergeometric function 2F1(a, b; c; x) for real arguments and x <= 1
     (NaN above 1; inf where c is a non-positive integer, as JAX)."""
-    a, b, c, x = _real_args("hyp2f1", a, b, c, x)
+    return _hyp2f1(*_real_args("hyp2f1", a, b, c, x))
+
+
+@jit
+def _hyp2f1(a, b, c, x):
     d = c - a - b
     # A non-positive integer a or b makes the series a polynomial: summed as it is.
     polynomial = ((a <= 0) & _is_integer(a)) | ((b <= 0) & _is_integer(b))
