@@ -36,6 +36,8 @@ def _close(got, want, rtol, atol=0.0):
 UNARY = [("erfcx", REALS, 1e-12), ("dawsn", REALS, 1e-12), ("exp1", REALS, 1e-13),
          ("expi", REALS, 1e-13), ("spence", REALS, 1e-13), ("sici", REALS, 1e-13),
          ("fresnel", np.concatenate([REALS, np.logspace(2.8, 5, 10)]), 1e-9)]
+# float32 cannot hold pi x^2 / 2 precisely enough for the Fresnel phase far out
+F32_LIMIT = {"fresnel": 100.0}
 
 
 @pytest.mark.parametrize("name,x,rtol", UNARY, ids=[u[0] for u in UNARY])
@@ -48,7 +50,7 @@ def test_unary_match_scipy_f64(x64, name, x, rtol):
 
 @pytest.mark.parametrize("name,x,rtol", UNARY, ids=[u[0] for u in UNARY])
 def test_unary_f32_dtypes_and_weak_types_match_jax(name, x, rtol):
-    x32 = x.astype(np.float32)
+    x32 = x[~(np.abs(x) > F32_LIMIT.get(name, np.inf))].astype(np.float32)
     with np.errstate(over="ignore"):
         want64 = _scipy(name, x32.astype(np.float64))
         # rounded to float32, where large values overflow to inf as they must
@@ -56,7 +58,8 @@ def test_unary_f32_dtypes_and_weak_types_match_jax(name, x, rtol):
                 else want64.astype(np.float32))
     got = getattr(sp, name)(x32)
     _close(got, want, rtol=2e-5, atol=1e-30)
-    for arg in [x32, np.int32(2), 1.5, np.float16(0.5)]:
+    arguments = [x32, 1.5] if name == "spence" else [x32, np.int32(2), 1.5, np.float16(0.5)]
+    for arg in arguments:
         g, w = getattr(sp, name)(arg), getattr(jsp, name)(arg)
         for gv, wv in zip(g if isinstance(g, tuple) else (g,), w if isinstance(w, tuple) else (w,)):
             assert gv.dtype == wv.dtype, arg
@@ -88,7 +91,8 @@ def test_wofz_matches_scipy(x64):
     _close(got, ssp.wofz(z), 1e-12)
     _close(sp.erfcx(z), ssp.erfcx(z), 1e-12)
     assert sp.wofz(np.float32(1)).dtype == jsp.wofz(np.float32(1)).dtype == np.complex64
-    _close(sp.wofz(z[:50].astype(np.complex64)), ssp.wofz(z[:50]), 2e-5)
+    small = z[np.abs(ssp.wofz(z)) < 1e30]  # the rest overflows complex64
+    _close(sp.wofz(small.astype(np.complex64)), ssp.wofz(small), 2e-5)
 
 
 def test_erfcx_extremes():
@@ -194,8 +198,15 @@ def test_sph_harm_y_f32_matches_jax():
     np.testing.assert_allclose(jitted, got, rtol=1e-6)
 
 
+def test_spence_rejects_other_dtypes_as_jax():
+    for arg in [np.int32(2), np.float16(0.5)]:
+        for mod in (sp, jsp):
+            with pytest.raises(TypeError, match="not supported"):
+                mod.spence(arg)
+
+
 def test_complex_inputs_rejected():
-    for name in ["dawsn", "exp1", "expi", "sici", "fresnel", "spence"]:
+    for name in ["dawsn", "exp1", "expi", "sici", "fresnel"]:
         with pytest.raises(ValueError, match="complex"):
             getattr(sp, name)(np.complex64(1 + 1j))
     with pytest.raises(ValueError, match="complex"):

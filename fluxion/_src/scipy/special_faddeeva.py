@@ -39,7 +39,7 @@ _INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
 def _horner(coefficients, x):
     out = jnp.zeros_like(x)
     for c in coefficients:
-        out = out * x + c
+        out = out * x + float(c)  # a Python float keeps x's precision (NumPy scalars would not)
     return out
 
 
@@ -63,7 +63,8 @@ def _wofz(z):
     upper = jnp.imag(z) >= 0
     flipped = jnp.where(upper, z, -z)
     w = _w_upper(flipped)
-    return jnp.where(upper, w, 2 * jnp.exp(-z * z) - w)
+    e = jnp.exp(-z * z)
+    return jnp.where(upper, w, e + e - w)  # e + e: 2 * e would make inf * 0 = NaN on overflow
 
 
 @_wofz.defjvp

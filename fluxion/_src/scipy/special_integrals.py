@@ -101,7 +101,7 @@ def expn(n, x):
     """The generalized exponential integral E_n(x) for integer n >= 0 and x >= 0 (NaN
     elsewhere, also for non-integer n as in JAX). Differentiable in x."""
     n, x = _real_input("expn", n, x)
-    n = lax.stop_gradient(n)
+    n, x = jnp.broadcast_arrays(lax.stop_gradient(n), x)
     return _half_to_single(lambda v: _expn_jit(n.astype(v.dtype), v), x)
 
 
@@ -319,9 +319,9 @@ def _spence_value(x):
     below = y < -1  # Li2(y) = -pi^2/6 - log(-y)^2 / 2 - Li2(1/y)
     yb = jnp.where(below, y, -2.0)
     value_below = -pi2_6 - 0.5 * jnp.log(-yb) ** 2 - _li2_central(1 / yb)
-    above = y > 0.5  # Li2(y) = pi^2/6 - log(y) log(1 - y) - Li2(1 - y)
-    ya = jnp.where(above & (y < 1), y, 0.75)
-    value_above = pi2_6 - jnp.log(ya) * jnp.log1p(-ya) - _li2_central(1 - ya)
+    above = x < 0.5  # y > 1/2: Li2(y) = pi^2/6 - log(y) log(1 - y) - Li2(1 - y), 1 - y = x
+    xa = jnp.where(above & (x > 0), x, 0.25)
+    value_above = pi2_6 - jnp.log1p(-xa) * jnp.log(xa) - _li2_central(xa)
     central = _li2_central(jnp.where(below | above, 0.0, y))
     value = jnp.where(below, value_below, jnp.where(above, value_above, central))
     value = jnp.where(x == 0, pi2_6, value)
@@ -344,6 +344,9 @@ def _spence_jvp(primals, tangents):
 def spence(x):
     """Spence's function integral_1^x log(t) / (1 - t) dt, i.e. the dilogarithm Li2(1 - x),
     for x >= 0 (NaN below, as SciPy for real input)."""
+    dtype = jnp.asarray(x).dtype
+    if dtype not in (np.float32, np.float64):  # as JAX, which has no other types here
+        raise TypeError(f"x.dtype={dtype} is not supported, see docstring for supported types.")
     (x,) = _real_input("spence", x)
     return _half_to_single(_spence_jit, x)
 
