@@ -15,6 +15,7 @@ import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion import lax
+from fluxion._src.api import jit
 from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.numpy.util import promote_dtypes_inexact
 
@@ -38,7 +39,7 @@ _INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
 def _horner(coefficients, x):
     out = jnp.zeros_like(x)
     for c in coefficients:
-        out = out * x + c
+        out = out * x + float(c)  # a Python float keeps x's precision (NumPy scalars would not)
     return out
 
 
@@ -62,7 +63,8 @@ def _wofz(z):
     upper = jnp.imag(z) >= 0
     flipped = jnp.where(upper, z, -z)
     w = _w_upper(flipped)
-    return jnp.where(upper, w, 2 * jnp.exp(-z * z) - w)
+    e = jnp.exp(-z * z)
+    return jnp.where(upper, w, e + e - w)  # e + e: 2 * e would make inf * 0 = NaN on overflow
 
 
 @_wofz.defjvp
@@ -77,7 +79,10 @@ def wofz(z):
     (z,) = promote_dtypes_inexact(z)
     if not jnp.iscomplexobj(z):
         z = lax.complex(z, jnp.zeros_like(z))
-    return _wofz(z)
+    return _wofz_jit(z)
+
+
+_wofz_jit = jit(_wofz)
 
 
 def _half_to_single(fn, x):
@@ -108,8 +113,8 @@ def erfcx(x):
     """The scaled complementary error function exp(x**2) erfc(x) (complex input: w(ix))."""
     (x,) = promote_dtypes_inexact(x)
     if jnp.iscomplexobj(x):
-        return _wofz(lax.complex(-jnp.imag(x), jnp.real(x)))
-    return _half_to_single(_erfcx, x)
+        return _wofz_jit(lax.complex(-jnp.imag(x), jnp.real(x)))
+    return _half_to_single(_erfcx_jit, x)
 
 
 # Dawson's integral F(x) = sqrt(pi)/2 Im w(x) for real x; near 0 its Taylor series
@@ -144,4 +149,9 @@ def dawsn(x):
     (x,) = promote_dtypes_inexact(x)
     if jnp.iscomplexobj(x):
         raise ValueError("dawsn does not support complex-valued inputs.")
-    return _half_to_single(_dawsn, x)
+    return _half_to_single(_dawsn_jit, x)
+
+
+# Compiled once per signature (the loops above are many small operations).
+_erfcx_jit = jit(_erfcx)
+_dawsn_jit = jit(_dawsn)

@@ -14,8 +14,9 @@ import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion import lax
+from fluxion._src.api import jit
 from fluxion._src.custom_derivatives import custom_jvp
-from fluxion._src.numpy.util import promote_dtypes_inexact
+from fluxion._src.numpy.util import convert, promote_dtypes_inexact
 from fluxion._src.scipy.special_faddeeva import _half_to_single, _wofz
 
 _EULER = 0.57721566490153286061
@@ -27,7 +28,7 @@ def _real_input(name, *args):
     for a in args:
         if jnp.iscomplexobj(a):
             raise ValueError(f"{name} does not support complex-valued inputs.")
-    return args
+    return [convert(a, a.dtype) for a in args]  # results are never weakly typed, as in JAX
 
 
 # ---------------------------------------------------------------------------------------------
@@ -93,18 +94,21 @@ def _expn_jvp(primals, tangents):
     return _expn(n, x), -_expn_value(n - 1, x) * dx
 
 
+_expn_jit = jit(_expn)
+
+
 def expn(n, x):
     """The generalized exponential integral E_n(x) for integer n >= 0 and x >= 0 (NaN
     elsewhere, also for non-integer n as in JAX). Differentiable in x."""
     n, x = _real_input("expn", n, x)
-    n = lax.stop_gradient(n)
-    return _half_to_single(lambda v: _expn(n.astype(v.dtype), v), x)
+    n, x = jnp.broadcast_arrays(lax.stop_gradient(n), x)
+    return _half_to_single(lambda v: _expn_jit(n.astype(v.dtype), v), x)
 
 
 def exp1(x):
     """The exponential integral E_1(x) = integral_x^inf exp(-t) / t dt (NaN for x < 0)."""
     (x,) = _real_input("exp1", x)
-    return _half_to_single(lambda v: _expn(jnp.ones_like(v), v), x)
+    return _half_to_single(lambda v: _expn_jit(jnp.ones_like(v), v), x)
 
 
 def _expi_positive(x):
@@ -153,7 +157,7 @@ def _expi_jvp(primals, tangents):
 def expi(x):
     """The exponential integral Ei(x) = -PV integral_{-x}^inf exp(-t) / t dt."""
     (x,) = _real_input("expi", x)
-    return _half_to_single(_expi, x)
+    return _half_to_single(_expi_jit, x)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,9 +228,9 @@ def sici(x):
     """The sine and cosine integrals (Si(x), Ci(x)); for x < 0, Ci(x) is Ci(|x|), as SciPy."""
     (x,) = _real_input("sici", x)
     if x.dtype.itemsize < 4:
-        si, ci = _sici(x.astype(np.float32))
+        si, ci = _sici_jit(x.astype(np.float32))
         return si.astype(x.dtype), ci.astype(x.dtype)
-    return _sici(x)
+    return _sici_jit(x)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,9 +284,9 @@ def fresnel(x):
     """The Fresnel integrals (S(x), C(x)) (real input only)."""
     (x,) = _real_input("fresnel", x)
     if x.dtype.itemsize < 4:
-        s, c = _fresnel(x.astype(np.float32))
+        s, c = _fresnel_jit(x.astype(np.float32))
         return s.astype(x.dtype), c.astype(x.dtype)
-    return _fresnel(x)
+    return _fresnel_jit(x)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,9 +319,9 @@ def _spence_value(x):
     below = y < -1  # Li2(y) = -pi^2/6 - log(-y)^2 / 2 - Li2(1/y)
     yb = jnp.where(below, y, -2.0)
     value_below = -pi2_6 - 0.5 * jnp.log(-yb) ** 2 - _li2_central(1 / yb)
-    above = y > 0.5  # Li2(y) = pi^2/6 - log(y) log(1 - y) - Li2(1 - y)
-    ya = jnp.where(above & (y < 1), y, 0.75)
-    value_above = pi2_6 - jnp.log(ya) * jnp.log1p(-ya) - _li2_central(1 - ya)
+    above = x < 0.5  # y > 1/2: Li2(y) = pi^2/6 - log(y) log(1 - y) - Li2(1 - y), 1 - y = x
+    xa = jnp.where(above & (x > 0), x, 0.25)
+    value_above = pi2_6 - jnp.log1p(-xa) * jnp.log(xa) - _li2_central(xa)
     central = _li2_central(jnp.where(below | above, 0.0, y))
     value = jnp.where(below, value_below, jnp.where(above, value_above, central))
     value = jnp.where(x == 0, pi2_6, value)
@@ -340,5 +344,15 @@ def _spence_jvp(primals, tangents):
 def spence(x):
     """Spence's function integral_1^x log(t) / (1 - t) dt, i.e. the dilogarithm Li2(1 - x),
     for x >= 0 (NaN below, as SciPy for real input)."""
+    dtype = jnp.asarray(x).dtype
+    if dtype not in (np.float32, np.float64):  # as JAX, which has no other types here
+        raise TypeError(f"x.dtype={dtype} is not supported, see docstring for supported types.")
     (x,) = _real_input("spence", x)
-    return _half_to_single(_spence, x)
+    return _half_to_single(_spence_jit, x)
+
+
+# Compiled once per signature (the loops above are many small operations).
+_expi_jit = jit(_expi)
+_sici_jit = jit(_sici)
+_fresnel_jit = jit(_fresnel)
+_spence_jit = jit(_spence)

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import math
 import operator
+from functools import partial
 
 import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion import lax
 from fluxion._src import core, dtypes
+from fluxion._src.api import jit
 from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.numpy.util import promote_dtypes_inexact
 from fluxion._src.scipy.special_integrals import _bernoulli_numbers
@@ -38,6 +40,11 @@ def bessel_jn(z, *, v: int, n_iter: int = 50):
     n_iter = int(core.concrete_or_error(n_iter, "Argument n_iter of bessel_jn."))
     if v < 0:
         raise ValueError(f"bessel_jn: v must be non-negative, got {v}")
+    return _bessel_jn(z, v, n_iter)
+
+
+@partial(jit, static_argnums=(1, 2))
+def _bessel_jn(z, v: int, n_iter: int):
     safe_z = jnp.where(z == 0, 1.0, z)
     big = 1e10 if z.dtype.itemsize >= 4 else 1e3
     later, current = jnp.zeros_like(z), jnp.full_like(z, 1e-16)  # f_{k+1}, f_k at k = n_iter
@@ -113,7 +120,7 @@ def owens_t(h, a):
     h, a = promote_dtypes_inexact(h, a)
     if jnp.iscomplexobj(h):
         raise ValueError("owens_t does not support complex-valued inputs.")
-    return _owens_t(h, a)
+    return _owens_t_jit(h, a)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -157,6 +164,11 @@ def sph_harm_y(n, m, theta, phi, diff_n: int | None = None, n_max: int | None = 
             n, "The `n_max` argument of `sph_harm_y` must be statically specified to use "
                "`sph_harm_y` within fluxion transformations.")))
     n_max = int(core.concrete_or_error(n_max, "n_max of sph_harm_y"))
+    return _sph_harm_y(n, m, theta, phi, n_max)
+
+
+@partial(jit, static_argnums=(4,))
+def _sph_harm_y(n, m, theta, phi, n_max: int):
     n, m, theta, phi = jnp.broadcast_arrays(n, m, theta, phi)
     abs_m = jnp.abs(m)
     legendre = _normalized_legendre(n, abs_m, jnp.cos(theta), jnp.sin(theta), n_max)
@@ -165,3 +177,7 @@ def sph_harm_y(n, m, theta, phi, diff_n: int | None = None, n_max: int | None = 
     y = lax.complex(legendre * jnp.cos(angle), legendre * jnp.sin(angle))
     sign = jnp.where(abs_m % 2 == 1, -1.0, 1.0).astype(theta.dtype)
     return jnp.where(m < 0, sign * jnp.conj(y), y)
+
+
+# Compiled once per signature (the loops above are many small operations).
+_owens_t_jit = jit(_owens_t)
