@@ -26,7 +26,7 @@ from fluxion._src.traceback_util import api_boundary
 from fluxion._src import dispatch
 from fluxion._src.dispatch import (CompiledFunction, compile_closed_jaxpr,
                                    jit_p, lower_closed_jaxpr)
-from fluxion._src.tree_util import tree_flatten, tree_map, tree_unflatten
+from fluxion._src.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 logger = logging.getLogger("fluxion")
 
@@ -705,6 +705,15 @@ def _check_device(device, where: str) -> None:
                          f"received invalid value: {device!r}")
 
 
+def _is_sharding_tree(device) -> bool:
+    """Whether `device` is a Sharding, a PartitionSpec, or a pytree of them."""
+    from fluxion._src.mesh import PartitionSpec
+    from fluxion._src.sharding_impls import Sharding
+    kinds = (Sharding, PartitionSpec)
+    leaves = tree_leaves(device, is_leaf=lambda d: isinstance(d, kinds))
+    return bool(leaves) and all(isinstance(d, kinds) for d in leaves)
+
+
 def device_put(x, device=None, *, donate=False, may_alias=None):
     """Copy a pytree of values to `device` (default: the first device) as Arrays.
 
@@ -712,7 +721,7 @@ def device_put(x, device=None, *, donate=False, may_alias=None):
     a pytree of them matching `x`: the result is then laid out over that sharding's devices."""
     from fluxion._src import sharding_impls
     from fluxion._src.mesh import PartitionSpec
-    if device is not None and not hasattr(device, "platform"):
+    if device is not None and not hasattr(device, "platform") and _is_sharding_tree(device):
         return _device_put_sharded(x, device)
     _check_device(device, "device_put")
     leaves, treedef = tree_flatten(x)

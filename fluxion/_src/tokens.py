@@ -49,6 +49,7 @@ class AbstractToken:
 
 
 abstract_token = AbstractToken()
+core.register_aval_type(AbstractToken)  # primitives may return it
 
 
 def _get_abstract_token():

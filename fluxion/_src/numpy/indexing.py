@@ -628,15 +628,15 @@ class _IndexUpdateRef:
 
 
 def _getitem(self, idx):
-    aval = self.aval
-    if type(aval) is not core.ShapedArray:  # a traced Ref: its type says how to read it
+    aval = getattr(self, "aval", None)  # global Arrays have none
+    if aval is not None and type(aval) is not core.ShapedArray:  # a traced Ref: its type says how to read it
         return aval._getitem(self, idx)
     return rewriting_take(self, idx)
 
 
 def _setitem(self, idx, value):
-    aval = self.aval
-    if type(aval) is not core.ShapedArray:  # a traced Ref
+    aval = getattr(self, "aval", None)  # global Arrays have none
+    if aval is not None and type(aval) is not core.ShapedArray:  # a traced Ref
         return aval._setitem(self, idx, value)
     raise TypeError(f"{type(self).__name__} objects are immutable and do not support item "
                     "assignment. Instead of x[idx] = y, use x = x.at[idx].set(y) or another "
