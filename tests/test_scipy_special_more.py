@@ -60,7 +60,10 @@ def test_unary_f32_dtypes_and_weak_types_match_jax(name, x, rtol):
     _close(got, want, rtol=2e-5, atol=1e-30)
     arguments = [x32, 1.5] if name == "spence" else [x32, np.int32(2), 1.5, np.float16(0.5)]
     for arg in arguments:
-        g, w = getattr(sp, name)(arg), getattr(jsp, name)(arg)
+        # JAX is asked for types only: its exp1 on float16 never returns (its loop cannot
+        # converge in half precision), which hangs every later JAX call in the process.
+        g = getattr(sp, name)(arg)
+        w = jax.eval_shape(getattr(jsp, name), arg)
         for gv, wv in zip(g if isinstance(g, tuple) else (g,), w if isinstance(w, tuple) else (w,)):
             assert gv.dtype == wv.dtype, arg
             assert gv.aval.weak_type == wv.weak_type, arg
@@ -91,6 +94,7 @@ def test_wofz_matches_scipy(x64):
     _close(got, ssp.wofz(z), 1e-12)
     _close(sp.erfcx(z), ssp.erfcx(z), 1e-12)
     assert sp.wofz(np.float32(1)).dtype == jsp.wofz(np.float32(1)).dtype == np.complex64
+    assert sp.wofz(np.float16(1)).dtype == np.complex64  # as JAX: no half-precision complex
     small = z[np.abs(ssp.wofz(z)) < 1e30]  # the rest overflows complex64
     _close(sp.wofz(small.astype(np.complex64)), ssp.wofz(small), 2e-5)
 
@@ -142,7 +146,13 @@ def test_hyp_f32_and_dtypes_match_jax():
 def test_owens_t_matches_scipy(x64):
     h, a = _grid([0.0, 0.1, 1.0, -2.0, 5.0, 10.0, np.inf, 0.5, 3.0, 30.0],
                  [0.0, 0.5, 1.0, 2.0, -3.0, 0.3, np.inf, -np.inf, 100.0, 1e-8])
-    _close(sp.owens_t(h, a), _scipy("owens_t", h, a), 1e-12, atol=1e-300)
+    # SciPy loses ~1e-9 relative accuracy at tiny a and large h: there the truth is
+    # (1 / 2 pi) integral_0^a exp(-h^2 (1 + x^2) / 2) / (1 + x^2) dx from mpmath (40 digits).
+    scipy_ok = ~((a == 1e-8) & (np.abs(h) >= 5) & np.isfinite(h))
+    _close(sp.owens_t(h[scipy_ok], a[scipy_ok]), _scipy("owens_t", h[scipy_ok], a[scipy_ok]),
+           1e-12, atol=1e-300)
+    _close(sp.owens_t(np.array([5.0, 10.0, 30.0]), 1e-8),
+           [5.9311527352541186e-15, 3.069700722911986e-31, 5.878997495532176e-205], 1e-13)
     got = sp.owens_t(np.float32(0.7), np.float32(2.0))
     assert got.dtype == jsp.owens_t(np.float32(0.7), np.float32(2.0)).dtype
     np.testing.assert_allclose(got, ssp.owens_t(0.7, 2.0), rtol=1e-6)

@@ -17,7 +17,7 @@ import fluxion.numpy as jnp
 from fluxion import lax
 from fluxion._src.api import jit
 from fluxion._src.custom_derivatives import custom_jvp
-from fluxion._src.numpy.util import promote_dtypes_inexact
+from fluxion._src.numpy.util import convert, promote_dtypes_inexact
 
 _N = 32
 
@@ -74,10 +74,18 @@ def _wofz_jvp(primals, tangents):
     return w, (-2 * z * w + 2j * _INV_SQRT_PI) * dz
 
 
+def strong_inexact(*args):
+    """Promote to inexact dtypes with the weak type dropped: these functions' results are never
+    weakly typed, as in JAX."""
+    return [convert(a, a.dtype) for a in promote_dtypes_inexact(*args)]
+
+
 def wofz(z):
     """The Faddeeva function w(z) = exp(-z**2) erfc(-i z); real input is made complex."""
-    (z,) = promote_dtypes_inexact(z)
+    (z,) = strong_inexact(z)
     if not jnp.iscomplexobj(z):
+        if z.dtype.itemsize < 4:  # there is no half-precision complex type
+            z = z.astype(np.float32)
         z = lax.complex(z, jnp.zeros_like(z))
     return _wofz_jit(z)
 
@@ -111,7 +119,7 @@ def _erfcx_jvp(primals, tangents):
 
 def erfcx(x):
     """The scaled complementary error function exp(x**2) erfc(x) (complex input: w(ix))."""
-    (x,) = promote_dtypes_inexact(x)
+    (x,) = strong_inexact(x)
     if jnp.iscomplexobj(x):
         return _wofz_jit(lax.complex(-jnp.imag(x), jnp.real(x)))
     return _half_to_single(_erfcx_jit, x)
@@ -146,7 +154,7 @@ def _dawsn_jvp(primals, tangents):
 
 def dawsn(x):
     """Dawson's integral exp(-x**2) * integral_0^x exp(t**2) dt (real input only)."""
-    (x,) = promote_dtypes_inexact(x)
+    (x,) = strong_inexact(x)
     if jnp.iscomplexobj(x):
         raise ValueError("dawsn does not support complex-valued inputs.")
     return _half_to_single(_dawsn_jit, x)

@@ -16,19 +16,18 @@ import fluxion.numpy as jnp
 from fluxion import lax
 from fluxion._src.api import jit
 from fluxion._src.custom_derivatives import custom_jvp
-from fluxion._src.numpy.util import convert, promote_dtypes_inexact
-from fluxion._src.scipy.special_faddeeva import _half_to_single, _wofz
+from fluxion._src.scipy.special_faddeeva import _half_to_single, _wofz, strong_inexact
 
 _EULER = 0.57721566490153286061
 _TINY = 1e-30
 
 
 def _real_input(name, *args):
-    args = promote_dtypes_inexact(*args)
+    args = strong_inexact(*args)
     for a in args:
         if jnp.iscomplexobj(a):
             raise ValueError(f"{name} does not support complex-valued inputs.")
-    return [convert(a, a.dtype) for a in args]  # results are never weakly typed, as in JAX
+    return args
 
 
 # ---------------------------------------------------------------------------------------------

@@ -45,26 +45,28 @@ def bessel_jn(z, *, v: int, n_iter: int = 50):
 
 @partial(jit, static_argnums=(1, 2))
 def _bessel_jn(z, v: int, n_iter: int):
+    # A loop, not unrolled Python: XLA fuses an unrolled recurrence into one kernel that
+    # recomputes shared terms, which made its derivative take exponential time.
     safe_z = jnp.where(z == 0, 1.0, z)
     big = 1e10 if z.dtype.itemsize >= 4 else 1e3
-    later, current = jnp.zeros_like(z), jnp.full_like(z, 1e-16)  # f_{k+1}, f_k at k = n_iter
-    even_sum = jnp.zeros_like(z)
-    kept = {}
-    for k in range(n_iter, -1, -1):
-        if k % 2 == 0:
-            even_sum = even_sum + (2 * current if k else current)
-        if k <= v:
-            kept[k] = current
-        if k == 0:
-            break
-        previous = 2 * k / safe_z * current - later
-        scale = jnp.where(jnp.abs(previous) > big, 1 / big, 1.0)
-        later, current = current * scale, previous * scale
-        even_sum = even_sum * scale
-        kept = {i: value * scale for i, value in kept.items()}
-    values = jnp.stack([kept.get(k, jnp.zeros_like(z)) / even_sum if k <= n_iter
-                        else jnp.zeros_like(z) for k in range(v + 1)])
-    at_zero = (jnp.arange(v + 1) == 0).astype(z.dtype).reshape((v + 1,) + (1,) * z.ndim)
+    orders = jnp.arange(v + 1).reshape((v + 1,) + (1,) * z.ndim)
+
+    def step(i, carry):
+        later, current, even_sum, kept = carry  # f_{k+1}, f_k, the sum, f_j for j <= v seen
+        k = n_iter - i
+        weight = jnp.where(k % 2 == 0, jnp.where(k == 0, 1.0, 2.0), 0.0).astype(z.dtype)
+        even_sum = even_sum + weight * current
+        kept = jnp.where(orders == k, current, kept)
+        previous = 2 * k.astype(z.dtype) / safe_z * current - later
+        scale = jnp.where(jnp.abs(previous) > big, 1 / big, 1.0).astype(z.dtype)
+        return current * scale, previous * scale, even_sum * scale, kept * scale
+
+    start = (jnp.zeros_like(z), jnp.full_like(z, 1e-16), jnp.zeros_like(z),
+             jnp.zeros((v + 1,) + z.shape, z.dtype))
+    # the last step's rescaling (after k = 0) multiplies sum and kept values alike
+    _, _, even_sum, kept = lax.fori_loop(0, n_iter + 1, step, start)
+    values = kept / even_sum
+    at_zero = (orders == 0).astype(z.dtype)
     return jnp.where(z == 0, at_zero, values)
 
 
