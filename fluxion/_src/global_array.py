@@ -165,9 +165,7 @@ def jaxlib_sharding(sharding: Sharding, ndim: int):
 
 def from_buffers(bufs, aval: ShapedArray, sharding: Sharding) -> GlobalArray:
     """A GlobalArray from one jaxlib buffer per device of `sharding` (in its device order)."""
-    _, jax_ext = backend._jaxlib()
-    garr = jax_ext.ArrayImpl(aval, jaxlib_sharding(sharding, len(aval.shape)), list(bufs),
-                             True, True)
+    garr = backend.assemble_array(aval, jaxlib_sharding(sharding, len(aval.shape)), list(bufs))
     return GlobalArray(garr, aval, sharding)
 
 

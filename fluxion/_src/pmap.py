@@ -287,15 +287,14 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             exe = _compile(closed, [(axis_name, n_global)], global_devs, donated_leaves if any(donated_leaves) else None)
             entry = cache[key] = (exe, out_tree, out_ax)
         exe, out_tree, out_ax = entry
-        xla_client, jax_ext = be._jaxlib()
         garrs = []
         for x, d, aval in zip(leaves, dims, exe.in_avals):
             bufs = _per_device_buffers(x, d, devs, aval)
-            garrs.append(jax_ext.ArrayImpl(aval, exe.sharding, bufs, True, True))
+            garrs.append(be.assemble_array(aval, exe.sharding, bufs))
         if exe.const_arrays is None:
             exe.const_arrays = [
-                jax_ext.ArrayImpl(v.aval, exe.sharding,
-                                  _per_device_buffers(c, None, devs, v.aval), True, True)
+                be.assemble_array(v.aval, exe.sharding,
+                                  _per_device_buffers(c, None, devs, v.aval))
                 for c, v in zip(exe.consts, exe.constvars)]
         garrs = exe.const_arrays + garrs
         outs = exe.loaded.execute_sharded(garrs).disassemble_into_single_device_arrays()

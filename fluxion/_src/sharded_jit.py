@@ -273,8 +273,7 @@ def compile_sharded(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings, ou
             s = sharding_impls.named_from_hlo(mesh, hs, len(aval.shape))
         outs.append(s)
     exe.out_shardings = outs
-    exe.handlers = [jax_ext.array_result_handler(a, jaxlib_sharding(s, len(a.shape)), True,
-                                                 _skip_checks=True)
+    exe.handlers = [backend.result_handler(a, jaxlib_sharding(s, len(a.shape)))
                     for a, s in zip(exe.out_avals, outs)]
     exe.const_arrays = [device_put_sharded_value(np.asarray(c, dtype=v.aval.dtype), replicated,
                                                  v.aval.weak_type)._garr

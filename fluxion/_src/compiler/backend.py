@@ -35,6 +35,33 @@ def _jaxlib():
     return _xla_client, _jax
 
 
+# jaxlib 0.10 takes `_skip_checks` (its checks call back into the jax package); 0.11 dropped
+# the argument. Known after the first call.
+_takes_skip_checks: bool | None = None
+
+
+def _with_skip_checks(make, *args):
+    global _takes_skip_checks
+    if _takes_skip_checks is None:
+        try:
+            out = make(*args, _skip_checks=True)
+            _takes_skip_checks = True
+            return out
+        except TypeError:
+            _takes_skip_checks = False
+    return make(*args, _skip_checks=True) if _takes_skip_checks else make(*args)
+
+
+def result_handler(aval, sharding):
+    """jaxlib's wrapper of an execution's output as a committed array of `aval`."""
+    return _with_skip_checks(_jaxlib()[1].array_result_handler, aval, sharding, True)
+
+
+def assemble_array(aval, sharding, bufs: list):
+    """A committed jaxlib array of `aval` from one buffer per device of `sharding`."""
+    return _with_skip_checks(_jaxlib()[1].ArrayImpl, aval, sharding, bufs, True)
+
+
 class Backend:
     """A PJRT client and what fluxion caches about it."""
 
@@ -262,9 +289,9 @@ class Executable:
         self.text = text
         sharding = backend_of(device).sharding(device)
         # A token result comes back as a buffer of shape (0,) (as JAX reads it).
-        self.handlers = [jax_ext.array_result_handler(
-            _TOKEN_BUFFER_AVAL if getattr(a, "is_token", False) else a, sharding, True,
-            _skip_checks=True) for a in self.out_avals]
+        self.handlers = [result_handler(
+            _TOKEN_BUFFER_AVAL if getattr(a, "is_token", False) else a, sharding)
+            for a in self.out_avals]
 
     def execute(self, bufs: list) -> list:
         """Run on device buffers; returns jaxlib arrays."""
