@@ -20,20 +20,29 @@ def _array_leaves_only(out):
     return all(isinstance(leaf, Array) for leaf in jax.tree_util.tree_leaves(out))
 
 
-def jax_result(fn, args, kwargs, eager_if=None):
+def _with_traced(fn, args, kwargs):
+    """fn as a function of args' NumPy arrays and scalars alone (shapes, Python scalars and
+    kwargs stay static), and those traced arguments."""
+    traced = [i for i, a in enumerate(args) if isinstance(a, (np.ndarray, np.generic))]
+
+    def call(*traced_args):
+        full = list(args)
+        for i, a in zip(traced, traced_args):
+            full[i] = a
+        return fn(*full, **kwargs)
+    return call, [args[i] for i in traced]
+
+
+def jax_result(fn, args, kwargs, eager=False):
     """fn(*args, **kwargs) in JAX, compiled once under jax.jit with the NumPy arguments traced
     (eager JAX compiles each primitive separately, which made the oracle half the suite's
     time). Eager where jit cannot trace fn (concrete values needed: its error is the
-    specification then) or where `eager_if()` says the result is not arrays (Python values)."""
-    traced = [i for i, a in enumerate(args) if isinstance(a, (np.ndarray, np.generic))]
-    if traced and not (eager_if and eager_if()):
-        def call(*traced_args):
-            full = list(args)
-            for i, a in zip(traced, traced_args):
-                full[i] = a
-            return fn(*full, **kwargs)
+    specification then), with no array arguments, or when asked (`eager`: the result holds
+    Python values, which jit would turn into arrays)."""
+    call, traced = _with_traced(fn, args, kwargs)
+    if traced and not eager:
         try:
-            return jax.jit(call)(*(args[i] for i in traced))
+            return jax.jit(call)(*traced)
         except Exception:  # noqa: BLE001 - retried eagerly, where JAX decides
             pass
     return fn(*args, **kwargs)
@@ -62,19 +71,11 @@ def check(name, *args, rtol=1e-6, atol=0.0, jit=True, check_weak=True, **kwargs)
     """fnp.name(*args, **kwargs) equals jnp.name(...) in value, dtype and weak type; jit too."""
     actual = getattr(fnp, name)(*args, **kwargs)
     expected = jax_result(getattr(jnp, name), args, kwargs,
-                          eager_if=lambda: not _array_leaves_only(actual))
+                          eager=not _array_leaves_only(actual))
     assert_matches(expected, actual, rtol, atol, check_weak)
     if jit:
-        # NumPy arrays and scalars are traced; everything else (shapes, Python scalars) is static.
-        traced = [i for i, a in enumerate(args) if isinstance(a, (np.ndarray, np.generic))]
-
-        def call(*traced_args):
-            full = list(args)
-            for i, a in zip(traced, traced_args):
-                full[i] = a
-            return getattr(fnp, name)(*full, **kwargs)
-
-        jitted = fluxion.jit(call)(*(args[i] for i in traced))
+        call, traced = _with_traced(getattr(fnp, name), args, kwargs)
+        jitted = fluxion.jit(call)(*traced)
         assert_matches(expected, jitted, rtol, atol, check_weak)
     return actual
 
@@ -105,7 +106,7 @@ def check_fn(fn, *args, rtol=1e-6, atol=0.0, jit=True, check_weak=True):
     """fn(fnp, *args) equals fn(jnp, *args) (value, dtype, weak type), eagerly and under jit."""
     actual = fn(fnp, *args)
     expected = jax_result(lambda *a: fn(jnp, *a), args, {},
-                          eager_if=lambda: not _array_leaves_only(actual))
+                          eager=not _array_leaves_only(actual))
     assert_matches(expected, actual, rtol, atol, check_weak)
     if jit:
         assert_matches(expected, fluxion.jit(lambda *a: fn(fnp, *a))(*args), rtol, atol,
