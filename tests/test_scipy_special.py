@@ -1,4 +1,6 @@
 """scipy.special against SciPy (values, float32 and float64), JAX (dtypes), gradients."""
+import warnings
+
 import jax
 import jax.scipy.special as jsp
 import numpy as np
@@ -96,3 +98,43 @@ def test_incomplete_functions_zeta_and_bessel(x64):
         np.testing.assert_allclose(getattr(sp, name)(z), getattr(ssp, name)(z), rtol=1e-10)
     with pytest.raises(NotImplementedError, match="Hurwitz"):
         sp.zeta(2.0)
+
+
+LOGSUMEXP_CASES = [dict(), dict(axis=0), dict(axis=-1), dict(axis=(0, 2)),
+                   dict(axis=1, keepdims=True), dict(keepdims=True), dict(axis=2, b="b"),
+                   dict(axis=(1, 2), b="b", return_sign=True),
+                   dict(axis=-1, keepdims=True, return_sign=True, b="-b"), dict(axis=1, b="-b")]
+
+
+@pytest.mark.parametrize("with_infinities", [False, True], ids=["finite", "infinite"])
+@pytest.mark.parametrize("kwargs", LOGSUMEXP_CASES, ids=[str(i) for i in range(len(LOGSUMEXP_CASES))])
+def test_logsumexp_matches_scipy_eager_and_jitted(kwargs, with_infinities, x64):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 4, 5))
+    if with_infinities:
+        a[0, 0, :] = -np.inf
+        a[1, 1, 1] = np.inf
+    b = rng.standard_normal((4, 5))
+    kwargs = dict(kwargs)
+    if "b" in kwargs:
+        kwargs["b"] = -b if kwargs["b"] == "-b" else b
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SciPy warns where a negative sum gives nan
+        want = ssp.logsumexp(a, **kwargs)
+    got = sp.logsumexp(a, **kwargs)
+    jitted = fluxion.jit(lambda x: sp.logsumexp(x, **kwargs))(a)
+    want, got, jitted = ((r if isinstance(r, tuple) else (r,)) for r in (want, got, jitted))
+    for w, g, j in zip(want, got, jitted):
+        assert np.shape(g) == np.shape(w) == np.shape(j)
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14, equal_nan=True)
+        np.testing.assert_allclose(j, w, rtol=1e-12, atol=1e-14, equal_nan=True)
+
+
+def test_logsumexp_where_and_dtypes_match_jax():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    got = sp.logsumexp(a, axis=1, where=a > 0)
+    want = jsp.logsumexp(a, axis=1, where=a > 0)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert sp.logsumexp(np.arange(3)).dtype == jsp.logsumexp(np.arange(3)).dtype

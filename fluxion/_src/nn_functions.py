@@ -119,22 +119,26 @@ def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = 
     if b is not None:
         b = jnp.asarray(b)
         a, b = jnp.broadcast_arrays(a, b)
-    amax = jnp.max(a, axis=axis, keepdims=True, where=where, initial=-np.inf) if where is not None \
-        else jnp.max(a, axis=axis, keepdims=True)
+    from fluxion._src.numpy.util import canonicalize_axes
+    axes = canonicalize_axes(axis, a.ndim, "logsumexp")
+    # Reduce without keepdims and broadcast back only for the subtraction: the program is then
+    # the one JAX emits (no size-1 dimensions carried through the scalar tail).
+    amax = jnp.max(a, axis=axes, where=where, initial=-np.inf) if where is not None \
+        else jnp.max(a, axis=axes)
     amax = stop_gradient(jnp.where(jnp.isfinite(amax), amax, 0.0))
-    exp = jnp.exp(a - amax)
+    exp = jnp.exp(a - jnp.expand_dims(amax, axes))
     if b is not None:
         exp = exp * b
-    total = jnp.sum(exp, axis=axis, keepdims=True, where=where) if where is not None else jnp.sum(
-        exp, axis=axis, keepdims=True)
+    total = jnp.sum(exp, axis=axes, where=where) if where is not None else jnp.sum(exp, axis=axes)
     sign = jnp.sign(total)
     out = jnp.log(jnp.abs(total)) + amax
-    if not keepdims:
-        axes = tuple(range(a.ndim)) if axis is None else axis
-        out = jnp.squeeze(out, axis=axes)
-        sign = jnp.squeeze(sign, axis=axes)
+    if keepdims:
+        out = jnp.expand_dims(out, axes)
+        sign = jnp.expand_dims(sign, axes)
     if return_sign:
         return out, sign
+    if b is not None and not jnp.iscomplexobj(out):
+        out = jnp.where(sign < 0, np.nan, out)  # the log of a negative sum
     return out
 
 
