@@ -2,6 +2,12 @@
 
 `import fluxion as jax` and `import fluxion.numpy as jnp` run JAX programs.
 """
+import os as _os
+
+# XLA's C++ logging reads this when jaxlib's extension loads (which the first imports below
+# may do): without it every process starts with INFO lines about its PJRT devices.
+_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
 from fluxion._src.config import config, enable_x64, disable_jit  # noqa: F401
 from fluxion._src.array import Array  # noqa: F401
 from fluxion._src.api import (jit, make_jaxpr, eval_shape, ShapeDtypeStruct, devices,  # noqa: F401

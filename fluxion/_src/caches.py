@@ -5,6 +5,7 @@
 
 - eager primitives (dispatch._primitive_cache): 4096 signatures in all;
 - jit'ed call primitives under other traces (dispatch._jaxpr_cache): 1024;
+- XLA executables by program text and device (compiler/backend._executables): 1024;
 - each `jit` function: 1024 signatures (its dispatch, fast-path and trace caches);
 - each jnp function's eager executables (numpy/eager.py): 64 signatures;
 - Python-scalar constants on the device (array._scalar_cache): 4096, then cleared;

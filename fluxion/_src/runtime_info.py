@@ -11,13 +11,14 @@ def clear_caches() -> None:
     """Drop every compiled program and traced jaxpr fluxion holds (jit caches, eager
     primitive executables), so the next call traces and compiles again."""
     from fluxion._src import api, dispatch
-    from fluxion._src.compiler import hlo
+    from fluxion._src.compiler import backend, hlo
     for jitted in list(api.live_jit_functions):
         jitted.clear_cache()
     api._caches_by_function.clear()  # those of jit objects already gone
     dispatch._primitive_cache.clear()
     dispatch._jaxpr_cache.clear()
     hlo._tensor_types.clear()
+    backend._executables.clear()
 
 
 def live_arrays(platform: str | None = None) -> list:

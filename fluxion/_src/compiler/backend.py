@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import hashlib
 import logging
 import os
 import re
@@ -13,6 +14,7 @@ import types
 import numpy as np
 
 from fluxion._src import dtypes
+from fluxion._src.caches import BoundedDict
 from fluxion._src.config import config
 
 logger = logging.getLogger("fluxion")
@@ -24,7 +26,6 @@ _jax = None
 def _jaxlib():
     global _xla_client, _jax
     if _xla_client is None:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # keep XLA's start-up INFO lines quiet
         from jaxlib import _jax as jax_ext
         from jaxlib import xla_client
         # jaxlib records a Python traceback with every execution; without the jax package
@@ -340,13 +341,31 @@ def check_host_callback_calls(text: str, n_callbacks: int, name: str) -> None:
                          "(pure_callback, io_callback, debug.callback) may call back into Python")
 
 
+# Executables by (program text, device): a program XLA already compiled in this process is
+# reused, whoever traced it (a fresh `jit(lambda ...)` per call, eager ops whose cache keys
+# differ only in weak types, equal programs from different functions).
+_executables = BoundedDict(1024)
+
+
 def compile_module(text: str, out_avals, device=None, name: str = "main") -> Executable:
     xla_client, jax_ext = _jaxlib()
     backend = get_backend() if device is None else backend_of(device)
     device = device or backend.devices[0]
+    host_callbacks = getattr(text, "host_callbacks", None)
+    key = None if host_callbacks else (hashlib.blake2b(text.encode(), digest_size=20).digest(),
+                                       device)
+    loaded = _executables.get(key) if key is not None else None
+    if loaded is None:
+        loaded = _compile(backend, text, device, name, host_callbacks)
+        if key is not None:
+            _executables[key] = loaded
+    return Executable(loaded, out_avals, device, name, text)
+
+
+def _compile(backend, text, device, name, host_callbacks):
+    xla_client, jax_ext = _jaxlib()
     start = time.perf_counter()
     options = xla_client.CompileOptions()
-    host_callbacks = getattr(text, "host_callbacks", None)
     check_host_callback_calls(text, len(host_callbacks or ()), name)
     cached = False  # loaded from the persistent compilation cache
     try:
@@ -362,7 +381,7 @@ def compile_module(text: str, out_avals, device=None, name: str = "main") -> Exe
         raise jax_ext.JaxRuntimeError(f"XLA failed to compile {name}: {e}\n--- module ---\n{text}") from None
     if config.log_compiles and not cached:
         logger.warning("Finished XLA compilation of %s in %.3f sec", name, time.perf_counter() - start)
-    return Executable(loaded, out_avals, device, name, text)
+    return loaded
 
 
 def _compile_with_callbacks(backend, text, device, options, host_callbacks):
