@@ -177,6 +177,7 @@ def test_python_scalar_arithmetic_stays_weak():
 # jit: flags
 
 def test_log_compiles_logs_each_stage_with_durations(caplog):
+    fluxion.clear_caches()  # an equal program compiled earlier in the process would be reused
     fluxion.config.update("log_compiles", True)
     try:
         with caplog.at_level(logging.WARNING, logger="fluxion"):
@@ -187,6 +188,29 @@ def test_log_compiles_logs_each_stage_with_durations(caplog):
     for stage in ("Finished tracing", "Finished jaxpr to StableHLO lowering",
                   "Finished XLA compilation"):
         assert any(re.search(rf"{stage}.* in \d+\.\d+ sec", m) for m in messages), messages
+
+
+def test_equal_programs_compile_once_whoever_traces_them(caplog):
+    def run(fn):
+        with caplog.at_level(logging.WARNING, logger="fluxion"):
+            caplog.clear()
+            out = fluxion.jit(fn)(np.arange(5.0, dtype=np.float32))
+        compiled = any("Finished XLA compilation" in r.getMessage() for r in caplog.records)
+        return np.asarray(out), compiled
+
+    fluxion.clear_caches()
+    fluxion.config.update("log_compiles", True)
+    try:
+        def make(scale):
+            return lambda x: lax.tanh(x) * scale
+        first = run(make(3))
+        again = run(make(3))  # a fresh function: traced again, the same program text
+        other = run(make(4))
+    finally:
+        fluxion.config.update("log_compiles", False)
+    assert first[1] and not again[1] and other[1]
+    np.testing.assert_allclose(again[0], np.tanh(np.arange(5.0)) * 3, rtol=1e-6)
+    np.testing.assert_allclose(other[0], np.tanh(np.arange(5.0)) * 4, rtol=1e-6)
 
 
 def test_log_compiles_is_quiet_by_default(caplog):
