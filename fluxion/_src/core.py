@@ -705,33 +705,18 @@ def pp_jaxpr(jaxpr: Jaxpr, width: int = 80) -> str:
 # Evaluation and checking
 
 def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence, *args, propagate_source_info: bool = True) -> list:
-    """Interpret a jaxpr by binding each equation's primitive at the current trace."""
-    env: dict[int, Any] = {}
+    """Interpret a jaxpr by binding each equation's primitive at the current trace.
 
-    def read(v):
-        return v.val if type(v) is Literal else env[id(v)]
-
-    for v, x in zip(jaxpr.constvars, consts):
-        env[id(v)] = x
+    `propagate_source_info` is accepted for JAX compatibility: equations always run under
+    their own source info."""
     if len(args) != len(jaxpr.invars):
         raise TypeError(f"jaxpr takes {len(jaxpr.invars)} arguments, got {len(args)}")
-    for v, x in zip(jaxpr.invars, args):
-        env[id(v)] = x
-    state = _trace_state
-    outer_info = state.source_info
-    try:
-        for eqn in jaxpr.eqns:
-            ins = [read(v) for v in eqn.invars]
-            state.source_info = eqn.source_info or outer_info
-            out = eqn.primitive.bind(*ins, **eqn.params)
-            if eqn.primitive.multiple_results:
-                for v, x in zip(eqn.outvars, out):
-                    env[id(v)] = x
-            else:
-                env[id(eqn.outvars[0])] = out
-    finally:
-        state.source_info = outer_info
-    return [read(v) for v in jaxpr.outvars]
+    return eval_jaxpr_with(jaxpr, consts, args, _bind_equation)
+
+
+def _bind_equation(eqn: JaxprEqn, ins: list) -> Sequence:
+    out = eqn.primitive.bind(*ins, **eqn.params)
+    return out if eqn.primitive.multiple_results else (out,)
 
 
 def eval_jaxpr_with(jaxpr: Jaxpr, consts: Sequence, args: Sequence,
