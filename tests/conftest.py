@@ -16,6 +16,28 @@ def x64():
 
 
 @pytest.fixture
+def x64_both():
+    """64-bit types in fluxion and in JAX (the oracle) for one test, for tight comparisons."""
+    import jax
+    with fluxion.enable_x64(True), jax.enable_x64(True):
+        yield
+
+
+@pytest.fixture(params=[False, True], ids=["x32", "x64"])
+def x64_mode(request):
+    """Run the test with x64 off, then on, in both libraries; restore the flags afterwards."""
+    import jax
+    old_jax, old_ours = jax.config.jax_enable_x64, fluxion.config.enable_x64
+    jax.config.update("jax_enable_x64", request.param)
+    fluxion.config.update("enable_x64", request.param)
+    try:
+        yield request.param
+    finally:
+        jax.config.update("jax_enable_x64", old_jax)
+        fluxion.config.update("enable_x64", old_ours)
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(0)
 

@@ -32,13 +32,6 @@ def _ties(*shape, seed=0):
     return np.random.default_rng(seed).integers(0, 3, shape).astype(np.float64)
 
 
-@pytest.fixture
-def x64_both():
-    """64-bit types in both fluxion and jax (the oracle), for tight comparisons."""
-    with fluxion.enable_x64(True), jax.enable_x64(True):
-        yield
-
-
 def _assert_close(got, expected, rtol=1e-6, atol=1e-6):
     got, expected = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(expected)
     assert len(got) == len(expected)

@@ -25,19 +25,6 @@ PY_VALUES = [True, 3, 2.5, 1 + 2j]
 pytestmark = pytest.mark.filterwarnings("ignore:Explicitly requested dtype")
 
 
-@pytest.fixture(params=[False, True], ids=["x32", "x64"])
-def x64_mode(request):
-    """Run the test with x64 off, then on, in both libraries; restore the flags afterwards."""
-    old_jax, old_ours = jax.config.jax_enable_x64, fluxion.config.enable_x64
-    jax.config.update("jax_enable_x64", request.param)
-    fluxion.config.update("enable_x64", request.param)
-    try:
-        yield request.param
-    finally:
-        jax.config.update("jax_enable_x64", old_jax)
-        fluxion.config.update("enable_x64", old_ours)
-
-
 def _outcome(fn, *args):
     """What fn(*args) gives, or the class of the error it raises, for comparing libraries."""
     try:

@@ -49,19 +49,6 @@ def _mode(dtype):
     return fluxion.enable_x64(np.dtype(dtype) in _64_BIT)
 
 
-@pytest.fixture(params=[False, True], ids=["x32", "x64"])
-def x64_mode(request):
-    """Run the test with x64 off, then on, in both libraries; restore the flags afterwards."""
-    old_jax, old_ours = jax.config.jax_enable_x64, fluxion.config.enable_x64
-    jax.config.update("jax_enable_x64", request.param)
-    fluxion.config.update("enable_x64", request.param)
-    try:
-        yield request.param
-    finally:
-        jax.config.update("jax_enable_x64", old_jax)
-        fluxion.config.update("enable_x64", old_ours)
-
-
 def _check_close(name, got, want, dtype, factor=1.0):
     """`got` (from fluxion) against a float64/complex128 reference, rounded to got's dtype
     (so that it overflows where got must), with a tolerance in units of dtype's rtol."""

@@ -10,35 +10,27 @@ import fluxion.numpy as fnp
 from fluxion.lax import linalg as fl
 from fluxion.test_util import check_grads
 
+from _linalg_helpers import conj_transpose, random_matrix, tolerance
+
 jax = pytest.importorskip("jax")
 
 rng = np.random.default_rng(0)
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
 
-@pytest.fixture
-def x64():
-    with fluxion.enable_x64(True), jax.enable_x64(True):
-        yield
-
-
 def _rand(shape, dtype):
-    a = rng.standard_normal(shape)
-    if np.issubdtype(dtype, np.complexfloating):
-        a = a + 1j * rng.standard_normal(shape)
-    return a.astype(dtype)
+    return random_matrix(rng, shape, dtype)
 
 
 def _tol(dtype):
-    return 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-11
+    return tolerance(dtype)
 
 
-def _H(x):
-    return np.conj(np.swapaxes(x, -1, -2))
+_H = conj_transpose
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_schur(x64, dtype):
+def test_schur(x64_both, dtype):
     a = _rand((3, 5, 5), dtype)
     t, q = fl.schur(a)
     t, q = np.asarray(t), np.asarray(q)
@@ -72,7 +64,7 @@ def test_schur_errors():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_hessenberg(x64, dtype):
+def test_hessenberg(x64_both, dtype):
     a = _rand((2, 5, 5), dtype)
     h, taus = fl.hessenberg(a)
     assert h.dtype == taus.dtype == dtype and taus.shape == (2, 4)
@@ -95,7 +87,7 @@ def test_hessenberg(x64, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("lower", [True, False])
-def test_tridiagonal(x64, dtype, lower):
+def test_tridiagonal(x64_both, dtype, lower):
     a = _rand((2, 5, 5), dtype)
     a = a + _H(a)
     arr, d, e, taus = fl.tridiagonal(a, lower=lower)
@@ -115,7 +107,7 @@ def test_tridiagonal(x64, dtype, lower):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_ormqr(x64, dtype):
+def test_ormqr(x64_both, dtype):
     a = _rand((2, 6, 4), dtype)
     h, taus = fl.geqrf(a)
     q = np.asarray(fl.householder_product(np.asarray(h), taus))  # thin q (6, 4) ...
@@ -138,7 +130,7 @@ def test_ormqr(x64, dtype):
         fl.ormqr(h, taus, c[..., :5, :])
 
 
-def test_ormqr_grad_in_c(x64):
+def test_ormqr_grad_in_c(x64_both):
     a = rng.standard_normal((5, 3))
     h, taus = fl.geqrf(a)
     for left, transpose in [(True, False), (False, True)]:
@@ -156,7 +148,7 @@ def test_ormqr_grad_in_c(x64):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(2, 6, 4), (4, 4), (2, 3, 5)])
 @pytest.mark.parametrize("full_matrices", [True, False])
-def test_qr_pivoting(x64, dtype, shape, full_matrices):
+def test_qr_pivoting(x64_both, dtype, shape, full_matrices):
     a = _rand(shape, dtype)
     q, r, p = fl.qr(a, pivoting=True, full_matrices=full_matrices)
     jq, jr, jp = jax.lax.linalg.qr(a, pivoting=True, full_matrices=full_matrices)
@@ -175,7 +167,7 @@ def test_qr_pivoting(x64, dtype, shape, full_matrices):
     np.testing.assert_array_equal(jit[2], p)
 
 
-def test_qr_grads(x64):
+def test_qr_grads(x64_both):
     for shape in [(5, 3), (3, 3), (3, 5)]:
         a = rng.standard_normal(shape)
         check_grads(lambda x: fl.qr(x, pivoting=True, full_matrices=False)[:2], (a,), 1)
@@ -198,7 +190,7 @@ def test_qr_grads(x64):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_cholesky_update(x64, dtype):
+def test_cholesky_update(x64_both, dtype):
     n = 5
     m = rng.standard_normal((n, n))
     a = m @ m.T + n * np.eye(n)
@@ -225,7 +217,7 @@ def test_cholesky_update_errors():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_qdwh(x64, dtype):
+def test_qdwh(x64_both, dtype):
     x = _rand((6, 4), dtype)
     u, h, k, ok = fl.qdwh(x)
     ju, jh, jk, jok = jax.lax.linalg.qdwh(x)
@@ -247,7 +239,7 @@ def test_qdwh(x64, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
-def test_eigh_svd_subset_by_index(x64, dtype):
+def test_eigh_svd_subset_by_index(x64_both, dtype):
     a = _rand((2, 5, 5), dtype)
     h = a + _H(a)
     v, w = fl.eigh(h, subset_by_index=(1, 4))
@@ -279,7 +271,7 @@ def test_eigh_svd_subset_by_index(x64, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
-def test_eig_eigenvector_derivatives(x64, dtype):
+def test_eig_eigenvector_derivatives(x64_both, dtype):
     a, t = _rand((2, 4, 4), dtype), _rand((2, 4, 4), dtype)
     f = lambda x: fl.eig(x, enable_eigvec_derivs=True)  # noqa: E731
     g = lambda x: jax.lax.linalg.eig(x, enable_eigvec_derivs=True)  # noqa: E731

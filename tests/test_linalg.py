@@ -20,12 +20,6 @@ jnp = jax.numpy
 rng = np.random.default_rng(0)
 
 
-@pytest.fixture
-def x64():
-    with fluxion.enable_x64(True), jax.enable_x64(True):
-        yield
-
-
 def _spd(n, batch=(), dtype=np.float64, complex_=False):
     a = rng.standard_normal(batch + (n, n))
     if complex_:
@@ -42,7 +36,7 @@ def test_import_does_not_load_scipy_or_lapack():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
-def test_decompositions_match_numpy(x64, dtype):
+def test_decompositions_match_numpy(x64_both, dtype):
     cplx = np.issubdtype(dtype, np.complexfloating)
     tol = 1e-4 if dtype in (np.float32, np.complex64) else 1e-10
     spd = _spd(4, (2,), dtype, cplx)
@@ -77,7 +71,7 @@ def test_decompositions_match_numpy(x64, dtype):
         np.testing.assert_allclose(ours, theirs, atol=tol * 10)
 
 
-def test_failures_give_nan_and_bad_input_errors(x64):
+def test_failures_give_nan_and_bad_input_errors(x64_both):
     failed = np.asarray(fl.cholesky(-_spd(3, (2,))))
     lower = np.tril(np.ones((3, 3), bool))
     assert np.isnan(failed[..., lower]).all() and (failed[..., ~lower] == 0).all()  # as JAX
@@ -98,7 +92,7 @@ def test_failures_give_nan_and_bad_input_errors(x64):
         fnp.linalg.solve(np.eye(3), np.ones(4))
 
 
-def test_jit_equals_eager_and_batch_in_one_call(x64):
+def test_jit_equals_eager_and_batch_in_one_call(x64_both):
     spd = _spd(5, (3, 2))
     np.testing.assert_allclose(fluxion.jit(fl.cholesky)(spd), fl.cholesky(spd), rtol=1e-14)
     text = fluxion.jit(lambda x: fl.eigh(x)[1]).lower(spd).as_text()
@@ -123,7 +117,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_numpy_linalg_values(x64, name):
+def test_numpy_linalg_values(x64_both, name):
     ours, ref = CASES[name]
     a = rng.standard_normal((3, 4, 4))
     b = rng.standard_normal((3, 4, 2))
@@ -131,14 +125,14 @@ def test_numpy_linalg_values(x64, name):
 
 
 @pytest.mark.parametrize("ord", [None, "fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf])
-def test_matrix_norms(x64, ord):
+def test_matrix_norms(x64_both, ord):
     a = rng.standard_normal((3, 4, 5))
     np.testing.assert_allclose(fnp.linalg.norm(a, ord, axis=(1, 2)),
                                np.linalg.norm(a, ord, axis=(1, 2)), rtol=1e-12)
 
 
 @pytest.mark.parametrize("ord", [None, 0, 1, 2, 3, 0.5, np.inf, -np.inf])
-def test_vector_norms(x64, ord):
+def test_vector_norms(x64_both, ord):
     a = rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))
     np.testing.assert_allclose(fnp.linalg.norm(a, ord, axis=1), np.linalg.norm(a, ord, axis=1),
                                rtol=1e-12)
@@ -167,7 +161,7 @@ def test_dtypes_and_names_like_jax():
                     assert o.dtype == want and o.shape == t.shape, (f, dt, x64_on)
 
 
-def test_lstsq_and_tensor_functions(x64):
+def test_lstsq_and_tensor_functions(x64_both):
     a, b = rng.standard_normal((6, 3)), rng.standard_normal(6)
     x, res, rank, s = fnp.linalg.lstsq(a, b)
     rx, rres, rrank, rs = np.linalg.lstsq(a, b, rcond=None)
@@ -191,7 +185,7 @@ def _sym(f):
     return lambda a: f(a + np.swapaxes(a, -1, -2).conj() if False else a)
 
 
-def test_grads(x64):
+def test_grads(x64_both):
     a = rng.standard_normal((3, 3))
     spd = _spd(3)
     check_grads(lambda x: fl.cholesky(x @ x.T + 3 * fnp.eye(3)), (a,), 1)
@@ -214,7 +208,7 @@ def test_grads(x64):
         check_grads(lambda x, y: fl.triangular_solve(x, y, **kw), (t, rhs), 1)
 
 
-def test_grads_complex_hermitian_match_jax(x64):
+def test_grads_complex_hermitian_match_jax(x64_both):
     # eigh/cholesky symmetrize their input, so they are not holomorphic: compare jvp and
     # grad of a real part with JAX's instead of finite differences of complex functions.
     h = _spd(3, dtype=np.complex128, complex_=True)
@@ -241,7 +235,7 @@ def test_grads_complex_hermitian_match_jax(x64):
     check_grads(lambda x: fnp.linalg.solve(x[:3], fnp.ones(3, x.dtype)), (c,), 1)
 
 
-def test_grads_match_jax_including_degenerate(x64):
+def test_grads_match_jax_including_degenerate(x64_both):
     a = np.diag([1.0, 2.0, 2.0])  # degenerate eigenvalues: JAX's convention (inf/nan) for v
     g = fluxion.grad(lambda x: fl.eigh(x)[1].sum())(a)
     jg = jax.grad(lambda x: jax.lax.linalg.eigh(x)[1].sum())(a)
@@ -285,7 +279,7 @@ def test_det_jvp_complex_batched():
     np.testing.assert_allclose(fluxion.vmap(f)(c), jax.vmap(jf)(c), rtol=2e-5, atol=2e-5)
 
 
-def test_vmap_against_loop(x64):
+def test_vmap_against_loop(x64_both):
     spd = _spd(4, (5,))
     a = rng.standard_normal((5, 4, 4))
     for f in [fl.cholesky, lambda x: fl.eigh(x)[1], lambda x: fl.svd(x)[1],
@@ -309,7 +303,7 @@ def test_vmap_against_loop(x64):
 # ---- random
 
 @pytest.mark.parametrize("method", ["cholesky", "eigh", "svd"])
-def test_multivariate_normal_equals_jax(x64, method):
+def test_multivariate_normal_equals_jax(x64_both, method):
     cov = _spd(3)
     mean = rng.standard_normal(3)
     ours = fr.multivariate_normal(fr.PRNGKey(3), mean, cov, (5,), method=method)
@@ -327,7 +321,7 @@ def test_orthogonal_equals_jax(n, m, shape):
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
 
 
-def test_eig_matches_jax(x64):
+def test_eig_matches_jax(x64_both):
     a = rng.standard_normal((2, 4, 4))
     for dt in (np.float64, np.complex64):
         w, v = fnp.linalg.eig(a.astype(dt))
@@ -349,7 +343,7 @@ def test_eig_matches_jax(x64):
                                rtol=1e-12)
 
 
-def test_symmetric_product_and_platform_error(x64):
+def test_symmetric_product_and_platform_error(x64_both):
     a, c = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 3, 3))
     for sym in (False, True):
         ours = fl.symmetric_product(a, c, alpha=2.0, beta=0.5, symmetrize_output=sym)
@@ -372,7 +366,7 @@ def test_orthogonal_initializers_equal_jax(name, shape):
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
 
 
-def test_tridiagonal_solve(x64):
+def test_tridiagonal_solve(x64_both):
     n = 5
     dl, d, du = rng.standard_normal((2, n)), rng.standard_normal((2, n)) + 4, \
         rng.standard_normal((2, n))

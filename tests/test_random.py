@@ -17,12 +17,6 @@ jnp = jax.numpy
 
 
 
-@pytest.fixture
-def x64_both():
-    with fluxion.enable_x64(True), jax.enable_x64(True):
-        yield
-
-
 def both(fn, seed=0, typed=False):
     """fn(random module, numpy module, key) for fluxion and for JAX, as NumPy arrays."""
     ours = fn(fr, fnp, fr.key(seed) if typed else fr.PRNGKey(seed))

@@ -8,36 +8,28 @@ import fluxion
 import fluxion.numpy as fnp
 import fluxion.scipy.linalg as fsl
 
+from _linalg_helpers import conj_transpose, random_matrix, tolerance
+
 jax = pytest.importorskip("jax")
 jsl = jax.scipy.linalg
 
 rng = np.random.default_rng(1)
 
 
-@pytest.fixture
-def x64():
-    with fluxion.enable_x64(True), jax.enable_x64(True):
-        yield
-
-
 def _rand(shape, dtype):
-    a = rng.standard_normal(shape)
-    if np.issubdtype(dtype, np.complexfloating):
-        a = a + 1j * rng.standard_normal(shape)
-    return a.astype(dtype)
+    return random_matrix(rng, shape, dtype)
 
 
 def _tol(dtype):
-    return 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
+    return tolerance(dtype, double=1e-10)
 
 
-def _H(x):
-    return np.conj(np.swapaxes(x, -1, -2))
+_H = conj_transpose
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 @pytest.mark.parametrize("output", ["real", "complex"])
-def test_schur_and_rsf2csf(x64, dtype, output):
+def test_schur_and_rsf2csf(x64_both, dtype, output):
     a = _rand((2, 5, 5), dtype)
     t, z = fsl.schur(a, output=output)
     jt, jz = jsl.schur(a, output=output)
@@ -70,7 +62,7 @@ def test_schur_errors():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
-def test_hessenberg(x64, dtype):
+def test_hessenberg(x64_both, dtype):
     a = _rand((3, 5, 5), dtype)
     h, q = fsl.hessenberg(a, calc_q=True)
     jh, jq = jsl.hessenberg(a, calc_q=True)
@@ -88,7 +80,7 @@ def test_hessenberg(x64, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
-def test_sqrtm(x64, dtype):
+def test_sqrtm(x64_both, dtype):
     a = _rand((5, 5), dtype)
     s = fsl.sqrtm(a)
     js = jsl.sqrtm(a)
@@ -104,7 +96,7 @@ def test_sqrtm(x64, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_funm(x64, dtype):
+def test_funm(x64_both, dtype):
     a = _rand((5, 5), dtype)
     f = fsl.funm(a, fnp.exp)
     assert f.dtype == jsl.funm(a, jax.numpy.exp).dtype
@@ -120,7 +112,7 @@ def test_funm(x64, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 @pytest.mark.parametrize("method", ["schur", "eigen"])
-def test_solve_sylvester(x64, dtype, method):
+def test_solve_sylvester(x64_both, dtype, method):
     a, b, c = _rand((4, 4), dtype), _rand((3, 3), dtype), _rand((4, 3), dtype)
     x = fsl.solve_sylvester(a, b, c, method=method)
     jx = jsl.solve_sylvester(a, b, c, method=method)
@@ -147,7 +139,7 @@ def test_solve_sylvester_singular_and_errors():
 
 @pytest.mark.parametrize("shape,side", [((5, 3), "right"), ((3, 5), "left"), ((2, 4, 4), "right"),
                                         ((3, 5), "right"), ((5, 3), "left")])
-def test_polar_qdwh(x64, shape, side):
+def test_polar_qdwh(x64_both, shape, side):
     a = _rand(shape, np.float64)
     u, p = fsl.polar(a, side=side)
     u, p = np.asarray(u), np.asarray(p)
@@ -164,7 +156,7 @@ def test_polar_qdwh(x64, shape, side):
 
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
-def test_qr_pivoting_and_qr_multiply(x64, shape, dtype):
+def test_qr_pivoting_and_qr_multiply(x64_both, shape, dtype):
     a = _rand(shape, dtype)
     for mode in ("full", "economic", "r"):
         ours = fsl.qr(a, mode=mode, pivoting=True)
