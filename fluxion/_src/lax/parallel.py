@@ -357,6 +357,27 @@ def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_gr
                              concat_axis=int(concat_axis), tiled=bool(tiled), axis_index_groups=None)
 
 
+def pswapaxes(x, axis_name, axis: int, *, axis_index_groups=None):
+    """Swap the mapped axis `axis_name` with the positional axis `axis` of `x` (a pytree).
+
+    `x.shape[axis]` must equal the size of the mapped axis: this is
+    `all_to_all(x, axis_name, axis, axis)`, so the result has the shape of `x`.
+    """
+    from fluxion._src.tree_util import tree_map
+    if axis_index_groups is not None:
+        raise NotImplementedError("axis_index_groups is not supported")
+
+    def one(leaf):
+        ndim = core.get_aval(leaf).ndim
+        if not -ndim <= axis < ndim:
+            raise ValueError(f"pswapaxes: axis {axis} is out of bounds for an array of rank {ndim}")
+        return all_to_all(leaf, axis_name, axis % ndim, axis % ndim)
+    return tree_map(one, x)
+
+
+__all__ += ["pswapaxes"]
+
+
 def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=None,
                  tiled: bool = False):
     """psum, then example j keeps the j-th chunk along scatter_dimension."""
