@@ -43,7 +43,6 @@ def _abstract_eval(operand, output, *index_args, axis_name, axis_index_groups):
 
 
 def _impl(*args, **params):
-    parallel._total_size(params["axis_name"])
     raise RuntimeError("ragged_all_to_all must be used within a mapped context like vmap or "
                        "shard_map.")
 
@@ -104,6 +103,11 @@ def _collective_rule(trace, vals, dims, *, axis_name, axis_index_groups):
     _single_name(axis_name, "under vmap")
     _no_groups(axis_index_groups)
     n = trace.axis_size
+    avals = [core.get_aval(v) for v in vals]
+    _abstract_eval(*[a if d is not_mapped else
+                     a.update(shape=a.shape[:d] + a.shape[d + 1:], weak_type=False)
+                     for a, d in zip(avals, dims)],
+                   axis_name=axis_name, axis_index_groups=axis_index_groups)
     operand, output, *index_args = [batching.bdim_at_front(v, d, n) for v, d in zip(vals, dims)]
     K = index_args[0].shape[1]
     if K % n:
