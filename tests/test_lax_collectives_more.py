@@ -30,7 +30,7 @@ def test_on_4_cpu_devices():
     root = pathlib.Path(__file__).resolve().parent.parent
     env = dict(os.environ, FLUXION_NUM_CPU_DEVICES=str(N_DEV), PYTHONPATH=str(root),
                XLA_FLAGS=f"--xla_force_host_platform_device_count={N_DEV}")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
                            "-p", "no:xdist", "--rootdir", str(root), "-k", "test_multi_",
                            __file__], cwd=root, env=env, capture_output=True, text=True,
                           timeout=300)
@@ -296,6 +296,11 @@ def test_precv_and_eager_errors_match_jax():
 # ---------------------------------------------------------------------------------------------
 # On 4 CPU devices: pmap and shard_map
 
+def _jax_mesh():
+    # Auto axes: JAX then reshards unsharded inputs itself, as fluxion's shard_map does.
+    return jax.make_mesh((N_DEV,), ("i",), axis_types=(jax.sharding.AxisType.Auto,))
+
+
 @needs_devices
 def test_multi_pswapaxes_pmap_and_shard_map_against_jax():
     from fluxion.sharding import PartitionSpec as P
@@ -308,7 +313,7 @@ def test_multi_pswapaxes_pmap_and_shard_map_against_jax():
     body = lambda m: (lambda b: m.lax.pswapaxes(b, "i", 1))
     ours = fluxion.jit(fluxion.shard_map(body(fluxion), mesh=fluxion.make_mesh((N_DEV,), ("i",)),
                                          in_specs=P("i"), out_specs=P("i")))(x)
-    theirs = jax.jit(jax.shard_map(body(jax), mesh=jax.make_mesh((N_DEV,), ("i",)),
+    theirs = jax.jit(jax.shard_map(body(jax), mesh=_jax_mesh(),
                                    in_specs=jax.P("i"), out_specs=jax.P("i")))(x)
     np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
     # grad inside pmap = grad inside the named vmap = JAX's
@@ -318,17 +323,17 @@ def test_multi_pswapaxes_pmap_and_shard_map_against_jax():
     np.testing.assert_allclose(np.asarray(g), np.asarray(
         jax.pmap(jax.grad(local(jax)), "i")(x, w)), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(g), np.asarray(
-        fluxion.vmap(fluxion.grad(local(fluxion)), axis_name="i")(x, w)), rtol=1e-6)
+        fluxion.jit(fluxion.vmap(fluxion.grad(local(fluxion)), axis_name="i"))(x, w)), rtol=1e-6)
 
 
 @needs_devices
-@pytest.mark.parametrize("per_dest,tail,seed", [(1, (), 0), (2, (3,), 1), (3, (), 2)])
+@pytest.mark.parametrize("per_dest,tail,seed", [(1, (), 0), (3, (2,), 1)])
 def test_multi_ragged_pmap_against_numpy_and_vmap(per_dest, tail, seed):
     args = ragged_args(N_DEV, per_dest, np.random.default_rng(seed), tail)
     want = ragged_reference(*args[:5])
     np.testing.assert_array_equal(np.asarray(fluxion.pmap(_ragged, "i")(*args)), want)
     np.testing.assert_array_equal(
-        np.asarray(fluxion.vmap(_ragged, axis_name="i")(*args)), want)
+        np.asarray(fluxion.jit(fluxion.vmap(_ragged, axis_name="i"))(*args)), want)
 
 
 @needs_devices
@@ -364,7 +369,7 @@ def test_multi_ragged_grad_under_pmap_matches_vmap():
 
     g = fluxion.grad(local, argnums=(0, 1))
     on_devices = fluxion.pmap(g, "i")(operand, output, *idx, w)
-    vmapped = fluxion.vmap(g, axis_name="i")(operand, output, *idx, w)
+    vmapped = fluxion.jit(fluxion.vmap(g, axis_name="i"))(operand, output, *idx, w)
     for a, b in zip(on_devices, vmapped):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
 
@@ -381,7 +386,7 @@ def test_multi_ragged_custom_call_matches_jax_lowering():
         closed = fluxion.make_jaxpr(_ragged)(*args)
     with parallel_lowering.replica_axes(axes, partitions=True), bind_axes(axes):
         ours = lowering.lower_jaxpr_to_module(closed.jaxpr, "cuda", "main")
-    mesh = jax.make_mesh((N_DEV,), ("i",))
+    mesh = _jax_mesh()
     theirs = jax.jit(jax.shard_map(lambda *a: jax.lax.ragged_all_to_all(*a, axis_name="i"),
                                    mesh=mesh, in_specs=jax.P("i"), out_specs=jax.P("i"))
                      ).lower(*[np.concatenate([a] * N_DEV) for a in args]).as_text()
