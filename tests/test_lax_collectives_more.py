@@ -96,7 +96,7 @@ def test_ragged_docstring_example_under_vmap():
     ss = np.array([[1, 2], [1, 1]], np.int32)
     oo = np.array([[0, 0], [1, 2]], np.int32)
     rs = np.array([[1, 1], [2, 1]], np.int32)
-    out = fluxion.vmap(_ragged, axis_name="i")(operand, output, io, ss, oo, rs)
+    out = fluxion.jit(fluxion.vmap(_ragged, axis_name="i"))(operand, output, io, ss, oo, rs)
     np.testing.assert_array_equal(np.asarray(out), [[1, 3, 0, 0], [2, 2, 4, 0]])
 
 
