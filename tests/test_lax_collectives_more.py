@@ -84,6 +84,19 @@ def ragged_args(n, per_dest, rng, tail=(), dtype=np.float32, gaps=True):
     return operand, output, io, ss, oo, rs
 
 
+def ragged_grad_reference(operand, w, input_offsets, send_sizes, output_offsets):
+    """Gradients of sum(w * result) for operand and output: the loss is linear, so each
+    sent row's gradient is w where it lands, and rows of output that are overwritten get 0."""
+    g_op, g_out = np.zeros_like(operand), np.array(w, copy=True)
+    n, K = input_offsets.shape
+    for j in range(n):
+        for c in range(K):
+            i, lo, size, at = c // (K // n), input_offsets[j, c], send_sizes[j, c], output_offsets[j, c]
+            g_op[j, lo:lo + size] += w[i, at:at + size]
+            g_out[i, at:at + size] = 0
+    return g_op, g_out
+
+
 def _ragged(*args):
     return lax.ragged_all_to_all(*args, axis_name="i")
 
@@ -148,16 +161,7 @@ def test_ragged_gradients_under_vmap():
         return jnp.sum(fluxion.vmap(_ragged, axis_name="i")(op, out, *idx) * w)
 
     g_op, g_out = fluxion.jit(fluxion.grad(loss, argnums=(0, 1)))(operand, output)
-    # NumPy: the loss is linear; its gradient reads w where each row lands.
-    want_op = np.zeros_like(operand)
-    want_out = w.copy()
-    io, ss, oo, _ = idx
-    n, K = io.shape
-    for j in range(n):
-        for c in range(K):
-            i = c // (K // n)
-            want_op[j, io[j, c]:io[j, c] + ss[j, c]] += w[i, oo[j, c]:oo[j, c] + ss[j, c]]
-            want_out[i, oo[j, c]:oo[j, c] + ss[j, c]] = 0
+    want_op, want_out = ragged_grad_reference(operand, w, *idx[:3])
     np.testing.assert_allclose(np.asarray(g_op), want_op, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(g_out), want_out, rtol=1e-6)
     check_grads(fluxion.jit(lambda a, b: fluxion.vmap(_ragged, axis_name="i")(a, b, *idx)),
@@ -316,6 +320,12 @@ def test_multi_pswapaxes_pmap_and_shard_map_against_jax():
     theirs = jax.jit(jax.shard_map(body(jax), mesh=_jax_mesh(),
                                    in_specs=jax.P("i"), out_specs=jax.P("i")))(x)
     np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+    w = np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)
+    smap = lambda m, mesh, spec: m.shard_map(body(m), mesh=mesh, in_specs=spec, out_specs=spec)
+    ours = fluxion.jit(fluxion.grad(lambda v: jnp.sum(smap(
+        fluxion, fluxion.make_mesh((N_DEV,), ("i",)), P("i"))(v) * w)))(x)
+    theirs = jax.jit(jax.grad(lambda v: jax.numpy.sum(smap(jax, _jax_mesh(), jax.P("i"))(v) * w)))(x)
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-6)
     # grad inside pmap = grad inside the named vmap = JAX's
     w = np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)
     local = lambda m: (lambda v, u: m.numpy.sum(m.lax.pswapaxes(v, "i", 0) * u))
@@ -357,6 +367,14 @@ def test_multi_ragged_shard_map_over_one_of_two_mesh_axes():
     got = np.asarray(f(*stacked))
     for m in range(2):
         np.testing.assert_array_equal(got[m], ragged_reference(*per_x[m][:5]))
+    # grad through shard_map (the transpose sends cotangents back over "i")
+    w = rng.standard_normal(stacked[1].shape).astype(np.float32)
+    g_op, g_out = fluxion.jit(fluxion.grad(lambda a, b: jnp.sum(f(a, b, *stacked[2:]) * w),
+                                           argnums=(0, 1)))(*stacked[:2])
+    for m in range(2):
+        want_op, want_out = ragged_grad_reference(per_x[m][0], w[m], *per_x[m][2:5])
+        np.testing.assert_allclose(np.asarray(g_op)[m], want_op, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(g_out)[m], want_out, rtol=1e-6)
 
 
 @needs_devices
