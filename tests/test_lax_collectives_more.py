@@ -225,6 +225,9 @@ def test_ragged_unbound_axis_and_eager_use():
     with pytest.raises(ValueError, match="same dtype"):
         fluxion.vmap(_ragged, axis_name="i")(*[np.stack([a, a]) for a in
                                                [args[0].astype(np.int32)] + args[1:]])
+    with pytest.raises(ValueError, match="same length"):
+        fluxion.vmap(_ragged, axis_name="i")(*[np.stack([a, a]) for a in
+                                               args[:5] + [np.zeros(4, np.int32)]])
     with pytest.raises(ValueError, match="not divisible"):
         fluxion.vmap(_ragged, axis_name="i")(*[np.stack([a] * 3) for a in args])
 

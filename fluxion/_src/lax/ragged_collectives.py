@@ -34,6 +34,10 @@ def _abstract_eval(operand, output, *index_args, axis_name, axis_index_groups):
             raise ValueError(f"ragged_all_to_all {name} must be rank 1 with positive dimension "
                              f"size, but got shape {aval.shape}")
     # JAX leaves these to XLA; fluxion's vmap rule needs them, so they are checked here.
+    if len({aval.shape[0] for aval in index_args}) != 1:
+        raise ValueError("ragged_all_to_all input_offsets, send_sizes, output_offsets and "
+                         "recv_sizes must have the same length, got shapes "
+                         f"{[aval.shape for aval in index_args]}")
     if operand.dtype != output.dtype or operand.shape[1:] != output.shape[1:]:
         raise ValueError(f"ragged_all_to_all operand and output must have the same dtype and "
                          f"the same shape after the leading axis, got {operand.str_short()} and "
