@@ -8,14 +8,7 @@ import fluxion
 from fluxion import lax
 from fluxion._src.core import Primitive
 
-NOT_HERE = {
-    # Sharding and the remaining collectives (issue 12).
-    "psend": "point-to-point collective, not built yet (issue 12)",
-    "precv": "point-to-point collective (needs tokens), not built yet (issue 12)",
-    "pswapaxes": "collective, not built yet (issue 12)",
-    "ragged_all_to_all": "collective, not built yet (issue 12)",
-    "ragged_all_to_all_p": "collective, not built yet (issue 12)",
-}
+NOT_HERE: dict = {}
 
 
 def _public(module):

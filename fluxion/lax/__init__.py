@@ -22,3 +22,6 @@ from fluxion._src.lax.device_put import device_put_p  # noqa: F401,E402
 from fluxion._src.tokens import (  # noqa: F401,E402
     after_all, after_all_p, create_token, create_token_p)
 from fluxion._src.sharded_jit import with_sharding_constraint, sharding_constraint_p  # noqa: F401,E402
+from fluxion._src.lax.parallel import pswapaxes  # noqa: F401,E402
+from fluxion._src.lax.point_to_point import psend, precv  # noqa: F401,E402
+from fluxion._src.lax.ragged_collectives import ragged_all_to_all, ragged_all_to_all_p  # noqa: F401,E402

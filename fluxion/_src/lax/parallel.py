@@ -324,6 +324,10 @@ def _all_to_all_rule(trace, vals, dims, *, axis_name, split_axis, concat_axis, t
     from fluxion._src.lax import lax
     (x,), (d,) = vals, dims
     size = trace.axis_size
+    aval = core.get_aval(x)
+    example = aval if d is not_mapped else aval.update(shape=aval.shape[:d] + aval.shape[d + 1:])
+    _all_to_all_abstract_eval(example, axis_name=axis_name, split_axis=split_axis,
+                              concat_axis=concat_axis, tiled=tiled)  # the shape checks
     if d is not_mapped:
         x, d = batching.broadcast_batch(x, size, 0), 0
     x = batching.moveaxis(x, d, 0)  # (B, *example_shape)
@@ -355,6 +359,27 @@ def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_gr
     concatenate what arrives along concat_axis."""
     return all_to_all_p.bind(x, axis_name=axis_name, split_axis=int(split_axis),
                              concat_axis=int(concat_axis), tiled=bool(tiled), axis_index_groups=None)
+
+
+def pswapaxes(x, axis_name, axis: int, *, axis_index_groups=None):
+    """Swap the mapped axis `axis_name` with the positional axis `axis` of `x` (a pytree).
+
+    `x.shape[axis]` must equal the size of the mapped axis: this is
+    `all_to_all(x, axis_name, axis, axis)`, so the result has the shape of `x`.
+    """
+    from fluxion._src.tree_util import tree_map
+    if axis_index_groups is not None:
+        raise NotImplementedError("axis_index_groups is not supported")
+
+    def one(leaf):
+        ndim = core.get_aval(leaf).ndim
+        if not -ndim <= axis < ndim:
+            raise IndexError(f"pswapaxes: axis {axis} is out of bounds for an array of rank {ndim}")
+        return all_to_all(leaf, axis_name, axis % ndim, axis % ndim)
+    return tree_map(one, x)
+
+
+__all__ += ["pswapaxes"]
 
 
 def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=None,
