@@ -380,6 +380,21 @@ def test_multi_ragged_shard_map_over_one_of_two_mesh_axes():
         np.testing.assert_allclose(np.asarray(g_out)[m], want_out, rtol=1e-6)
 
 
+def test_make_jaxpr_axis_env_binds_axis_names_as_jax():
+    def f(x):
+        return lax.psum(x, "i") * lax.axis_index("i") + lax.axis_size("j")
+
+    x = np.ones(3, np.float32)
+    ours = fluxion.make_jaxpr(f, axis_env=[("i", 4), ("j", 2)])(x)
+    theirs = jax.make_jaxpr(lambda x: jax.lax.psum(x, "i") * jax.lax.axis_index("i")
+                            + jax.lax.axis_size("j"), axis_env=[("i", 4), ("j", 2)])(x)
+    assert [e.primitive.name for e in ours.jaxpr.eqns][:2] == ["psum", "axis_index"]
+    assert ours.out_avals[0].shape == theirs.out_avals[0].shape == (3,)
+    assert "2.0:f32[]" in str(ours)  # axis_size("j") is a constant
+    with pytest.raises(NameError, match="unbound axis name"):
+        fluxion.make_jaxpr(f, axis_env=[("i", 4)])(x)
+
+
 @needs_devices
 def test_multi_ragged_grad_under_pmap_matches_vmap():
     operand, output, *idx = ragged_args(N_DEV, 2, np.random.default_rng(4))
@@ -400,11 +415,10 @@ def test_multi_ragged_custom_call_matches_jax_lowering():
     # Off CPU, fluxion emits JAX's custom call; compare its attributes with JAX's module.
     from fluxion._src.compiler import lowering
     from fluxion._src.lax import parallel_lowering
-    from fluxion._src.pmap import bind_axes
+    from fluxion._src.batching import bind_axes
     args = [np.zeros(3, np.float32), np.zeros(4, np.float32)] + [np.zeros(2, np.int32)] * 4
     axes = [("i", N_DEV)]
-    with bind_axes(axes):
-        closed = fluxion.make_jaxpr(_ragged)(*args)
+    closed = fluxion.make_jaxpr(_ragged, axis_env=axes)(*args)
     with parallel_lowering.replica_axes(axes, partitions=True), bind_axes(axes):
         ours = lowering.lower_jaxpr_to_module(closed.jaxpr, "cuda", "main")
     mesh = _jax_mesh()

@@ -628,8 +628,14 @@ def jit(fun: Callable = _NO_FUNCTION, *, in_shardings=None, out_shardings=None, 
 # Inspection
 
 def make_jaxpr(fun: Callable, static_argnums=(), return_shape: bool = False, axis_env=None):
-    """A function that returns the closed jaxpr of `fun` traced on its arguments' types."""
+    """A function that returns the closed jaxpr of `fun` traced on its arguments' types.
+
+    `axis_env`, a sequence of `(axis_name, size)` pairs, binds axis names for collectives
+    (`psum`, `axis_index`, ...) as an enclosing `pmap` would.
+    """
+    from fluxion._src.batching import bind_axes
     static_argnums, _ = _normalize_static(fun, static_argnums, ())
+    axis_env = [(name, operator.index(size)) for name, size in (axis_env or ())]
 
     @functools.wraps(fun)
     @api_boundary
@@ -637,7 +643,8 @@ def make_jaxpr(fun: Callable, static_argnums=(), return_shape: bool = False, axi
         dyn_args, dyn_kwargs, static_pos, static_kw = _split_args(args, kwargs, static_argnums, ())
         leaves, in_tree = tree_flatten((dyn_args, dyn_kwargs))
         avals = list(abstractify_args(fun, leaves, in_tree, static_pos))
-        traced = trace_flat(fun, in_tree, avals, static_pos, static_kw, "make_jaxpr")
+        with bind_axes(axis_env):
+            traced = trace_flat(fun, in_tree, avals, static_pos, static_kw, "make_jaxpr")
         if return_shape:
             shapes = tree_unflatten(traced.out_tree, [
                 ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in traced.jaxpr.out_avals])

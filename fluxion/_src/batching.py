@@ -47,6 +47,15 @@ def extend_axis_env(name, size: int):
         _axis_env.frames.pop()
 
 
+@contextlib.contextmanager
+def bind_axes(axes):
+    """Bind each (name, size) in the named-axis environment, outermost first."""
+    with contextlib.ExitStack() as stack:
+        for name, size in axes:
+            stack.enter_context(extend_axis_env(name, size))
+        yield
+
+
 def axis_size(name) -> int:
     """Size of the named axis bound by an enclosing vmap; NameError if none binds it."""
     for frame_name, size in reversed(_axis_env.frames):

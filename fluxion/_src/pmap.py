@@ -7,7 +7,6 @@ buffers (`ShardedOutput`) until they are read.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 
 import numpy as np
@@ -107,15 +106,6 @@ def _per_device_buffers(x, axis, devices, aval):
             for i, d in enumerate(devices)]
 
 
-@contextlib.contextmanager
-def bind_axes(axes):
-    """Bind each (name, size) in the named-axis environment, outermost first."""
-    with contextlib.ExitStack() as stack:
-        for name, size in axes:
-            stack.enter_context(batching.extend_axis_env(name, size))
-        yield
-
-
 class _Compiled:
     __slots__ = ("loaded", "in_avals", "out_avals", "sharding", "devices", "text", "consts",
                  "constvars", "const_arrays")
@@ -126,7 +116,7 @@ def _compile(closed, axes, devices, donated):
     xla_client, jax_ext = backend._jaxlib()
     n = len(devices)
     # Some lowerings retrace their bodies (scan), so the axes stay bound while lowering.
-    with parallel_lowering.replica_axes(axes), bind_axes(axes):
+    with parallel_lowering.replica_axes(axes), batching.bind_axes(axes):
         text = lowering.lower_jaxpr_to_module(closed.jaxpr, devices[0].platform, "pmap",
                                               donated)
     if getattr(text, "host_callbacks", None):  # compiled without them, the process crashed

@@ -11,7 +11,7 @@ import numpy as np
 from fluxion._src import core, staging
 from fluxion._src.api import check_callable
 from fluxion._src.mesh import DuplicateSpecError, Mesh, PartitionSpec
-from fluxion._src.pmap import bind_axes
+from fluxion._src.batching import bind_axes
 from fluxion._src.shard_map_spmd import shard_map_p
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import tree_flatten, tree_unflatten

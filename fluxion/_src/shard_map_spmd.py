@@ -16,7 +16,7 @@ from fluxion._src.call_transforms import batch_jaxpr, jvp_jaxpr, transpose_jaxpr
 from fluxion._src.compiler import lowering
 from fluxion._src.lax import parallel, parallel_lowering
 from fluxion._src.mesh import PartitionSpec
-from fluxion._src.pmap import bind_axes
+from fluxion._src.batching import bind_axes
 from fluxion._src import sharded_jit
 from fluxion._src.sharding_impls import NamedSharding
 
