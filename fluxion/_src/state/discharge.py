@@ -179,10 +179,9 @@ def _swap_discharge(mask, vals, params):
 
 
 def _addupdate_discharge(mask, vals, params):
-    from fluxion._src.lax import lax
     x, value, *starts = vals
     indexer = params["indexer"]
-    new = indexing.write(x, lax.add(indexing.read(x, starts, indexer), value), starts, indexer)
+    new = indexing.write(x, value, starts, indexer, add=True)
     return [new] + [None] * (len(vals) - 1), []
 
 
