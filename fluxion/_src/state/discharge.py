@@ -333,6 +333,30 @@ def _inline_discharge(param):
     return rule
 
 
+def _linear_solve_discharge(mask, vals, params):
+    """`custom_linear_solve` whose functions close over Refs: its forward value is `solve`
+    applied to b (as its lowering computes it), run with the Refs' values carried; `matvec`
+    and the transposed solves do not run. Differentiating it afterwards differentiates that
+    solve (the implicit derivative needs pure functions)."""
+    from fluxion._src.lax.control_flow import _split_linear_solve_args
+    const_lengths, jaxprs = params["const_lengths"], params["jaxprs"]
+    m_params, m_b = _split_linear_solve_args(mask, const_lengths)
+    v_params, v_b = _split_linear_solve_args(vals, const_lengths)
+    if any(m_b):  # JAX fails here with an incidental AttributeError
+        raise AttributeError("custom_linear_solve: the right-hand side b cannot be a Ref; pass "
+                             "its value (`ref[...]`)")
+    solve = jaxprs.solve
+    outs, finals = eval_discharged(solve.jaxpr, solve.consts, list(v_params.solve) + list(v_b),
+                                   [bool(m) for m in m_params.solve] + [False] * len(v_b))
+    it = iter(finals)
+    start = sum(const_lengths[:2])
+    new = [None] * len(vals)
+    for k, m in enumerate(m_params.solve):
+        if m:
+            new[start + k] = next(it)
+    return new, outs
+
+
 def _register_control_flow():
     from fluxion._src.dispatch import jit_p
     from fluxion._src.lax.control_flow import cond_p, scan_p, while_p
@@ -340,6 +364,8 @@ def _register_control_flow():
     discharge_rules[cond_p] = _cond_discharge
     discharge_rules[scan_p] = _scan_discharge
     discharge_rules[while_p] = _while_discharge
+    from fluxion._src.lax.control_flow import linear_solve_p
+    discharge_rules[linear_solve_p] = _linear_solve_discharge
     # Calls whose custom derivative or rematerialization has done its work by the time a program
     # is discharged for lowering: their bodies are inlined, as their lowerings do.
     from fluxion._src.checkpoint import checkpoint_p
