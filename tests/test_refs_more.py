@@ -411,3 +411,23 @@ def test_ref_closed_over_in_custom_linear_solve():
     with pytest.raises(AttributeError, match="b cannot be a Ref"):
         lax.custom_linear_solve(lambda x: x * a, fluxion.new_ref(jnp.ones(4)),
                                 lambda mv, b: b / a)
+
+
+def test_grad_through_array_indexed_writes():
+    x = np.arange(1.0, 5.0, dtype=np.float32)
+
+    def f(lib, m, rows):
+        def g(v):
+            r = lib.new_ref(v)
+            r[m.asarray(rows)] = r[m.asarray([3, 3, 1])] * m.asarray([3.0, 4.0, 5.0])
+            return (r[...] ** 2).sum()
+        return g
+    # Unique indices: JAX's gradient.
+    want = jax.grad(f(jax, jjnp, [0, 2, 1]))(jjnp.asarray(x))
+    close(fluxion.grad(f(fluxion, jnp, [0, 2, 1]))(jnp.asarray(x)), want)
+    close(fluxion.jit(fluxion.grad(f(fluxion, jnp, [0, 2, 1])))(jnp.asarray(x)), want)
+    # A repeated index (the last write wins, as in JAX): r = [5 x1, x1, 4 x3, x3], so the
+    # gradient is [0, 52 x1, 0, 34 x3] (JAX's own gradient here is wrong: 196 for 136).
+    g = f(fluxion, jnp, [0, 2, 0])
+    close(g(jnp.asarray(x)), f(jax, jjnp, [0, 2, 0])(jjnp.asarray(x)))
+    close(fluxion.grad(g)(jnp.asarray(x)), [0.0, 52 * x[1], 0.0, 34 * x[3]])

@@ -11,6 +11,7 @@ are dropped).
 from __future__ import annotations
 
 import dataclasses
+import math
 import operator
 from typing import Any
 
@@ -214,6 +215,23 @@ def read(x, starts, indexer):
     return out
 
 
+def _set_last_wins(window, rest, value):
+    """``window.at[rest].set(value)`` (a repeated index keeps the last value written) built
+    from a masked select and a scatter-add, so that it can be transposed whatever the indices:
+    the transpose of a scatter that overwrites needs unique indices."""
+    import fluxion.numpy as jnp
+    from fluxion._src.lax import lax
+    shape = core.get_aval(window[rest]).shape
+    value = jnp.broadcast_to(value, shape)
+    order = jnp.arange(math.prod(shape), dtype=np.int32).reshape(shape)
+    last = jnp.full(core.get_aval(window).shape, -1, np.int32).at[rest].max(order)
+    wins = last[rest] == order
+    written = last >= 0
+    zero = jnp.zeros_like(value)
+    return jnp.where(written, jnp.zeros_like(window), window) + \
+        jnp.zeros_like(window).at[rest].add(jnp.where(wins, value, zero))
+
+
 def write(x, value, starts, indexer, add: bool = False):
     """`x` with `x[index] = value` (``+= value`` with `add`; repeated array indices then
     accumulate) for the normalized index."""
@@ -221,7 +239,7 @@ def write(x, value, starts, indexer, add: bool = False):
     if has_arrays(indexer):
         w_starts, w_indexer, rest = _window(x, starts, indexer)
         window = read(x, w_starts, w_indexer)
-        window = window.at[rest].add(value) if add else window.at[rest].set(value)
+        window = window.at[rest].add(value) if add else _set_last_wins(window, rest, value)
         return write(x, window, w_starts, w_indexer)
     if add:
         value = lax.add(read(x, starts, indexer), value)
