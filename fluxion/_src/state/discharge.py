@@ -158,7 +158,9 @@ def pure_params(params: dict) -> dict:
         if isinstance(value, ClosedJaxpr) and has_state(value.jaxpr):
             return _pure_body(value)
         if isinstance(value, tuple) and any(isinstance(v, ClosedJaxpr) for v in value):
-            return tuple(fix(v) for v in value)
+            fixed = [fix(v) for v in value]
+            # Named tuples (custom_linear_solve's jaxprs) keep their type.
+            return type(value)(*fixed) if hasattr(value, "_fields") else tuple(fixed)
         return value
     return {k: fix(v) for k, v in params.items()}
 
