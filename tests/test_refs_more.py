@@ -430,3 +430,20 @@ def test_grad_through_array_indexed_writes():
     g = f(fluxion, jnp, [0, 2, 0])
     close(g(jnp.asarray(x)), f(jax, jjnp, [0, 2, 0])(jjnp.asarray(x)))
     close(fluxion.grad(g)(jnp.asarray(x)), [0.0, 52 * x[1], 0.0, 34 * x[3]])
+
+
+def test_equal_kernels_share_one_eager_executable():
+    # Two pallas_calls built alike compare equal (their BlockMappings by structure).
+    def make():
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...] + 1
+        return pl.pallas_call(kernel, fluxion.ShapeDtypeStruct((8,), np.float32), grid=(2,),
+                              in_specs=[pl.BlockSpec((pl.Element(4, (1, 0)),),
+                                                     lambda i: (i * 4,))],
+                              out_specs=pl.BlockSpec((4,), lambda i: (i,)))
+    x = jnp.arange(8.0)
+    a, b = make()(x), make()(x)
+    same(a, b)
+    m1 = fluxion.make_jaxpr(make())(x).eqns[0].params["in_mappings"][0]
+    m2 = fluxion.make_jaxpr(make())(x).eqns[0].params["in_mappings"][0]
+    assert m1 == m2 and hash(m1) == hash(m2)

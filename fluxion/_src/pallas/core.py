@@ -151,7 +151,8 @@ class BlockMapping:
 
     # Compared by structure, so equal calls share one compiled executable when run eagerly.
     def __eq__(self, other):
-        return type(other) is BlockMapping and (self is other or self.structural_key() == other._key())
+        return type(other) is BlockMapping and (
+            self is other or self.structural_key() == other.structural_key())
 
     def __hash__(self):
         return hash(self.structural_key())
