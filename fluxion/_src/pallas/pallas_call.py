@@ -5,10 +5,11 @@ buffer) and one `BlockMapping` per operand.
 Lowering is registered per platform. On the CPU (and on any platform with `interpret=True`)
 the kernel is discharged into a pure function of block values, and the grid becomes one
 `fori_loop` whose carry is the outputs (padded to whole blocks) and the scratch buffers:
-blocks are read with `dynamic_slice` and written back with `dynamic_update_slice`, inputs are
-padded with zeros and the padding of outputs is cut off, so edge blocks read padding and their
-writes past the array are dropped, as in JAX's interpret mode. Under `vmap` the batch becomes
-a new leading grid dimension.
+blocks are read with `dynamic_slice` and written back with `dynamic_update_slice`. Operands
+get their `pl.Element` padding and are padded to whole blocks with JAX's "uninitialized"
+value (NaN, the least integer, False), unaliased outputs start as it, and the padding of
+outputs is cut off, so edge blocks read padding and their writes past the array are dropped,
+as in JAX's interpret mode. Under `vmap` the batch becomes a new leading grid dimension.
 """
 from __future__ import annotations
 
