@@ -170,11 +170,15 @@ def _mapped_size(sizes, axis_size):
     return distinct.pop()
 
 
+def _is_ref_aval(aval) -> bool:
+    return type(aval).__name__ == "AbstractRef"  # no import: state builds on this module's users
+
+
 def _is_ref(x) -> bool:
-    return type(core.get_aval(x)).__name__ == "AbstractRef"
+    return _is_ref_aval(core.get_aval(x))
 
 
-def _discharged(closed, n_out):
+def _discharged(closed):
     """A pmap body with Refs (unmapped arguments, closed over, or its own) as a pure program:
     closed-over Refs become leading inputs, and every input Ref's final value an output (the
     first device's is stored back). Returns (program, closed-over Refs), or (closed, None)
@@ -190,10 +194,6 @@ def _discharged(closed, n_out):
                         jaxpr.outvars, jaxpr.eqns, jaxpr.effects, jaxpr.debug_info)
     mask = [True] * len(refs) + [_is_ref_aval(v.aval) for v in jaxpr.invars]
     return discharge_state(lifted, [c for _, c in plain], mask), [c for _, c in refs]
-
-
-def _is_ref_aval(aval) -> bool:
-    return type(aval).__name__ == "AbstractRef"
 
 
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
@@ -256,7 +256,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         dims, sizes, avals = [], [], []
         for x, ax, w in zip(leaves, axes, where):
             aval = core.get_aval(x)
-            if ax is not None and type(aval).__name__ == "AbstractRef":  # JAX's class
+            if ax is not None and _is_ref_aval(aval):  # JAX's class
                 raise ValueError(f"pmap: a Ref ({aval.str_short()}, argument {w}) can only be "
                                  "passed unmapped (in_axes=None); pass its value "
                                  "(`ref[...]`) to map over it")
@@ -314,7 +314,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             for t in out_ax:
                 if t not in (0, None):
                     raise NotImplementedError("fluxion's pmap supports out_axes of 0 or None")
-            closed, ref_consts = _discharged(closed, len(out_ax))
+            closed, ref_consts = _discharged(closed)
             if ref_consts is not None:
                 donated_leaves = [False] * len(ref_consts) + donated_leaves
             exe = _compile(closed, [(axis_name, n_global)], global_devs, donated_leaves if any(donated_leaves) else None)
