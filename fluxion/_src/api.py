@@ -211,6 +211,11 @@ class Traced:
         return Lowered(text, self, self.donate_mask)
 
 
+def _refs_among(leaves) -> bool:
+    types = sys.modules.get("fluxion._src.state.types")  # no Ref exists before it is imported
+    return types is not None and any(map(types.is_ref, leaves))
+
+
 def check_callable(fun) -> None:
     """JAX's TypeError for a transformation applied to something that is not a function."""
     if not callable(fun):
@@ -435,6 +440,10 @@ class JitFunction:
             return self._fun(*args, **kwargs)
         leaves, in_tree, static_pos, static_kw, dyn_args = self._flatten(args, kwargs)
         sharded = self._in_shardings_given or self._out_shardings_given
+        if _refs_among(leaves):
+            from fluxion._src.state import aliasing
+            traced = self._get_traced(leaves, in_tree, static_pos, static_kw)
+            aliasing.check_ref_arguments(self._fun, leaves, in_tree, traced.jaxpr.consts)
         if core._trace_state.trace is not core.eval_trace:
             if sharded:  # the shardings become constraints on the inputs and outputs
                 from fluxion._src import sharded_jit

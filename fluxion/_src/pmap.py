@@ -160,6 +160,32 @@ def _mapped_size(sizes, axis_size):
     return distinct.pop()
 
 
+def _is_ref_aval(aval) -> bool:
+    return type(aval).__name__ == "AbstractRef"  # no import: state builds on this module's users
+
+
+def _is_ref(x) -> bool:
+    return _is_ref_aval(core.get_aval(x))
+
+
+def _discharged(closed):
+    """A pmap body with Refs (unmapped arguments, closed over, or its own) as a pure program:
+    closed-over Refs become leading inputs, and every input Ref's final value an output (the
+    first device's is stored back). Returns (program, closed-over Refs), or (closed, None)
+    when the body has no Refs."""
+    from fluxion._src.state.discharge import discharge_state, has_state
+    if not has_state(closed.jaxpr):
+        return closed, None
+    jaxpr = closed.jaxpr
+    is_ref = [_is_ref_aval(v.aval) for v in jaxpr.constvars]
+    refs = [(v, c) for v, c, r in zip(jaxpr.constvars, closed.consts, is_ref) if r]
+    plain = [(v, c) for v, c, r in zip(jaxpr.constvars, closed.consts, is_ref) if not r]
+    lifted = core.Jaxpr([v for v, _ in plain], [v for v, _ in refs] + list(jaxpr.invars),
+                        jaxpr.outvars, jaxpr.eqns, jaxpr.effects, jaxpr.debug_info)
+    mask = [True] * len(refs) + [_is_ref_aval(v.aval) for v in jaxpr.invars]
+    return discharge_state(lifted, [c for _, c in plain], mask), [c for _, c in refs]
+
+
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
          devices=None, backend=None, axis_size=None, donate_argnums=(),
          global_arg_shapes=None):
@@ -220,6 +246,10 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         dims, sizes, avals = [], [], []
         for x, ax, w in zip(leaves, axes, where):
             aval = core.get_aval(x)
+            if ax is not None and _is_ref_aval(aval):  # JAX's class
+                raise ValueError(f"pmap: a Ref ({aval.str_short()}, argument {w}) can only be "
+                                 "passed unmapped (in_axes=None); pass its value "
+                                 "(`ref[...]`) to map over it")
             d = _check_axis(ax, aval.ndim, aval.shape, w)
             dims.append(d)
             if d is not None:
@@ -274,9 +304,19 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             for t in out_ax:
                 if t not in (0, None):
                     raise NotImplementedError("fluxion's pmap supports out_axes of 0 or None")
+            closed, ref_consts = _discharged(closed)
+            if ref_consts is not None:
+                donated_leaves = [False] * len(ref_consts) + donated_leaves
             exe = _compile(closed, [(axis_name, n_global)], global_devs, donated_leaves if any(donated_leaves) else None)
-            entry = cache[key] = (exe, out_tree, out_ax)
-        exe, out_tree, out_ax = entry
+            entry = cache[key] = (exe, out_tree, out_ax, ref_consts)
+        exe, out_tree, out_ax, ref_consts = entry
+        refs = None
+        if ref_consts is not None:  # Refs go in as their values; the new values come back
+            refs = list(ref_consts) + [x for x in leaves if _is_ref(x)]
+            leaves = ([r._read_value() for r in ref_consts]
+                      + [x._read_value() if _is_ref(x) else x for x in leaves])
+            dims = [None] * len(ref_consts) + dims
+            out_ax = list(out_ax) + [None] * len(refs)
         garrs = []
         for x, d, aval in zip(leaves, dims, exe.in_avals):
             bufs = _per_device_buffers(x, d, devs, aval)
@@ -294,6 +334,11 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                 results.append(Array(bufs[0], aval))
             else:
                 results.append(ShardedOutput(bufs, devs, aval.update(shape=(n,) + aval.shape)))
+        if refs is not None:
+            n_out = len(results) - len(refs)
+            for r, v in zip(refs, results[n_out:]):
+                r._value = v
+            results = results[:n_out]
         return tree_unflatten(out_tree, results)
 
     pmapped.__name__ = f"pmap({fun_name(fun)})"

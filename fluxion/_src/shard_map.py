@@ -63,6 +63,20 @@ def _block_shape(shape, spec, mesh_shape, what):
     return tuple(out)
 
 
+def _refs_as_operands(closed):
+    """Refs the body closed over become its first (replicated) operands, so the discharge
+    pass can carry their values through the shard_map (see shard_map_spmd)."""
+    jaxpr = closed.jaxpr
+    is_ref = [type(v.aval).__name__ == "AbstractRef" for v in jaxpr.constvars]
+    if not any(is_ref):
+        return closed, []
+    refs = [(v, c) for v, c, r in zip(jaxpr.constvars, closed.consts, is_ref) if r]
+    plain = [(v, c) for v, c, r in zip(jaxpr.constvars, closed.consts, is_ref) if not r]
+    lifted = core.Jaxpr([v for v, _ in plain], [v for v, _ in refs] + list(jaxpr.invars),
+                        jaxpr.outvars, jaxpr.eqns, jaxpr.effects, jaxpr.debug_info)
+    return core.ClosedJaxpr(lifted, [c for _, c in plain]), [c for _, c in refs]
+
+
 def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = True,
               check_rep=None, axis_names=frozenset(), auto=frozenset()):
     """Map `f` over blocks of its inputs laid out on `mesh` by `in_specs`; `f` sees one block
@@ -108,7 +122,9 @@ def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = T
                 _check_spec(spec, mesh_shape, "out_specs")
             entry = cache[key] = (closed, out_tree, ospecs)
         closed, out_tree, ospecs = entry
-        outs = shard_map_p.bind(*leaves, jaxpr=closed, mesh=mesh, in_specs=tuple(specs),
+        closed, ref_consts = _refs_as_operands(closed)
+        outs = shard_map_p.bind(*ref_consts, *leaves, jaxpr=closed, mesh=mesh,
+                                in_specs=(PartitionSpec(),) * len(ref_consts) + tuple(specs),
                                 out_specs=tuple(ospecs))
         return tree_unflatten(out_tree, outs)
 

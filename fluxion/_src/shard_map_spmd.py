@@ -131,11 +131,37 @@ def _lowering_rule(ctx, *args, jaxpr, mesh, in_specs, out_specs):
     return ctx.op("sdy.manual_computation", list(args), list(ctx.avals_out), attrs, [region])
 
 
+def _discharge(mask, vals, *, jaxpr, mesh, in_specs, out_specs):
+    """Refs among the operands: their values go in with their specs, the body's final values
+    of them come out with the same specs."""
+    from fluxion._src.state.discharge import discharge_state
+    body_mask = [bool(m) for m in mask]
+    with bind_axes(_axes(mesh)):
+        body = discharge_state(jaxpr.jaxpr, jaxpr.consts, body_mask)
+    ref_specs = tuple(s for s, m in zip(in_specs, body_mask) if m)
+    outs = shard_map_p.bind(*vals, jaxpr=body, mesh=mesh, in_specs=in_specs,
+                            out_specs=tuple(out_specs) + ref_specs)
+    n = len(out_specs)
+    finals = iter(outs[n:])
+    return [next(finals) if m else None for m in body_mask], outs[:n]
+
+
 shard_map_p.def_abstract_eval(_abstract_eval)
 ad.primitive_jvps[shard_map_p] = _jvp
 ad.primitive_transposes[shard_map_p] = _transpose
 batching.trace_rules[shard_map_p] = _batch
 lowering.register_lowering(shard_map_p, _lowering_rule)
+
+
+def _register_discharge():
+    from fluxion._src.state import discharge, transform_rules
+    discharge.discharge_rules[shard_map_p] = lambda mask, vals, params: _discharge(
+        mask, vals, **params)
+    transform_rules._wrap_jvp(shard_map_p)
+    transform_rules._wrap_batch(shard_map_p)
+
+
+_register_discharge()
 sharded_jit.mesh_primitives[shard_map_p] = lambda params: NamedSharding(params["mesh"],
                                                                         PartitionSpec())
 

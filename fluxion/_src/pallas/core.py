@@ -70,9 +70,25 @@ class Blocked:
 
 @dataclasses.dataclass(frozen=True)
 class Element:
-    """A block dimension of `block_size` whose index_map value is an element offset."""
+    """A block dimension of `block_size` whose index_map value is an element offset.
+
+    `padding` ``(low, high)`` pads the array along this dimension before blocks are taken
+    (offsets count from the start of the padding); reads of the padding give
+    `uninitialized_value` (NaN for floats), and what is written there is dropped.
+    """
     block_size: int
     padding: tuple = (0, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundedSlice:
+    """A block dimension whose index_map value is a `pl.ds(start, size)` with ``size <=
+    block_size``. Only TPU kernels run these; JAX's interpret mode (and so fluxion's CPU
+    lowering) raises ValueError when such a kernel runs."""
+    block_size: int
+
+    def __repr__(self):
+        return f"BoundedSlice({self.block_size})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +127,12 @@ class BlockMapping:
     index_map: ClosedJaxpr
     array_aval: ShapedArray
     memory_space: Any = None
+    padding: tuple | None = None  # (low, high) per dimension (`pl.Element` padding)
+    bounded: bool = False  # a `pl.BoundedSlice` dimension (kernels cannot run on the CPU)
+
+    def __post_init__(self):
+        if self.padding is None:
+            object.__setattr__(self, "padding", ((0, 0),) * len(self.block_shape))
 
     @property
     def ref_shape(self) -> tuple:
@@ -123,13 +145,14 @@ class BlockMapping:
             key = (self.block_shape, self.squeezed, self.element,
                    core.jaxpr_fingerprint(self.index_map.jaxpr),
                    tuple(id(c) for c in self.index_map.consts), self.array_aval,
-                   self.memory_space)
+                   self.memory_space, self.padding, self.bounded)
             object.__setattr__(self, "_cached_key", key)
         return key
 
     # Compared by structure, so equal calls share one compiled executable when run eagerly.
     def __eq__(self, other):
-        return type(other) is BlockMapping and (self is other or self.structural_key() == other._key())
+        return type(other) is BlockMapping and (
+            self is other or self.structural_key() == other.structural_key())
 
     def __hash__(self):
         return hash(self.structural_key())
@@ -140,28 +163,38 @@ class BlockMapping:
 
 
 def block_dims(spec, shape, what, kname):
-    """(block_shape, squeezed, element) of `spec` for an array of `shape`."""
+    """(block_shape, squeezed, element, padding, bounded) of `spec` for an array of `shape`:
+    `bounded` marks the `BoundedSlice` dimensions."""
+    n = len(shape)
     if spec is None or spec.block_shape is None:
-        return tuple(shape), (False,) * len(shape), (False,) * len(shape)
+        return tuple(shape), (False,) * n, (False,) * n, ((0, 0),) * n, (False,) * n
     bs = tuple(spec.block_shape)
     if len(bs) != len(shape):
         raise ValueError(f"pallas_call {kname}: {what} block_shape {bs} has rank {len(bs)} "
                          f"but the array has shape {tuple(shape)}")
+    padding = []
     for b in bs:
-        if isinstance(b, Element) and tuple(b.padding) != (0, 0):
-            raise NotImplementedError(f"pallas_call {kname}: Element padding {b.padding}")
+        pad = tuple(b.padding) if isinstance(b, Element) else (0, 0)
+        if len(pad) != 2 or any(not isinstance(p, (int, np.integer)) or p < 0 for p in pad):
+            raise ValueError(f"pallas_call {kname}: {what} Element padding {b.padding} must be "
+                             "a pair of non-negative ints (low, high)")
+        padding.append((int(pad[0]), int(pad[1])))
     dims = tuple(1 if b is None or b is squeezed else
-                 b.block_size if isinstance(b, (Blocked, Element)) else int(b) for b in bs)
+                 b.block_size if isinstance(b, (Blocked, Element, BoundedSlice)) else int(b)
+                 for b in bs)
     if any(d <= 0 for d in dims):
         raise ValueError(f"pallas_call {kname}: {what} block_shape {bs} has a dimension that is "
                          "not positive")
     sq = tuple(b is None or b is squeezed for b in bs)
     el = tuple(isinstance(b, Element) for b in bs)
-    return dims, sq, el
+    bounded = tuple(isinstance(b, BoundedSlice) for b in bs)
+    return dims, sq, el, tuple(padding), bounded
 
 
-def trace_index_map(spec, rank: int, grid: tuple, what: str, kname: str) -> ClosedJaxpr:
-    """The index map of `spec` as a jaxpr of the grid indices; checks its arity."""
+def trace_index_map(spec, rank: int, grid: tuple, what: str, kname: str,
+                    bounded: tuple = ()) -> ClosedJaxpr:
+    """The index map of `spec` as a jaxpr of the grid indices; checks its arity. A
+    `BoundedSlice` dimension (marked in `bounded`) takes a `pl.ds`, whose start is kept."""
     import numpy as np
     from fluxion._src import staging
     from fluxion._src.lax import lax
@@ -177,7 +210,24 @@ def trace_index_map(spec, rank: int, grid: tuple, what: str, kname: str) -> Clos
         if len(idx) != rank:
             raise ValueError(f"pallas_call {kname}: index_map of {what} returned {len(idx)} "
                              f"indices for a block of rank {rank}")
-        return [lax.convert_element_type(i, np.int32) for i in idx]
+        out = []
+        for k, (i, b) in enumerate(zip(idx, bounded or (False,) * rank)):
+            if b != isinstance(i, Slice):  # JAX's class and words
+                raise ValueError(
+                    f"pallas_call {kname}: index_map of {what} returned a value of type "
+                    f"{type(i).__name__} at position {k} "
+                    + ("with a BoundedSlice block dimension when it should be pl.Slice" if b
+                       else "when it should be a scalar (pl.Slice only for BoundedSlice "
+                            "block dimensions)"))
+            if b:
+                size = spec.block_shape[k].block_size
+                if isinstance(i.size, (int, np.integer)) and i.size > size:
+                    raise ValueError(f"pallas_call {kname}: index_map of {what} returned "
+                                     f"pl.ds of size {i.size} at position {k}, larger than "
+                                     f"its BoundedSlice({size})")
+                i = i.start
+            out.append(lax.convert_element_type(i, np.int32))
+        return out
 
     scalar = ShapedArray((), np.int32)
     return staging.trace_to_jaxpr(fun, [scalar] * len(grid), origin=f"index_map of {what}")

@@ -5,10 +5,11 @@ buffer) and one `BlockMapping` per operand.
 Lowering is registered per platform. On the CPU (and on any platform with `interpret=True`)
 the kernel is discharged into a pure function of block values, and the grid becomes one
 `fori_loop` whose carry is the outputs (padded to whole blocks) and the scratch buffers:
-blocks are read with `dynamic_slice` and written back with `dynamic_update_slice`, inputs are
-padded with zeros and the padding of outputs is cut off, so edge blocks read padding and their
-writes past the array are dropped, as in JAX's interpret mode. Under `vmap` the batch becomes
-a new leading grid dimension.
+blocks are read with `dynamic_slice` and written back with `dynamic_update_slice`. Operands
+get their `pl.Element` padding and are padded to whole blocks with JAX's "uninitialized"
+value (NaN, the least integer, False), unaliased outputs start as it, and the padding of
+outputs is cut off, so edge blocks read padding and their writes past the array are dropped,
+as in JAX's interpret mode. Under `vmap` the batch becomes a new leading grid dimension.
 """
 from __future__ import annotations
 
@@ -83,10 +84,10 @@ def _check_aliases(kname, aliases, in_avals, out_avals):
 
 
 def _mapping(spec, aval, grid, what, kname) -> BlockMapping:
-    dims, sq, el = block_dims(spec, aval.shape, what, kname)
-    index_map = trace_index_map(spec, len(dims), grid, what, kname)
+    dims, sq, el, padding, bounded = block_dims(spec, aval.shape, what, kname)
+    index_map = trace_index_map(spec, len(dims), grid, what, kname, bounded)
     return BlockMapping(dims, sq, el, index_map, ShapedArray(aval.shape, aval.dtype),
-                        getattr(spec, "memory_space", None))
+                        getattr(spec, "memory_space", None), padding, any(bounded))
 
 
 def _trace_kernel(kernel, grid, in_mappings, out_mappings, scratch_avals, kname) -> ClosedJaxpr:
@@ -173,14 +174,39 @@ def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None, gr
 # ---------------------------------------------------------------------------------------------
 # Running the grid: the CPU lowering, and the interpret mode of every platform
 
-def _padded(x, dims):
+def uninitialized_value(shape, dtype):
+    """What JAX's interpret mode puts where nothing was written: NaN for inexact dtypes, the
+    least integer for integers, False for booleans."""
+    from fluxion._src.lax import structural
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.integer):
+        fill = np.iinfo(dtype).min
+    elif dtype == np.bool_:
+        fill = False
+    else:
+        fill = np.nan
+    return structural.full(tuple(shape), fill, dtype)
+
+
+def _padded(x, mapping: BlockMapping):
+    """`x` with its `pl.Element` padding added, then padded up to whole blocks (with
+    `uninitialized_value`, as in JAX's interpret mode)."""
     from fluxion import lax
-    structural = lax
+    aval = core.get_aval(x)
+    fill = uninitialized_value((), aval.dtype)
+    if any(p != (0, 0) for p in mapping.padding):
+        x = lax.pad(x, fill, [(lo, hi, 0) for lo, hi in mapping.padding])
     shape = core.get_aval(x).shape
-    pads = [(0, cdiv(n, d) * d - n, 0) for n, d in zip(shape, dims)]
+    pads = [(0, cdiv(n, d) * d - n, 0) for n, d in zip(shape, mapping.block_shape)]
     if all(p[1] == 0 for p in pads):
         return x
-    return lax.pad(x, structural.full((), 0, core.get_aval(x).dtype), pads)
+    return lax.pad(x, fill, pads)
+
+
+def _unpadded(o, mapping: BlockMapping):
+    from fluxion import lax
+    starts = [lo for lo, _ in mapping.padding]
+    return lax.slice(o, starts, [s + n for s, n in zip(starts, mapping.array_aval.shape)])
 
 
 def _starts(mapping: BlockMapping, ids):
@@ -191,10 +217,21 @@ def _starts(mapping: BlockMapping, ids):
 
 
 def _load(x, mapping, starts):
+    # JAX's dynamic_slice: a negative start counts from the end, then starts are clamped.
     from fluxion import lax
-    structural = lax
-    block = structural.dynamic_slice(x, starts, mapping.block_shape, allow_negative_indices=False)
+    block = lax.dynamic_slice(x, starts, mapping.block_shape)
     return lax.reshape(block, mapping.ref_shape)
+
+
+def _check_runnable(in_mappings, out_mappings, input_output_aliases, name):
+    for m in tuple(in_mappings) + tuple(out_mappings):
+        if m.bounded:
+            # JAX 0.10.2's interpret mode (its only CPU mode) raises this too.
+            raise ValueError(f"pallas_call {name}: Unsupported block dim type: BoundedSlice "
+                             "(pl.BoundedSlice block dimensions run only on TPUs)")
+        if input_output_aliases and any(p != (0, 0) for p in m.padding):
+            raise NotImplementedError(f"pallas_call {name}: Padding with aliasing not "
+                                      "supported.")
 
 
 def run_grid(*args, jaxpr, grid, in_mappings, out_mappings, scratch_avals, input_output_aliases,
@@ -202,14 +239,15 @@ def run_grid(*args, jaxpr, grid, in_mappings, out_mappings, scratch_avals, input
     """The pallas_call as ordinary fluxion ops (traced by the lowering)."""
     from fluxion import lax
     control_flow = structural = lax
+    _check_runnable(in_mappings, out_mappings, input_output_aliases, name)
     kernel = discharge.discharge_state(jaxpr.jaxpr, jaxpr.consts)
     n_in, n_out = len(in_mappings), len(out_mappings)
-    ins = [_padded(x, m.block_shape) for x, m in zip(args, in_mappings)]
-    outs0 = [structural.full(m.array_aval.shape, 0, m.array_aval.dtype) for m in out_mappings]
+    ins = [_padded(x, m) for x, m in zip(args, in_mappings)]
+    outs0 = [uninitialized_value(m.array_aval.shape, m.array_aval.dtype) for m in out_mappings]
     for i_in, i_out in input_output_aliases:
         outs0[i_out] = args[i_in]
-    outs0 = [_padded(o, m.block_shape) for o, m in zip(outs0, out_mappings)]
-    scratch0 = [structural.full(a.shape, 0, a.dtype) for a in scratch_avals]
+    outs0 = [_padded(o, m) for o, m in zip(outs0, out_mappings)]
+    scratch0 = [uninitialized_value(a.shape, a.dtype) for a in scratch_avals]
 
     def step(t, carry):
         outs, scratch = carry
@@ -223,16 +261,14 @@ def run_grid(*args, jaxpr, grid, in_mappings, out_mappings, scratch_avals, input
         out_blocks = [_load(o, m, s) for o, m, s in zip(outs, out_mappings, out_starts)]
         finals = core.eval_jaxpr(kernel.jaxpr, kernel.consts, *ids, *in_blocks, *out_blocks,
                                  *scratch)
-        new_outs = [structural.dynamic_update_slice(
-                        o, lax.reshape(b, m.block_shape), s, allow_negative_indices=False)
+        new_outs = [structural.dynamic_update_slice(o, lax.reshape(b, m.block_shape), s)
                     for o, b, m, s in zip(outs, finals[n_in:n_in + n_out], out_mappings,
                                           out_starts)]
         return new_outs, list(finals[n_in + n_out:])
 
     total = math.prod(grid)
     outs, _ = control_flow.fori_loop(np.int32(0), np.int32(total), step, (outs0, scratch0))
-    return [structural.slice(o, [0] * len(m.array_aval.shape), m.array_aval.shape)
-            for o, m in zip(outs, out_mappings)]
+    return [_unpadded(o, m) for o, m in zip(outs, out_mappings)]
 
 
 _interpret_lowering = lowering.lower_fun(run_grid, multiple_results=True)
@@ -268,12 +304,13 @@ def _batch_mapping(m: BlockMapping, size: int) -> BlockMapping:
     return BlockMapping((1,) + m.block_shape, (True,) + m.squeezed, (False,) + m.element,
                         _with_batch_index(m.index_map, True),
                         ShapedArray((size,) + m.array_aval.shape, m.array_aval.dtype),
-                        m.memory_space)
+                        m.memory_space, ((0, 0),) + m.padding, m.bounded)
 
 
 def _unbatched_mapping(m: BlockMapping) -> BlockMapping:
     return BlockMapping(m.block_shape, m.squeezed, m.element,
-                        _with_batch_index(m.index_map, False), m.array_aval, m.memory_space)
+                        _with_batch_index(m.index_map, False), m.array_aval, m.memory_space,
+                        m.padding, m.bounded)
 
 
 def _batch_rule(args, dims, *, jaxpr, grid, in_mappings, out_mappings, scratch_avals,

@@ -158,7 +158,9 @@ def pure_params(params: dict) -> dict:
         if isinstance(value, ClosedJaxpr) and has_state(value.jaxpr):
             return _pure_body(value)
         if isinstance(value, tuple) and any(isinstance(v, ClosedJaxpr) for v in value):
-            return tuple(fix(v) for v in value)
+            fixed = [fix(v) for v in value]
+            # Named tuples (custom_linear_solve's jaxprs) keep their type.
+            return type(value)(*fixed) if hasattr(value, "_fields") else tuple(fixed)
         return value
     return {k: fix(v) for k, v in params.items()}
 
@@ -179,10 +181,9 @@ def _swap_discharge(mask, vals, params):
 
 
 def _addupdate_discharge(mask, vals, params):
-    from fluxion._src.lax import lax
     x, value, *starts = vals
     indexer = params["indexer"]
-    new = indexing.write(x, lax.add(indexing.read(x, starts, indexer), value), starts, indexer)
+    new = indexing.write(x, value, starts, indexer, add=True)
     return [new] + [None] * (len(vals) - 1), []
 
 
@@ -334,6 +335,30 @@ def _inline_discharge(param):
     return rule
 
 
+def _linear_solve_discharge(mask, vals, params):
+    """`custom_linear_solve` whose functions close over Refs: its forward value is `solve`
+    applied to b (as its lowering computes it), run with the Refs' values carried; `matvec`
+    and the transposed solves do not run. Differentiating it afterwards differentiates that
+    solve (the implicit derivative needs pure functions)."""
+    from fluxion._src.lax.control_flow import _split_linear_solve_args
+    const_lengths, jaxprs = params["const_lengths"], params["jaxprs"]
+    m_params, m_b = _split_linear_solve_args(mask, const_lengths)
+    v_params, v_b = _split_linear_solve_args(vals, const_lengths)
+    if any(m_b):  # JAX fails here with an incidental AttributeError
+        raise AttributeError("custom_linear_solve: the right-hand side b cannot be a Ref; pass "
+                             "its value (`ref[...]`)")
+    solve = jaxprs.solve
+    outs, finals = eval_discharged(solve.jaxpr, solve.consts, list(v_params.solve) + list(v_b),
+                                   [bool(m) for m in m_params.solve] + [False] * len(v_b))
+    it = iter(finals)
+    start = sum(const_lengths[:2])
+    new = [None] * len(vals)
+    for k, m in enumerate(m_params.solve):
+        if m:
+            new[start + k] = next(it)
+    return new, outs
+
+
 def _register_control_flow():
     from fluxion._src.dispatch import jit_p
     from fluxion._src.lax.control_flow import cond_p, scan_p, while_p
@@ -341,6 +366,8 @@ def _register_control_flow():
     discharge_rules[cond_p] = _cond_discharge
     discharge_rules[scan_p] = _scan_discharge
     discharge_rules[while_p] = _while_discharge
+    from fluxion._src.lax.control_flow import linear_solve_p
+    discharge_rules[linear_solve_p] = _linear_solve_discharge
     # Calls whose custom derivative or rematerialization has done its work by the time a program
     # is discharged for lowering: their bodies are inlined, as their lowerings do.
     from fluxion._src.checkpoint import checkpoint_p

@@ -24,9 +24,11 @@ def _check_ref(aval, name):
 def _check_starts(starts, indexer, name):
     if len(starts) != len(indexer):
         raise TypeError(f"{name}: {len(starts)} start indices for an index of rank {len(indexer)}")
-    for s in starts:
-        if s.shape != () or s.dtype != np.int32:
-            raise TypeError(f"{name}: start indices must be int32 scalars, got {s.str_short()}")
+    for s, e in zip(starts, indexer):
+        want = e[1] if indexing.is_array_entry(e) else ()
+        if s.shape != want or s.dtype != np.int32:
+            raise TypeError(f"{name}: start indices must be int32 scalars (int32 arrays for "
+                            f"array indices), got {s.str_short()}")
 
 
 def _state_effects(params):
@@ -136,18 +138,15 @@ def _batched_index_access(ref, ref_dim, value, value_dim, starts, start_dims, in
     """A read or write at batched indices: the whole Ref's value is read, the access is
     vmapped as a pure function of it, and a write stores the whole new value. Returns
     (output, output dim)."""
-    from fluxion._src.lax import lax
     size = _batch_size([ref, value, *starts], [ref_dim, value_dim, *start_dims])
     w_starts, w_indexer = _whole(ref)
     full = get_p.bind(ref, *w_starts, indexer=w_indexer)
-    n = len(starts)
 
     def access(x, v, *s):
         if kind == "get":
             return [indexing.read(x, s, indexer)]
         old = indexing.read(x, s, indexer)
-        new = v if kind == "swap" else lax.add(old, v)
-        return [old, indexing.write(x, new, s, indexer)]
+        return [old, indexing.write(x, v, s, indexer, add=kind != "swap")]
 
     if kind == "get":
         (out,), (out_dim,) = batching.batch_flat(
@@ -165,7 +164,7 @@ def _batched_index_access(ref, ref_dim, value, value_dim, starts, start_dims, in
 def _get_batch(args, dims, *, indexer):
     ref, *starts = args
     ref_dim, *start_dims = dims
-    if any(d is not batching.not_mapped for d in start_dims):
+    if any(d is not batching.not_mapped for d in start_dims) or indexing.has_arrays(indexer):
         return _batched_index_access(ref, ref_dim, None, None, starts, start_dims, indexer,
                                      "get")
     size = core.get_aval(ref).shape[ref_dim]
@@ -247,7 +246,7 @@ def _swap_transpose(ct, ref, value, *starts, indexer):
 def _swap_batch(args, dims, *, indexer):
     ref, value, *starts = args
     ref_dim, value_dim, *start_dims = dims
-    if any(d is not batching.not_mapped for d in start_dims):
+    if any(d is not batching.not_mapped for d in start_dims) or indexing.has_arrays(indexer):
         return _batched_index_access(ref, ref_dim, value, value_dim, starts, start_dims, indexer,
                                      "swap")
     if ref_dim is batching.not_mapped:
@@ -283,10 +282,7 @@ def _addupdate_abstract_eval(ref, value, *starts, indexer):
 
 @addupdate_p.def_impl
 def _addupdate_impl(ref, value, *starts, indexer):
-    from fluxion._src.lax import lax
-    x = ref._read_value()
-    ref._value = indexing.write(x, lax.add(indexing.read(x, starts, indexer), value), starts,
-                                indexer)
+    ref._value = indexing.write(ref._read_value(), value, starts, indexer, add=True)
     return []
 
 
@@ -309,7 +305,7 @@ def _addupdate_transpose(ct, ref, value, *starts, indexer):
 def _addupdate_batch(args, dims, *, indexer):
     ref, value, *starts = args
     ref_dim, value_dim, *start_dims = dims
-    if any(d is not batching.not_mapped for d in start_dims):
+    if any(d is not batching.not_mapped for d in start_dims) or indexing.has_arrays(indexer):
         _batched_index_access(ref, ref_dim, value, value_dim, starts, start_dims, indexer,
                               "addupdate")
         return [], []

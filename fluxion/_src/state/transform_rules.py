@@ -74,6 +74,9 @@ def _register():
         _wrap_jvp(prim)
         _wrap_batch(prim)
         _wrap_partial_eval(prim)
+    from fluxion._src.lax.control_flow import linear_solve_p
+    _wrap_jvp(linear_solve_p)
+    _wrap_batch(linear_solve_p)
     batching.trace_rules[primitives.new_ref_p] = _new_ref_batch
 
 
