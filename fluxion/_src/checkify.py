@@ -160,40 +160,45 @@ class _Site:
 class Error:
     """The error state a checkified function returns (`jax.experimental.checkify.Error`)."""
 
-    def __init__(self, code, payloads, sites: tuple):
+    def __init__(self, code, payloads, sites: tuple, offsets: tuple | None = None):
         self._code = code
         self._payloads = list(payloads)
         self._sites = sites
+        if offsets is None:  # each site its own payload slots
+            offsets = tuple(np.cumsum([0] + [len(s.payload_avals) for s in sites])[:-1].tolist())
+        self._offsets = offsets  # where each site's payload values start in `_payloads`
 
-    def _first(self):
-        failed = np.asarray(self._code) >= 0
-        if not failed.any():
-            return None
-        flat = failed.reshape(-1)
-        i = int(np.argmax(flat))
-        idx = np.unravel_index(i, failed.shape) if failed.ndim else ()
-        code = int(np.asarray(self._code)[idx])
-        site = self._sites[code]
-        values = [np.asarray(p)[idx] for p in self._site_payloads(code)]
-        return site, values, idx
+    def _failures(self):
+        """[(site, payload values, mapped index)] of the failures, one per mapped index."""
+        codes = np.asarray(self._code)
+        out = []
+        for idx in np.ndindex(*codes.shape):
+            code = int(codes[idx])
+            if code < 0:
+                continue
+            values = [np.asarray(p)[idx] for p in self._site_payloads(code)]
+            out.append((self._sites[code], values, idx))
+        return out
 
     def _site_payloads(self, code: int) -> list:
-        start = sum(len(s.payload_avals) for s in self._sites[:code])
+        start = self._offsets[code]
         return self._payloads[start:start + len(self._sites[code].payload_avals)]
 
-    def get(self) -> str | None:
-        """The message of the first failed check, or None when nothing failed."""
-        first = self._first()
-        if first is None:
-            return None
-        site, values, idx = first
+    @staticmethod
+    def _message(site, values) -> str:
         if site.fmt_tree is not None:
-            msg = _format_message(site.message, site.fmt_tree, values) + site.suffix
-        else:
-            msg = site.message.format(*[v.item() for v in values])
-        if idx != ():
-            msg = f"at mapped index {', '.join(str(int(i)) for i in idx)}: {msg}"
-        return msg
+            return _format_message(site.message, site.fmt_tree, values) + site.suffix
+        return site.message.format(*[v.item() for v in values])
+
+    def get(self) -> str | None:
+        """The message of the first failed check (under vmap, of each failing element, a line
+        each), or None when nothing failed."""
+        failures = self._failures()
+        if not failures:
+            return None
+        return "\n".join(
+            (f"at mapped index {', '.join(str(int(i)) for i in idx)}: " if idx != () else "")
+            + self._message(site, values) for site, values, idx in failures)
 
     def get_exception(self) -> JaxRuntimeError | None:
         msg = self.get()
@@ -216,11 +221,12 @@ class Error:
 
 
 def _error_flatten(err: Error):
-    return [err._code, *err._payloads], err._sites
+    return [err._code, *err._payloads], (err._sites, err._offsets)
 
 
-def _error_unflatten(sites, children):
-    return Error(children[0], children[1:], sites)
+def _error_unflatten(aux, children):
+    sites, offsets = aux
+    return Error(children[0], children[1:], sites, offsets)
 
 
 def _register_error_pytree():
@@ -240,13 +246,14 @@ def check_error(error: Error) -> None:
     if not any(isinstance(x, core.Tracer) for x in leaves):
         error.throw()
         return
-    check_error_p.bind(*leaves, sites=error._sites)
+    check_error_p.bind(*leaves, sites=error._sites, offsets=error._offsets)
 
 
 check_error_p = core.Primitive("check_error")
 check_error_p.multiple_results = True
 check_error_p.def_abstract_eval(lambda *avals, **params: [])
-check_error_p.def_impl(lambda *leaves, sites: (_error_unflatten(sites, list(leaves)).throw(), [])[1])
+check_error_p.def_impl(
+    lambda *leaves, sites, offsets: (_error_unflatten((sites, offsets), list(leaves)).throw(), [])[1])
 lowering.register_lowering(check_error_p, _check_lowering)
 effects.declare_effects(check_error_p, lambda params: frozenset([error_check_effect]))
 
@@ -275,16 +282,43 @@ def _where(eqn) -> str:
 
 
 class _Sites:
+    """The check sites of a jaxpr, numbered in the order JAX's checkify traces its checks (that
+    number is the error code), and grouped as JAX groups them: by kind and payload types.
+
+    A site is keyed by its equation and the context it runs in (`ctx`): a while_loop's
+    cond_fun runs once on the initial carry and again after each body, and JAX counts those as
+    two sets of checks."""
+
     def __init__(self, enabled):
         self.enabled = enabled
         self.sites: list[_Site] = []
+        self.site_group: list[int] = []
+        self.groups: dict[tuple, int] = {}
+        self.group_avals: list[tuple] = []
         self.by_eqn: dict[tuple, int] = {}
         self.keep: list = []  # keep eqns alive: they are keyed by id
+        self.ctx: tuple = ()
 
     def add(self, eqn, tag, site: _Site):
-        self.by_eqn[(id(eqn), tag)] = len(self.sites)
+        self.by_eqn[(self.ctx, id(eqn), tag)] = len(self.sites)
+        key = (site.kind, tuple((a.shape, np.dtype(a.dtype)) for a in site.payload_avals))
+        if key not in self.groups:
+            self.groups[key] = len(self.group_avals)
+            self.group_avals.append(site.payload_avals)
+        self.site_group.append(self.groups[key])
         self.sites.append(site)
         self.keep.append(eqn)
+
+    def index(self, eqn, tag):
+        return self.by_eqn.get((self.ctx, id(eqn), tag))
+
+    @contextlib.contextmanager
+    def context(self, marker):
+        outer, self.ctx = self.ctx, self.ctx + (marker,)
+        try:
+            yield
+        finally:
+            self.ctx = outer
 
     def scan(self, jaxpr):
         for eqn in jaxpr.eqns:
@@ -300,71 +334,115 @@ class _Sites:
                 for j, s in enumerate(eqn.params["sites"]):
                     self.add(eqn, ("nested", j), s)
                 continue
-            if NaNError in self.enabled and name in _NAN_PRIMS and any(
-                    np.issubdtype(v.aval.dtype, np.inexact) for v in eqn.outvars):
-                self.add(eqn, "nan", _Site(NaNError, f"nan generated by primitive: {name}"
-                                           f"{_where(eqn)}".replace("{", "{{").replace("}", "}}"), ()))
+            where = _where(eqn).replace("{", "{{").replace("}", "}}")
+            # In JAX's order: a division's zero check before its NaN check, an index check
+            # before a scatter's NaN check.
             if DivisionByZeroError in self.enabled and name == "div":
-                self.add(eqn, "div", _Site(DivisionByZeroError, "division by zero"
-                                           + _where(eqn).replace("{", "{{").replace("}", "}}"), ()))
+                self.add(eqn, "div", _Site(DivisionByZeroError, "division by zero" + where, ()))
             if OOBError in self.enabled and name in _INDEX_PRIMS:
                 msg = ("out-of-bounds indexing for array of shape "
                        f"{eqn.invars[0].aval.shape}: index {{}} is out of bounds for axis {{}} "
-                       "with size {}" + _where(eqn).replace("{", "{{").replace("}", "}}"))
+                       "with size {}" + where)
                 i32 = core.ShapedArray((), np.int32)
                 self.add(eqn, "oob", _Site(OOBError, msg, (i32, i32, i32)))
-            for sub in core.subjaxprs(eqn.params):
-                self.scan(sub)
+            if NaNError in self.enabled and name in _NAN_PRIMS and any(
+                    np.issubdtype(v.aval.dtype, np.inexact) for v in eqn.outvars):
+                self.add(eqn, "nan", _Site(NaNError, f"nan generated by primitive: {name}"
+                                           + where, ()))
+            if name == "while":
+                # the cond on the initial carry, the body, then the cond on each new carry
+                p = eqn.params
+                self.scan(p["cond_jaxpr"].jaxpr)
+                self.scan(p["body_jaxpr"].jaxpr)
+                with self.context(("after body", id(eqn))):
+                    self.scan(p["cond_jaxpr"].jaxpr)
+            elif name in _control_flow_rules:
+                for sub in _checked_subjaxprs(eqn):
+                    self.scan(sub)
+
+
+def _checked_subjaxprs(eqn):
+    """The sub-jaxprs whose checks checkify threads (a custom_jvp's or custom_vjp's rules and
+    a custom_linear_solve's functions are not checked, as in JAX)."""
+    p = eqn.params
+    name = eqn.primitive.name
+    if name == "cond":
+        return [b.jaxpr for b in p["branches"]]
+    if name == "custom_jvp_call" or name == "custom_vjp_call":
+        return [p["call_jaxpr"].jaxpr]
+    jaxpr = p["jaxpr"]
+    return [jaxpr.jaxpr if isinstance(jaxpr, core.ClosedJaxpr) else jaxpr]
 
 
 # ---------------------------------------------------------------------------------------------
 # The error-threading interpreter
 
 class _State:
-    """Values of the error state, as a flat list: whether a check failed, the code of the first
-    that did (meaningful only once one did), payloads (site order).
+    """Values of the error state, as a flat list: per group of sites (JAX's error effects: one
+    kind and payload type), whether one of them failed, the code of the first that did
+    (meaningful only once one did) and its payload.
 
-    As in JAX, a record costs an `or` and a select per value: the code and a site's payload
-    slots follow each record until the first failure, then stay."""
+    As in JAX, a record costs an `or` and a select per value: a group's code and payload
+    follow each record until its first failure, then stay. The Error reports the failed group
+    whose code is least (the check traced first), as JAX's does."""
 
-    def __init__(self, sites: list[_Site], values):
-        self.sites = sites
+    def __init__(self, table: "_Sites", values):
+        self.table = table
         self.values = list(values)
         self.offsets = []
-        off = 2
-        for s in sites:
+        off = 0
+        for avals in table.group_avals:
             self.offsets.append(off)
-            off += len(s.payload_avals)
+            off += 2 + len(avals)
 
     def record(self, index: int, failed, payload=()):
         import fluxion.numpy as jnp
         if not isinstance(failed, core.Tracer) and not np.any(np.asarray(failed)):
             return  # known at trace time not to fail (a constant divisor, a static index)
-        before = self.values[0]
-        off = self.offsets[index]
+        off = self.offsets[self.table.site_group[index]]
+        before = self.values[off]
         if not isinstance(before, core.Tracer) and not np.any(np.asarray(before)):
-            self.values[0], self.values[1] = failed, np.int32(index)  # nothing failed yet
+            self.values[off], self.values[off + 1] = failed, np.int32(index)  # none failed yet
             for k, v in enumerate(payload):
-                self.values[off + k] = jnp.asarray(v).astype(self.values[off + k].dtype)
+                self.values[off + 2 + k] = jnp.asarray(v).astype(self.values[off + 2 + k].dtype)
             return
-        self.values[0] = jnp.logical_or(before, failed)
-        self.values[1] = jnp.where(before, self.values[1], np.int32(index))
+        self.values[off] = jnp.logical_or(before, failed)
+        self.values[off + 1] = jnp.where(before, self.values[off + 1], np.int32(index))
         for k, v in enumerate(payload):
-            old = self.values[off + k]
-            self.values[off + k] = jnp.where(before, old, jnp.asarray(v).astype(old.dtype))
+            old = self.values[off + 2 + k]
+            self.values[off + 2 + k] = jnp.where(before, old, jnp.asarray(v).astype(old.dtype))
 
     def error(self) -> "Error":
         import fluxion.numpy as jnp
-        with _eagerly_if_concrete(self.values[:2]):
-            code = jnp.where(self.values[0], self.values[1], np.int32(-1))
-        return Error(code, self.values[2:], tuple(self.sites))
+        table = self.table
+        preds = [self.values[off] for off in self.offsets]
+        codes = [self.values[off + 1] for off in self.offsets]
+        payloads, group_start = [], []
+        for off, avals in zip(self.offsets, table.group_avals):
+            group_start.append(len(payloads))
+            payloads.extend(self.values[off + 2:off + 2 + len(avals)])
+        with _eagerly_if_concrete(preds + codes):
+            code, found = None, None
+            for pred, c in zip(preds, codes):
+                if not isinstance(pred, core.Tracer) and not np.any(np.asarray(pred)):
+                    continue  # a group that cannot have failed
+                if code is None:
+                    code, found = jnp.where(pred, c, np.int32(-1)), pred
+                    continue
+                take = jnp.logical_and(pred, jnp.logical_or(jnp.logical_not(found), c < code))
+                code, found = jnp.where(take, c, code), jnp.logical_or(found, pred)
+            if code is None:
+                code = jnp.asarray(np.int32(-1))
+        offsets = tuple(group_start[g] for g in table.site_group)
+        return Error(code, payloads, tuple(table.sites), offsets)
 
 
-def _initial_values(sites):
+def _initial_values(table: _Sites):
     import fluxion.numpy as jnp
-    vals = [jnp.asarray(False), jnp.asarray(np.int32(-1))]
-    for s in sites:
-        vals.extend(jnp.zeros(a.shape, a.dtype) for a in s.payload_avals)
+    vals = []
+    for avals in table.group_avals:
+        vals += [jnp.asarray(False), jnp.asarray(np.int32(-1))]
+        vals.extend(jnp.zeros(a.shape, a.dtype) for a in avals)
     return vals
 
 
@@ -378,19 +456,15 @@ def _eval_eqn(eqn, ins, state: _State, table: _Sites) -> list:
     prim = eqn.primitive
     name = prim.name
     if prim is check_p:
-        index = table.by_eqn.get((id(eqn), "user"))
+        index = table.index(eqn, "user")
         if index is not None:
             state.record(index, jnp.logical_not(jnp.all(ins[0])), ins[1:])
         return []
     if prim is check_error_p:
-        nested_sites = eqn.params["sites"]
         code, *payloads = ins
-        off = 0
-        for j, s in enumerate(nested_sites):
-            n = len(s.payload_avals)
-            index = table.by_eqn[(id(eqn), ("nested", j))]
-            state.record(index, code == j, payloads[off:off + n])
-            off += n
+        for j, (s, off) in enumerate(zip(eqn.params["sites"], eqn.params["offsets"])):
+            index = table.index(eqn, ("nested", j))
+            state.record(index, code == j, payloads[off:off + len(s.payload_avals)])
         return []
     rule = _control_flow_rules.get(name)
     if rule is not None:
@@ -398,17 +472,17 @@ def _eval_eqn(eqn, ins, state: _State, table: _Sites) -> list:
     out = prim.bind(*ins, **eqn.params)
     outs = list(out) if prim.multiple_results else [out]
     key = id(eqn)
-    index = table.by_eqn.get((key, "div"))
+    index = table.index(eqn, "div")
     if index is not None:
         with _eagerly_if_concrete(ins[1:2]):
             state.record(index, jnp.any(jnp.asarray(ins[1]) == 0))
-    index = table.by_eqn.get((key, "oob"))
+    index = table.index(eqn, "oob")
     if index is not None:
         indices = {"dynamic_slice": ins[1:], "dynamic_update_slice": ins[2:]}.get(name, ins[1:2])
         with _eagerly_if_concrete(indices):
             failed, payload = _oob(eqn, ins)
         state.record(index, failed, payload)
-    index = table.by_eqn.get((key, "nan"))
+    index = table.index(eqn, "nan")
     if index is not None:
         bad = None
         for o in outs:
@@ -473,7 +547,7 @@ def _cond_rule(eqn, ins, state, table):
 
     def branch_fun(closed):
         def run(state_vals, ops):
-            st = _State(table.sites, state_vals)
+            st = _State(table, state_vals)
             outs = _eval(closed.jaxpr, closed.consts, ops, st, table)
             return st.values, outs
         return run
@@ -492,19 +566,24 @@ def _while_rule(eqn, ins, state, table):
     cond_closed, body_closed = p["cond_jaxpr"], p["body_jaxpr"]
     nc, nb = p["cond_nconsts"], p["body_nconsts"]
     cond_consts, body_consts, init = ins[:nc], ins[nc:nc + nb], ins[nc + nb:]
+    if cond_closed.out_avals[0].shape:
+        raise ValueError("Checkify does not support batched while-loops "
+                         "(checkify-of-vmap-of-while). \nHint: if possible, move the vmap to "
+                         "the outer level to get vmap-of-checkify-of-while.")
     _eval(cond_closed.jaxpr, cond_closed.consts, [*cond_consts, *init], state, table)
 
     def cond_fun(carry):
         _, vals = carry
-        scratch = _State(table.sites, _initial_values(table.sites))
+        scratch = _State(table, _initial_values(table))
         out, = _eval(cond_closed.jaxpr, cond_closed.consts, [*cond_consts, *vals], scratch, table)
         return out
 
     def body_fun(carry):
         state_vals, vals = carry
-        st = _State(table.sites, state_vals)
+        st = _State(table, state_vals)
         outs = _eval(body_closed.jaxpr, body_closed.consts, [*body_consts, *vals], st, table)
-        _eval(cond_closed.jaxpr, cond_closed.consts, [*cond_consts, *outs], st, table)
+        with table.context(("after body", id(eqn))):
+            _eval(cond_closed.jaxpr, cond_closed.consts, [*cond_consts, *outs], st, table)
         return st.values, outs
 
     new_vals, outs = lax.while_loop(cond_fun, body_fun, (state.values, list(init)))
@@ -521,7 +600,7 @@ def _scan_rule(eqn, ins, state, table):
 
     def body(carry, x):
         state_vals, c = carry
-        st = _State(table.sites, state_vals)
+        st = _State(table, state_vals)
         outs = _eval(closed.jaxpr, closed.consts, [*consts, *c, *x], st, table)
         return (st.values, outs[:ncarry]), outs[ncarry:]
 
@@ -534,7 +613,7 @@ def _scan_rule(eqn, ins, state, table):
 def _checked_body(closed, nstate, table):
     """`closed` as a flat function of (error state, inputs) to (error state, outputs)."""
     def run(*xs):
-        st = _State(table.sites, xs[:nstate])
+        st = _State(table, xs[:nstate])
         outs = _eval(closed.jaxpr, closed.consts, list(xs[nstate:]), st, table)
         return [*st.values, *outs]
     return run
@@ -647,7 +726,7 @@ def checkify(f: Callable, errors: frozenset = user_checks) -> Callable:
         closed = staging.trace_to_jaxpr(flat_fun, avals, origin="checkify")
         table = _Sites(errors)
         table.scan(closed.jaxpr)
-        state = _State(table.sites, _initial_values(table.sites))
+        state = _State(table, _initial_values(table))
         outs = _eval(closed.jaxpr, closed.consts, leaves, state, table)
         err = state.error()
         return err, tree_util.tree_unflatten(out_tree_box[0], outs)
