@@ -491,7 +491,14 @@ def _eval_eqn(eqn, ins, state: _State, table: _Sites) -> list:
     rule = _control_flow_rules.get(name)
     if rule is not None:
         return rule(eqn, ins, state, table)
-    out = prim.bind(*ins, **eqn.params)
+    if name == "custom_linear_solve" and not any(isinstance(x, core.Tracer) for x in ins) \
+            and _has_checks(eqn):
+        # As JAX, eagerly the functions run one primitive at a time, so a `check` in them
+        # raises when it fails (staged, it is refused as unfunctionalized).
+        from fluxion._src.lax import control_flow
+        out = control_flow._linear_solve_impl(*ins, **eqn.params)
+    else:
+        out = prim.bind(*ins, **eqn.params)
     outs = list(out) if prim.multiple_results else [out]
     key = id(eqn)
     index = table.index(eqn, "div")
@@ -514,6 +521,11 @@ def _eval_eqn(eqn, ins, state: _State, table: _Sites) -> list:
         if bad is not None:
             state.record(index, bad)
     return outs
+
+
+def _has_checks(eqn) -> bool:
+    return any(e.primitive is check_p or e.primitive is check_error_p or _has_checks(e)
+               for sub in core.subjaxprs(eqn.params) for e in sub.eqns)
 
 
 def _eagerly_if_concrete(values):
