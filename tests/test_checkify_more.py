@@ -334,3 +334,91 @@ TWO = [
 @pytest.mark.parametrize("x,y", TWO)
 def test_calls_and_custom_rules_match_jax(make, x, y, jitted):
     assert_same(make, (np.array(x, np.float32), np.array(y, np.float32)), jitted=jitted)
+
+
+# ---------------------------------------------------------------------------------------------
+# cond branches, first-error semantics across kinds, vmap
+
+def cond_mixed(jx, np_, ck):
+    def f(x, y):
+        def a(v):
+            ck.check(np_.all(v < 8.0), "a {}", v)
+            return np_.log(v)
+
+        def b(v):
+            w = v / y
+            ck.check(np_.all(w > -8.0), "b {}", w)
+            return np_.sqrt(w)
+        z = jx.lax.cond(x[0] > 0, a, b, x)
+        return jx.lax.cond(z[1] > 1.0, b, a, z + 0.5)
+    return f
+
+
+@pytest.mark.parametrize("jitted", [False, True])
+@pytest.mark.parametrize("x,y", [
+    ([1.0, 2.0], [1.0, 1.0]), ([1.0, 9.0], [1.0, 1.0]), ([-1.0, 2.0], [1.0, 1.0]),
+    ([-1.0, 2.0], [0.0, 1.0]), ([-1.0, -20.0], [1.0, 1.0]), ([1.0, 0.0], [2.0, 1.0]),
+    ([2.0, 5.0], [-1.0, 1.0]), ([3.0, -2.0], [0.0, 0.0])])
+def test_cond_matches_jax(x, y, jitted):
+    assert_same(cond_mixed, (np.array(x, np.float32), np.array(y, np.float32)), jitted=jitted)
+
+
+def sequence_of_kinds(jx, np_, ck):
+    """Failures of every kind, in different orders of tracing and of running."""
+    def f(x, i):
+        a = np_.log(x)  # nan when x < 0
+        ck.check(np_.all(x < 10.0), "big {}", x)
+        b = 1.0 / x  # division by zero
+        c = x[i]  # out of bounds
+        ck.check(c != 2.0, "two at {}", i)
+        return a + b + c
+    return f
+
+
+@pytest.mark.parametrize("errors", ["all_checks", "automatic_checks", "float_checks",
+                                    "user_checks", "index_checks", "nan_checks", "div_checks"])
+@pytest.mark.parametrize("x,i", [
+    ([1.0, 2.0], 0), ([1.0, 2.0], 1), ([-1.0, 2.0], 5), ([0.0, 12.0], 5), ([-1.0, 0.0], 1),
+    ([1.0, 11.0], 3)])
+def test_first_error_semantics_match_jax(x, i, errors):
+    assert_same(sequence_of_kinds, (np.array(x, np.float32), np.int32(i)), errors=errors,
+                jitted=True)
+
+
+def test_vmap_of_checkify_reports_each_index_like_jax():
+    xs = np.array([[1.0, 2.0], [-1.0, 2.0], [1.0, 12.0], [0.0, 1.0]], np.float32)
+    idx = np.array([0, 1, 1, 7], np.int32)
+    msgs = []
+    for jx, np_, ck in ((jax, jnp, checkify), (rjax, rjnp, jck)):
+        f = jx.vmap(ck.checkify(sequence_of_kinds(jx, np_, ck), errors=ck.all_checks))
+        err, _ = jx.jit(f)(np_.asarray(xs), np_.asarray(idx))
+        msgs.append([gist(line) for line in err.get().split("\n")])
+    assert msgs[0] == msgs[1]
+    assert len(msgs[0]) == 3 and msgs[0][0].startswith("at mapped index 1: ")
+
+
+def test_checkify_of_vmap_of_while_refused_like_jax():
+    def make(jx, np_, ck):
+        def f(xs):
+            return jx.vmap(lambda x: jx.lax.while_loop(lambda c: c < 5.0, lambda c: c * 2.0,
+                                                        x))(xs)
+        return f
+    for jx, np_, ck in ((rjax, rjnp, jck), (jax, jnp, checkify)):
+        with pytest.raises(ValueError, match="Checkify does not support batched while-loops"):
+            ck.checkify(make(jx, np_, ck))(np_.asarray([1.0, 3.0]))
+
+
+def nested_error(jx, np_, ck):
+    inner = ck.checkify(lambda v: np_.log(v) / v, errors=ck.float_checks)
+
+    def f(x):
+        err, y = inner(x)
+        ck.check(np_.all(y < 5.0), "y {}", y)
+        ck.check_error(err)
+        return np_.sqrt(y)
+    return f
+
+
+@pytest.mark.parametrize("x", [[1.0, 2.0], [-1.0, 2.0], [0.0, 2.0], [0.5, 0.1], [0.0, -1.0]])
+def test_nested_check_error_matches_jax(x):
+    assert_same(nested_error, (np.array(x, np.float32),), jitted=True)

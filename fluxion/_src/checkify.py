@@ -600,7 +600,10 @@ def _while_rule(eqn, ins, state, table):
     cond_closed, body_closed = p["cond_jaxpr"], p["body_jaxpr"]
     nc, nb = p["cond_nconsts"], p["body_nconsts"]
     cond_consts, body_consts, init = ins[:nc], ins[nc:nc + nb], ins[nc + nb:]
-    if cond_closed.out_avals[0].shape:
+    from fluxion._src.lax import control_flow
+    if cond_closed.jaxpr.debug_info == control_flow.BATCHED_PREDICATE:
+        # the body runs on every member, finished or not: its checks would see values the
+        # loop discards
         raise ValueError("Checkify does not support batched while-loops "
                          "(checkify-of-vmap-of-while). \nHint: if possible, move the vmap to "
                          "the outer level to get vmap-of-checkify-of-while.")
