@@ -422,3 +422,91 @@ def nested_error(jx, np_, ck):
 @pytest.mark.parametrize("x", [[1.0, 2.0], [-1.0, 2.0], [0.0, 2.0], [0.5, 0.1], [0.0, -1.0]])
 def test_nested_check_error_matches_jax(x):
     assert_same(nested_error, (np.array(x, np.float32),), jitted=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# NaN checks dropped where they cannot be the first failure: the same error, at the same line
+
+def our_line(err):
+    found = re.search(r" at .*?:(\d+)", err.get() or "")
+    return int(found.group(1)) if found else None
+
+
+def jax_line(err):
+    exc = err.get_exception()
+    if exc is None or exc.traceback_info is None:
+        return None
+    return next((fr.line_num for fr in exc.traceback_info.frames
+                 if fr.file_name == __file__), None)
+
+
+def mlp_grad(jx, np_, ck):
+    def loss(params, x):
+        for w, b in params:
+            x = np_.tanh(x @ w + b)
+        y = np_.exp(x * 2.0) - 1.0
+        z = np_.tanh(y * y) + np_.log(y + 3.0) / 4.0
+        return np_.mean(z ** 2)
+    return jx.grad(loss)
+
+
+def _mlp_args(where, value):
+    rng = np.random.default_rng(1)
+    params = [[rng.standard_normal((4, 4)).astype(np.float32) / 2,
+               rng.standard_normal(4).astype(np.float32)] for _ in range(3)]
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    if where == "x":
+        x[1, 2] = value
+    elif where is not None:
+        layer, k = where
+        params[layer][k].flat[1] = value
+    return params, x
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf, 1e30])
+@pytest.mark.parametrize("where", [None, "x", (0, 0), (0, 1), (1, 0), (2, 1)])
+def test_mlp_gradient_first_nan_matches_jax(where, value):
+    params, x = _mlp_args(where, value)
+    results = []
+    for jx, np_, ck in ((jax, jnp, checkify), (rjax, rjnp, jck)):
+        f = ck.checkify(mlp_grad(jx, np_, ck), errors=ck.all_checks)
+        f = jx.jit(f) if jx is jax else f  # (JAX keeps the line of a check only eagerly)
+        err, grads = f([[np_.asarray(a) for a in p] for p in params], np_.asarray(x))
+        line = our_line(err) if jx is jax else jax_line(err)
+        results.append((gist(err.get()), line, [np.asarray(g) for g in jx.tree_util.tree_leaves(grads)]))
+    (ours, our_at, our_g), (theirs, their_at, their_g) = results
+    assert ours == theirs
+    assert their_at is None or our_at == their_at  # (JAX's line, where its caches kept it)
+    for a, b in zip(our_g, their_g):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6)
+
+
+def nan_free_chain(jx, np_, ck):
+    def f(x, y):
+        a = np_.tanh(x)  # x is an input: this check stays
+        b = a * a + np_.exp(a) * 3.0 - 2.0
+        c = np_.tanh(b / 4.0) ** 3
+        d = c * y  # may make a NaN (0 * inf)
+        return np_.tanh(d) + np_.exp(-d) * 0.0
+    return f
+
+
+@pytest.mark.parametrize("x,y", [
+    ([1.0, 2.0], [1.0, 1.0]), ([np.nan, 2.0], [1.0, 1.0]), ([np.inf, 0.0], [1.0, np.inf]),
+    ([0.0, 2.0], [np.inf, 1.0]), ([-np.inf, 1.0], [1.0, np.nan]), ([1.0, 1.0], [-np.inf, 1.0])])
+def test_nan_free_chains_match_jax(x, y):
+    args = (np.array(x, np.float32), np.array(y, np.float32))
+    results = []
+    for jx, np_, ck in ((jax, jnp, checkify), (rjax, rjnp, jck)):
+        f = ck.checkify(nan_free_chain(jx, np_, ck), errors=ck.nan_checks)
+        err, _ = (jx.jit(f) if jx is jax else f)(
+            *[np_.asarray(a) for a in args])
+        results.append((gist(err.get()), our_line(err) if jx is jax else jax_line(err)))
+    (ours, our_at), (theirs, their_at) = results
+    assert ours == theirs
+    assert their_at is None or our_at == their_at
+    if np.isnan(x).any() or np.isinf(x).any():  # the input's NaN seen by the first tanh
+        import inspect
+        lines, start = inspect.getsourcelines(nan_free_chain)
+        first = start + next(i for i, t in enumerate(lines) if "a = np_.tanh(x)" in t)
+        assert (our_at == first) == np.isnan(x).any()
