@@ -510,3 +510,24 @@ def test_nan_free_chains_match_jax(x, y):
         lines, start = inspect.getsourcelines(nan_free_chain)
         first = start + next(i for i, t in enumerate(lines) if "a = np_.tanh(x)" in t)
         assert (our_at == first) == np.isnan(x).any()
+
+
+@pytest.mark.parametrize("z", [complex(np.inf, np.inf), complex(np.inf, 0.0), complex(1.0, 2.0)])
+def test_complex_infinities_keep_their_checks(z):
+    def make(jx, np_, ck):
+        def f(x):
+            y = x * 2.0  # a checked site: an infinity, not a NaN
+            return np_.exp(y) * np_.exp(y), np_.tanh(y)
+        return f
+    assert_same(make, (np.array([z], np.complex64),), errors="nan_checks", jitted=True)
+
+
+@pytest.mark.parametrize("x", [[np.inf, 1.0], [0.0, 1.0], [1.0, 2.0]])
+def test_half_precision_constants_keep_their_checks(x):
+    def make(jx, np_, ck):
+        def f(v):
+            y = np_.tanh(v) * 1e30  # 1e30 is infinite in float16: 0 * inf is a NaN
+            z = np_.exp(v) * 1e-10  # 1e-10 is zero in float16: inf * 0 is a NaN
+            return y, z
+        return f
+    assert_same(make, (np.array(x, np.float16),), errors="nan_checks", jitted=True)

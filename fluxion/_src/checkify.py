@@ -408,7 +408,8 @@ _NAN_PASS_THROUGH = frozenset({
 def _finite_literal(v, nonzero: bool = False) -> bool:
     if type(v) is not core.Literal:
         return False
-    val = np.asarray(v.val)
+    with np.errstate(over="ignore", under="ignore"):
+        val = np.asarray(v.val).astype(v.aval.dtype)  # as the program holds it: 1e30 in f16 is inf
     return bool(np.all(np.isfinite(val)) and (not nonzero or np.all(val != 0)))
 
 
@@ -425,6 +426,8 @@ def _all_covered(invars, covered) -> bool:
 def _makes_no_nan(eqn, covered) -> bool:
     """Whether `eqn`'s output can hold a NaN only where a covered input does."""
     name, ins = eqn.primitive.name, eqn.invars
+    if not all(np.issubdtype(v.aval.dtype, np.floating) for v in [*ins, *eqn.outvars]):
+        return False  # complex arithmetic makes NaNs of infinities (exp(inf + inf j))
     if not _all_covered(ins, covered):
         return False
     if name in _NAN_FREE_UNARY:
