@@ -2,11 +2,12 @@
 an error value the program returns, so they work under jit, vmap, grad and control flow.
 
 `checkify(f, errors)` traces `f` to a jaxpr, then evaluates that jaxpr equation by equation at
-the caller's trace, threading an error state through it: `[failed, code, *payloads]`, where
-`code` numbers the check that failed first and each check site with format arguments owns
-payload slots holding its values (the returned Error's code is -1 when none failed). The sites
-are found in a first pass over the jaxpr (nested jaxprs included), so loops and branches carry
-a state of fixed structure.
+the caller's trace, threading an error state through it. As in JAX, the check sites are grouped
+by kind and payload types; per group the state holds `[failed, code, *payload]` of its first
+failure, and the returned Error reports the failed group whose code is least. Codes number the
+sites in the order JAX's checkify gives them (user checks when the function is traced, then
+automatic checks as the interpreter reaches them); the sites are found in a first pass over the
+jaxpr (nested jaxprs included), so loops and branches carry a state of fixed structure.
 """
 from __future__ import annotations
 
