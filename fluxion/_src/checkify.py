@@ -2,11 +2,12 @@
 an error value the program returns, so they work under jit, vmap, grad and control flow.
 
 `checkify(f, errors)` traces `f` to a jaxpr, then evaluates that jaxpr equation by equation at
-the caller's trace, threading an error state through it: `[failed, code, *payloads]`, where
-`code` numbers the check that failed first and each check site with format arguments owns
-payload slots holding its values (the returned Error's code is -1 when none failed). The sites
-are found in a first pass over the jaxpr (nested jaxprs included), so loops and branches carry
-a state of fixed structure.
+the caller's trace, threading an error state through it. As in JAX, the check sites are grouped
+by kind and payload types; per group the state holds `[failed, code, *payload]` of its first
+failure, and the returned Error reports the failed group whose code is least. Codes number the
+sites in the order JAX's checkify gives them (user checks when the function is traced, then
+automatic checks as the interpreter reaches them); the sites are found in a first pass over the
+jaxpr (nested jaxprs included), so loops and branches carry a state of fixed structure.
 """
 from __future__ import annotations
 
@@ -160,40 +161,45 @@ class _Site:
 class Error:
     """The error state a checkified function returns (`jax.experimental.checkify.Error`)."""
 
-    def __init__(self, code, payloads, sites: tuple):
+    def __init__(self, code, payloads, sites: tuple, offsets: tuple | None = None):
         self._code = code
         self._payloads = list(payloads)
         self._sites = sites
+        if offsets is None:  # each site its own payload slots
+            offsets = tuple(np.cumsum([0] + [len(s.payload_avals) for s in sites])[:-1].tolist())
+        self._offsets = offsets  # where each site's payload values start in `_payloads`
 
-    def _first(self):
-        failed = np.asarray(self._code) >= 0
-        if not failed.any():
-            return None
-        flat = failed.reshape(-1)
-        i = int(np.argmax(flat))
-        idx = np.unravel_index(i, failed.shape) if failed.ndim else ()
-        code = int(np.asarray(self._code)[idx])
-        site = self._sites[code]
-        values = [np.asarray(p)[idx] for p in self._site_payloads(code)]
-        return site, values, idx
+    def _failures(self):
+        """[(site, payload values, mapped index)] of the failures, one per mapped index."""
+        codes = np.asarray(self._code)
+        out = []
+        for idx in np.ndindex(*codes.shape):
+            code = int(codes[idx])
+            if code < 0:
+                continue
+            values = [np.asarray(p)[idx] for p in self._site_payloads(code)]
+            out.append((self._sites[code], values, idx))
+        return out
 
     def _site_payloads(self, code: int) -> list:
-        start = sum(len(s.payload_avals) for s in self._sites[:code])
+        start = self._offsets[code]
         return self._payloads[start:start + len(self._sites[code].payload_avals)]
 
-    def get(self) -> str | None:
-        """The message of the first failed check, or None when nothing failed."""
-        first = self._first()
-        if first is None:
-            return None
-        site, values, idx = first
+    @staticmethod
+    def _message(site, values) -> str:
         if site.fmt_tree is not None:
-            msg = _format_message(site.message, site.fmt_tree, values) + site.suffix
-        else:
-            msg = site.message.format(*[v.item() for v in values])
-        if idx != ():
-            msg = f"at mapped index {', '.join(str(int(i)) for i in idx)}: {msg}"
-        return msg
+            return _format_message(site.message, site.fmt_tree, values) + site.suffix
+        return site.message.format(*[v.item() for v in values])
+
+    def get(self) -> str | None:
+        """The message of the first failed check (under vmap, of each failing element, a line
+        each), or None when nothing failed."""
+        failures = self._failures()
+        if not failures:
+            return None
+        return "\n".join(
+            (f"at mapped index {', '.join(str(int(i)) for i in idx)}: " if idx != () else "")
+            + self._message(site, values) for site, values, idx in failures)
 
     def get_exception(self) -> JaxRuntimeError | None:
         msg = self.get()
@@ -216,11 +222,12 @@ class Error:
 
 
 def _error_flatten(err: Error):
-    return [err._code, *err._payloads], err._sites
+    return [err._code, *err._payloads], (err._sites, err._offsets)
 
 
-def _error_unflatten(sites, children):
-    return Error(children[0], children[1:], sites)
+def _error_unflatten(aux, children):
+    sites, offsets = aux
+    return Error(children[0], children[1:], sites, offsets)
 
 
 def _register_error_pytree():
@@ -240,13 +247,14 @@ def check_error(error: Error) -> None:
     if not any(isinstance(x, core.Tracer) for x in leaves):
         error.throw()
         return
-    check_error_p.bind(*leaves, sites=error._sites)
+    check_error_p.bind(*leaves, sites=error._sites, offsets=error._offsets)
 
 
 check_error_p = core.Primitive("check_error")
 check_error_p.multiple_results = True
 check_error_p.def_abstract_eval(lambda *avals, **params: [])
-check_error_p.def_impl(lambda *leaves, sites: (_error_unflatten(sites, list(leaves)).throw(), [])[1])
+check_error_p.def_impl(
+    lambda *leaves, sites, offsets: (_error_unflatten((sites, offsets), list(leaves)).throw(), [])[1])
 lowering.register_lowering(check_error_p, _check_lowering)
 effects.declare_effects(check_error_p, lambda params: frozenset([error_check_effect]))
 
@@ -275,96 +283,253 @@ def _where(eqn) -> str:
 
 
 class _Sites:
+    """The check sites of a jaxpr, numbered in the order JAX's checkify traces its checks (that
+    number is the error code), and grouped as JAX groups them: by kind and payload types.
+
+    A site is keyed by its equation and the context it runs in (`ctx`): a while_loop's
+    cond_fun runs once on the initial carry and again after each body, and JAX counts those as
+    two sets of checks."""
+
     def __init__(self, enabled):
         self.enabled = enabled
         self.sites: list[_Site] = []
+        self.site_group: list[int] = []
+        self.groups: dict[tuple, int] = {}
+        self.group_avals: list[tuple] = []
         self.by_eqn: dict[tuple, int] = {}
         self.keep: list = []  # keep eqns alive: they are keyed by id
+        self.ctx: tuple = ()
 
     def add(self, eqn, tag, site: _Site):
-        self.by_eqn[(id(eqn), tag)] = len(self.sites)
+        key = self._key(eqn, tag)
+        if key in self.by_eqn:
+            return  # a jaxpr called twice (a jitted function's cached trace): one site
+        self.by_eqn[key] = len(self.sites)
+        group = (site.kind, tuple((a.shape, np.dtype(a.dtype)) for a in site.payload_avals))
+        if group not in self.groups:
+            self.groups[group] = len(self.group_avals)
+            self.group_avals.append(site.payload_avals)
+        self.site_group.append(self.groups[group])
         self.sites.append(site)
         self.keep.append(eqn)
 
+    def _key(self, eqn, tag):
+        # A user check's code is fixed when the user's function is traced, whichever context
+        # it then runs in.
+        ctx = () if tag == "user" or isinstance(tag, tuple) else self.ctx
+        return ctx, id(eqn), tag
+
+    def index(self, eqn, tag):
+        return self.by_eqn.get(self._key(eqn, tag))
+
+    @contextlib.contextmanager
+    def context(self, marker):
+        outer, self.ctx = self.ctx, self.ctx + (marker,)
+        try:
+            yield
+        finally:
+            self.ctx = outer
+
     def scan(self, jaxpr):
+        """Number the sites as JAX does: user checks (and nested Errors) get their codes when
+        the function is traced, so before any automatic check, which gets its code as
+        checkify's interpreter reaches it."""
+        self._scan(jaxpr, user=True)
+        self._scan(jaxpr, user=False)
+
+    def _scan(self, jaxpr, user: bool):
+        covered: set[int] = set()  # ids of vars whose NaNs an earlier NaN check has seen
         for eqn in jaxpr.eqns:
-            name = eqn.primitive.name
             if eqn.primitive is check_p:
-                if FailedCheckError in self.enabled:
+                if user and FailedCheckError in self.enabled:
                     avals = tuple(v.aval for v in eqn.invars[1:])
                     where = eqn.params["where"]
                     self.add(eqn, "user", _Site(FailedCheckError, eqn.params["msg"], avals,
                                                 eqn.params["fmt_tree"], _at(where)))
                 continue
             if eqn.primitive is check_error_p:
-                for j, s in enumerate(eqn.params["sites"]):
-                    self.add(eqn, ("nested", j), s)
+                if user:
+                    for j, s in enumerate(eqn.params["sites"]):
+                        self.add(eqn, ("nested", j), s)
                 continue
-            if NaNError in self.enabled and name in _NAN_PRIMS and any(
-                    np.issubdtype(v.aval.dtype, np.inexact) for v in eqn.outvars):
+            if not user:
+                self._automatic(eqn, covered)
+            name = eqn.primitive.name
+            if name == "while":
+                # the cond on the initial carry, the body, then the cond on each new carry
+                p = eqn.params
+                self._scan(p["cond_jaxpr"].jaxpr, user)
+                self._scan(p["body_jaxpr"].jaxpr, user)
+                with self.context(("after body", id(eqn))):
+                    self._scan(p["cond_jaxpr"].jaxpr, user)
+            elif name in _control_flow_rules:
+                for sub in _checked_subjaxprs(eqn):
+                    self._scan(sub, user)
+
+    def _automatic(self, eqn, covered):
+        name = eqn.primitive.name
+        where = _where(eqn).replace("{", "{{").replace("}", "}}")
+        # In JAX's order: a division's zero check before its NaN check, an index check before
+        # a scatter's NaN check.
+        if DivisionByZeroError in self.enabled and name == "div":
+            self.add(eqn, "div", _Site(DivisionByZeroError, "division by zero" + where, ()))
+        if OOBError in self.enabled and name in _INDEX_PRIMS:
+            msg = ("out-of-bounds indexing for array of shape "
+                   f"{eqn.invars[0].aval.shape}: index {{}} is out of bounds for axis {{}} "
+                   "with size {}" + where)
+            i32 = core.ShapedArray((), np.int32)
+            self.add(eqn, "oob", _Site(OOBError, msg, (i32, i32, i32)))
+        if NaNError not in self.enabled:
+            return
+        if name in _NAN_PRIMS and any(np.issubdtype(v.aval.dtype, np.inexact)
+                                      for v in eqn.outvars):
+            if not _makes_no_nan(eqn, covered):
                 self.add(eqn, "nan", _Site(NaNError, f"nan generated by primitive: {name}"
-                                           f"{_where(eqn)}".replace("{", "{{").replace("}", "}}"), ()))
-            if DivisionByZeroError in self.enabled and name == "div":
-                self.add(eqn, "div", _Site(DivisionByZeroError, "division by zero"
-                                           + _where(eqn).replace("{", "{{").replace("}", "}}"), ()))
-            if OOBError in self.enabled and name in _INDEX_PRIMS:
-                msg = ("out-of-bounds indexing for array of shape "
-                       f"{eqn.invars[0].aval.shape}: index {{}} is out of bounds for axis {{}} "
-                       "with size {}" + _where(eqn).replace("{", "{{").replace("}", "}}"))
-                i32 = core.ShapedArray((), np.int32)
-                self.add(eqn, "oob", _Site(OOBError, msg, (i32, i32, i32)))
-            for sub in core.subjaxprs(eqn.params):
-                self.scan(sub)
+                                           + where, ()))
+            covered.update(id(v) for v in eqn.outvars)
+        elif name in _NAN_PASS_THROUGH and _all_covered(eqn.invars, covered):
+            covered.update(id(v) for v in eqn.outvars)
+
+
+# Dropping NaN checks that cannot be the first to fail. A group reports its first failure, so
+# the check of an equation that makes no NaN of its own (a NaN out means a NaN in) whose
+# inputs an earlier NaN check has all seen can never decide the error: whenever it fails, that
+# earlier one failed first. (In the gradient of a tanh MLP this is a third of the checks.)
+
+# Elementwise functions of one argument that are finite or infinite for every non-NaN input.
+_NAN_FREE_UNARY = frozenset({"tanh", "logistic", "exp", "expm1", "integer_pow", "atan", "erf",
+                             "erfc"})
+# Primitives that make no NaN and whose outputs hold only values (or NaNs) of their inputs.
+_NAN_PASS_THROUGH = frozenset({
+    "broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "slice", "rev",
+    "copy", "neg", "abs", "concatenate", "select_n", "max", "min", "reduce_max", "reduce_min",
+    "convert_element_type"})
+
+
+def _finite_literal(v, nonzero: bool = False) -> bool:
+    if type(v) is not core.Literal:
+        return False
+    with np.errstate(over="ignore", under="ignore"):
+        val = np.asarray(v.val).astype(v.aval.dtype)  # as the program holds it: 1e30 in f16 is inf
+    return bool(np.all(np.isfinite(val)) and (not nonzero or np.all(val != 0)))
+
+
+def _is_covered(v, covered) -> bool:
+    if not np.issubdtype(v.aval.dtype, np.inexact):
+        return True
+    return id(v) in covered or _finite_literal(v)
+
+
+def _all_covered(invars, covered) -> bool:
+    return all(_is_covered(v, covered) for v in invars)
+
+
+def _makes_no_nan(eqn, covered) -> bool:
+    """Whether `eqn`'s output can hold a NaN only where a covered input does."""
+    name, ins = eqn.primitive.name, eqn.invars
+    if not all(np.issubdtype(v.aval.dtype, np.floating) for v in [*ins, *eqn.outvars]):
+        return False  # complex arithmetic makes NaNs of infinities (exp(inf + inf j))
+    if not _all_covered(ins, covered):
+        return False
+    if name in _NAN_FREE_UNARY:
+        return True
+    if len(ins) != 2:
+        return False
+    x, y = ins
+    same = type(x) is not core.Literal and x is y
+    if name == "mul":  # x * x, or a finite non-zero constant times x
+        return same or _finite_literal(x, True) or _finite_literal(y, True)
+    if name == "add":  # x + x, or x plus a finite constant
+        return same or _finite_literal(x) or _finite_literal(y)
+    if name == "sub":
+        return _finite_literal(x) or _finite_literal(y)
+    if name == "div":
+        return _finite_literal(y, True)
+    return False
+
+
+def _checked_subjaxprs(eqn):
+    """The sub-jaxprs whose checks checkify threads (a custom_jvp's or custom_vjp's rules and
+    a custom_linear_solve's functions are not checked, as in JAX)."""
+    p = eqn.params
+    name = eqn.primitive.name
+    if name == "cond":
+        return [b.jaxpr for b in p["branches"]]
+    if name == "custom_jvp_call" or name == "custom_vjp_call":
+        return [p["call_jaxpr"].jaxpr]
+    jaxpr = p["jaxpr"]
+    return [jaxpr.jaxpr if isinstance(jaxpr, core.ClosedJaxpr) else jaxpr]
 
 
 # ---------------------------------------------------------------------------------------------
 # The error-threading interpreter
 
 class _State:
-    """Values of the error state, as a flat list: whether a check failed, the code of the first
-    that did (meaningful only once one did), payloads (site order).
+    """Values of the error state, as a flat list: per group of sites (JAX's error effects: one
+    kind and payload type), whether one of them failed, the code of the first that did
+    (meaningful only once one did) and its payload.
 
-    As in JAX, a record costs an `or` and a select per value: the code and a site's payload
-    slots follow each record until the first failure, then stay."""
+    As in JAX, a record costs an `or` and a select per value: a group's code and payload
+    follow each record until its first failure, then stay. The Error reports the failed group
+    whose code is least (the check traced first), as JAX's does."""
 
-    def __init__(self, sites: list[_Site], values):
-        self.sites = sites
+    def __init__(self, table: "_Sites", values):
+        self.table = table
         self.values = list(values)
         self.offsets = []
-        off = 2
-        for s in sites:
+        off = 0
+        for avals in table.group_avals:
             self.offsets.append(off)
-            off += len(s.payload_avals)
+            off += 2 + len(avals)
 
     def record(self, index: int, failed, payload=()):
         import fluxion.numpy as jnp
         if not isinstance(failed, core.Tracer) and not np.any(np.asarray(failed)):
             return  # known at trace time not to fail (a constant divisor, a static index)
-        before = self.values[0]
-        off = self.offsets[index]
+        off = self.offsets[self.table.site_group[index]]
+        before = self.values[off]
         if not isinstance(before, core.Tracer) and not np.any(np.asarray(before)):
-            self.values[0], self.values[1] = failed, np.int32(index)  # nothing failed yet
+            self.values[off], self.values[off + 1] = failed, np.int32(index)  # none failed yet
             for k, v in enumerate(payload):
-                self.values[off + k] = jnp.asarray(v).astype(self.values[off + k].dtype)
+                self.values[off + 2 + k] = jnp.asarray(v).astype(self.values[off + 2 + k].dtype)
             return
-        self.values[0] = jnp.logical_or(before, failed)
-        self.values[1] = jnp.where(before, self.values[1], np.int32(index))
+        self.values[off] = jnp.logical_or(before, failed)
+        self.values[off + 1] = jnp.where(before, self.values[off + 1], np.int32(index))
         for k, v in enumerate(payload):
-            old = self.values[off + k]
-            self.values[off + k] = jnp.where(before, old, jnp.asarray(v).astype(old.dtype))
+            old = self.values[off + 2 + k]
+            self.values[off + 2 + k] = jnp.where(before, old, jnp.asarray(v).astype(old.dtype))
 
     def error(self) -> "Error":
         import fluxion.numpy as jnp
-        with _eagerly_if_concrete(self.values[:2]):
-            code = jnp.where(self.values[0], self.values[1], np.int32(-1))
-        return Error(code, self.values[2:], tuple(self.sites))
+        table = self.table
+        preds = [self.values[off] for off in self.offsets]
+        codes = [self.values[off + 1] for off in self.offsets]
+        payloads, group_start = [], []
+        for off, avals in zip(self.offsets, table.group_avals):
+            group_start.append(len(payloads))
+            payloads.extend(self.values[off + 2:off + 2 + len(avals)])
+        with _eagerly_if_concrete(preds + codes):
+            code, found = None, None
+            for pred, c in zip(preds, codes):
+                if not isinstance(pred, core.Tracer) and not np.any(np.asarray(pred)):
+                    continue  # a group that cannot have failed
+                if code is None:
+                    code, found = jnp.where(pred, c, np.int32(-1)), pred
+                    continue
+                take = jnp.logical_and(pred, jnp.logical_or(jnp.logical_not(found), c < code))
+                code, found = jnp.where(take, c, code), jnp.logical_or(found, pred)
+            if code is None:
+                code = jnp.asarray(np.int32(-1))
+        offsets = tuple(group_start[g] for g in table.site_group)
+        return Error(code, payloads, tuple(table.sites), offsets)
 
 
-def _initial_values(sites):
+def _initial_values(table: _Sites):
     import fluxion.numpy as jnp
-    vals = [jnp.asarray(False), jnp.asarray(np.int32(-1))]
-    for s in sites:
-        vals.extend(jnp.zeros(a.shape, a.dtype) for a in s.payload_avals)
+    vals = []
+    for avals in table.group_avals:
+        vals += [jnp.asarray(False), jnp.asarray(np.int32(-1))]
+        vals.extend(jnp.zeros(a.shape, a.dtype) for a in avals)
     return vals
 
 
@@ -378,37 +543,40 @@ def _eval_eqn(eqn, ins, state: _State, table: _Sites) -> list:
     prim = eqn.primitive
     name = prim.name
     if prim is check_p:
-        index = table.by_eqn.get((id(eqn), "user"))
+        index = table.index(eqn, "user")
         if index is not None:
             state.record(index, jnp.logical_not(jnp.all(ins[0])), ins[1:])
         return []
     if prim is check_error_p:
-        nested_sites = eqn.params["sites"]
         code, *payloads = ins
-        off = 0
-        for j, s in enumerate(nested_sites):
-            n = len(s.payload_avals)
-            index = table.by_eqn[(id(eqn), ("nested", j))]
-            state.record(index, code == j, payloads[off:off + n])
-            off += n
+        for j, (s, off) in enumerate(zip(eqn.params["sites"], eqn.params["offsets"])):
+            index = table.index(eqn, ("nested", j))
+            state.record(index, code == j, payloads[off:off + len(s.payload_avals)])
         return []
     rule = _control_flow_rules.get(name)
     if rule is not None:
         return rule(eqn, ins, state, table)
-    out = prim.bind(*ins, **eqn.params)
+    if name == "custom_linear_solve" and not any(isinstance(x, core.Tracer) for x in ins) \
+            and _has_checks(eqn):
+        # As JAX, eagerly the functions run one primitive at a time, so a `check` in them
+        # raises when it fails (staged, it is refused as unfunctionalized).
+        from fluxion._src.lax import control_flow
+        out = control_flow._linear_solve_impl(*ins, **eqn.params)
+    else:
+        out = prim.bind(*ins, **eqn.params)
     outs = list(out) if prim.multiple_results else [out]
     key = id(eqn)
-    index = table.by_eqn.get((key, "div"))
+    index = table.index(eqn, "div")
     if index is not None:
         with _eagerly_if_concrete(ins[1:2]):
             state.record(index, jnp.any(jnp.asarray(ins[1]) == 0))
-    index = table.by_eqn.get((key, "oob"))
+    index = table.index(eqn, "oob")
     if index is not None:
         indices = {"dynamic_slice": ins[1:], "dynamic_update_slice": ins[2:]}.get(name, ins[1:2])
         with _eagerly_if_concrete(indices):
             failed, payload = _oob(eqn, ins)
         state.record(index, failed, payload)
-    index = table.by_eqn.get((key, "nan"))
+    index = table.index(eqn, "nan")
     if index is not None:
         bad = None
         for o in outs:
@@ -418,6 +586,11 @@ def _eval_eqn(eqn, ins, state: _State, table: _Sites) -> list:
         if bad is not None:
             state.record(index, bad)
     return outs
+
+
+def _has_checks(eqn) -> bool:
+    return any(e.primitive is check_p or e.primitive is check_error_p or _has_checks(e)
+               for sub in core.subjaxprs(eqn.params) for e in sub.eqns)
 
 
 def _eagerly_if_concrete(values):
@@ -473,7 +646,7 @@ def _cond_rule(eqn, ins, state, table):
 
     def branch_fun(closed):
         def run(state_vals, ops):
-            st = _State(table.sites, state_vals)
+            st = _State(table, state_vals)
             outs = _eval(closed.jaxpr, closed.consts, ops, st, table)
             return st.values, outs
         return run
@@ -492,19 +665,27 @@ def _while_rule(eqn, ins, state, table):
     cond_closed, body_closed = p["cond_jaxpr"], p["body_jaxpr"]
     nc, nb = p["cond_nconsts"], p["body_nconsts"]
     cond_consts, body_consts, init = ins[:nc], ins[nc:nc + nb], ins[nc + nb:]
+    from fluxion._src.lax import control_flow
+    if cond_closed.jaxpr.debug_info == control_flow.BATCHED_PREDICATE:
+        # the body runs on every member, finished or not: its checks would see values the
+        # loop discards
+        raise ValueError("Checkify does not support batched while-loops "
+                         "(checkify-of-vmap-of-while). \nHint: if possible, move the vmap to "
+                         "the outer level to get vmap-of-checkify-of-while.")
     _eval(cond_closed.jaxpr, cond_closed.consts, [*cond_consts, *init], state, table)
 
     def cond_fun(carry):
         _, vals = carry
-        scratch = _State(table.sites, _initial_values(table.sites))
+        scratch = _State(table, _initial_values(table))
         out, = _eval(cond_closed.jaxpr, cond_closed.consts, [*cond_consts, *vals], scratch, table)
         return out
 
     def body_fun(carry):
         state_vals, vals = carry
-        st = _State(table.sites, state_vals)
+        st = _State(table, state_vals)
         outs = _eval(body_closed.jaxpr, body_closed.consts, [*body_consts, *vals], st, table)
-        _eval(cond_closed.jaxpr, cond_closed.consts, [*cond_consts, *outs], st, table)
+        with table.context(("after body", id(eqn))):
+            _eval(cond_closed.jaxpr, cond_closed.consts, [*cond_consts, *outs], st, table)
         return st.values, outs
 
     new_vals, outs = lax.while_loop(cond_fun, body_fun, (state.values, list(init)))
@@ -521,7 +702,7 @@ def _scan_rule(eqn, ins, state, table):
 
     def body(carry, x):
         state_vals, c = carry
-        st = _State(table.sites, state_vals)
+        st = _State(table, state_vals)
         outs = _eval(closed.jaxpr, closed.consts, [*consts, *c, *x], st, table)
         return (st.values, outs[:ncarry]), outs[ncarry:]
 
@@ -534,7 +715,7 @@ def _scan_rule(eqn, ins, state, table):
 def _checked_body(closed, nstate, table):
     """`closed` as a flat function of (error state, inputs) to (error state, outputs)."""
     def run(*xs):
-        st = _State(table.sites, xs[:nstate])
+        st = _State(table, xs[:nstate])
         outs = _eval(closed.jaxpr, closed.consts, list(xs[nstate:]), st, table)
         return [*st.values, *outs]
     return run
@@ -647,7 +828,7 @@ def checkify(f: Callable, errors: frozenset = user_checks) -> Callable:
         closed = staging.trace_to_jaxpr(flat_fun, avals, origin="checkify")
         table = _Sites(errors)
         table.scan(closed.jaxpr)
-        state = _State(table.sites, _initial_values(table.sites))
+        state = _State(table, _initial_values(table))
         outs = _eval(closed.jaxpr, closed.consts, leaves, state, table)
         err = state.error()
         return err, tree_util.tree_unflatten(out_tree_box[0], outs)

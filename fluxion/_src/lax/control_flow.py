@@ -801,13 +801,19 @@ def _while_transpose_error(*args, **params):
 # ---------------------------------------------------------------------------------------------
 # while: batching
 
+# The debug_info of a batched while_loop's condition (checkify refuses such loops, as JAX).
+BATCHED_PREDICATE = "while_loop condition of a batched predicate"
+
+
 @memoized
 def _any_member_continues(batched_cond: ClosedJaxpr) -> ClosedJaxpr:
     """The loop condition of a batched predicate: whether any member is still running."""
     def fun(*args):
         (pred,) = _eval(batched_cond, *args)
         return [lax.reduce_or(pred, (0,))]
-    return _trace_flat(fun, batched_cond.in_avals, "while_batch")
+    closed = _trace_flat(fun, batched_cond.in_avals, "while_batch")
+    closed.jaxpr.debug_info = BATCHED_PREDICATE
+    return closed
 
 
 @memoized
