@@ -1,5 +1,13 @@
 """Helpers shared by the linear-algebra test files: random matrices and tolerances."""
+import zlib
+
 import numpy as np
+
+
+def rng_for(request):
+    """A generator seeded by the test's id: a test draws the same matrices whichever tests ran
+    before it in its worker process."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
 def random_matrix(rng, shape, dtype):

@@ -10,12 +10,18 @@ import fluxion.numpy as fnp
 from fluxion.lax import linalg as fl
 from fluxion.test_util import check_grads
 
-from _linalg_helpers import conj_transpose, random_matrix, tolerance
+from _linalg_helpers import conj_transpose, random_matrix, rng_for, tolerance
 
 jax = pytest.importorskip("jax")
 
 rng = np.random.default_rng(0)
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rng(request):
+    global rng
+    rng = rng_for(request)
 
 
 def _rand(shape, dtype):
@@ -277,9 +283,14 @@ def test_eig_eigenvector_derivatives(x64_both, dtype):
     g = lambda x: jax.lax.linalg.eig(x, enable_eigvec_derivs=True)  # noqa: E731
     for ours, theirs in zip(fluxion.jvp(f, (a,), (t,))[1], jax.jvp(g, (a,), (t,))[1]):
         np.testing.assert_allclose(ours, theirs, atol=1e-10)
-    # finite differences of the right eigenvectors (geev's normalization is smooth here)
-    eps = 1e-6
-    fd = (np.asarray(f(a + eps * t)[2]) - np.asarray(f(a - eps * t)[2])) / (2 * eps)
-    np.testing.assert_allclose(fluxion.jvp(f, (a,), (t,))[1][2], fd, atol=1e-6)
+    # The derivative of A v = v diag(w) (gauge free, unlike finite differences of v, whose
+    # normalization can turn under the perturbation): t v + a dv = dv diag(w) + v diag(dw).
+    (w, _, v), (dw, _, dv) = fluxion.jvp(f, (a,), (t,))
+    w, v, dw, dv = map(np.asarray, (w, v, dw, dv))
+    residual = t @ v + a @ dv - dv * w[..., None, :] - v * dw[..., None, :]
+    np.testing.assert_allclose(residual, 0, atol=1e-9)
+    eps = 1e-6  # eigenvalues are smooth: finite differences
+    fd = (np.asarray(f(a + eps * t)[0]) - np.asarray(f(a - eps * t)[0])) / (2 * eps)
+    np.testing.assert_allclose(dw, fd, atol=1e-6)
     with pytest.raises(NotImplementedError, match="enable_eigvec_derivs"):
         fluxion.jvp(fl.eig, (a,), (t,))
