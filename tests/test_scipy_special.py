@@ -169,3 +169,11 @@ def test_boxcox_of_tiny_x_and_comb_weak_type():
     np.testing.assert_allclose(sp.boxcox(x, np.float32(0.5)), ssp.boxcox(1e-30, 0.5), rtol=1e-6)
     assert sp.comb(2, 0.5).weak_type == jsp.comb(2, 0.5).weak_type
     assert sp.comb(np.float32(5), 2).weak_type is False
+
+
+def test_log_ndtr_under_jit_and_its_gradient():
+    x = np.array([-40.0, -12.0, -3.0, 0.0, 2.0, 9.0], np.float32)
+    got = fluxion.jit(sp.log_ndtr)(x)
+    np.testing.assert_allclose(got, ssp.log_ndtr(x.astype(np.float64)), rtol=1e-5)
+    grads = fluxion.jit(fluxion.vmap(fluxion.grad(sp.log_ndtr)))(x)
+    np.testing.assert_allclose(grads, jax.vmap(jax.grad(jsp.log_ndtr))(x), rtol=1e-4)

@@ -5,6 +5,7 @@ its definition unless it says otherwise.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -129,7 +130,7 @@ def _double_factorial(n: int) -> int:
     return math.prod(range(n, 0, -2))
 
 
-@custom_jvp
+@functools.partial(custom_jvp, nondiff_argnums=(1,))
 def _asymptotic_series(x, order):
     """1 - 1/x^2 + 3/x^4 - 15/x^6 + ...: the series of log_ndtr for very negative x."""
     total = jnp.ones_like(x)
@@ -141,8 +142,8 @@ def _asymptotic_series(x, order):
     return total
 
 
-_asymptotic_series.defjvp(lambda primals, tangents: (
-    _asymptotic_series(*primals), jnp.zeros_like(primals[0])))
+_asymptotic_series.defjvp(lambda order, primals, tangents: (
+    _asymptotic_series(primals[0], order), jnp.zeros_like(primals[0])))
 
 
 def log_ndtr(x, series_order: int = 3):
