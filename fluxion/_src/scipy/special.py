@@ -21,9 +21,12 @@ from fluxion._src.nn_functions import log_softmax, logsumexp, softmax  # noqa: F
 def _inexact(*args):
     """The arguments as arrays of their common inexact dtype (jnp's promotion)."""
     arrays = promote_dtypes_inexact(*args)
-    if len(arrays) == 1:
-        return arrays[0]
-    return broadcast_arrays_for_op("scipy.special", *arrays)
+    return arrays if len(arrays) > 1 else arrays[0]
+
+
+def _elementwise(name, *args):
+    """`_inexact`, broadcast to one shape: lax's special functions need operands of equal rank."""
+    return broadcast_arrays_for_op(name, *promote_dtypes_inexact(*args))
 
 
 def _real_only(name, x):
@@ -373,19 +376,19 @@ def boxcox(x, lmbda):
 
 def gammainc(a, x):
     """The regularized lower incomplete gamma function P(a, x)."""
-    a, x = _inexact(a, x)
+    a, x = _elementwise("scipy.special", a, x)
     return lax.igamma(a, x)
 
 
 def gammaincc(a, x):
     """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x)."""
-    a, x = _inexact(a, x)
+    a, x = _elementwise("scipy.special", a, x)
     return lax.igammac(a, x)
 
 
 def betainc(a, b, x):
     """The regularized incomplete beta function I_x(a, b)."""
-    a, b, x = _inexact(a, b, x)
+    a, b, x = _elementwise("scipy.special", a, b, x)
     return lax.betainc(a, b, x)
 
 
@@ -394,7 +397,7 @@ def zeta(x, q=None):
     if q is None:
         raise NotImplementedError("Riemann zeta function not implemented; pass q != None to "
                                   "compute the Hurwitz Zeta function.")
-    x, q = _inexact(x, q)
+    x, q = _elementwise("scipy.special", x, q)
     return lax.zeta(x, q)
 
 
