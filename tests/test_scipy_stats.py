@@ -184,3 +184,10 @@ def test_nan_arguments_and_invalid_parameters_give_nan_as_scipy_and_jax(dist, fn
         for scale in (0.0, -1.0):
             assert np.isnan(ours(x[1:], *params, scale=scale)).all()
             assert np.isnan(ref(x[1:].astype(np.float64), *params, scale=scale)).all()
+
+
+def test_betabinom_is_zero_at_non_integer_counts_as_scipy():
+    k = np.array([2.5, 3.0, 0.5], np.float32)
+    got = st.betabinom.logpmf(k, 5.0, 2.0, 3.5)
+    want = sst.betabinom.logpmf(k.astype(np.float64), 5.0, 2.0, 3.5)
+    np.testing.assert_allclose(got, want, rtol=1e-5)

@@ -214,7 +214,7 @@ def _betabinom_logpmf(k, n, a, b, loc=0):
     x = k - loc
     log_comb = sp.gammaln(n + 1) - sp.gammaln(x + 1) - sp.gammaln(n - x + 1)
     value = log_comb + sp.betaln(x + a, n - x + b) - sp.betaln(a, b)
-    return jnp.where((x >= 0) & (x <= n), value, -jnp.inf)
+    return jnp.where((x >= 0) & (x <= n) & (x == jnp.floor(x)), value, -jnp.inf)
 
 
 betabinom = _namespace("betabinom", logpmf=_betabinom_logpmf,
