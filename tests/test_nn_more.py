@@ -127,3 +127,29 @@ def test_scaled_products():
                                atol=1e-4)
     with pytest.raises(ValueError, match="do not divide"):
         fluxion.nn.scaled_matmul(lhs, rhs, ls[..., :1], rs)
+
+
+def test_kink_derivatives_integer_hard_tanh_and_empty_inputs_match_jax():
+    x = np.array([-3.0, -1.0, 0.0, 1.0, 3.0, 6.0, 0.5], np.float32)
+    for name in ("relu6", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh"):
+        got = fluxion.vmap(fluxion.grad(getattr(fluxion.nn, name)))(x)
+        want = jax.vmap(jax.grad(getattr(jax.nn, name)))(x)
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    ints = np.array([-2, 0, 3], np.int32)
+    got, want = fluxion.nn.hard_tanh(ints), jax.nn.hard_tanh(ints)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    empty = np.zeros((0,), np.float32)
+    for name in ("softmax", "log_softmax", "logsumexp"):
+        got, want = getattr(fluxion.nn, name)(empty), getattr(jax.nn, name)(empty)
+        assert got.shape == want.shape and np.array_equal(got, want), name
+
+
+def test_standardize_where_and_algorithms_match_jax():
+    r = np.random.default_rng(0).normal(size=(3, 6)).astype(np.float32) * 3 + 10
+    w = r > 8
+    for kwargs in ({}, {"where": w}, {"algorithm": "stable"}, {"where": w, "algorithm": "stable"}):
+        got = fluxion.jit(lambda v: fluxion.nn.standardize(v, **kwargs))(r)
+        want = jax.jit(lambda v: jax.nn.standardize(v, **kwargs))(r)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError):
+        fluxion.nn.standardize(r, algorithm="exact")

@@ -138,3 +138,42 @@ def test_logsumexp_where_and_dtypes_match_jax():
     assert got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=1e-6)
     assert sp.logsumexp(np.arange(3)).dtype == jsp.logsumexp(np.arange(3)).dtype
+
+
+def test_betaln_and_beta_keep_their_digits_for_large_arguments():
+    a = np.array([0.1, 1.0, 2.5, 0.5, 1e3], np.float32)
+    b = np.array([200.0, 1e10, 1e6, 1e30, 1e8], np.float32)
+    want = ssp.betaln(a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(sp.betaln(a, b), want, rtol=2e-6)
+    np.testing.assert_allclose(sp.betaln(b, a), want, rtol=2e-6)
+    np.testing.assert_allclose(sp.beta(a[:2], b[:2]), ssp.beta(a[:2], b[:2]), rtol=2e-6)
+    np.testing.assert_allclose(sp.betaln(a, b), jsp.betaln(a, b), rtol=2e-6)
+
+
+def test_betainc_limits_and_rank_broadcasting_match_jax():
+    a = np.array([0.0, 0.5, 2.0, np.inf, np.nan], np.float32)
+    x = np.array([0.0, 0.3, 1.0], np.float32)
+    got = sp.betainc(a[:, None, None], a[:, None], x)
+    want = jsp.betainc(a[:, None, None], a[:, None], x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=0, equal_nan=True)
+    assert float(sp.betainc(0.0, 1.0, 0.5)) == ssp.betainc(0.0, 1.0, 0.5) == 1.0
+    # operands of different ranks broadcast as in JAX
+    got = sp.betainc(np.full((6, 1, 1), 2.0), np.full((1, 4, 1), 3.0), np.full(5, 0.5))
+    assert got.shape == (6, 4, 5)
+    np.testing.assert_allclose(got, ssp.betainc(2.0, 3.0, 0.5), rtol=1e-5)
+
+
+def test_boxcox_of_tiny_x_and_comb_weak_type():
+    x = np.float32(1e-30)
+    np.testing.assert_allclose(sp.boxcox(x, np.float32(0.0)), np.log(1e-30), rtol=1e-6)
+    np.testing.assert_allclose(sp.boxcox(x, np.float32(0.5)), ssp.boxcox(1e-30, 0.5), rtol=1e-6)
+    assert sp.comb(2, 0.5).weak_type == jsp.comb(2, 0.5).weak_type
+    assert sp.comb(np.float32(5), 2).weak_type is False
+
+
+def test_log_ndtr_under_jit_and_its_gradient():
+    x = np.array([-40.0, -12.0, -3.0, 0.0, 2.0, 9.0], np.float32)
+    got = fluxion.jit(sp.log_ndtr)(x)
+    np.testing.assert_allclose(got, ssp.log_ndtr(x.astype(np.float64)), rtol=1e-5)
+    grads = fluxion.jit(fluxion.vmap(fluxion.grad(sp.log_ndtr)))(x)
+    np.testing.assert_allclose(grads, jax.vmap(jax.grad(jsp.log_ndtr))(x), rtol=1e-4)

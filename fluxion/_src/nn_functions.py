@@ -28,10 +28,18 @@ def _relu_jvp(primals, tangents):
     return relu(x), jnp.where(x > 0, t, jnp.zeros_like(t))
 
 
+@custom_jvp
 def relu6(x):
-    """min(max(x, 0), 6)."""
+    """min(max(x, 0), 6); its derivative is 0 at 0 and 6, as in JAX."""
     jnp = _jnp()
     return jnp.minimum(jnp.maximum(x, 0), 6.0)
+
+
+@relu6.defjvp
+def _relu6_jvp(primals, tangents):
+    jnp = _jnp()
+    (x,), (t,) = primals, tangents
+    return relu6(x), jnp.where((x > 0) & (x < 6), t, jnp.zeros_like(t))
 
 
 def sigmoid(x):
@@ -106,9 +114,10 @@ def selu(x):
 
 
 def hard_tanh(x):
-    """Clip x to [-1, 1]."""
+    """Clip x to [-1, 1] (integers stay integers; the derivative at +-1 is 1, as in JAX)."""
     jnp = _jnp()
-    return jnp.clip(_inexact(x), -1.0, 1.0)
+    x = jnp.asarray(x)
+    return jnp.where(x > 1, 1, jnp.where(x < -1, -1, x))
 
 
 def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = False, where=None):
@@ -123,8 +132,8 @@ def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = 
     axes = canonicalize_axes(axis, a.ndim, "logsumexp")
     # Reduce without keepdims and broadcast back only for the subtraction: the program is then
     # the one JAX emits (no size-1 dimensions carried through the scalar tail).
-    amax = jnp.max(a, axis=axes, where=where, initial=-np.inf) if where is not None \
-        else jnp.max(a, axis=axes)
+    amax = jnp.max(a, axis=axes, where=where, initial=-np.inf) if where is not None or \
+        not a.size else jnp.max(a, axis=axes)
     amax = stop_gradient(jnp.where(jnp.isfinite(amax), amax, 0.0))
     exp = jnp.exp(a - jnp.expand_dims(amax, axes))
     if b is not None:
@@ -145,7 +154,7 @@ def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = 
 def _masked_max(x, axis, where):
     jnp = _jnp()
     from fluxion._src.lax.stop_gradient import stop_gradient
-    if where is None:
+    if where is None and x.size:
         return stop_gradient(jnp.max(x, axis=axis, keepdims=True))
     return stop_gradient(jnp.max(x, axis=axis, keepdims=True, where=where, initial=-np.inf))
 
@@ -187,12 +196,24 @@ def one_hot(x, num_classes: int, *, dtype=None, axis=-1):
     return (jnp.expand_dims(x, axis) == classes.reshape(shape)).astype(dtype)
 
 
-def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5):
-    """(x - mean) / sqrt(variance + epsilon) along `axis`."""
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, *,
+                algorithm: str = "fast"):
+    """(x - mean) / sqrt(variance + epsilon) along `axis`, over the entries `where` selects.
+
+    `algorithm="fast"` (JAX's default) takes the variance as mean(x**2) - mean**2 clipped at
+    0; `"stable"` as mean((x - mean)**2)."""
     jnp = _jnp()
+    from fluxion._src.lax import lax
     x = _inexact(x)
     if mean is None:
-        mean = jnp.mean(x, axis=axis, keepdims=True)
+        mean = jnp.mean(x, axis=axis, keepdims=True, where=where)
     if variance is None:
-        variance = jnp.mean(jnp.square(x - mean), axis=axis, keepdims=True)
-    return (x - mean) * (1.0 / jnp.sqrt(variance + epsilon))
+        if algorithm == "stable":
+            variance = jnp.mean(jnp.square(x - mean), axis=axis, keepdims=True, where=where)
+        elif algorithm == "fast":
+            variance = jnp.mean(jnp.square(x), axis=axis, keepdims=True, where=where) - \
+                jnp.square(mean)
+            variance = jnp.clip(variance, 0)
+        else:
+            raise ValueError(f"Unknown algorithm '{algorithm}'. Expected 'fast' or 'stable'.")
+    return jnp.subtract(x, mean) * lax.rsqrt(variance + epsilon)

@@ -421,13 +421,23 @@ def _betainc_impl(a, b, x):
     inside = lax.bitwise_and(lax.gt(xx, _full(a, 0.0)), lax.lt(xx, one))
     value = _beta_fraction(aa, bb, structural.select(inside, xx, half))
     value = structural.select(flip, lax.sub(one, value), value)
-    value = structural.select(lax.eq(x, _full(x, 0.0)), _full(x, 0.0), value)
-    value = structural.select(lax.eq(x, one), one, value)
+    zero, inf = _full(a, 0.0), _full(a, np.inf)
+    x_zero, x_one = lax.eq(x, zero), lax.eq(x, one)
+    value = structural.select(x_zero, zero, value)
+    value = structural.select(x_one, one, value)
+    # The limits a -> 0 (or b -> inf) put all the mass at 0, b -> 0 (or a -> inf) at 1.
+    a_zero = lax.bitwise_or(lax.eq(a, zero), lax.eq(b, inf))
+    b_zero = lax.bitwise_or(lax.eq(b, zero), lax.eq(a, inf))
+    value = structural.select(lax.bitwise_or(lax.bitwise_and(b_zero, lax.bitwise_not(x_one)),
+                                             lax.bitwise_and(a_zero, x_zero)), zero, value)
+    value = structural.select(lax.bitwise_or(lax.bitwise_and(a_zero, lax.bitwise_not(x_zero)),
+                                             lax.bitwise_and(b_zero, x_one)), one, value)
     invalid = lax.bitwise_or(
-        lax.bitwise_or(lax.lt(x, _full(x, 0.0)), lax.gt(x, one)),
-        lax.bitwise_or(lax.le(a, _full(a, 0.0)), lax.le(b, _full(b, 0.0))))
-    invalid = lax.bitwise_or(invalid, lax.bitwise_or(lax.ne(x, x), lax.ne(lax.add(a, b),
-                                                                           lax.add(a, b))))
+        lax.bitwise_or(lax.lt(x, zero), lax.gt(x, one)),
+        lax.bitwise_or(lax.lt(a, zero), lax.lt(b, zero)))
+    invalid = lax.bitwise_or(invalid, lax.bitwise_and(a_zero, b_zero))
+    invalid = lax.bitwise_or(invalid, lax.bitwise_or(
+        lax.ne(x, x), lax.bitwise_or(lax.ne(a, a), lax.ne(b, b))))
     return structural.select(invalid, _full(a, np.nan), value)
 
 

@@ -5,6 +5,7 @@ its definition unless it says otherwise.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -13,7 +14,7 @@ import fluxion.numpy as jnp
 from fluxion import lax
 from fluxion._src import dtypes
 from fluxion._src.custom_derivatives import custom_jvp
-from fluxion._src.numpy.util import promote_dtypes_inexact
+from fluxion._src.numpy.util import broadcast_arrays_for_op, promote_dtypes_inexact
 from fluxion._src.nn_functions import log_softmax, logsumexp, softmax  # noqa: F401
 
 
@@ -21,6 +22,11 @@ def _inexact(*args):
     """The arguments as arrays of their common inexact dtype (jnp's promotion)."""
     arrays = promote_dtypes_inexact(*args)
     return arrays if len(arrays) > 1 else arrays[0]
+
+
+def _elementwise(name, *args):
+    """`_inexact`, broadcast to one shape: lax's special functions need operands of equal rank."""
+    return broadcast_arrays_for_op(name, *promote_dtypes_inexact(*args))
 
 
 def _real_only(name, x):
@@ -127,7 +133,7 @@ def _double_factorial(n: int) -> int:
     return math.prod(range(n, 0, -2))
 
 
-@custom_jvp
+@functools.partial(custom_jvp, nondiff_argnums=(1,))
 def _asymptotic_series(x, order):
     """1 - 1/x^2 + 3/x^4 - 15/x^6 + ...: the series of log_ndtr for very negative x."""
     total = jnp.ones_like(x)
@@ -139,8 +145,8 @@ def _asymptotic_series(x, order):
     return total
 
 
-_asymptotic_series.defjvp(lambda primals, tangents: (
-    _asymptotic_series(*primals), jnp.zeros_like(primals[0])))
+_asymptotic_series.defjvp(lambda order, primals, tangents: (
+    _asymptotic_series(primals[0], order), jnp.zeros_like(primals[0])))
 
 
 def log_ndtr(x, series_order: int = 3):
@@ -212,10 +218,37 @@ def polygamma(n, x):
     return lax.polygamma(n.astype(x.dtype), x)
 
 
+def _log_gamma_ratio(a, b):
+    """log(Gamma(b) / Gamma(a + b)) for b >= 8 and a <= b, by the asymptotic series of the
+    remainder of Stirling's formula (SciPy's cdflib `algdiv`); the lgamma difference loses all
+    digits when b is huge."""
+    coefficients = (0.833333333333333e-01, -0.277777777760991e-02, 0.793650666825390e-03,
+                    -0.595202931351870e-03, 0.837308034031215e-03, -0.165322962780713e-02)
+    h = a / b
+    c = h / (1 + h)
+    c2 = c * c
+    # s[n] = (1 - c**n) / (1 - c) for n = 1, 3, ..., 11
+    sums = [1.0]
+    for _ in range(5):
+        sums.append(1.0 + (c + c2 * sums[-1]))
+    t = (1.0 / b) ** 2
+    w = coefficients[5] * sums[5]
+    for k in range(4, -1, -1):
+        w = w * t + coefficients[k] * sums[k]
+    w = w * (c / b)
+    u = (b + (a - 0.5)) * jnp.log1p(a / b)
+    v = a * (jnp.log(b) - 1.0)
+    return jnp.where(u <= v, (w - v) - u, (w - u) - v)
+
+
 def betaln(a, b):
-    """log |B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b)."""
+    """log |B(a, b)|; for max(a, b) >= 8 an asymptotic series keeps the digits the
+    difference gammaln(b) - gammaln(a + b) would lose."""
     a, b = _inexact(a, b)
-    return gammaln(a) + gammaln(b) - gammaln(a + b)
+    a, b = jnp.minimum(a, b), jnp.maximum(a, b)
+    small_b = lax.lgamma(a) + (lax.lgamma(b) - lax.lgamma(a + b))
+    large_b = lax.lgamma(a) + _log_gamma_ratio(a, b)
+    return jnp.where(b < 8, small_b, large_b)
 
 
 def beta(a, b):
@@ -254,11 +287,11 @@ def comb(N, k, *, repetition: bool = False):
     """Binomial coefficient C(N, k) (with repetition: C(N + k - 1, k)); 0 outside 0 <= k <= N."""
     N, k = _inexact(N, k)
     if repetition:
-        return jnp.where((k == 0) & (N >= 0), 1.0, comb(N + k - 1, k)).astype(N.dtype)
+        return jnp.where((k == 0) & (N >= 0), 1.0, comb(N + k - 1, k))
     valid = (k <= N) & (N >= 0) & (k >= 0)
     n, kk = jnp.where(valid, N, 0.0), jnp.where(valid, k, 0.0)
     value = jnp.exp(gammaln(n + 1) - gammaln(kk + 1) - gammaln(n + 1 - kk))
-    return jnp.where(valid, value, 0.0).astype(N.dtype)
+    return jnp.where(valid, value, 0.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,7 +365,10 @@ def boxcox1p(x, lmbda):
 def boxcox(x, lmbda):
     """(x**lmbda - 1) / lmbda, and log(x) at lmbda == 0."""
     x, lmbda = _inexact(x, lmbda)
-    return boxcox1p(x - 1, lmbda)
+    zero = lmbda == 0
+    safe = jnp.where(zero, 1.0, lmbda)
+    log_x = jnp.log(x)  # not log1p(x - 1): x - 1 rounds small x to -1
+    return jnp.where(zero, log_x, jnp.expm1(safe * log_x) / safe)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,19 +376,19 @@ def boxcox(x, lmbda):
 
 def gammainc(a, x):
     """The regularized lower incomplete gamma function P(a, x)."""
-    a, x = _inexact(a, x)
+    a, x = _elementwise("scipy.special", a, x)
     return lax.igamma(a, x)
 
 
 def gammaincc(a, x):
     """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x)."""
-    a, x = _inexact(a, x)
+    a, x = _elementwise("scipy.special", a, x)
     return lax.igammac(a, x)
 
 
 def betainc(a, b, x):
     """The regularized incomplete beta function I_x(a, b)."""
-    a, b, x = _inexact(a, b, x)
+    a, b, x = _elementwise("scipy.special", a, b, x)
     return lax.betainc(a, b, x)
 
 
@@ -361,7 +397,7 @@ def zeta(x, q=None):
     if q is None:
         raise NotImplementedError("Riemann zeta function not implemented; pass q != None to "
                                   "compute the Hurwitz Zeta function.")
-    x, q = _inexact(x, q)
+    x, q = _elementwise("scipy.special", x, q)
     return lax.zeta(x, q)
 
 

@@ -214,7 +214,7 @@ def _betabinom_logpmf(k, n, a, b, loc=0):
     x = k - loc
     log_comb = sp.gammaln(n + 1) - sp.gammaln(x + 1) - sp.gammaln(n - x + 1)
     value = log_comb + sp.betaln(x + a, n - x + b) - sp.betaln(a, b)
-    return jnp.where((x >= 0) & (x <= n), value, -jnp.inf)
+    return jnp.where((x >= 0) & (x <= n) & (x == jnp.floor(x)), value, -jnp.inf)
 
 
 betabinom = _namespace("betabinom", logpmf=_betabinom_logpmf,
@@ -592,3 +592,73 @@ def _multivariate_normal_logpdf(x, mean, cov, allow_singular=None):
 multivariate_normal = _namespace(
     "multivariate_normal", logpdf=_multivariate_normal_logpdf,
     pdf=lambda *a, **k: jnp.exp(_multivariate_normal_logpdf(*a, **k)))
+
+
+# ---------------------------------------------------------------------------------------------
+# NaN for NaN arguments and invalid parameters, as SciPy (and mostly JAX). The functions above
+# pick their value with `where` on the support, where a NaN comparison is False: without this
+# guard a NaN argument or a non-positive scale would give 0, 1 or -inf.
+
+def _positive(v):
+    return v > 0
+
+
+def _probability(v):
+    return (v >= 0) & (v <= 1)
+
+
+# name -> (argument names after the first, {argument: validity test})
+_PARAMETERS = {
+    "norm": (("loc", "scale"), {}), "logistic": (("loc", "scale"), {}),
+    "laplace": (("loc", "scale"), {}), "cauchy": (("loc", "scale"), {}),
+    "uniform": (("loc", "scale"), {}), "expon": (("loc", "scale"), {}),
+    "gumbel_r": (("loc", "scale"), {}), "gumbel_l": (("loc", "scale"), {}),
+    "pareto": (("b", "loc", "scale"), {"b": _positive}),
+    "t": (("df", "loc", "scale"), {"df": _positive}),
+    "gamma": (("a", "loc", "scale"), {"a": _positive}),
+    "chi2": (("df", "loc", "scale"), {"df": _positive}),
+    "beta": (("a", "b", "loc", "scale"), {"a": _positive, "b": _positive}),
+    "gennorm": (("beta", "loc", "scale"), {"beta": _positive}),
+    "bernoulli": (("p", "loc"), {"p": _probability}),
+    "geom": (("p", "loc"), {"p": lambda p: (p > 0) & (p <= 1)}),
+    "binom": (("n", "p", "loc"), {"n": lambda n: n >= 0, "p": _probability}),
+    "nbinom": (("n", "p", "loc"), {"n": lambda n: n >= 0, "p": _probability}),
+    "betabinom": (("n", "a", "b", "loc"),
+                  {"n": lambda n: n >= 0, "a": _positive, "b": _positive}),
+    "poisson": (("mu", "loc"), {}),
+    "truncnorm": (("a", "b", "loc", "scale"), {}),
+}
+
+
+def _nan_guarded(fn, names, tests):
+    def guarded(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        values = dict(zip(("x",) + names, args))
+        values.update(kwargs)
+        bad = None
+        for key, value in values.items():
+            value = jnp.asarray(value)
+            if jnp.issubdtype(value.dtype, jnp.inexact):
+                flag = jnp.isnan(value)
+                if key == "scale":
+                    flag = flag | (value <= 0)
+                elif key in tests:
+                    flag = flag | ~tests[key](value)
+            elif key == "scale":
+                flag = value <= 0
+            elif key in tests:
+                flag = ~tests[key](value)
+            else:
+                continue
+            bad = flag if bad is None else bad | flag
+        return out if bad is None else jnp.where(bad, jnp.nan, out)
+    guarded.__name__, guarded.__doc__ = getattr(fn, "__name__", "f"), fn.__doc__
+    return guarded
+
+
+for _name, (_names, _tests) in _PARAMETERS.items():
+    _family = globals()[_name]
+    for _key, _fn in list(vars(_family).items()):
+        if callable(_fn) and _key != "entropy":
+            setattr(_family, _key, _nan_guarded(_fn, _names, _tests))
+del _name, _names, _tests, _family, _key, _fn
