@@ -351,3 +351,15 @@ def test_explicit_float64_warns_without_x64():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fr.uniform(fr.PRNGKey(0), (2,), float)
+
+
+def test_threefry_loop_runs_on_flat_arrays_on_cpu():
+    # XLA:CPU compiles the cipher's loop body several times faster in one dimension than in
+    # four; the bits are the same (their counters are the row-major indices either way).
+    key = fluxion.random.PRNGKey(3)
+    text = fluxion.jit(lambda k: fluxion.random.uniform(k, (3, 3, 4, 6))).lower(key).as_text()
+    loop = text[text.index("stablehlo.while"):]
+    assert "tensor<216xui32>" in loop[:2000] and "tensor<3x3x4x6xui32>" not in loop[:2000]
+    ours = fluxion.random.uniform(key, (3, 3, 4, 6))
+    theirs = jax.random.uniform(jax.random.PRNGKey(3), (3, 3, 4, 6))
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))

@@ -70,6 +70,12 @@ def _threefry2x32_rolled(k1, k2, x1, x2):
 
     shape = broadcast_shapes(*(np.shape(v) for v in (k1, k2, x1, x2)))
     x1, x2 = jnp.broadcast_to(x1, shape), jnp.broadcast_to(x2, shape)
+    # The loop runs on flat arrays: XLA:CPU compiles a rank-4 loop body several times slower
+    # than the same body in one dimension (3.6 s against 0.7 s of CPU for f32[3,3,4,6]).
+    flat = len(shape) > 1 and all(isinstance(d, int) for d in shape) and all(
+        np.ndim(k) == 0 for k in (k1, k2))
+    if flat:
+        x1, x2 = jnp.reshape(x1, (-1,)), jnp.reshape(x2, (-1,))
     u32 = dtypes.uint32
     rotations = [lax._convert_element_type(np.array(r, np.uint32), u32) for r in _ROTATIONS]
     ks = [k1, k2, k1 ^ k2 ^ np.uint32(_KS_PARITY)]
@@ -87,7 +93,7 @@ def _threefry2x32_rolled(k1, k2, x1, x2):
         return injected, ks[1:] + ks[:1], rots[1:] + rots[:1]
 
     x, _, _ = control_flow.fori_loop(0, 5, block, (x, ks[1:] + ks[:1], rotations))
-    return list(x)
+    return [jnp.reshape(v, shape) for v in x] if flat else list(x)
 
 
 threefry2x32_p = standard_primitive("threefry2x32", _threefry2x32_abstract_eval,
