@@ -101,3 +101,14 @@ def test_expm_batched_frechet_and_gradients(x64):
     check_grads(lambda m: fl.expm(m), (GEN * 0.3,), order=1, modes=["fwd", "rev"])
     check_grads(lambda m: fl.cho_solve(fl.cho_factor(m), B), (SPD,), order=1,
                 modes=["fwd", "rev"])
+
+
+@pytest.mark.parametrize("permute_l", [False, True])
+def test_lu_permutation_is_real_for_complex_input(permute_l, x64_both):
+    a = GEN + 1j * GEN.T
+    got = fl.lu(a, permute_l=permute_l)
+    want = jsl.lu(a, permute_l=permute_l)
+    assert [g.dtype for g in got] == [w.dtype for w in want]
+    assert got[0].dtype == (np.float64 if permute_l is False else np.complex128)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, atol=1e-10)

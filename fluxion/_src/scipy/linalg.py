@@ -127,7 +127,8 @@ def lu(a, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool
     k = min(m, n)
     lower = jnp.tril(packed[..., :, :k], -1) + jnp.eye(m, k, dtype=a.dtype)
     upper = jnp.triu(packed[..., :k, :])
-    p = _swap(jnp.eye(m, dtype=a.dtype)[perm])
+    # JAX's P is real even for complex `a`.
+    p = _swap(jnp.eye(m, dtype=np.finfo(a.dtype).dtype)[perm])
     if permute_l:
         return p @ lower, upper
     return p, lower, upper
