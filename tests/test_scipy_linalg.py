@@ -112,3 +112,13 @@ def test_lu_permutation_is_real_for_complex_input(permute_l, x64_both):
     assert got[0].dtype == (np.float64 if permute_l is False else np.complex128)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, atol=1e-10)
+
+
+def test_eigh_tridiagonal_rejects_integer_input_like_jax():
+    with pytest.raises(TypeError):
+        fl.eigh_tridiagonal(np.array([1, 2, 3], np.int32), np.array([1, 1], np.int32),
+                            eigvals_only=True)
+    got = fl.eigh_tridiagonal(np.array([1.0, 2, 3], np.float32), np.array([0.5, 0.5], np.float32),
+                              eigvals_only=True)
+    np.testing.assert_allclose(got, sl.eigh_tridiagonal([1.0, 2, 3], [0.5, 0.5],
+                                                        eigvals_only=True), atol=1e-5)

@@ -225,6 +225,9 @@ def eigh_tridiagonal(d, e, *, eigvals_only: bool = False, select: str = "a",
         raise NotImplementedError("Calculation of eigenvectors is not implemented")
     if select != "a":
         raise NotImplementedError("Only select='a' is implemented")
+    if not jnp.issubdtype(jnp.asarray(d).dtype, jnp.inexact):
+        raise TypeError("Only float32 and float64 inputs are supported as inputs to "
+                        "jax.scipy.linalg.eigh_tridiagonal, got " f"{jnp.asarray(d).dtype}")
     d, e = _inexact(d), jnp.asarray(e)
     matrix = jnp.diag(d) + jnp.diag(e.astype(d.dtype), 1) + jnp.diag(jnp.conj(e).astype(d.dtype), -1)
     return jnp.linalg.eigvalsh(matrix)
