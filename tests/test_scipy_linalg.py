@@ -101,3 +101,24 @@ def test_expm_batched_frechet_and_gradients(x64):
     check_grads(lambda m: fl.expm(m), (GEN * 0.3,), order=1, modes=["fwd", "rev"])
     check_grads(lambda m: fl.cho_solve(fl.cho_factor(m), B), (SPD,), order=1,
                 modes=["fwd", "rev"])
+
+
+@pytest.mark.parametrize("permute_l", [False, True])
+def test_lu_permutation_is_real_for_complex_input(permute_l, x64_both):
+    a = GEN + 1j * GEN.T
+    got = fl.lu(a, permute_l=permute_l)
+    want = jsl.lu(a, permute_l=permute_l)
+    assert [g.dtype for g in got] == [w.dtype for w in want]
+    assert got[0].dtype == (np.float64 if permute_l is False else np.complex128)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, atol=1e-10)
+
+
+def test_eigh_tridiagonal_rejects_integer_input_like_jax():
+    with pytest.raises(TypeError):
+        fl.eigh_tridiagonal(np.array([1, 2, 3], np.int32), np.array([1, 1], np.int32),
+                            eigvals_only=True)
+    got = fl.eigh_tridiagonal(np.array([1.0, 2, 3], np.float32), np.array([0.5, 0.5], np.float32),
+                              eigvals_only=True)
+    np.testing.assert_allclose(got, sl.eigh_tridiagonal([1.0, 2, 3], [0.5, 0.5],
+                                                        eigvals_only=True), atol=1e-5)

@@ -189,3 +189,19 @@ def test_qr_pivoting_and_qr_multiply(x64_both, shape, dtype):
         fsl.qr_multiply(a, np.ones((m + 1, 2)), mode="right")
     with pytest.raises(ValueError, match="mode"):
         fsl.qr(a, mode="raw")
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: fsl.schur(m), lambda m: fsl.hessenberg(m), lambda m: fsl.hessenberg(m, calc_q=True),
+    lambda m: fsl.funm(m, np.exp)])
+@pytest.mark.parametrize("dtype", [np.int32, np.bool_])
+def test_integer_input_raises_type_error_like_jax(call, dtype):
+    with pytest.raises(TypeError):
+        call(np.eye(3, dtype=dtype))
+
+
+def test_complex_schur_and_sqrtm_still_take_integers():
+    a = np.array([[4, 1], [0, 9]], dtype=np.int32)
+    np.testing.assert_allclose(fsl.sqrtm(a), [[2, 0.2], [0, 3]], atol=1e-5)
+    t, z = fsl.schur(a, output="complex")
+    np.testing.assert_allclose(z @ t @ z.conj().T, a, atol=1e-5)

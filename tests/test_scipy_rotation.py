@@ -84,3 +84,19 @@ def test_errors():
         Rotation.from_quat(QUATS).as_euler("xy")
     with pytest.raises(ValueError, match="from `seq`"):
         Rotation.from_euler("xYz", [1.0, 2.0, 3.0])
+
+
+def test_mean_matches_jax():
+    from jax.scipy.spatial.transform import Rotation as JR
+    from fluxion.scipy.spatial.transform import Rotation as FR
+    q = np.random.default_rng(3).standard_normal((5, 4)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    w = np.array([1.0, 2.0, 0.5, 0.0, 3.0], np.float32)
+    for kw in ({}, {"weights": w}):
+        got, want = FR.from_quat(q).mean(**kw), JR.from_quat(q).mean(**kw)
+        assert got.single and got.quat.dtype == want.quat.dtype
+        np.testing.assert_allclose(got.as_matrix(), want.as_matrix(), atol=1e-5)
+    with pytest.raises(TypeError):
+        FR.from_quat(q[0]).mean()
+    with pytest.raises(ValueError):
+        FR.from_quat(q).mean(weights=w[:3])

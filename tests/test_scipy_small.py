@@ -57,3 +57,21 @@ def test_vq_matches_scipy():
     np.testing.assert_array_equal(codes1, scipy.cluster.vq.vq(obs[:, 0], book[:, 0])[0])
     with pytest.raises(ValueError, match="same rank"):
         fluxion.scipy.cluster.vq.vq(obs, book[:, 0])
+
+
+def test_integer_inputs_promote_like_jax(x64_both):
+    # int32 goes to float32 first, even under x64 (JAX's promote_dtypes_inexact).
+    import jax.scipy.cluster.vq as jvq
+    import jax.scipy.integrate as jint
+    y = np.arange(6, dtype=np.int32) ** 2
+    x = np.array([0, 1, 3, 4, 7, 9], dtype=np.int32)
+    for kw in ({}, {"x": x}, {"dx": 0.5}):
+        got, want = fluxion.scipy.integrate.trapezoid(y, **kw), jint.trapezoid(y, **kw)
+        assert got.dtype == want.dtype == np.float32
+        np.testing.assert_allclose(got, want)
+    obs = np.array([[0, 1], [5, 5], [2, 2]], dtype=np.int32)
+    book = np.array([[0, 0], [4, 4]], dtype=np.int32)
+    got, want = fluxion.scipy.cluster.vq.vq(obs, book), jvq.vq(obs, book)
+    assert [g.dtype for g in got] == [w.dtype for w in want]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w)

@@ -41,3 +41,9 @@ def test_batched_toeplitz_and_circulant_and_jit():
         fl.hadamard(6)
     with pytest.raises(ValueError, match="kind"):
         fl.pascal(3, "diagonal")
+
+
+@pytest.mark.parametrize("kind", [None, "lower", "upper"])
+def test_pascal_is_float32_even_under_x64(kind, x64):
+    # JAX builds pascal in float32 regardless of jax_enable_x64.
+    assert fl.pascal(4, kind).dtype == np.float32

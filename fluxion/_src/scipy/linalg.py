@@ -127,7 +127,8 @@ def lu(a, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool
     k = min(m, n)
     lower = jnp.tril(packed[..., :, :k], -1) + jnp.eye(m, k, dtype=a.dtype)
     upper = jnp.triu(packed[..., :k, :])
-    p = _swap(jnp.eye(m, dtype=a.dtype)[perm])
+    # JAX's P is real even for complex `a`.
+    p = _swap(jnp.eye(m, dtype=np.finfo(a.dtype).dtype)[perm])
     if permute_l:
         return p @ lower, upper
     return p, lower, upper
@@ -224,6 +225,9 @@ def eigh_tridiagonal(d, e, *, eigvals_only: bool = False, select: str = "a",
         raise NotImplementedError("Calculation of eigenvectors is not implemented")
     if select != "a":
         raise NotImplementedError("Only select='a' is implemented")
+    if not jnp.issubdtype(jnp.asarray(d).dtype, jnp.inexact):
+        raise TypeError("Only float32 and float64 inputs are supported as inputs to "
+                        "jax.scipy.linalg.eigh_tridiagonal, got " f"{jnp.asarray(d).dtype}")
     d, e = _inexact(d), jnp.asarray(e)
     matrix = jnp.diag(d) + jnp.diag(e.astype(d.dtype), 1) + jnp.diag(jnp.conj(e).astype(d.dtype), -1)
     return jnp.linalg.eigvalsh(matrix)

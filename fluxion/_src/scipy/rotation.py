@@ -239,6 +239,19 @@ class Rotation(typing.NamedTuple):
         """Rotation angles in [0, pi]."""
         return 2.0 * jnp.arctan2(_norm(self.quat[..., :3]), jnp.abs(self.quat[..., 3]))
 
+    def mean(self, weights=None):
+        """The (weighted) mean rotation: the top eigenvector of sum_i w_i q_i q_i^T."""
+        q = self.quat
+        w = (jnp.ones(q.shape[0], dtype=q.dtype) if weights is None
+             else jnp.asarray(weights, dtype=q.dtype))
+        if w.ndim != 1:
+            raise ValueError(f"Expected `weights` to be 1 dimensional, got shape {w.shape}.")
+        if w.shape[0] != len(self):
+            raise ValueError("Expected `weights` to have number of values equal to number of "
+                             f"rotations, got {w.shape[0]} values and {len(self)} rotations.")
+        k = jnp.dot(w[None, :] * q.T, q)
+        return Rotation(jnp.linalg.eigh(k)[1][:, -1])
+
     def __mul__(self, other):
         return Rotation.from_quat(_compose(self.quat, other.quat))
 

@@ -178,7 +178,8 @@ def _pascal(n: int, kind: str) -> np.ndarray:
 
 def pascal(n: int, kind: str | None = None):
     """The Pascal matrix: binomial coefficients ('symmetric', 'lower' or 'upper')."""
-    return jnp.asarray(_pascal(n, kind or "symmetric"), dtype=dtypes.default_float_dtype())
+    # JAX builds it in float32 whatever the x64 setting.
+    return jnp.asarray(_pascal(n, kind or "symmetric"), dtype=np.float32)
 
 
 def invpascal(n: int, kind: str | None = None):
