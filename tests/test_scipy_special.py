@@ -187,3 +187,11 @@ def test_ndtr_family_rejects_integer_input_like_jax(name, value):
         getattr(jsp, name)(value)
     with pytest.raises(TypeError):
         getattr(fluxion.scipy.special, name)(value)
+
+
+def test_polygamma_keeps_weak_type_of_python_scalar_x():
+    from fluxion.core import get_aval
+    for n, x in ((2, 0.5), (np.int32(1), 0.5), (2, np.float32(0.5))):
+        ours, ref = sp.polygamma(n, x), jsp.polygamma(n, x)
+        assert get_aval(ours).weak_type == ref.weak_type and ours.dtype == ref.dtype
+        np.testing.assert_allclose(float(ours), float(ref), rtol=1e-5)

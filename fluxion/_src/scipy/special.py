@@ -65,7 +65,7 @@ def logit(x):
 
 def ndtr(x):
     """The standard normal CDF."""
-    x = _inexact(x)
+    x = jnp.asarray(x)
     if x.dtype not in (np.float32, np.float64, np.float16, dtypes.bfloat16):
         raise TypeError(f"x.dtype={x.dtype} is not supported.")
     half_sqrt2 = 0.5 * math.sqrt(2.0)
@@ -107,7 +107,7 @@ def _polyval(coefficients, x):
 
 def ndtri(p):
     """The inverse of the standard normal CDF (Cephes' rational approximations)."""
-    p = _inexact(p)
+    p = jnp.asarray(p)
     if p.dtype not in (np.float32, np.float64):
         raise TypeError(f"x.dtype={p.dtype} is not supported, see docstring for supported "
                         "types.")
@@ -157,7 +157,7 @@ def log_ndtr(x, series_order: int = 3):
         raise ValueError("series_order must be non-negative.")
     if series_order > 30:
         raise ValueError("series_order must be <= 30.")
-    x = _inexact(x)
+    x = jnp.asarray(x)
     if x.dtype == np.float64:
         lower, upper = -20.0, 8.0
     elif x.dtype == np.float32:
@@ -215,7 +215,9 @@ def polygamma(n, x):
     n, x = jnp.asarray(n), _inexact(x)
     if not jnp.issubdtype(n.dtype, np.integer):
         raise ValueError(f"polygamma: n must be an integer array, got dtype {n.dtype}")
-    return lax.polygamma(n.astype(x.dtype), x)
+    from fluxion._src.numpy.util import convert
+    from fluxion.core import get_aval
+    return lax.polygamma(convert(n, x.dtype, get_aval(x).weak_type), x)  # x's weak type
 
 
 def _log_gamma_ratio(a, b):
