@@ -108,3 +108,13 @@ def test_primitives_are_what_the_functions_bind():
     prims = {e.primitive for e in jaxpr.jaxpr.eqns}
     assert {lax.igamma_p, lax.zeta_p, lax.bessel_i0e_p,
             lax.regularized_incomplete_beta_p} <= prims
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_igamma_at_a_zero_is_the_limit(dtype, x64):
+    # P(0, x) = 1 and Q(0, x) = 0 for x > 0 (SciPy; JAX agrees for x >= 1); (0, 0) is NaN.
+    x = np.array([0.0, 0.1, 0.5, 1.0, 2.0, np.inf], dtype)
+    a = np.zeros_like(x)
+    np.testing.assert_array_equal(np.asarray(lax.igamma(a, x)), sp.gammainc(a, x))
+    np.testing.assert_array_equal(np.asarray(lax.igammac(a, x)), sp.gammaincc(a, x))
+    assert np.isnan(np.asarray(lax.igamma(-a - 1, x))).all()

@@ -177,3 +177,21 @@ def test_log_ndtr_under_jit_and_its_gradient():
     np.testing.assert_allclose(got, ssp.log_ndtr(x.astype(np.float64)), rtol=1e-5)
     grads = fluxion.jit(fluxion.vmap(fluxion.grad(sp.log_ndtr)))(x)
     np.testing.assert_allclose(grads, jax.vmap(jax.grad(jsp.log_ndtr))(x), rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["ndtr", "ndtri", "log_ndtr"])
+@pytest.mark.parametrize("value", [2, np.int32(1), True])
+def test_ndtr_family_rejects_integer_input_like_jax(name, value):
+    import jax.scipy.special as jsp
+    with pytest.raises(TypeError):
+        getattr(jsp, name)(value)
+    with pytest.raises(TypeError):
+        getattr(fluxion.scipy.special, name)(value)
+
+
+def test_polygamma_keeps_weak_type_of_python_scalar_x():
+    from fluxion.core import get_aval
+    for n, x in ((2, 0.5), (np.int32(1), 0.5), (2, np.float32(0.5))):
+        ours, ref = sp.polygamma(n, x), jsp.polygamma(n, x)
+        assert get_aval(ours).weak_type == ref.weak_type and ours.dtype == ref.dtype
+        np.testing.assert_allclose(float(ours), float(ref), rtol=1e-5)

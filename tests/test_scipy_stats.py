@@ -191,3 +191,12 @@ def test_betabinom_is_zero_at_non_integer_counts_as_scipy():
     got = st.betabinom.logpmf(k, 5.0, 2.0, 3.5)
     want = sst.betabinom.logpmf(k.astype(np.float64), 5.0, 2.0, 3.5)
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_uniform_cdf_of_python_scalar_is_strong_like_jax():
+    import jax.scipy.stats as jst
+    from fluxion.core import get_aval
+    for x in (0.5, 2, 1.5):
+        ours, ref = st.uniform.cdf(x), jst.uniform.cdf(x)
+        assert get_aval(ours).weak_type == ref.weak_type == False  # noqa: E712
+        assert ours.dtype == ref.dtype and float(ours) == float(ref)

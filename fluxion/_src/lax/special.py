@@ -190,9 +190,12 @@ def _gamma_continued_fraction(a, x):
 
 def _igamma_impl(a, x, upper: bool):
     a, x = _broadcast_all(a, x)
+    one = _full(a, 1.0)
+    # P(0, x) = 1 for x > 0 (the limit, as SciPy; JAX gives NaN for 0 < x < 1).
+    a_zero = lax.eq(a, _full(a, 0.0))
+    a_orig, a = a, structural.select(a_zero, one, a)
     use_series = lax.lt(x, lax.add(a, _full(a, 1.0)))
     # Each method on the inputs it is meant for (safe values elsewhere, then selected away).
-    one = _full(a, 1.0)
     xs = structural.select(use_series, x, one)
     xc = structural.select(use_series, lax.add(a, _full(a, 2.0)), x)
     xs = structural.select(lax.gt(xs, _full(a, 0.0)), xs, one)
@@ -205,9 +208,12 @@ def _igamma_impl(a, x, upper: bool):
         out = structural.select(use_series, p_series, lax.sub(one, q_fraction))
         at_zero, at_inf = _full(a, 0.0), one
     out = structural.select(lax.eq(x, _full(x, 0.0)), at_zero, out)
-    out = structural.select(lax.eq(x, _full(x, np.inf)), at_inf, out)
-    invalid = lax.bitwise_or(lax.bitwise_or(lax.lt(x, _full(x, 0.0)), lax.le(a, _full(a, 0.0))),
-                             lax.bitwise_or(lax.ne(a, a), lax.ne(x, x)))
+    out = structural.select(lax.bitwise_or(lax.eq(x, _full(x, np.inf)), a_zero), at_inf, out)
+    x_zero = lax.eq(x, _full(x, 0.0))
+    invalid = lax.bitwise_or(
+        lax.bitwise_or(lax.lt(x, _full(x, 0.0)), lax.lt(a_orig, _full(a, 0.0))),
+        lax.bitwise_or(lax.bitwise_or(lax.ne(a_orig, a_orig), lax.ne(x, x)),
+                       lax.bitwise_and(a_zero, x_zero)))
     return structural.select(invalid, _full(a, np.nan), out)
 
 

@@ -215,7 +215,9 @@ def polygamma(n, x):
     n, x = jnp.asarray(n), _inexact(x)
     if not jnp.issubdtype(n.dtype, np.integer):
         raise ValueError(f"polygamma: n must be an integer array, got dtype {n.dtype}")
-    return lax.polygamma(n.astype(x.dtype), x)
+    from fluxion._src.numpy.util import convert
+    from fluxion.core import get_aval
+    return lax.polygamma(convert(n, x.dtype, get_aval(x).weak_type), x)  # x's weak type
 
 
 def _log_gamma_ratio(a, b):

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import fluxion.numpy as jnp
+from fluxion._src.numpy import util as _npu
 from fluxion import lax
 from fluxion._src import dtypes
 from fluxion._src.numpy.util import canonicalize_axis, check_arraylike
@@ -87,7 +88,7 @@ cauchy = _location_scale(
 
 uniform = _location_scale(
     "uniform", lambda z: jnp.where((z >= 0) & (z <= 1), 0.0, -jnp.inf),
-    cdf=lambda z: jnp.clip(z, 0.0, 1.0),
+    cdf=lambda z: _npu.convert(jnp.clip(z, 0.0, 1.0), z.dtype),  # strong, as in JAX
     ppf=lambda q: jnp.where((q >= 0) & (q <= 1), q, jnp.nan))
 
 expon = _location_scale(
