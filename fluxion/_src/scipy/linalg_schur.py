@@ -13,6 +13,14 @@ def _h(x):
     return jnp.conj(jnp.swapaxes(x, -1, -2))
 
 
+def _require_inexact(name, a):
+    # JAX's LAPACK-backed schur/hessenberg take floating or complex input only.
+    dtype = jnp.asarray(a).dtype
+    if not jnp.issubdtype(dtype, jnp.inexact):
+        raise TypeError(f"{name} does not accept dtype {np.dtype(dtype).name}; accepted dtypes "
+                        "are subtypes of floating or complexfloating.")
+
+
 def _inexact(a):
     a = jnp.asarray(a)
     return a if jnp.issubdtype(a.dtype, jnp.inexact) else a.astype(jnp.result_type(float))
@@ -37,6 +45,8 @@ def schur(a, output: str = "real"):
     """
     if output not in ("real", "complex"):
         raise ValueError(f"Unrecognized output {output!r}: expected 'real' or 'complex'")
+    if output == "real":
+        _require_inexact("schur", a)
     a = _complex(a) if output == "complex" else _inexact(a)
     _square("schur", a)
     return lax_linalg.schur(a)
@@ -45,6 +55,7 @@ def schur(a, output: str = "real"):
 def hessenberg(a, *, calc_q: bool = False, overwrite_a: bool = False,
                check_finite: bool = True):
     """Hessenberg form a = Q H Q^H (H zero below the first subdiagonal): H, or (H, Q)."""
+    _require_inexact("hessenberg", a)
     a = _inexact(a)
     _square("hessenberg", a)
     n = a.shape[-1]
