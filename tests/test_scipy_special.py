@@ -195,3 +195,14 @@ def test_polygamma_keeps_weak_type_of_python_scalar_x():
         ours, ref = sp.polygamma(n, x), jsp.polygamma(n, x)
         assert get_aval(ours).weak_type == ref.weak_type and ours.dtype == ref.dtype
         np.testing.assert_allclose(float(ours), float(ref), rtol=1e-5)
+
+
+def test_factorial_multigammaln_ndtri_types_match_jax():
+    from fluxion._src import core
+    for n in (0.5, 2, np.float16(3), np.array([-1.0, 3.0], np.float32)):
+        got, want = sp.factorial(n), jsp.factorial(n)
+        assert (got.dtype, core.get_aval(got).weak_type) == (want.dtype, want.weak_type)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    for d in (2, 0.5, 3.0, np.float32(2)):  # d is truncated to an int, as JAX does
+        np.testing.assert_allclose(sp.multigammaln(2.5, d), jsp.multigammaln(2.5, d), rtol=1e-6)
+    assert not core.get_aval(sp.ndtri(0.5)).weak_type and not jsp.ndtri(0.5).weak_type

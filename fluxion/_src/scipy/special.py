@@ -12,7 +12,7 @@ import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion import lax
-from fluxion._src import dtypes
+from fluxion._src import core, dtypes
 from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.numpy.util import broadcast_arrays_for_op, promote_dtypes_inexact
 from fluxion._src.nn_functions import log_softmax, logsumexp, softmax  # noqa: F401
@@ -111,6 +111,7 @@ def ndtri(p):
     if p.dtype not in (np.float32, np.float64):
         raise TypeError(f"x.dtype={p.dtype} is not supported, see docstring for supported "
                         "types.")
+    p = lax.convert_element_type(p, p.dtype)  # a strong result for a Python float, as JAX
     high = 1.0 - math.exp(-2.0)
     q = jnp.where(p > high, 1.0 - p, p)  # the tail nearer the value
     q = jnp.where(q == 0, 0.5, q)  # p = 0 or 1: any value that keeps NaNs out
@@ -261,9 +262,9 @@ def beta(a, b):
 
 
 def multigammaln(a, d):
-    """log of the multivariate gamma function of dimension `d` (a Python int)."""
-    if not isinstance(d, (int, np.integer)):
-        raise TypeError(f"multigammaln: d must be a Python int, got {d!r}")
+    """log of the multivariate gamma function of dimension `d` (a concrete number, truncated to
+    an int as JAX does)."""
+    d = int(core.concrete_or_error(d, "The d argument of multigammaln must be concrete"))
     a = _inexact(a)
     constant = 0.25 * d * (d - 1) * math.log(math.pi)
     shifts = jnp.arange(d, dtype=a.dtype) / 2
@@ -275,7 +276,7 @@ def factorial(n, exact: bool = False):
     if exact:
         raise NotImplementedError("factorial with exact=True")
     n = _inexact(n)
-    return jnp.where(n < 0, 0.0, jnp.exp(gammaln(n + 1))).astype(n.dtype)
+    return jnp.where(n < 0, 0, jnp.exp(gammaln(n + 1)))  # keeps n's dtype and weak type
 
 
 def poch(z, m):
