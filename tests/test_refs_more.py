@@ -348,9 +348,8 @@ def _mesh():
     return fluxion.make_mesh((1,), ("x",))
 
 
-def test_ref_in_shard_map():
-    from fluxion.sharding import PartitionSpec as P
-    mesh = _mesh()
+def _ref_and_updaters():
+    """A Ref of ones and two functions adding their input to it: closed over, and passed."""
     r = fluxion.new_ref(jnp.ones(4))
 
     def closed(x):
@@ -360,6 +359,13 @@ def test_ref_in_shard_map():
     def passed(ref, x):
         ref[...] += x
         return x * 2
+    return r, closed, passed
+
+
+def test_ref_in_shard_map():
+    from fluxion.sharding import PartitionSpec as P
+    mesh = _mesh()
+    r, closed, passed = _ref_and_updaters()
     sm_closed = fluxion.shard_map(closed, mesh=mesh, in_specs=P(), out_specs=P())
     sm_passed = fluxion.shard_map(passed, mesh=mesh, in_specs=(P(), P()), out_specs=P())
     expect = 1.0
@@ -372,15 +378,7 @@ def test_ref_in_shard_map():
 
 
 def test_ref_in_pmap():
-    r = fluxion.new_ref(jnp.ones(4))
-
-    def closed(x):
-        r[...] += x
-        return x * 2
-
-    def passed(ref, x):
-        ref[...] += x
-        return x * 2
+    r, closed, passed = _ref_and_updaters()
     same(fluxion.pmap(closed)(jnp.ones((1, 4))), np.full((1, 4), 2.0))
     same(r[...], np.full(4, 2.0))
     same(fluxion.pmap(passed, in_axes=(None, 0))(r, jnp.ones((1, 4))), np.full((1, 4), 2.0))
