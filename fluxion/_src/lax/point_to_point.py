@@ -55,6 +55,16 @@ def _psend_abstract_eval(x, *, axis_name, perm):
     return abstract_token
 
 
+def _single_side_primitive(name, impl, abstract_eval) -> core.Primitive:
+    """A one-sided collective: kept for its effect, lowered on GPUs only (as in JAX)."""
+    prim = core.Primitive(name)
+    prim.def_impl(impl)
+    prim.def_abstract_eval(abstract_eval)
+    effects.declare_effects(prim, lambda params: frozenset({single_side_collective_effect}))
+    lowering.register_lowering(prim, _gpu_only(name))
+    return prim
+
+
 def _psend_impl(x, *, axis_name, perm):
     for n in axis_name:
         try:
@@ -65,11 +75,7 @@ def _psend_impl(x, *, axis_name, perm):
     raise NotImplementedError("psend needs an enclosing shard_map or pmap binding its axis name")
 
 
-psend_p = core.Primitive("psend")
-psend_p.def_impl(_psend_impl)
-psend_p.def_abstract_eval(_psend_abstract_eval)
-effects.declare_effects(psend_p, lambda params: frozenset({single_side_collective_effect}))
-lowering.register_lowering(psend_p, _gpu_only("psend"))
+psend_p = _single_side_primitive("psend", _psend_impl, _psend_abstract_eval)
 
 
 def _psend_collective_rule(trace, vals, dims, *, axis_name, perm):
@@ -117,11 +123,7 @@ def _precv_batch_rule(*args, **params):
     raise TypeError("precv cannot be batched by vmap (JAX has no batching rule for it either)")
 
 
-precv_p = core.Primitive("precv")
-precv_p.def_impl(_precv_impl)
-precv_p.def_abstract_eval(_precv_abstract_eval)
-effects.declare_effects(precv_p, lambda params: frozenset({single_side_collective_effect}))
-lowering.register_lowering(precv_p, _gpu_only("precv"))
+precv_p = _single_side_primitive("precv", _precv_impl, _precv_abstract_eval)
 batching.collective_rules[precv_p] = _precv_batch_rule
 batching.primitive_batchers[precv_p] = _precv_batch_rule
 
