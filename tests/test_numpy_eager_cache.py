@@ -6,7 +6,7 @@ import pytest
 
 import fluxion
 import fluxion.numpy as jnp
-from fluxion._src.numpy import eager, linalg_ops, reductions
+from fluxion._src.numpy import eager, linalg_ops, manipulation, reductions
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((4, 5)).astype(np.float32)
@@ -35,6 +35,13 @@ CALLS = [
     ("outer", lambda m, x: m.outer(x[0], x[1])),
     ("trace", lambda m, x: m.trace(x)),
     ("method_sum", lambda m, x: x.sum(axis=0)),
+    ("stack", lambda m, x: m.stack([x, x[::-1]], axis=1)),
+    ("stack_of_array", lambda m, x: m.stack(x, axis=-1)),
+    ("stack_scalars", lambda m, x: m.stack([x[0, 0], 2, 3.5])),
+    ("vstack", lambda m, x: m.vstack([x[0], x])),
+    ("hstack", lambda m, x: m.hstack([x, x])),
+    ("dstack", lambda m, x: m.dstack([x[0], x[1]])),
+    ("column_stack", lambda m, x: m.column_stack([x[0], x[1]])),
 ]
 
 
@@ -92,3 +99,14 @@ def test_errors_are_those_of_the_function():
         jnp.matmul(jnp.ones((2, 3)), jnp.ones((4, 2)))
     with pytest.raises(OverflowError):
         jnp.sum(jnp.asarray(I), initial=2**40)
+
+
+def test_stack_of_a_list_of_arrays_is_one_executable():
+    manipulation.stack.clear_cache()
+    v = jnp.arange(3.0)
+    for k in range(3):
+        got = jnp.stack([v, v + k], axis=1)
+        np.testing.assert_array_equal(got, np.stack([np.arange(3.0), np.arange(3.0) + k], 1))
+    assert len(manipulation.stack.eager_cache) == 1
+    with pytest.raises(ValueError, match="same shape"):
+        jnp.stack([v, jnp.ones(4)])

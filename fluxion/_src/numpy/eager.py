@@ -97,8 +97,9 @@ def eager_compiled(static_argnames=()):
                                              static_argnames)
                             _bounded_insert(cache, signature, entry)
                 if fast_key is not None:
+                    all_arrays = all(type(x) is Array for x in args)
                     _bounded_insert(fast_by_x64[config.enable_x64], fast_key,
-                                    entry if type(fast_key) is _MixedKey else entry.array_call)
+                                    entry.array_call if all_arrays else entry)
                 return entry(dynamic)
             except Exception as e:  # leaves with the user's line, not fluxion's frames
                 strip_internal_frames(e)

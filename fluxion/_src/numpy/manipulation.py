@@ -15,6 +15,7 @@ from fluxion._src.lax import lax
 from fluxion._src.lax import sorting
 from fluxion._src.lax import structural as ls
 from fluxion._src.numpy import ufuncs, util
+from fluxion._src.numpy.eager import eager_compiled
 from fluxion._src.numpy.creation import asarray, user_dtype
 
 
@@ -201,6 +202,7 @@ def concat(arrays, /, *, axis: int | None = 0):
     return concatenate(arrays, axis)
 
 
+@eager_compiled(static_argnames=("axis", "out", "dtype"))
 def stack(arrays, axis: int = 0, out=None, dtype=None):
     """Join arrays of one shape along a new axis."""
     if out is not None:
@@ -218,11 +220,13 @@ def stack(arrays, axis: int = 0, out=None, dtype=None):
     return concatenate([ls.expand_dims(a, (axis,)) for a in arrays], axis, dtype)
 
 
+@eager_compiled(static_argnames=("dtype",))
 def vstack(tup, dtype=None):
     """Stack arrays row-wise (1-D arrays become rows)."""
     return concatenate([atleast_2d(a) for a in _as_array_list("vstack", tup)], 0, dtype)
 
 
+@eager_compiled(static_argnames=("dtype",))
 def hstack(tup, dtype=None):
     """Stack arrays column-wise (along axis 1, or axis 0 for 1-D arrays)."""
     arrays = [atleast_1d(a) for a in _as_array_list("hstack", tup)]
@@ -230,11 +234,13 @@ def hstack(tup, dtype=None):
     return concatenate(arrays, axis, dtype)
 
 
+@eager_compiled(static_argnames=("dtype",))
 def dstack(tup, dtype=None):
     """Stack arrays depth-wise (along axis 2)."""
     return concatenate([atleast_3d(a) for a in _as_array_list("dstack", tup)], 2, dtype)
 
 
+@eager_compiled()
 def column_stack(tup):
     """Stack 1-D arrays as columns (higher-rank arrays join along axis 1)."""
     arrays = []
