@@ -187,6 +187,11 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
         mesh = sharded_jit.needs_partitioning(closed)
         if mesh is not None:
             return sharded_jit.compile_for_constraints(closed, name, mesh, donated_invars)
+    if text is None and compiler != "iree" and "fluxion._src.pmap_primitive" in sys.modules:
+        from fluxion._src import replicated_jit  # a program holding pmaps runs as replicas
+        replicated = replicated_jit.maybe_compile(closed, name, donated_invars)
+        if replicated is not None:
+            return replicated
     start = time.perf_counter()
     if text is None:
         with profiling.phase("lower", name=name):

@@ -11,8 +11,9 @@ import functools
 
 import numpy as np
 
-from fluxion._src import batching, core, staging
+from fluxion._src import batching, core, pmap_primitive, staging
 from fluxion._src.api import check_callable, fun_name
+from fluxion._src.call_transforms import closure_convert
 from fluxion._src.array import Array
 from fluxion._src.compiler import backend, lowering
 from fluxion._src.lax import parallel_lowering
@@ -94,16 +95,18 @@ def _replicated_sharding(devices):
                                  xla_client.HloSharding.replicate())
 
 
-def _per_device_buffers(x, axis, devices, aval):
-    """One buffer per device: the slices of x along `axis` (or x itself when axis is None)."""
-    if (axis == 0 and type(x) is ShardedOutput and x._devices == tuple(devices)
+def _per_device_buffers(x, axis, devices, aval, inner=1):
+    """One buffer per device: the slices of x along `axis` (or x itself when axis is None);
+    with `inner` replicas per slice (a pmap nested in the body), device r gets slice r // inner."""
+    if (axis == 0 and inner == 1 and type(x) is ShardedOutput and x._devices == tuple(devices)
             and not x.is_deleted()):
         return x._shards
     host = np.asarray(x, dtype=aval.dtype)
     if axis is None:
         return [backend.device_put_numpy(host, aval, d) for d in devices]
-    return [backend.device_put_numpy(np.ascontiguousarray(np.take(host, i, axis=axis)), aval, d)
-            for i, d in enumerate(devices)]
+    return [backend.device_put_numpy(np.ascontiguousarray(np.take(host, r // inner, axis=axis)),
+                                     aval, d)
+            for r, d in enumerate(devices)]
 
 
 class _Compiled:
@@ -116,7 +119,8 @@ def _compile(closed, axes, devices, donated):
     xla_client, jax_ext = backend._jaxlib()
     n = len(devices)
     # Some lowerings retrace their bodies (scan), so the axes stay bound while lowering.
-    with parallel_lowering.replica_axes(axes), batching.bind_axes(axes):
+    named = [(a, s) for a, s in axes if a is not parallel_lowering.EXTRA_REPLICAS]
+    with parallel_lowering.replica_axes(axes), batching.bind_axes(named):
         text = lowering.lower_jaxpr_to_module(closed.jaxpr, devices[0].platform, "pmap",
                                               donated)
     if getattr(text, "host_callbacks", None):  # compiled without them, the process crashed
@@ -185,6 +189,95 @@ def _discharged(closed):
     mask = [True] * len(refs) + [_is_ref_aval(v.aval) for v in jaxpr.invars]
     return discharge_state(lifted, [c for _, c in plain], mask), [c for _, c in refs]
 
+def _has_refs(closed, leaves) -> bool:
+    return (any(_is_ref_aval(v.aval) for v in closed.jaxpr.constvars)
+            or any(_is_ref(x) for x in leaves))
+
+
+def _replica_devices(num_replicas, devices, platform):
+    """The devices of a program of `num_replicas` replicas (JAX's error when too few exist)."""
+    from fluxion._src.compiler import backend as be
+    if devices is not None:
+        devs = list(devices)
+        if len(devs) != num_replicas:
+            raise ValueError(f"pmap got {len(devs)} devices but the computation needs "
+                             f"{num_replicas} replicas")
+        return devs
+    available = be.get_backend(platform).devices
+    if num_replicas > len(available):
+        raise ValueError(f"compiling computation that requires {num_replicas} logical devices, "
+                         f"but only {len(available)} XLA devices are available "
+                         f"(num_replicas={num_replicas})")
+    return list(available[:num_replicas])
+
+
+def _compile_eager(closed, out_ax, out_tree, axis_name, n_global, devs, global_devs, devices,
+                   platform, donated_leaves):
+    """The cache entry of an eager pmap call: (executable, out_tree, out_axes, closed-over
+    Refs, devices, replicas per slice)."""
+    closed, ref_consts = _discharged(closed)
+    if ref_consts is not None:
+        donated_leaves = [False] * len(ref_consts) + donated_leaves
+    inner = pmap_primitive.jaxpr_replicas(closed)
+    if inner > 1:  # a pmap in the body: its replicas sit inside each of ours
+        if global_devs is not devs or devices is not None:
+            raise NotImplementedError("nested pmap with devices= or across processes is not "
+                                      "supported by fluxion")
+        devs = global_devs = _replica_devices(n_global * inner, None, platform)
+    axes = [(axis_name, n_global)]
+    if inner > 1:
+        axes.append((parallel_lowering.EXTRA_REPLICAS, inner))
+    exe = _compile(closed, axes, global_devs, donated_leaves if any(donated_leaves) else None)
+    return exe, out_tree, out_ax, ref_consts, devs, inner
+
+
+def _execute(exe, leaves, dims, out_ax, devs, n, inner):
+    """Run a compiled pmap: operands sliced onto the devices, mapped results kept there."""
+    from fluxion._src.compiler import backend as be
+    garrs = []
+    for x, d, aval in zip(leaves, dims, exe.in_avals):
+        bufs = _per_device_buffers(x, d, devs, aval, inner)
+        garrs.append(be.assemble_array(aval, exe.sharding, bufs))
+    if exe.const_arrays is None:
+        exe.const_arrays = [
+            be.assemble_array(v.aval, exe.sharding,
+                              _per_device_buffers(c, None, devs, v.aval))
+            for c, v in zip(exe.consts, exe.constvars)]
+    garrs = exe.const_arrays + garrs
+    outs = exe.loaded.execute_sharded(garrs).disassemble_into_single_device_arrays()
+    results = []
+    for bufs, aval, target in zip(outs, exe.out_avals, out_ax):
+        if target is None:
+            results.append(Array(bufs[0], aval))
+            continue
+        out = ShardedOutput(bufs[::inner], devs[::inner], aval.update(shape=(n,) + aval.shape))
+        results.append(out if target == 0 else batching.moveaxis(out, 0, target))
+    return results
+
+
+_equation_cache: dict = {}
+
+
+def run_pmap_equation(args, params):
+    """Apply an `xla_pmap` equation to concrete operands as its own replicated executable."""
+    from fluxion._src.config import config
+    jaxpr, n = params["jaxpr"], params["axis_size"]
+    devices, platform = params["devices"], params["backend"]
+    key = (id(jaxpr), params["axis_name"], n, params["in_axes"],
+           None if devices is None else tuple(d.id for d in devices), platform, config.enable_x64)
+    entry = _equation_cache.get(key)
+    if entry is None or entry[0] is not jaxpr:
+        inner = pmap_primitive.jaxpr_replicas(jaxpr)
+        devs = _replica_devices(n * inner, devices, platform)
+        axes = [(params["axis_name"], n)]
+        if inner > 1:
+            axes.append((parallel_lowering.EXTRA_REPLICAS, inner))
+        if len(_equation_cache) > 256:
+            _equation_cache.clear()
+        entry = _equation_cache[key] = (jaxpr, _compile(jaxpr, axes, devs, None), devs, inner)
+    _, exe, devs, inner = entry
+    return _execute(exe, args, params["in_axes"], params["out_axes"], devs, n, inner)
+
 
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
          devices=None, backend=None, axis_size=None, donate_argnums=(),
@@ -232,10 +325,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         else:
             dyn_axes = (in_axes_spec,) * len(dyn_args)
         leaves, in_tree = tree_flatten((dyn_args, kwargs))
-        for x in leaves:
-            if isinstance(x, core.Tracer):
-                raise NotImplementedError("pmap of traced values (pmap inside jit, grad or vmap "
-                                          "of a pmap) is not supported by fluxion yet")
+        traced = any(isinstance(x, core.Tracer) for x in leaves)
         axes = broadcast_prefix((dyn_axes, {k: 0 for k in kwargs}), (dyn_args, kwargs), "in_axes")
         names = _arg_names(fun, len(args))
         where = []
@@ -282,7 +372,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         for i, a in zip(dyn_idx, dyn_args):
             donated_leaves += [i in donate] * len(tree_flatten(a)[0])
         donated_leaves += [False] * (len(leaves) - len(donated_leaves))
-        key = (in_tree, tuple(avals), tuple(dims), n, tuple(d.id for d in global_devs), static_vals)
+        key = (in_tree, tuple(avals), tuple(dims), n, tuple(d.id for d in global_devs),
+               static_vals, traced)
         entry = cache.get(key)
         if entry is None:
             box = []
@@ -302,14 +393,29 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             out, out_tree = box[0]
             out_ax = broadcast_prefix(out_axes, out, "out_axes")
             for t in out_ax:
-                if t not in (0, None):
-                    raise NotImplementedError("fluxion's pmap supports out_axes of 0 or None")
-            closed, ref_consts = _discharged(closed)
-            if ref_consts is not None:
-                donated_leaves = [False] * len(ref_consts) + donated_leaves
-            exe = _compile(closed, [(axis_name, n_global)], global_devs, donated_leaves if any(donated_leaves) else None)
-            entry = cache[key] = (exe, out_tree, out_ax, ref_consts)
-        exe, out_tree, out_ax, ref_consts = entry
+                if t is not None and not isinstance(t, int):
+                    raise TypeError(f"pmap out_axes must be ints or None, got {t!r}")
+            out_ax = [None if t is None else t % (a.ndim + 1)
+                      for t, a in zip(out_ax, closed.out_avals)]
+            if traced:
+                if _has_refs(closed, leaves):
+                    raise NotImplementedError("pmap of Refs under jit, grad or vmap is not "
+                                              "supported by fluxion yet")
+                entry = cache[key] = (closed, out_tree, out_ax)
+            else:
+                entry = cache[key] = _compile_eager(closed, out_ax, out_tree, axis_name,
+                                                    n_global, devs, global_devs, devices, platform,
+                                                    donated_leaves)
+        if traced:
+            closed, out_tree, out_ax = entry
+            converted, consts = closure_convert(closed)
+            outs = pmap_primitive.xla_pmap_p.bind(
+                *consts, *leaves, jaxpr=converted, axis_name=axis_name, axis_size=n,
+                in_axes=(None,) * len(consts) + tuple(dims), out_axes=tuple(out_ax),
+                devices=None if devices is None else tuple(devices), backend=platform,
+                name=fun_name(fun))
+            return tree_unflatten(out_tree, outs)
+        exe, out_tree, out_ax, ref_consts, devs, inner = entry
         refs = None
         if ref_consts is not None:  # Refs go in as their values; the new values come back
             refs = list(ref_consts) + [x for x in leaves if _is_ref(x)]
@@ -317,23 +423,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                       + [x._read_value() if _is_ref(x) else x for x in leaves])
             dims = [None] * len(ref_consts) + dims
             out_ax = list(out_ax) + [None] * len(refs)
-        garrs = []
-        for x, d, aval in zip(leaves, dims, exe.in_avals):
-            bufs = _per_device_buffers(x, d, devs, aval)
-            garrs.append(be.assemble_array(aval, exe.sharding, bufs))
-        if exe.const_arrays is None:
-            exe.const_arrays = [
-                be.assemble_array(v.aval, exe.sharding,
-                                  _per_device_buffers(c, None, devs, v.aval))
-                for c, v in zip(exe.consts, exe.constvars)]
-        garrs = exe.const_arrays + garrs
-        outs = exe.loaded.execute_sharded(garrs).disassemble_into_single_device_arrays()
-        results = []
-        for bufs, aval, target in zip(outs, exe.out_avals, out_ax):
-            if target is None:
-                results.append(Array(bufs[0], aval))
-            else:
-                results.append(ShardedOutput(bufs, devs, aval.update(shape=(n,) + aval.shape)))
+        results = _execute(exe, leaves, dims, out_ax, devs, n, inner)
         if refs is not None:
             n_out = len(results) - len(refs)
             for r, v in zip(refs, results[n_out:]):
