@@ -159,6 +159,36 @@ def test_jit_of_pmap_output_reads_and_chains():
     assert {s.device.id for s in eager.addressable_shards} == set(range(N))
 
 
+@on_8_devices
+def test_lowered_jit_of_pmap_is_a_replicated_program():
+    f = fx.jit(lambda a: fx.pmap(lambda v: lax.psum(v, "i"), "i")(a) + 1.0)
+    x = _x((4, 3))
+    lowered = f.lower(x)
+    text = lowered.as_text()
+    assert "mhlo.num_replicas = 4" in text
+    assert "stablehlo.replica_id" in text and "stablehlo.all_reduce" in text
+    assert "stablehlo.all_gather" in text
+    _close(lowered.compile()(x), np.broadcast_to(x.sum(0), (4, 3)) + 1.0)
+
+
+@on_8_devices
+def test_pmap_outputs_as_jax():
+    x = _x((4, 3))
+    got = fx.pmap(lambda v: v * 2.0)(x)
+    want = jax.pmap(lambda v: v * 2.0)(x)
+    assert got.sharding.spec == tuple(want.sharding.spec)
+    assert [d.id for d in got.sharding.mesh.devices.flat] == \
+        [d.id for d in want.sharding.mesh.devices.flat]
+    assert not got.is_fully_replicated and not want.is_fully_replicated
+    for ours, theirs in zip(got.addressable_shards, want.addressable_shards, strict=True):
+        assert ours.device.id == theirs.device.id and ours.index == theirs.index
+        assert ours.replica_id == theirs.replica_id
+        _close(ours.data, theirs.data)
+        assert ours.data.shape == theirs.data.shape
+    # mapped on another axis (JAX's out_axes=1)
+    _close(fx.pmap(lambda v: v + 1.0, out_axes=1)(x), jax.pmap(lambda v: v + 1.0, out_axes=1)(x))
+
+
 # --------------------------------------------------------------------------------------------
 # grad and jvp through pmap
 

@@ -52,7 +52,23 @@ class ShardedOutput(Array):
 
     @property
     def addressable_shards(self):
-        return [_Shard(d, i, b, self.aval) for i, (d, b) in enumerate(zip(self._devices, self._shards))]
+        """As JAX's: shard i holds rows i:i+1 of the stacked value, on the i-th device."""
+        from fluxion._src.global_array import Shard
+        rest = (slice(None),) * (self.aval.ndim - 1)
+        return [Shard(d, (slice(i, i + 1),) + rest, 0, _shard_data(b, self.aval, d))
+                for i, (d, b) in enumerate(zip(self._devices, self._shards))]
+
+    global_shards = addressable_shards
+    is_fully_replicated = property(lambda self: len(self._devices) == 1)
+
+    @property
+    def sharding(self):
+        """As JAX's pmap results: a NamedSharding over a one-axis mesh of the devices."""
+        from fluxion._src.mesh import Mesh, PartitionSpec
+        from fluxion._src.sharding_impls import NamedSharding
+        name = "_internal_pmap_axis_name"
+        return NamedSharding(Mesh(np.array(self._devices, dtype=object), (name,)),
+                             PartitionSpec(name))
 
     @property
     def devices_indices(self):
@@ -74,19 +90,11 @@ class ShardedOutput(Array):
             b.delete()
 
 
-class _Shard:
-    """One device's piece of a pmap output (JAX's `Shard`)."""
-
-    def __init__(self, device, index, buf, aval):
-        self.device, self._buf_, self.index = device, buf, (index,)
-        self._aval = aval
-
-    @property
-    def data(self):
-        return Array(self._buf_, self._aval.update(shape=self._aval.shape[1:]))
-
-    def __repr__(self):
-        return f"Shard(device={self.device!r}, index={self.index})"
+def _shard_data(buf, aval, device):
+    """One device's block of a pmap result, shaped (1, ...) as JAX's, on that device."""
+    block = aval.update(shape=(1,) + aval.shape[1:])
+    host = backend.to_numpy(buf, aval.dtype).reshape(block.shape)
+    return Array(backend.device_put_numpy(host, block, device), block)
 
 
 def _replicated_sharding(devices):
@@ -114,21 +122,27 @@ class _Compiled:
                  "constvars", "const_arrays")
 
 
-def _compile(closed, axes, devices, donated):
-    """Compile `closed` as len(devices) replicas; `axes` are the (name, size) replica axes."""
-    xla_client, jax_ext = backend._jaxlib()
-    n = len(devices)
+def lower_replicated(closed, axes, platform, donated=None, name="pmap") -> str:
+    """The module of `closed` run as replicas laid out by the (name, size) `axes`."""
     # Some lowerings retrace their bodies (scan), so the axes stay bound while lowering.
     named = [(a, s) for a, s in axes if a is not parallel_lowering.EXTRA_REPLICAS]
     with parallel_lowering.replica_axes(axes), batching.bind_axes(named):
-        text = lowering.lower_jaxpr_to_module(closed.jaxpr, devices[0].platform, "pmap",
-                                              donated)
+        text = lowering.lower_jaxpr_to_module(closed.jaxpr, platform, name, donated)
     if getattr(text, "host_callbacks", None):  # compiled without them, the process crashed
         raise NotImplementedError("host callbacks (pure_callback, io_callback, debug.print, "
                                   "debug.callback) inside pmap or shard_map are not supported "
                                   "by fluxion yet")
     backend.check_host_callback_calls(text, 0, "pmap")
-    text = text.replace("mhlo.num_replicas = 1 : i32", f"mhlo.num_replicas = {n} : i32", 1)
+    n = int(np.prod([s for _, s in axes]))
+    return text.replace("mhlo.num_replicas = 1 : i32", f"mhlo.num_replicas = {n} : i32", 1)
+
+
+def _compile(closed, axes, devices, donated, text=None):
+    """Compile `closed` as len(devices) replicas; `axes` are the (name, size) replica axes."""
+    xla_client, jax_ext = backend._jaxlib()
+    n = len(devices)
+    if text is None:
+        text = lower_replicated(closed, axes, devices[0].platform, donated)
     options = xla_client.CompileOptions()
     options.num_replicas = n
     options.num_partitions = 1
@@ -398,6 +412,9 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             out_ax = [None if t is None else t % (a.ndim + 1)
                       for t, a in zip(out_ax, closed.out_avals)]
             if traced:
+                if global_devs is not devs:
+                    raise NotImplementedError("pmap under jit, grad or vmap in a multi-process "
+                                              "run is not supported by fluxion")
                 if _has_refs(closed, leaves):
                     raise NotImplementedError("pmap of Refs under jit, grad or vmap is not "
                                               "supported by fluxion yet")

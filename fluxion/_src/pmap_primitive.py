@@ -18,7 +18,7 @@ from fluxion._src import ad, batching, core, staging
 from fluxion._src.call_transforms import (batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr,
                                           transpose_jaxpr)
 from fluxion._src.compiler import lowering
-from fluxion._src.lax import parallel, parallel_lowering
+from fluxion._src.lax import parallel, parallel_lowering, structural
 
 xla_pmap_p = core.Primitive("xla_pmap")
 xla_pmap_p.multiple_results = True
@@ -171,8 +171,8 @@ def _lowering(ctx, *args, jaxpr, axis_name, axis_size, in_axes, out_axes, **_):
 
     def per_replica(*xs):
         idx = parallel.axis_index(axis_name)
-        from fluxion._src.lax import structural
-        ins = [x if a is None else structural.dynamic_index_in_dim(x, idx, a, keepdims=False)
+        ins = [x if a is None else structural.dynamic_index_in_dim(
+                   x, idx, a, keepdims=False, allow_negative_indices=False)
                for x, a in zip(xs, in_axes)]
         outs = core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *ins)
         return [o if a is None else parallel.all_gather(o, axis_name, axis=a, tiled=False)

@@ -33,20 +33,33 @@ class ReplicatedExecutable:
         return self
 
 
-def compile_replicated(closed, name: str, num_replicas: int, donated=None) -> ReplicatedExecutable:
+def compile_replicated(closed, name: str, num_replicas: int, text=None) -> ReplicatedExecutable:
     from fluxion._src import pmap
     devs = pmap._replica_devices(num_replicas, None, None)
     exe = ReplicatedExecutable()
-    exe.exe = pmap._compile(closed, [(parallel_lowering.EXTRA_REPLICAS, num_replicas)], devs, None)
+    exe.exe = pmap._compile(closed, [(parallel_lowering.EXTRA_REPLICAS, num_replicas)], devs,
+                            None, text=text)
     exe.devices, exe.in_avals, exe.out_avals = devs, list(closed.in_avals), list(closed.out_avals)
     return exe
 
 
-def maybe_compile(closed, name: str, donated=None):
-    """The replicated executable of `closed` if it holds a pmap, else None."""
+def replicas_needed(closed) -> int:
     from fluxion._src import pmap_primitive
-    replicas = pmap_primitive.jaxpr_replicas(closed)
+    return pmap_primitive.jaxpr_replicas(closed)
+
+
+def maybe_compile(closed, name: str, text=None):
+    """The replicated executable of `closed` if it holds a pmap, else None."""
+    replicas = replicas_needed(closed)
+    return None if replicas == 1 else compile_replicated(closed, name, replicas, text)
+
+
+def maybe_lower(closed, name: str, platform: str):
+    """The module text of `closed` as replicas if it holds a pmap, else None."""
+    from fluxion._src import pmap
+    replicas = replicas_needed(closed)
     if replicas == 1:
         return None
-    return compile_replicated(closed, name, replicas, donated)
-
+    pmap._replica_devices(replicas, None, None)
+    return pmap.lower_replicated(closed, [(parallel_lowering.EXTRA_REPLICAS, replicas)],
+                                 platform, name=name)
