@@ -148,6 +148,17 @@ def test_scan_and_cond_inside_pmap_under_jit():
 
 
 @on_8_devices
+def test_pmap_inside_scan_and_cond_under_jit():
+    x = _x((3, 4, 2))
+    psum = fx.pmap(lambda v: lax.psum(v, "i"), "i")
+    f = fx.jit(lambda a: lax.scan(lambda c, r: (c + psum(r).sum(), None), 0.0, a)[0])
+    _close(f(x), x.sum() * 4, rtol=1e-4)
+    g = fx.jit(lambda a, p: lax.cond(p, psum, lambda v: v * 2.0, a))
+    _close(g(x[0], True), np.broadcast_to(x[0].sum(0), (4, 2)))
+    _close(g(x[0], False), x[0] * 2)
+
+
+@on_8_devices
 def test_jit_of_pmap_output_reads_and_chains():
     x = _x((N, 4))
     y = fx.jit(fx.pmap(lambda v: v * 2.0, "i"))(x)
@@ -289,6 +300,15 @@ def test_vmap_axis_collectives_inside_pmap_keep_both_names():
     want = xs.sum(0, keepdims=True) + xs.sum(1, keepdims=True) + xs.sum((0, 1), keepdims=True)
     _close(f(xs), want)
     _close(fx.jit(f)(xs), want)
+
+
+@on_8_devices
+def test_grad_of_vmap_of_pmap_matches_jax():
+    xs = _x((3, 4, 2))
+    got = fx.grad(lambda a: fx.vmap(fx.pmap(lambda v: jnp.sin(lax.psum(v, "i")) * v, "i"))(a).sum())(xs)
+    want = jax.grad(lambda a: jax.vmap(jax.pmap(
+        lambda v: jjnp.sin(jax.lax.psum(v, "i")) * v, "i"))(a).sum())(xs)
+    _close(got, want, rtol=1e-4)
 
 
 @on_8_devices
