@@ -4,6 +4,10 @@ The per-device function is traced once with the axis name bound (so collectives 
 evaluate), lowered with the collectives of that axis emitted as XLA cross-replica ops
 (`lax/parallel_lowering.py`), and compiled with `num_replicas=N`. Outputs stay as per-device
 buffers (`ShardedOutput`) until they are read.
+
+Applied to traced values (under `jit`, `grad`, `vmap`, or inside another pmap) it binds the
+`xla_pmap` equation instead (pmap_primitive.py), which runs through `run_pmap_equation` when
+its operands are concrete.
 """
 from __future__ import annotations
 
@@ -203,6 +207,7 @@ def _discharged(closed):
     mask = [True] * len(refs) + [_is_ref_aval(v.aval) for v in jaxpr.invars]
     return discharge_state(lifted, [c for _, c in plain], mask), [c for _, c in refs]
 
+
 def _has_refs(closed, leaves) -> bool:
     return (any(_is_ref_aval(v.aval) for v in closed.jaxpr.constvars)
             or any(_is_ref(x) for x in leaves))
@@ -299,10 +304,11 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     """Map `fun` over axis `in_axes` of its arguments, one slice per device, as one SPMD
     executable; collectives over `axis_name` become XLA cross-replica collectives.
 
-    Parameters follow `jax.pmap`: `in_axes`/`out_axes` as in vmap (out_axes must be 0 or
-    None), `static_broadcasted_argnums` are hashable arguments passed unchanged to every
+    Parameters follow `jax.pmap`: `in_axes`/`out_axes` as in vmap,
+    `static_broadcasted_argnums` are hashable arguments passed unchanged to every
     device, `devices` picks the devices (default the first N of the backend), `donate_argnums`
-    lets XLA reuse those input buffers for outputs.
+    lets XLA reuse those input buffers for outputs. It works under `jit`, `grad`, `vmap` and
+    inside another pmap (the axes multiply into replica groups).
     """
     check_callable(fun)
     platform = backend
