@@ -366,6 +366,20 @@ def test_nested_pmap_ppermute_and_grad():
 
 
 @on_8_devices
+def test_nested_pmap_beside_a_larger_pmap_under_jit():
+    # 8 replicas: the nested 2 x 2 pmap leaves 2 extra replicas per (i, j)
+    def f(a, b):
+        inner = fx.pmap(fx.pmap(lambda v: (lax.psum(v, "j"), lax.axis_index("i")), "j"), "i")(a)
+        wide = fx.pmap(lambda v: lax.psum(v, "k"), "k")(b)
+        return inner, wide
+    a, b = _x((2, 2, 3)), _x((8,), 1)
+    (sj, idx), wide = fx.jit(f)(a, b)
+    _close(sj, np.broadcast_to(a.sum(1, keepdims=True), a.shape))
+    np.testing.assert_array_equal(np.asarray(idx), [[0, 0], [1, 1]])
+    _close(wide, np.full(8, b.sum()), rtol=1e-5)
+
+
+@on_8_devices
 def test_pmap_inside_pmap_under_vmap():
     xs = _x((3, 2, 4, 2))
     f = _nested(lambda v: lax.psum(v, ("i", "j")) - v)

@@ -165,7 +165,8 @@ def _lowering(ctx, *args, jaxpr, axis_name, axis_size, in_axes, out_axes, **_):
     inner = jaxpr_replicas(jaxpr)
     if total % (outer * axis_size * inner):
         raise NotImplementedError(f"pmap of size {axis_size} cannot be laid out on the "
-                                  f"{total} replicas of the enclosing program")
+                                  f"{total} replicas of the enclosing program (a pmap inside "
+                                  "a sharded jit or shard_map is not supported by fluxion)")
     extra = total // (outer * axis_size)
     new_axes = named + [(axis_name, axis_size)]
 
