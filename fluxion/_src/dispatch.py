@@ -169,6 +169,11 @@ def lower_closed_jaxpr(closed: ClosedJaxpr, name: str, platform: str | None = No
         if text is not None:
             return text
     platform = platform or backend.get_backend().platform
+    if "fluxion._src.pmap_primitive" in sys.modules:
+        from fluxion._src import replicated_jit
+        text = replicated_jit.maybe_lower(closed, name, platform)
+        if text is not None:
+            return text
     return lowering.lower_jaxpr_to_module(closed.jaxpr, platform, name, donated_invars)
 
 
@@ -187,6 +192,11 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
         mesh = sharded_jit.needs_partitioning(closed)
         if mesh is not None:
             return sharded_jit.compile_for_constraints(closed, name, mesh, donated_invars)
+    if compiler != "iree" and "fluxion._src.pmap_primitive" in sys.modules:
+        from fluxion._src import replicated_jit  # a program holding pmaps runs as replicas
+        replicated = replicated_jit.maybe_compile(closed, name, text)
+        if replicated is not None:
+            return replicated
     start = time.perf_counter()
     if text is None:
         with profiling.phase("lower", name=name):

@@ -4,6 +4,10 @@ The per-device function is traced once with the axis name bound (so collectives 
 evaluate), lowered with the collectives of that axis emitted as XLA cross-replica ops
 (`lax/parallel_lowering.py`), and compiled with `num_replicas=N`. Outputs stay as per-device
 buffers (`ShardedOutput`) until they are read.
+
+Applied to traced values (under `jit`, `grad`, `vmap`, or inside another pmap) it binds the
+`xla_pmap` equation instead (pmap_primitive.py), which runs through `run_pmap_equation` when
+its operands are concrete.
 """
 from __future__ import annotations
 
@@ -11,8 +15,9 @@ import functools
 
 import numpy as np
 
-from fluxion._src import batching, core, staging
+from fluxion._src import batching, core, pmap_primitive, staging
 from fluxion._src.api import check_callable, fun_name
+from fluxion._src.call_transforms import closure_convert
 from fluxion._src.array import Array
 from fluxion._src.compiler import backend, lowering
 from fluxion._src.lax import parallel_lowering
@@ -51,7 +56,23 @@ class ShardedOutput(Array):
 
     @property
     def addressable_shards(self):
-        return [_Shard(d, i, b, self.aval) for i, (d, b) in enumerate(zip(self._devices, self._shards))]
+        """As JAX's: shard i holds rows i:i+1 of the stacked value, on the i-th device."""
+        from fluxion._src.global_array import Shard
+        rest = (slice(None),) * (self.aval.ndim - 1)
+        return [Shard(d, (slice(i, i + 1),) + rest, 0, _shard_data(b, self.aval, d))
+                for i, (d, b) in enumerate(zip(self._devices, self._shards))]
+
+    global_shards = addressable_shards
+    is_fully_replicated = property(lambda self: len(self._devices) == 1)
+
+    @property
+    def sharding(self):
+        """As JAX's pmap results: a NamedSharding over a one-axis mesh of the devices."""
+        from fluxion._src.mesh import Mesh, PartitionSpec
+        from fluxion._src.sharding_impls import NamedSharding
+        name = "_internal_pmap_axis_name"
+        return NamedSharding(Mesh(np.array(self._devices, dtype=object), (name,)),
+                             PartitionSpec(name))
 
     @property
     def devices_indices(self):
@@ -73,19 +94,11 @@ class ShardedOutput(Array):
             b.delete()
 
 
-class _Shard:
-    """One device's piece of a pmap output (JAX's `Shard`)."""
-
-    def __init__(self, device, index, buf, aval):
-        self.device, self._buf_, self.index = device, buf, (index,)
-        self._aval = aval
-
-    @property
-    def data(self):
-        return Array(self._buf_, self._aval.update(shape=self._aval.shape[1:]))
-
-    def __repr__(self):
-        return f"Shard(device={self.device!r}, index={self.index})"
+def _shard_data(buf, aval, device):
+    """One device's block of a pmap result, shaped (1, ...) as JAX's, on that device."""
+    block = aval.update(shape=(1,) + aval.shape[1:])
+    host = backend.to_numpy(buf, aval.dtype).reshape(block.shape)
+    return Array(backend.device_put_numpy(host, block, device), block)
 
 
 def _replicated_sharding(devices):
@@ -94,16 +107,18 @@ def _replicated_sharding(devices):
                                  xla_client.HloSharding.replicate())
 
 
-def _per_device_buffers(x, axis, devices, aval):
-    """One buffer per device: the slices of x along `axis` (or x itself when axis is None)."""
-    if (axis == 0 and type(x) is ShardedOutput and x._devices == tuple(devices)
+def _per_device_buffers(x, axis, devices, aval, inner=1):
+    """One buffer per device: the slices of x along `axis` (or x itself when axis is None);
+    with `inner` replicas per slice (a pmap nested in the body), device r gets slice r // inner."""
+    if (axis == 0 and inner == 1 and type(x) is ShardedOutput and x._devices == tuple(devices)
             and not x.is_deleted()):
         return x._shards
     host = np.asarray(x, dtype=aval.dtype)
     if axis is None:
         return [backend.device_put_numpy(host, aval, d) for d in devices]
-    return [backend.device_put_numpy(np.ascontiguousarray(np.take(host, i, axis=axis)), aval, d)
-            for i, d in enumerate(devices)]
+    return [backend.device_put_numpy(np.ascontiguousarray(np.take(host, r // inner, axis=axis)),
+                                     aval, d)
+            for r, d in enumerate(devices)]
 
 
 class _Compiled:
@@ -111,20 +126,27 @@ class _Compiled:
                  "constvars", "const_arrays")
 
 
-def _compile(closed, axes, devices, donated):
-    """Compile `closed` as len(devices) replicas; `axes` are the (name, size) replica axes."""
-    xla_client, jax_ext = backend._jaxlib()
-    n = len(devices)
+def lower_replicated(closed, axes, platform, donated=None, name="pmap") -> str:
+    """The module of `closed` run as replicas laid out by the (name, size) `axes`."""
     # Some lowerings retrace their bodies (scan), so the axes stay bound while lowering.
-    with parallel_lowering.replica_axes(axes), batching.bind_axes(axes):
-        text = lowering.lower_jaxpr_to_module(closed.jaxpr, devices[0].platform, "pmap",
-                                              donated)
+    named = [(a, s) for a, s in axes if a is not parallel_lowering.EXTRA_REPLICAS]
+    with parallel_lowering.replica_axes(axes), batching.bind_axes(named):
+        text = lowering.lower_jaxpr_to_module(closed.jaxpr, platform, name, donated)
     if getattr(text, "host_callbacks", None):  # compiled without them, the process crashed
         raise NotImplementedError("host callbacks (pure_callback, io_callback, debug.print, "
                                   "debug.callback) inside pmap or shard_map are not supported "
                                   "by fluxion yet")
     backend.check_host_callback_calls(text, 0, "pmap")
-    text = text.replace("mhlo.num_replicas = 1 : i32", f"mhlo.num_replicas = {n} : i32", 1)
+    n = int(np.prod([s for _, s in axes]))
+    return text.replace("mhlo.num_replicas = 1 : i32", f"mhlo.num_replicas = {n} : i32", 1)
+
+
+def _compile(closed, axes, devices, donated, text=None):
+    """Compile `closed` as len(devices) replicas; `axes` are the (name, size) replica axes."""
+    xla_client, jax_ext = backend._jaxlib()
+    n = len(devices)
+    if text is None:
+        text = lower_replicated(closed, axes, devices[0].platform, donated)
     options = xla_client.CompileOptions()
     options.num_replicas = n
     options.num_partitions = 1
@@ -186,16 +208,107 @@ def _discharged(closed):
     return discharge_state(lifted, [c for _, c in plain], mask), [c for _, c in refs]
 
 
+def _has_refs(closed, leaves) -> bool:
+    return (any(_is_ref_aval(v.aval) for v in closed.jaxpr.constvars)
+            or any(_is_ref(x) for x in leaves))
+
+
+def _replica_devices(num_replicas, devices, platform):
+    """The devices of a program of `num_replicas` replicas (JAX's error when too few exist)."""
+    from fluxion._src.compiler import backend as be
+    if devices is not None:
+        devs = list(devices)
+        if len(devs) != num_replicas:
+            raise ValueError(f"pmap got {len(devs)} devices but the computation needs "
+                             f"{num_replicas} replicas")
+        return devs
+    available = be.get_backend(platform).devices
+    if num_replicas > len(available):
+        raise ValueError(f"compiling computation that requires {num_replicas} logical devices, "
+                         f"but only {len(available)} XLA devices are available "
+                         f"(num_replicas={num_replicas})")
+    return list(available[:num_replicas])
+
+
+def _compile_eager(closed, out_ax, out_tree, axis_name, n_global, devs, global_devs, devices,
+                   platform, donated_leaves):
+    """The cache entry of an eager pmap call: (executable, out_tree, out_axes, closed-over
+    Refs, devices, replicas per slice)."""
+    closed, ref_consts = _discharged(closed)
+    if ref_consts is not None:
+        donated_leaves = [False] * len(ref_consts) + donated_leaves
+    inner = pmap_primitive.jaxpr_replicas(closed)
+    if inner > 1:  # a pmap in the body: its replicas sit inside each of ours
+        if global_devs is not devs or devices is not None:
+            raise NotImplementedError("nested pmap with devices= or across processes is not "
+                                      "supported by fluxion")
+        devs = global_devs = _replica_devices(n_global * inner, None, platform)
+    axes = [(axis_name, n_global)]
+    if inner > 1:
+        axes.append((parallel_lowering.EXTRA_REPLICAS, inner))
+    exe = _compile(closed, axes, global_devs, donated_leaves if any(donated_leaves) else None)
+    return exe, out_tree, out_ax, ref_consts, devs, inner
+
+
+def _execute(exe, leaves, dims, out_ax, devs, n, inner):
+    """Run a compiled pmap: operands sliced onto the devices, mapped results kept there."""
+    from fluxion._src.compiler import backend as be
+    garrs = []
+    for x, d, aval in zip(leaves, dims, exe.in_avals):
+        bufs = _per_device_buffers(x, d, devs, aval, inner)
+        garrs.append(be.assemble_array(aval, exe.sharding, bufs))
+    if exe.const_arrays is None:
+        exe.const_arrays = [
+            be.assemble_array(v.aval, exe.sharding,
+                              _per_device_buffers(c, None, devs, v.aval))
+            for c, v in zip(exe.consts, exe.constvars)]
+    garrs = exe.const_arrays + garrs
+    outs = exe.loaded.execute_sharded(garrs).disassemble_into_single_device_arrays()
+    results = []
+    for bufs, aval, target in zip(outs, exe.out_avals, out_ax):
+        if target is None:
+            results.append(Array(bufs[0], aval))
+            continue
+        out = ShardedOutput(bufs[::inner], devs[::inner], aval.update(shape=(n,) + aval.shape))
+        results.append(out if target == 0 else batching.moveaxis(out, 0, target))
+    return results
+
+
+_equation_cache: dict = {}
+
+
+def run_pmap_equation(args, params):
+    """Apply an `xla_pmap` equation to concrete operands as its own replicated executable."""
+    from fluxion._src.config import config
+    jaxpr, n = params["jaxpr"], params["axis_size"]
+    devices, platform = params["devices"], params["backend"]
+    key = (id(jaxpr), params["axis_name"], n, params["in_axes"],
+           None if devices is None else tuple(d.id for d in devices), platform, config.enable_x64)
+    entry = _equation_cache.get(key)
+    if entry is None or entry[0] is not jaxpr:
+        inner = pmap_primitive.jaxpr_replicas(jaxpr)
+        devs = _replica_devices(n * inner, devices, platform)
+        axes = [(params["axis_name"], n)]
+        if inner > 1:
+            axes.append((parallel_lowering.EXTRA_REPLICAS, inner))
+        if len(_equation_cache) > 256:
+            _equation_cache.clear()
+        entry = _equation_cache[key] = (jaxpr, _compile(jaxpr, axes, devs, None), devs, inner)
+    _, exe, devs, inner = entry
+    return _execute(exe, args, params["in_axes"], params["out_axes"], devs, n, inner)
+
+
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
          devices=None, backend=None, axis_size=None, donate_argnums=(),
          global_arg_shapes=None):
     """Map `fun` over axis `in_axes` of its arguments, one slice per device, as one SPMD
     executable; collectives over `axis_name` become XLA cross-replica collectives.
 
-    Parameters follow `jax.pmap`: `in_axes`/`out_axes` as in vmap (out_axes must be 0 or
-    None), `static_broadcasted_argnums` are hashable arguments passed unchanged to every
+    Parameters follow `jax.pmap`: `in_axes`/`out_axes` as in vmap,
+    `static_broadcasted_argnums` are hashable arguments passed unchanged to every
     device, `devices` picks the devices (default the first N of the backend), `donate_argnums`
-    lets XLA reuse those input buffers for outputs.
+    lets XLA reuse those input buffers for outputs. It works under `jit`, `grad`, `vmap` and
+    inside another pmap (the axes multiply into replica groups).
     """
     check_callable(fun)
     platform = backend
@@ -232,10 +345,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         else:
             dyn_axes = (in_axes_spec,) * len(dyn_args)
         leaves, in_tree = tree_flatten((dyn_args, kwargs))
-        for x in leaves:
-            if isinstance(x, core.Tracer):
-                raise NotImplementedError("pmap of traced values (pmap inside jit, grad or vmap "
-                                          "of a pmap) is not supported by fluxion yet")
+        traced = any(isinstance(x, core.Tracer) for x in leaves)
         axes = broadcast_prefix((dyn_axes, {k: 0 for k in kwargs}), (dyn_args, kwargs), "in_axes")
         names = _arg_names(fun, len(args))
         where = []
@@ -282,7 +392,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         for i, a in zip(dyn_idx, dyn_args):
             donated_leaves += [i in donate] * len(tree_flatten(a)[0])
         donated_leaves += [False] * (len(leaves) - len(donated_leaves))
-        key = (in_tree, tuple(avals), tuple(dims), n, tuple(d.id for d in global_devs), static_vals)
+        key = (in_tree, tuple(avals), tuple(dims), n, tuple(d.id for d in global_devs),
+               static_vals, traced)
         entry = cache.get(key)
         if entry is None:
             box = []
@@ -302,14 +413,32 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             out, out_tree = box[0]
             out_ax = broadcast_prefix(out_axes, out, "out_axes")
             for t in out_ax:
-                if t not in (0, None):
-                    raise NotImplementedError("fluxion's pmap supports out_axes of 0 or None")
-            closed, ref_consts = _discharged(closed)
-            if ref_consts is not None:
-                donated_leaves = [False] * len(ref_consts) + donated_leaves
-            exe = _compile(closed, [(axis_name, n_global)], global_devs, donated_leaves if any(donated_leaves) else None)
-            entry = cache[key] = (exe, out_tree, out_ax, ref_consts)
-        exe, out_tree, out_ax, ref_consts = entry
+                if t is not None and not isinstance(t, int):
+                    raise TypeError(f"pmap out_axes must be ints or None, got {t!r}")
+            out_ax = [None if t is None else t % (a.ndim + 1)
+                      for t, a in zip(out_ax, closed.out_avals)]
+            if traced:
+                if global_devs is not devs:
+                    raise NotImplementedError("pmap under jit, grad or vmap in a multi-process "
+                                              "run is not supported by fluxion")
+                if _has_refs(closed, leaves):
+                    raise NotImplementedError("pmap of Refs under jit, grad or vmap is not "
+                                              "supported by fluxion yet")
+                entry = cache[key] = (closed, out_tree, out_ax)
+            else:
+                entry = cache[key] = _compile_eager(closed, out_ax, out_tree, axis_name,
+                                                    n_global, devs, global_devs, devices, platform,
+                                                    donated_leaves)
+        if traced:
+            closed, out_tree, out_ax = entry
+            converted, consts = closure_convert(closed)
+            outs = pmap_primitive.xla_pmap_p.bind(
+                *consts, *leaves, jaxpr=converted, axis_name=axis_name, axis_size=n,
+                in_axes=(None,) * len(consts) + tuple(dims), out_axes=tuple(out_ax),
+                devices=None if devices is None else tuple(devices), backend=platform,
+                name=fun_name(fun))
+            return tree_unflatten(out_tree, outs)
+        exe, out_tree, out_ax, ref_consts, devs, inner = entry
         refs = None
         if ref_consts is not None:  # Refs go in as their values; the new values come back
             refs = list(ref_consts) + [x for x in leaves if _is_ref(x)]
@@ -317,23 +446,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                       + [x._read_value() if _is_ref(x) else x for x in leaves])
             dims = [None] * len(ref_consts) + dims
             out_ax = list(out_ax) + [None] * len(refs)
-        garrs = []
-        for x, d, aval in zip(leaves, dims, exe.in_avals):
-            bufs = _per_device_buffers(x, d, devs, aval)
-            garrs.append(be.assemble_array(aval, exe.sharding, bufs))
-        if exe.const_arrays is None:
-            exe.const_arrays = [
-                be.assemble_array(v.aval, exe.sharding,
-                                  _per_device_buffers(c, None, devs, v.aval))
-                for c, v in zip(exe.consts, exe.constvars)]
-        garrs = exe.const_arrays + garrs
-        outs = exe.loaded.execute_sharded(garrs).disassemble_into_single_device_arrays()
-        results = []
-        for bufs, aval, target in zip(outs, exe.out_avals, out_ax):
-            if target is None:
-                results.append(Array(bufs[0], aval))
-            else:
-                results.append(ShardedOutput(bufs, devs, aval.update(shape=(n,) + aval.shape)))
+        results = _execute(exe, leaves, dims, out_ax, devs, n, inner)
         if refs is not None:
             n_out = len(results) - len(refs)
             for r, v in zip(refs, results[n_out:]):

@@ -18,6 +18,11 @@ from fluxion._src.lax import parallel
 
 _state = threading.local()
 
+# The name of the anonymous innermost replica axis: the replicas of a program beyond the
+# product of its pmap axes (a jit holding pmaps of different sizes, or the inner replicas of a
+# pmap whose body holds another pmap). No collective names it.
+EXTRA_REPLICAS = type("ExtraReplicas", (), {"__repr__": lambda self: "<extra replicas>"})()
+
 
 def _axes() -> list:
     return getattr(_state, "axes", [])
@@ -35,6 +40,15 @@ def replica_axes(axes, partitions: bool = False):
         yield
     finally:
         _state.axes, _state.partitions = old
+
+
+def current_axes() -> list:
+    """The (name, size) replica axes of the program being lowered, outermost first."""
+    return list(_axes())
+
+
+def in_partitions() -> bool:
+    return getattr(_state, "partitions", False)
 
 
 def _cross_partition_attrs(global_ids: bool = True) -> dict:
