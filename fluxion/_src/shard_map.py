@@ -103,7 +103,11 @@ def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = T
     """Map `f` over blocks of its inputs laid out on `mesh` by `in_specs`; `f` sees one block
     per device and may use collectives over the mesh axis names; `out_specs` say how the
     output blocks assemble into global arrays (an axis absent from a spec means the output is
-    the same on every device of that axis)."""
+    the same on every device of that axis).
+
+    `axis_names` (a set, default all mesh axes) names the axes `f` is manual over; along the
+    other axes `f` sees whole values, which XLA's partitioner splits (`with_sharding_constraint`
+    inside may name them). `auto` (older API) names those other axes instead."""
     if f is None:
         return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                                  check_vma=check_vma, check_rep=check_rep, axis_names=axis_names,
