@@ -14,12 +14,34 @@ def _one_per_process(fn, x):
     return mapped(x)
 
 
+def _identity(x):
+    return x
+
+
+def _gather_global(x, tiled: bool):
+    """The whole value of a global Array that spans other processes' devices: a program
+    replicates it over its mesh (XLA moves the blocks), then the local copy is read."""
+    import fluxion as fx
+    from fluxion.sharding import NamedSharding, PartitionSpec
+    if not tiled:
+        raise ValueError("Gathering global non-fully-addressable arrays only supports tiled=True")
+    if not isinstance(x.sharding, NamedSharding):
+        raise NotImplementedError(f"process_allgather of a global Array laid out as "
+                                  f"{x.sharding!r} (not a NamedSharding)")
+    out = fx.jit(_identity, out_shardings=NamedSharding(x.sharding.mesh, PartitionSpec()))(x)
+    return np.asarray(out.addressable_data(0))
+
+
 def process_allgather(in_tree, tiled: bool = False):
     """Every process's value of each leaf, stacked along a new axis 0 (concatenated along
-    axis 0 if `tiled`), as host NumPy arrays on every process."""
+    axis 0 if `tiled`), as host NumPy arrays on every process. A global Array that spans
+    several processes' devices is gathered whole instead (only with `tiled=True`, as JAX)."""
     from fluxion import lax
+    from fluxion._src.array import Array
 
     def gather(x):
+        if isinstance(x, Array) and not x.is_fully_addressable:
+            return _gather_global(x, tiled)
         x = np.asarray(x)
 
         def body(v, k):
