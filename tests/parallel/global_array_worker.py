@@ -90,7 +90,18 @@ part = jax.jit(jax.shard_map(lambda v: lax.psum(jnp.sin(v), "x"), mesh=mesh, in_
 np.testing.assert_allclose(mh.process_allgather(part(c), tiled=True),
                            np.sin(G[:4]) + np.sin(G[4:]), rtol=1e-5)
 
-# 7. data-parallel training: the batch split over all 4 devices, parameters replicated
+# 7. host-local <-> global conversions (the local mesh is this process's row of devices)
+assert mesh.local_mesh.devices.shape == (1, 2)
+assert [d.process_index for d in mesh.local_mesh.devices.flat] == [rank, rank]
+g, r = mh.host_local_array_to_global_array((G[4 * rank:4 * rank + 4], W), mesh, (P("x", "y"), P()))
+assert g.shape == (8, 4) and g.sharding == cols and r.shape == W.shape and r.is_fully_replicated
+check_shards(g, G)
+np.testing.assert_array_equal(np.asarray(r), W)
+back = mh.global_array_to_host_local_array(jax.jit(lambda v: v * 2)(g), mesh, P("x"))
+assert back.shape == (4, 4) and back.is_fully_addressable
+np.testing.assert_allclose(np.asarray(back), 2 * G[4 * rank:4 * rank + 4], rtol=1e-6)
+
+# 8. data-parallel training: the batch split over all 4 devices, parameters replicated
 X = rng.standard_normal((16, 4)).astype(np.float32)
 Y = rng.standard_normal((16,)).astype(np.float32)
 batch = NamedSharding(mesh, P(("x", "y")))
