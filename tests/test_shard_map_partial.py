@@ -128,6 +128,19 @@ else:
         np.testing.assert_allclose(np.asarray(eager), want, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(np.asarray(jitted), want, rtol=1e-5, atol=1e-5)
 
+    def test_nested_shard_map_over_the_other_axis():
+        a = _x((8, 4))
+        inner = jax.shard_map(
+            lambda b: (lax.psum(b, "y"), b + 10 * lax.axis_index("y") + 100 * lax.axis_index("x")),
+            mesh=MESH, in_specs=P(None, "y"), out_specs=(P(), P(None, "y")), axis_names={"y"})
+        outer = jax.shard_map(lambda b: (lax.psum(inner(b)[0], "x"), inner(b)[1]), mesh=MESH,
+                              in_specs=P("x"), out_specs=(P(), P("x")), axis_names={"x"})
+        total, tagged = jax.jit(outer)(a)
+        np.testing.assert_allclose(np.asarray(total), (a[:4] + a[4:]).sum(1, keepdims=True),
+                                   rtol=1e-5)
+        tags = 100 * np.repeat([0, 1], 4)[:, None] + 10 * np.arange(4)[None, :]
+        np.testing.assert_allclose(np.asarray(tagged), a + tags, rtol=1e-6)
+
     # ------------------------------------------------------------------------------------------
     # shardings
 

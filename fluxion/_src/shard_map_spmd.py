@@ -138,18 +138,22 @@ def _lowering_rule(ctx, *args, jaxpr, mesh, in_specs, out_specs, manual_axes):
         raise NotImplementedError("shard_map can only be lowered inside a program partitioned "
                                   "over its mesh")
     region = ctx.new_block(jaxpr.in_avals)
-    # Collective groups are partition ids over the whole mesh; only the manual axes are bound.
-    old_manual = getattr(sharded_jit._lowering, "manual", ())
-    sharded_jit._lowering.manual = tuple(manual_axes)
+    # Inside a shard_map body (nesting), the enclosing one's manual axes stay manual and this
+    # one makes the rest of its axes manual. Collective groups are partition ids over the
+    # whole mesh.
+    outer = getattr(sharded_jit._lowering, "manual", ())
+    newly = tuple(a for a in manual_axes if a not in outer)
+    all_manual = tuple(a for a in mesh.axis_names if a in outer or a in manual_axes)
+    sharded_jit._lowering.manual = all_manual
     try:
-        with parallel_lowering.replica_axes(_axes(mesh), partitions=True, manual=manual_axes), \
+        with parallel_lowering.replica_axes(_axes(mesh), partitions=True, manual=all_manual), \
                 bind_axes(_axes(mesh, manual_axes)):
             outs = lowering.lower_jaxpr_into(region, jaxpr, region.args)
     finally:
-        sharded_jit._lowering.manual = old_manual
+        sharded_jit._lowering.manual = outer
     region.ret(outs, op_name="sdy.return")
-    partial = len(manual_axes) < len(mesh.axis_names)
-    names = ", ".join(f'"{a}"' for a in manual_axes)
+    partial = len(all_manual) < len(mesh.axis_names)
+    names = ", ".join(f'"{a}"' for a in newly)
     attrs = {"in_shardings": _per_value(in_specs, ctx.avals_in, partial),
              "out_shardings": _per_value(out_specs, ctx.avals_out, partial),
              "manual_axes": f"#sdy<manual_axes{{{names}}}>"}
