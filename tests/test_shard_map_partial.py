@@ -227,6 +227,24 @@ else:
         np.testing.assert_allclose(np.asarray(got[0]), 2 * tot * (b[:4] + b[4:]).sum(0),
                                    rtol=1e-4, atol=1e-4)
 
+    def test_vmap_of_grad_with_a_constraint_inside_matches_jax():
+        ws, b = _x((3, 8, 4)), _x((8, 8), 7)
+
+        def body(np_, lax_, ns, w, u):
+            h = lax_.with_sharding_constraint(np_.tanh(u @ w), ns)
+            return lax_.psum(h * h, "x").sum(0)
+
+        ours = jax.shard_map(lambda w, u: body(jnp, lax, NamedSharding(MESH, P(None, "y")), w, u),
+                             mesh=MESH, in_specs=(P(), P("x")), out_specs=P(), axis_names={"x"})
+        theirs = jjax.shard_map(
+            lambda w, u: body(jjnp, jjax.lax, JNamedSharding(jjax.sharding.get_abstract_mesh(),
+                                                             JP(None, "y")), w, u),
+            mesh=JMESH, in_specs=(JP(), JP("x")), out_specs=JP(), axis_names={"x"})
+        got = jax.jit(jax.vmap(jax.grad(lambda w, u: ours(w, u).sum()), in_axes=(0, None)))(ws, b)
+        want = jjax.jit(jjax.vmap(jjax.grad(lambda w, u: theirs(w, u).sum()),
+                                  in_axes=(0, None)))(ws, b)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-4, atol=2e-5)
+
     def test_vmap_against_a_loop_and_jax():
         xs = _x((3, 8, 4))
         ours, theirs = _both(lambda np_, lax_, b: lax_.psum(np_.cos(b), "x") * 3, P("x"), P(),
