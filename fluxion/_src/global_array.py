@@ -310,12 +310,46 @@ def _process_slices(sharding: Sharding, dim: int, ndim: int):
     return len(unique)
 
 
-def make_array_from_process_local_data(sharding, local_data, global_shape=None) -> Array:
-    """A global Array from this process's part of the data.
+def make_array_from_process_local_data(sharding, local_data, global_shape=None):
+    """A global Array from this process's part of the data (or a pytree of them, with
+    `sharding` and `global_shape` pytree prefixes of it).
 
     Along each dimension `local_data` holds either the whole global extent or exactly the
     indices this process's devices hold (packed in order); `global_shape` defaults to the
     local shape times the number of process-level parts of each dimension."""
+    from fluxion._src.tree_util import tree_flatten
+    leaves, tree = tree_flatten(local_data)
+    if len(leaves) == 1 and tree_flatten(leaves[0])[1] == tree:
+        return _from_process_local_data(sharding, local_data, global_shape)
+    from fluxion._src.sharded_jit import flat_shardings
+    shardings = flat_shardings(sharding, local_data, "make_array_from_process_local_data")
+    shapes = _shape_prefix(global_shape, local_data)
+    return tree.unflatten([_from_process_local_data(s, x, g)
+                           for s, x, g in zip(shardings, leaves, shapes)])
+
+
+def _shape_prefix(global_shape, tree) -> list:
+    """One global shape (a tuple of ints, or None) per leaf of `tree`."""
+    from fluxion._src.tree_util import tree_flatten
+    from fluxion._src.vmap import _children
+    out: list = []
+
+    def walk(g, t):
+        if g is None or (isinstance(g, tuple) and all(isinstance(n, int) for n in g)):
+            out.extend([g] * len(tree_flatten(t)[0]))
+            return
+        g_children, t_children = _children(g), _children(t)
+        if g_children is None or t_children is None or len(g_children) != len(t_children):
+            raise ValueError(f"make_array_from_process_local_data: global_shape {global_shape!r}"
+                             f" is not a pytree prefix of the local data")
+        for gc, tc in zip(g_children, t_children):
+            walk(gc, tc)
+
+    walk(global_shape, tree)
+    return out
+
+
+def _from_process_local_data(sharding, local_data, global_shape) -> Array:
     sharding = sharding_impls.canonicalize(sharding, "make_array_from_process_local_data")
     local = np.asarray(local_data)
     from fluxion._src.api import process_count

@@ -51,6 +51,12 @@ assert repr(a) == "Array(shape=(8, 4), dtype=float32)"
 cols = NamedSharding(mesh, P("x", "y"))
 b = jax.make_array_from_process_local_data(cols, G[4 * rank:4 * rank + 4], (8, 4))
 check_shards(b, G)
+pair = jax.make_array_from_process_local_data(
+    {"r": rows, "c": cols}, {"r": G[4 * rank:4 * rank + 4], "c": G[4 * rank:4 * rank + 4]},
+    {"r": (8, 4), "c": None})
+assert pair["r"].sharding == rows and pair["c"].sharding == cols
+check_shards(pair["r"], G)
+check_shards(pair["c"], G)
 asked = []
 c = jax.make_array_from_callback((8, 4), cols, lambda idx: asked.append(idx) or G[idx])
 check_shards(c, G)
