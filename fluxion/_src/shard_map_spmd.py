@@ -1,9 +1,10 @@
 """`shard_map` as one equation of a larger program (under `jit`, `grad`, `vmap`).
 
-`shard_map_p` holds the per-block jaxpr and the mesh and specs. It lowers to Shardy's
-`sdy.manual_computation` inside a partitioned module (sharded_jit.py): the body is the
-per-device program, its collectives span partitions. Eager `shard_map` calls do not bind it
-(shard_map.py runs them as replicas).
+`shard_map_p` holds the per-block jaxpr, the mesh, the specs and the mesh axes the body is
+manual over (`manual_axes`, mesh order). It lowers to Shardy's `sdy.manual_computation`
+inside a partitioned module (sharded_jit.py): the body is the per-device program along the
+manual axes, its collectives span partitions; along the other axes XLA's partitioner splits
+the body's (whole) values. An eager call runs as a one-equation partitioned program.
 """
 from __future__ import annotations
 
