@@ -51,6 +51,11 @@ assert repr(a) == "Array(shape=(8, 4), dtype=float32)"
 cols = NamedSharding(mesh, P("x", "y"))
 b = jax.make_array_from_process_local_data(cols, G[4 * rank:4 * rank + 4], (8, 4))
 check_shards(b, G)
+try:
+    jax.make_array_from_process_local_data(rows, G[:3], (8, 4))
+    raise AssertionError("local data matching neither the global nor the process shape")
+except ValueError as e:
+    assert "Invalid host data" in str(e), e
 pair = jax.make_array_from_process_local_data(
     {"r": rows, "c": cols}, {"r": G[4 * rank:4 * rank + 4], "c": G[4 * rank:4 * rank + 4]},
     {"r": (8, 4), "c": None})
