@@ -148,6 +148,11 @@ class Array:
         return [Shard(self.device, (slice(None),) * self.ndim, 0, self)]
 
     global_shards = addressable_shards
+
+    def addressable_data(self, index: int) -> "Array":
+        """The block on this process's `index`-th device (the array itself here)."""
+        return self.addressable_shards[index].data
+
     is_fully_replicated = property(lambda self: True)
     is_fully_addressable = property(lambda self: True)
 

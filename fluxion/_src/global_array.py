@@ -73,15 +73,32 @@ class GlobalArray(Array):
             self._joined = backend.device_put_numpy(np.asarray(self._value()), self._aval)
         return self._joined
 
-    def _blocks(self):
-        """(device, index, buffer) for every block, in the sharding's device order."""
+    def _blocks(self, addressable_only: bool = True):
+        """(device, index, buffer) for every block this process holds, in the sharding's
+        device order; with `addressable_only=False` also the other processes' blocks, whose
+        buffer is None."""
+        me = _process_index()
         indices = self._sharding._indices(self._aval.shape)
-        return list(zip(self._sharding._device_assignment, indices, self._garr._arrays))
+        bufs = iter(self._garr._arrays)  # one per addressable device, in the same order
+        out = []
+        for device, index in zip(self._sharding._device_assignment, indices):
+            if device.process_index == me:
+                out.append((device, index, next(bufs)))
+            elif not addressable_only:
+                out.append((device, index, None))
+        return out
 
     def _value(self) -> np.ndarray:
         if self._npy is None:
             if self._garr.is_deleted():
                 raise RuntimeError(f"Array has been deleted with shape={self._aval.str_short()}.")
+            if not (self._sharding.is_fully_addressable or self._sharding.is_fully_replicated):
+                raise RuntimeError(
+                    "Fetching value for `jax.Array` that spans non-addressable (non process "
+                    "local) devices is not possible. You can use "
+                    "`fluxion.experimental.multihost_utils.process_allgather` to print the "
+                    "global array or use `.addressable_shards` method of jax.Array to inspect "
+                    "the addressable (process local) shards.")
             out = np.empty(self._aval.shape, self._aval.dtype)
             seen = set()
             for _, index, buf in self._blocks():
@@ -93,13 +110,25 @@ class GlobalArray(Array):
             self._npy = out
         return self._npy
 
-    def _shards(self):
+    def __repr__(self):
+        if self._sharding.is_fully_addressable or self._sharding.is_fully_replicated:
+            return super().__repr__()
+        dtype_text = f"dtype={self.dtype.name}" + (", weak_type=True" if self.weak_type else "")
+        return f"Array(shape={self.shape}, {dtype_text})"
+
+    def _shards(self, addressable_only: bool):
+        """Shards of the blocks (another process's have data None); replica ids count the
+        copies of each block over the whole device assignment."""
         out, replicas = [], {}
         shard_aval = None
-        for device, index, buf in self._blocks():
+        for device, index, buf in self._blocks(addressable_only=False):
             key = tuple((s.start, s.stop) for s in index)
             rid = replicas.get(key, 0)
             replicas[key] = rid + 1
+            if buf is None:
+                if not addressable_only:
+                    out.append(Shard(device, index, rid, None))
+                continue
             shape = tuple(len(range(*s.indices(n))) for s, n in zip(index, self._aval.shape))
             if shard_aval is None or shard_aval.shape != shape:
                 shard_aval = self._aval.update(shape=shape)
@@ -108,11 +137,11 @@ class GlobalArray(Array):
 
     @property
     def addressable_shards(self) -> list:
-        return [s for s in self._shards() if s.device.process_index == _process_index()]
+        return self._shards(addressable_only=True)
 
     @property
     def global_shards(self) -> list:
-        return self._shards()
+        return self._shards(addressable_only=False)
 
     @property
     def is_fully_replicated(self) -> bool:
@@ -198,16 +227,27 @@ def device_put_sharded_value(x, sharding: Sharding, weak_type=None):
     return make_array_from_callback(aval.shape, sharding, lambda idx: host[idx], aval=aval)
 
 
+def _addressable(sharding: Sharding, shape) -> list:
+    """(device, index) of this process's devices of `sharding`, in its device order."""
+    me = _process_index()
+    return [(d, i) for d, i in zip(sharding._device_assignment, sharding._indices(shape))
+            if d.process_index == me]
+
+
 def make_array_from_callback(shape, sharding, data_callback, *, aval=None) -> Array:
     """A global Array of `shape` laid out as `sharding`, whose block at each index comes from
-    `data_callback(index)` (a tuple of slices)."""
+    `data_callback(index)` (a tuple of slices); in a multi-process run each process is asked
+    only for the blocks of its own devices."""
     sharding = sharding_impls.canonicalize(sharding, "make_array_from_callback")
     shape = tuple(shape)
     check_divisible(sharding, shape, "make_array_from_callback")
-    indices = sharding._indices(shape)
+    local = _addressable(sharding, shape)
+    if not local:
+        raise ValueError(f"make_array_from_callback: the sharding {sharding!r} has no device "
+                         f"of this process")
     bufs, dtype = [], None
     shard_aval = None
-    for device, index in zip(sharding._device_assignment, indices):
+    for device, index in local:
         block = np.asarray(data_callback(index))
         if dtype is None:
             dtype = backend.canonical_numpy(block[:0] if block.ndim else block).dtype
@@ -225,15 +265,15 @@ def make_array_from_callback(shape, sharding, data_callback, *, aval=None) -> Ar
 
 
 def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None) -> Array:
-    """A global Array of `shape` laid out as `sharding` from one single-device Array per device
-    (in the order of `sharding.addressable_devices_indices_map(shape)`)."""
+    """A global Array of `shape` laid out as `sharding` from one single-device Array per
+    device of this process (in the order of `sharding.addressable_devices_indices_map(shape)`)."""
     sharding = sharding_impls.canonicalize(sharding, "make_array_from_single_device_arrays")
     shape = tuple(shape)
     arrays = list(arrays)
-    devices = sharding._device_assignment
+    devices = [d for d, _ in _addressable(sharding, shape)]
     if len(arrays) != len(devices):
         raise ValueError(f"make_array_from_single_device_arrays: got {len(arrays)} arrays for a "
-                         f"sharding over {len(devices)} devices")
+                         f"sharding over {len(devices)} devices of this process")
     want = sharding.shard_shape(shape)
     bufs = []
     for a, device in zip(arrays, devices):
@@ -254,17 +294,106 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
     return from_buffers(bufs, aval, sharding)
 
 
-def make_array_from_process_local_data(sharding, local_data, global_shape=None) -> Array:
-    """A global Array from this process's part of the data. With one process the local data
-    is the whole array."""
+def _process_slices(sharding: Sharding, dim: int, ndim: int):
+    """How many distinct process-level parts dimension `dim` splits into (None if the
+    processes' blocks do not tile it evenly, JAX's "non-uniform" sharding)."""
+    if sharding.is_fully_addressable or sharding.is_fully_replicated:
+        return 1
+    n = sharding.num_devices
+    per_process: dict = {}
+    for d, index in sharding.devices_indices_map((n,) * ndim).items():
+        per_process.setdefault(d.process_index, set()).add((index[dim].start, index[dim].stop))
+    sizes = {len(v) for v in per_process.values()}
+    unique = {frozenset(v) for v in per_process.values()}
+    if len(sizes) != 1 or sum(len(u) for u in unique) != len(set().union(*unique)):
+        return None
+    return len(unique)
+
+
+def make_array_from_process_local_data(sharding, local_data, global_shape=None):
+    """A global Array from this process's part of the data (or a pytree of them, with
+    `sharding` and `global_shape` pytree prefixes of it).
+
+    Along each dimension `local_data` holds either the whole global extent or exactly the
+    indices this process's devices hold (packed in order); `global_shape` defaults to the
+    local shape times the number of process-level parts of each dimension."""
+    from fluxion._src.tree_util import tree_flatten
+    leaves, tree = tree_flatten(local_data)
+    if len(leaves) == 1 and tree_flatten(leaves[0])[1] == tree:
+        return _from_process_local_data(sharding, local_data, global_shape)
+    from fluxion._src.sharded_jit import flat_shardings
+    shardings = flat_shardings(sharding, local_data, "make_array_from_process_local_data")
+    shapes = _shape_prefix(global_shape, local_data)
+    return tree.unflatten([_from_process_local_data(s, x, g)
+                           for s, x, g in zip(shardings, leaves, shapes)])
+
+
+def _shape_prefix(global_shape, tree) -> list:
+    """One global shape (a tuple of ints, or None) per leaf of `tree`."""
+    from fluxion._src.tree_util import tree_flatten
+    from fluxion._src.vmap import _children
+    out: list = []
+
+    def walk(g, t):
+        if g is None or (isinstance(g, tuple) and all(isinstance(n, int) for n in g)):
+            out.extend([g] * len(tree_flatten(t)[0]))
+            return
+        g_children, t_children = _children(g), _children(t)
+        if g_children is None or t_children is None or len(g_children) != len(t_children):
+            raise ValueError(f"make_array_from_process_local_data: global_shape {global_shape!r}"
+                             f" is not a pytree prefix of the local data")
+        for gc, tc in zip(g_children, t_children):
+            walk(gc, tc)
+
+    walk(global_shape, tree)
+    return out
+
+
+def _from_process_local_data(sharding, local_data, global_shape) -> Array:
     sharding = sharding_impls.canonicalize(sharding, "make_array_from_process_local_data")
     local = np.asarray(local_data)
-    if global_shape is not None and tuple(global_shape) != local.shape:
-        from fluxion._src.api import process_count
-        if process_count() == 1:
-            raise ValueError(f"make_array_from_process_local_data: with one process the local "
-                             f"data (shape {local.shape}) is the whole array, but global_shape="
-                             f"{tuple(global_shape)}")
-        raise NotImplementedError("make_array_from_process_local_data across processes is not "
-                                  "supported by fluxion yet")
-    return device_put_sharded_value(local, sharding)
+    from fluxion._src.api import process_count
+    if process_count() == 1:
+        if global_shape is not None and tuple(global_shape) != local.shape:
+            raise ValueError(f"When calling `make_array_from_process_local_data` on a single "
+                             f"process, global_shape should be None or equal to "
+                             f"local_data.shape.Got global_shape={tuple(global_shape)} and "
+                             f"local_data.shape={local.shape}.")
+        return device_put_sharded_value(local, sharding)
+    ndim = local.ndim
+    if global_shape is None:
+        parts = [_process_slices(sharding, d, ndim) for d in range(ndim)]
+        global_shape = tuple(None if p is None else n * p for n, p in zip(local.shape, parts))
+        if None in global_shape:
+            raise ValueError(f"Unable to compute global_shape due to non-uniform sharding. "
+                             f"Specify global shape directly. Partially computed "
+                             f"global_shape={global_shape}.")
+    global_shape = tuple(global_shape)
+    if len(global_shape) != ndim:
+        raise ValueError(f"make_array_from_process_local_data: global_shape {global_shape} and "
+                         f"the local data's shape {local.shape} differ in rank")
+    check_divisible(sharding, global_shape, "make_array_from_process_local_data")
+    mine = _addressable(sharding, global_shape)
+    shard_shape = sharding.shard_shape(global_shape)
+    # per dimension: the sorted distinct block starts this process holds
+    starts = [sorted({index[d].start or 0 for _, index in mine}) for d in range(ndim)]
+    full = [n == g for n, g in zip(local.shape, global_shape)]
+    for d in range(ndim):
+        if not full[d] and local.shape[d] != len(starts[d]) * shard_shape[d]:
+            raise ValueError(f"Invalid host data, each dimension should match either global or "
+                             f"process shape. In dimension {d}, the process data has "
+                             f"{local.shape[d]} elements. Process addresses "
+                             f"{len(starts[d]) * shard_shape[d]} elements and "
+                             f"global_shape={global_shape}.")
+
+    def block(index):
+        where = []
+        for d, sl in enumerate(index):
+            if full[d]:
+                where.append(sl)
+            else:
+                k = starts[d].index(sl.start or 0) * shard_shape[d]
+                where.append(slice(k, k + shard_shape[d]))
+        return local[tuple(where)]
+
+    return make_array_from_callback(global_shape, sharding, block)

@@ -158,6 +158,23 @@ class Mesh:
         return [d for d in self.devices.flat if d.process_index == me]
 
     @property
+    def local_mesh(self) -> "Mesh":
+        """The sub-mesh of this process's devices (they must form a contiguous block)."""
+        from fluxion._src.api import process_index
+        me = process_index()
+        local = np.vectorize(lambda d: d.process_index == me, otypes=[bool])(self.devices)
+        block = []
+        for axis in range(local.ndim):
+            hits = np.flatnonzero(local.any(axis=tuple(a for a in range(local.ndim) if a != axis)))
+            if hits.size == 0:
+                raise ValueError("the mesh has no device of this process")
+            block.append(slice(int(hits[0]), int(hits[-1]) + 1))
+        if not local[tuple(block)].all():
+            raise ValueError("Devices connected to a single host must form a contiguous "
+                             "subcube of the global device mesh")
+        return Mesh(self.devices[tuple(block)], self.axis_names, self.axis_types)
+
+    @property
     def abstract_mesh(self) -> AbstractMesh:
         return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types)
 

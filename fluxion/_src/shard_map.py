@@ -31,8 +31,9 @@ def _spec_leaves(specs, tree, what):
                      f"structure of the value, got {specs!r}")
 
 
-def _check_spec(spec, mesh_shape, what):
-    """Every axis a spec names must be a mesh axis, used by one dimension at most."""
+def _check_spec(spec, mesh_shape, what, manual=None):
+    """Every axis a spec names must be a mesh axis (a manual one when `manual` is given),
+    used by one dimension at most."""
     if not isinstance(spec, PartitionSpec):
         raise TypeError(f"shard_map {what} entries must be PartitionSpecs, got {spec!r}")
     seen = []
@@ -41,6 +42,9 @@ def _check_spec(spec, mesh_shape, what):
             if a not in mesh_shape:
                 raise ValueError(f"shard_map {what} argument must refer to mesh axes "
                                  f"{tuple(mesh_shape)}, but {what} refers to {a!r}")
+            if manual is not None and a not in manual:
+                raise ValueError(f"shard_map {what} argument must refer to an axis marked as "
+                                 f"manual ({set(manual)}), but {what} refers to {a!r}")
             if a in seen:
                 raise DuplicateSpecError(f"A single spec can map every mesh axis to at most one "
                                          f"positional dimension, but {spec} has duplicate "
@@ -48,9 +52,9 @@ def _check_spec(spec, mesh_shape, what):
             seen.append(a)
 
 
-def _block_shape(shape, spec, mesh_shape, what):
+def _block_shape(shape, spec, mesh_shape, what, manual=None):
     out = list(shape)
-    _check_spec(spec, mesh_shape, what)
+    _check_spec(spec, mesh_shape, what, manual)
     if len(spec) > len(shape):
         raise ValueError(f"shard_map {what}: spec {spec} has more entries than the rank "
                          f"{len(shape)} of the value")
@@ -77,21 +81,41 @@ def _refs_as_operands(closed):
     return core.ClosedJaxpr(lifted, [c for _, c in plain]), [c for _, c in refs]
 
 
+def _manual_axes(mesh, axis_names, auto) -> tuple:
+    """The mesh axes the body is manual over, in mesh order: `axis_names` (all axes when
+    empty), less the `auto` axes of the older API."""
+    for what, names in (("axis_names", axis_names), ("auto", auto)):
+        if not isinstance(names, (set, frozenset)):
+            raise TypeError(f"`{what}` argument of shard_map should be of type `frozenset` or "
+                            f"`set`. Got type: {type(names)}")
+    names = set(axis_names) or set(mesh.axis_names)
+    if not names <= set(mesh.axis_names) or not set(auto) <= set(mesh.axis_names):
+        raise ValueError(f"shard_map requires axis_names={frozenset(axis_names or auto)} to be "
+                         f"a subset of mesh.axis_names={frozenset(mesh.axis_names)}")
+    manual = tuple(a for a in mesh.axis_names if a in names and a not in auto)
+    if not manual:
+        raise ValueError("shard_map needs at least one manual mesh axis; `auto` names them all")
+    return manual
+
+
 def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = True,
               check_rep=None, axis_names=frozenset(), auto=frozenset()):
     """Map `f` over blocks of its inputs laid out on `mesh` by `in_specs`; `f` sees one block
     per device and may use collectives over the mesh axis names; `out_specs` say how the
     output blocks assemble into global arrays (an axis absent from a spec means the output is
-    the same on every device of that axis)."""
+    the same on every device of that axis).
+
+    `axis_names` (a set, default all mesh axes) names the axes `f` is manual over; along the
+    other axes `f` sees whole values, which XLA's partitioner splits (`with_sharding_constraint`
+    inside may name them). `auto` (older API) names those other axes instead."""
     if f is None:
         return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
-                                 check_vma=check_vma, check_rep=check_rep, axis_names=axis_names)
+                                 check_vma=check_vma, check_rep=check_rep, axis_names=axis_names,
+                                 auto=auto)
     check_callable(f)
-    if axis_names and set(axis_names) != set(mesh.axis_names):
-        raise NotImplementedError("shard_map over a subset of the mesh axes (axis_names=) is not "
-                                  "supported by fluxion yet")
+    manual = _manual_axes(mesh, axis_names, auto)
     mesh_shape = mesh.shape
-    axes = list(zip(mesh.axis_names, mesh.axis_sizes))
+    axes = [(a, mesh_shape[a]) for a in manual]
     cache: dict = {}
 
     @functools.wraps(f)
@@ -101,7 +125,7 @@ def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = T
         specs = _spec_leaves(in_specs if not isinstance(in_specs, PartitionSpec) or len(args) != 1
                              else (in_specs,), args, "in_specs")
         gavals = [core.get_aval(x) for x in leaves]
-        bavals = [a.update(shape=_block_shape(a.shape, s, mesh_shape, "in_specs"))
+        bavals = [a.update(shape=_block_shape(a.shape, s, mesh_shape, "in_specs", manual))
                   for a, s in zip(gavals, specs)]
         key = (in_tree, tuple(bavals), tuple(specs))
         entry = cache.get(key)
@@ -119,13 +143,13 @@ def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = T
             out, out_tree = box[0]
             ospecs = _spec_leaves(out_specs, out, "out_specs")
             for spec in ospecs:
-                _check_spec(spec, mesh_shape, "out_specs")
+                _check_spec(spec, mesh_shape, "out_specs", manual)
             entry = cache[key] = (closed, out_tree, ospecs)
         closed, out_tree, ospecs = entry
         closed, ref_consts = _refs_as_operands(closed)
         outs = shard_map_p.bind(*ref_consts, *leaves, jaxpr=closed, mesh=mesh,
                                 in_specs=(PartitionSpec(),) * len(ref_consts) + tuple(specs),
-                                out_specs=tuple(ospecs))
+                                out_specs=tuple(ospecs), manual_axes=manual)
         return tree_unflatten(out_tree, outs)
 
     return wrapped

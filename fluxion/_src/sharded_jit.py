@@ -26,7 +26,9 @@ from fluxion._src.sharding_impls import NamedSharding, Sharding
 
 sharding_constraint_p = core.Primitive("sharding_constraint")
 
-_lowering = threading.local()  # .mesh: the mesh of the sharded module being lowered
+# .mesh: the mesh of the sharded module being lowered; .manual: the mesh axes that are manual
+# in the shard_map body being lowered
+_lowering = threading.local()
 
 
 def sharding_constraint(x, sharding: Sharding):
@@ -50,6 +52,11 @@ def _constraint_lowering(ctx, x, *, sharding):
     if sharding.mesh.shape_tuple != mesh.shape_tuple:
         raise ValueError(f"with_sharding_constraint: sharding {sharding!r} uses a mesh other than "
                          f"the program's {mesh!r}")
+    manual = [a for a in sharding.spec.used_axes() if a in getattr(_lowering, "manual", ())]
+    if manual:
+        raise ValueError(f"with_sharding_constraint inside shard_map: {sharding!r} names the "
+                         f"manual mesh axes {manual}; it may only name the axes left to the "
+                         f"partitioner (not in shard_map's axis_names)")
     aval = ctx.avals_out[0]
     return ctx.op1("sdy.sharding_constraint", [x], aval,
                    {"sharding": sharding.sdy_text(len(aval.shape))})

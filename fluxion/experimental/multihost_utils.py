@@ -14,12 +14,34 @@ def _one_per_process(fn, x):
     return mapped(x)
 
 
+def _identity(x):
+    return x
+
+
+def _gather_global(x, tiled: bool):
+    """The whole value of a global Array that spans other processes' devices: a program
+    replicates it over its mesh (XLA moves the blocks), then the local copy is read."""
+    import fluxion as fx
+    from fluxion.sharding import NamedSharding, PartitionSpec
+    if not tiled:
+        raise ValueError("Gathering global non-fully-addressable arrays only supports tiled=True")
+    if not isinstance(x.sharding, NamedSharding):
+        raise NotImplementedError(f"process_allgather of a global Array laid out as "
+                                  f"{x.sharding!r} (not a NamedSharding)")
+    out = fx.jit(_identity, out_shardings=NamedSharding(x.sharding.mesh, PartitionSpec()))(x)
+    return np.asarray(out.addressable_data(0))
+
+
 def process_allgather(in_tree, tiled: bool = False):
     """Every process's value of each leaf, stacked along a new axis 0 (concatenated along
-    axis 0 if `tiled`), as host NumPy arrays on every process."""
+    axis 0 if `tiled`), as host NumPy arrays on every process. A global Array that spans
+    several processes' devices is gathered whole instead (only with `tiled=True`, as JAX)."""
     from fluxion import lax
+    from fluxion._src.array import Array
 
     def gather(x):
+        if isinstance(x, Array) and not x.is_fully_addressable:
+            return _gather_global(x, tiled)
         x = np.asarray(x)
 
         def body(v, k):
@@ -56,31 +78,79 @@ def sync_global_devices(name: str):
         distributed._state["client"].wait_at_barrier(f"sync_global_devices:{name}", 300_000)
 
 
-def _single_process(what: str):
-    import fluxion as fx
-    if fx.process_count() > 1:
-        raise NotImplementedError(f"{what} across several processes is not supported by fluxion "
-                                  "yet (global arrays span this process's devices only)")
+def _local_shape(shape, global_mesh, local_mesh, spec, to_global: bool) -> tuple:
+    """A value's shape on the local mesh <-> on the global mesh: each dimension scales by
+    how many times more devices its mesh axes have globally."""
+    out = []
+    for d, n in enumerate(shape):
+        k = 1
+        for a in spec.axes_of(d) if d < len(spec) else ():
+            k *= global_mesh.shape[a] // local_mesh.shape[a]
+        out.append(n * k if to_global else n // k)
+    return tuple(out)
+
+
+def _local_buffers(x):
+    from fluxion._src.global_array import GlobalArray
+    if type(x) is GlobalArray:
+        return [buf for _, _, buf in x._blocks()]
+    return [x._buf]
+
+
+def _check_spec(spec, what):
+    from fluxion.sharding import PartitionSpec
+    if spec is None:
+        raise ValueError("`None` is not a valid input to the pspecs argument. Please use "
+                         "PartitionSpec() if you wanted to replicate your input.")
+    if not isinstance(spec, PartitionSpec):
+        raise TypeError(f"{what}: pspecs must be PartitionSpecs, got {spec!r}")
+    return spec
 
 
 def host_local_array_to_global_array(local_inputs, global_mesh, pspecs):
-    """Each process's part of the data as global Arrays over `global_mesh` laid out by
-    `pspecs` (a PartitionSpec or a pytree of them). With one process the local data is the
-    whole array."""
+    """Each process's part of the data (a pytree) as global Arrays over `global_mesh` laid
+    out by `pspecs` (a PartitionSpec or a pytree of them): this process's part goes on its
+    devices (the local sub-mesh) and those blocks become the global Array's."""
     import fluxion as fx
-    from fluxion.sharding import NamedSharding, PartitionSpec
-    _single_process("host_local_array_to_global_array")
+    from fluxion._src import core
+    from fluxion._src.global_array import from_buffers
+    from fluxion.sharding import NamedSharding
     leaves, tree = fx.tree_util.tree_flatten(local_inputs)
     specs = _specs_for(pspecs, local_inputs, len(leaves))
-    return tree.unflatten([fx.device_put(x, NamedSharding(global_mesh, s or PartitionSpec()))
-                           for x, s in zip(leaves, specs)])
+    local_mesh = global_mesh.local_mesh
+    out = []
+    for x, spec in zip(leaves, specs):
+        spec = _check_spec(spec, "host_local_array_to_global_array")
+        local = fx.device_put(x, NamedSharding(local_mesh, spec))
+        aval = core.get_aval(local)
+        aval = aval.update(shape=_local_shape(aval.shape, global_mesh, local_mesh, spec, True))
+        out.append(from_buffers(_local_buffers(local), aval, NamedSharding(global_mesh, spec)))
+    return tree.unflatten(out)
 
 
 def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
     """The inverse of host_local_array_to_global_array: this process's part of each global
-    Array (the whole Array with one process), laid out by `pspecs`."""
-    _single_process("global_array_to_host_local_array")
-    return host_local_array_to_global_array(global_inputs, global_mesh, pspecs)
+    Array, as an Array over the local sub-mesh of `global_mesh` laid out by `pspecs`."""
+    import fluxion as fx
+    from fluxion._src import core
+    from fluxion._src.global_array import from_buffers
+    from fluxion.sharding import NamedSharding
+    leaves, tree = fx.tree_util.tree_flatten(global_inputs)
+    specs = _specs_for(pspecs, global_inputs, len(leaves))
+    local_mesh = global_mesh.local_mesh
+    out = []
+    for x, spec in zip(leaves, specs):
+        spec = _check_spec(spec, "global_array_to_host_local_array")
+        if getattr(x, "is_fully_addressable", False) and global_mesh == local_mesh:
+            out.append(x)
+            continue
+        target = NamedSharding(global_mesh, spec)
+        if not (isinstance(x, fx.Array) and x.sharding == target):
+            x = fx.jit(_identity, out_shardings=target)(x)
+        aval = core.get_aval(x)
+        aval = aval.update(shape=_local_shape(aval.shape, global_mesh, local_mesh, spec, False))
+        out.append(from_buffers(_local_buffers(x), aval, NamedSharding(local_mesh, spec)))
+    return tree.unflatten(out)
 
 
 def _specs_for(pspecs, tree, n):

@@ -29,17 +29,19 @@ def _axes() -> list:
 
 
 @contextlib.contextmanager
-def replica_axes(axes, partitions: bool = False):
+def replica_axes(axes, partitions: bool = False, manual=None):
     """Lower collectives over these (name, size) axes as cross-replica collectives; with
     `partitions`, as collectives across the partitions of an SPMD program (shard_map inside
-    a partitioned program: global device ids, channel handles, `partition_id`)."""
-    old = _axes(), getattr(_state, "partitions", False)
+    a partitioned program: global device ids, channel handles, `partition_id`), of which the
+    axes named in `manual` (default all) are manual and the others left to the partitioner."""
+    old = _axes(), getattr(_state, "partitions", False), getattr(_state, "manual", None)
     _state.axes = list(axes)
     _state.partitions = partitions
+    _state.manual = None if manual is None else tuple(manual)
     try:
         yield
     finally:
-        _state.axes, _state.partitions = old
+        _state.axes, _state.partitions, _state.manual = old
 
 
 def current_axes() -> list:
@@ -109,17 +111,33 @@ def _axis_index_rule(ctx, *, axis_name):
     axes = _axes()
     known = [n for n, _ in axes]
     _groups(axis_name)
-    which = "partition_id" if getattr(_state, "partitions", False) else "replica_id"
-    rid = ctx.op1(f"stablehlo.{which}", [], ShapedArray((), np.uint32))
-    idx = ctx.convert(rid, np.int32)
+    partitions = getattr(_state, "partitions", False)
+    manual = getattr(_state, "manual", None)
+    auto = [n for n in known if manual is not None and n not in manual]
+    b = ctx
+    if partitions and auto:
+        # XLA's partitioner rejects partition_id where some axes are automatic (its value
+        # differs along them); as JAX does, read it in a region manual over those axes too.
+        b = ctx.new_block([])
+    which = "partition_id" if partitions else "replica_id"
+    rid = b.op1(f"stablehlo.{which}", [], ShapedArray((), np.uint32))
+    idx = b.convert(rid, np.int32)
     pos = known.index(axis_name)
     inner = int(np.prod([s for _, s in axes[pos + 1:]]))
     if inner > 1:
-        idx = ctx.div(idx, ctx.constant(np.int32(inner), np.int32))
+        idx = b.div(idx, b.constant(np.int32(inner), np.int32))
     size = axes[pos][1]
     if pos > 0:
-        idx = ctx.rem(idx, ctx.constant(np.int32(size), np.int32))
-    return idx
+        idx = b.rem(idx, b.constant(np.int32(size), np.int32))
+    if b is ctx:
+        return idx
+    b.ret([idx], op_name="sdy.return")
+    names = ", ".join(f'"{n}"' for n in auto)
+    (out,) = ctx.op("sdy.manual_computation", [], [ShapedArray((), np.int32)],
+                    {"in_shardings": "#sdy.sharding_per_value<[]>",
+                     "out_shardings": "#sdy.sharding_per_value<[<@mesh, []>]>",
+                     "manual_axes": f"#sdy<manual_axes{{{names}}}>"}, [b])
+    return out
 
 
 def _all_gather_rule(ctx, x, *, axis_name, axis, tiled, axis_index_groups=None):
