@@ -99,6 +99,16 @@ class CompiledFunction:
                         raise
                 return call_unary
 
+            if len(in_avals) == 2:  # binary ops
+                def call_binary(args):
+                    bufs = [args[0]._buf, args[1]._buf]
+                    try:
+                        return Array(execute(bufs).consume_with_handlers(handlers)[0], aval)
+                    except runtime_error:
+                        raise_if_deleted(bufs, in_avals, 0)
+                        raise
+                return call_binary
+
             def call_one(args):
                 bufs = list(map(_buf_of, args))
                 try:

@@ -69,8 +69,10 @@ def eager_compiled(static_argnames=()):
                 if len(args) <= fast_arity:
                     if not kwargs:
                         try:
-                            fast_key = (args[0].aval if len(args) == 1
-                                        else tuple(map(_aval_attr, args)))
+                            nargs = len(args)
+                            fast_key = (args[0].aval if nargs == 1 else
+                                        (args[0].aval, args[1].aval) if nargs == 2 else
+                                        tuple(map(_aval_attr, args)))
                         except AttributeError:  # not all Arrays: Python scalars among them?
                             fast_key = _mixed_key(args, kwargs, static_argnames)
                     else:
