@@ -7,6 +7,7 @@ from typing import NamedTuple
 import numpy as np
 
 from fluxion._src import core, dtypes
+from fluxion._src.export import shape_poly
 from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.lax.linalg import primitives as lax_linalg
 from fluxion._src.numpy import util
@@ -178,7 +179,7 @@ def solve(a, b):
         b = b[:, None]
     elif b_shape[-2] != a_shape[-1]:
         raise ValueError(f"solve: shapes {a_shape} and {b_shape} are incompatible")
-    batch = np.broadcast_shapes(a_shape[:-2], b.shape[:-2])
+    batch = shape_poly.broadcast_shapes(a_shape[:-2], b.shape[:-2])
     a = jnp.broadcast_to(a, batch + a_shape[-2:])
     b = jnp.broadcast_to(b, batch + b.shape[-2:])
     lu, _, perm = lax_linalg.lu(a)
