@@ -869,6 +869,17 @@ def broadcast_shapes(*shapes) -> tuple:
     return tuple(out)
 
 
+def all_dim_vars(avals) -> list[str]:
+    """The dimension variables in the shapes of `avals`, sorted by name (JAX's order for the
+    dimension-variable arguments of a module lowered by `jit(f).lower`)."""
+    names: set = set()
+    for a in avals:
+        for d in a.shape:
+            if isinstance(d, DimExpr):
+                names |= d.variables()
+    return sorted(names)
+
+
 def known_true(predicate) -> bool:
     """`predicate()` on dimensions, False where it is inconclusive (for checks that only reject
     what is certainly wrong)."""
