@@ -387,41 +387,6 @@ _INT_OPS = {"const": int, "add": operator.add, "mul": operator.mul,
             "max": lambda a, b: max_dim(a, b), "min": lambda a, b: min_dim(a, b)}
 
 
-def solve_dim_vars(pairs, ops=None) -> dict:
-    """Values of the dimension variables from `(expression, value)` pairs (an argument
-    dimension's specification and its actual size).
-
-    A variable is solved from an expression where it is the only unknown and appears linearly,
-    `k*v + rest`: v = (value - rest) // k (the caller checks that every expression then
-    evaluates to its value). `ops` as for `DimExpr.evaluate` (default Python ints).
-    """
-    ops = ops or _INT_OPS
-    env: dict = {}
-    pending = [(e, v) for e, v in pairs if isinstance(e, DimExpr)]
-    progress = True
-    while progress:
-        progress = False
-        for e, value in pending:
-            unknown = e.variables() - env.keys()
-            if len(unknown) != 1:
-                continue
-            name, = unknown
-            var = DimExpr._from_atom(_Atom(None, name=name), e.scope)
-            k = e._coeffs.get(((_Atom(None, name=name), 1),))
-            if k is None:
-                continue
-            rest = e - k * var
-            if isinstance(rest, DimExpr) and name in rest.variables():
-                continue
-            rest_value = (rest.evaluate(env, ops) if isinstance(rest, DimExpr)
-                          else None if rest == 0 else ops["const"](rest))
-            diff = value if rest_value is None else ops["add"](
-                value, ops["mul"](ops["const"](-1), rest_value))
-            env[name] = diff if k == 1 else ops["floordiv"](diff, ops["const"](k))
-            progress = True
-    return env
-
-
 # ---------------------------------------------------------------------------------------------
 # Non-linear operations
 
