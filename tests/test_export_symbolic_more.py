@@ -117,6 +117,54 @@ def test_linalg_symbolic_artifact_round_trip_and_grad():
     np.testing.assert_allclose(np.asarray(g), np.asarray(want), rtol=1e-3, atol=1e-4)
 
 
+SQUARE = {
+    "inv": lambda m, l: m.linalg.inv,
+    "solve": lambda m, l: lambda a: m.linalg.solve(a, a.T),
+    "det": lambda m, l: m.linalg.det,
+    "slogdet": lambda m, l: lambda a: tuple(m.linalg.slogdet(a)),
+    "cholesky": lambda m, l: lambda a: m.linalg.cholesky(_spd(a, m)),
+    "eigvalsh": lambda m, l: lambda a: m.linalg.eigvalsh(_spd(a, m)),
+    "lu": lambda m, l: lambda a: tuple(l.linalg.lu(a)),
+    "triangular_solve": lambda m, l: lambda a: l.linalg.triangular_solve(a, a.T, lower=True),
+    "pinv": lambda m, l: m.linalg.pinv,
+    "cond": lambda m, l: m.linalg.cond,
+    "matrix_power": lambda m, l: lambda a: m.linalg.matrix_power(a, 2),
+    "trace": lambda m, l: m.trace,
+    "diagonal": lambda m, l: m.diagonal,
+    "scaled_by_size": lambda m, l: lambda a: a * (a.shape[0] * 0.5) + 1.5 * a.shape[0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SQUARE))
+def test_linalg_symbolic_square_matrices_match_jax(name):
+    ours, theirs = _both(SQUARE[name])
+    b, = export.symbolic_shape("b")
+    jb, = jexport.symbolic_shape("b")
+    exp = export.export(fx.jit(ours))(fx.ShapeDtypeStruct((b, b), np.float32))
+    jexp = jexport.export(jax.jit(theirs))(jax.ShapeDtypeStruct((jb, jb), np.float32))
+    assert [_aval_key(a) for a in exp.out_avals] == [_aval_key(a) for a in jexp.out_avals]
+    for n in (1, 4):
+        x = _matrices(n)[0, :n, :n] if n <= 3 else \
+            (np.random.default_rng(n).standard_normal((n, n)) + 3 * np.eye(n)).astype(np.float32)
+        got, want = fx.tree_util.tree_leaves(exp.call(x)), jax.tree_util.tree_leaves(jexp.call(x))
+        for g, w in zip(got, want):
+            assert np.shape(g) == np.shape(w)
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-4, atol=2e-4)
+
+
+def test_diagonal_offsets_of_symbolic_matrices_match_numpy():
+    # JAX raises InconclusiveDimensionOperation for these; fluxion takes min/max of the sizes.
+    b, = export.symbolic_shape("b")
+    f = lambda a: (fnp.diagonal(a, -1), fnp.diagonal(a, 2), fnp.diagonal(a[:, :3], 1))  # noqa: E731
+    exp = export.export(fx.jit(f))(fx.ShapeDtypeStruct((b, b), np.float32))
+    assert [str(a.shape) for a in exp.out_avals[:2]] == ["(b - 1,)", "(max(0, b - 2),)"]
+    for n in (1, 2, 5):
+        x = np.arange(n * n, dtype=np.float32).reshape(n, n)
+        for g, w in zip(exp.call(x), (np.diagonal(x, -1), np.diagonal(x, 2),
+                                      np.diagonal(x[:, :3], 1))):
+            np.testing.assert_array_equal(np.asarray(g), w)
+
+
 def test_symbolic_matrix_dimension_still_inconclusive_for_qr():
     b, = export.symbolic_shape("b")
     with pytest.raises(export.InconclusiveDimensionOperation, match="inconclusive"):

@@ -173,33 +173,43 @@ class DimExpr:
     def __bool__(self):
         return True  # a dimension expression is never the empty/zero object
 
+    def _as_value_op(self, other, op, reflected: bool = False):
+        """`self op other` for a non-integer number or array (`2.5 * b`): through the
+        dimension's value, as JAX does; NotImplemented for anything else."""
+        if not isinstance(other, (float, complex, np.ndarray, np.inexact)):
+            return NotImplemented
+        value = dimension_as_value(self)
+        return op(other, value) if reflected else op(value, other)
+
     # ---- arithmetic
     def __add__(self, other):
         o = self._lift(other)
         if o is None:
-            return NotImplemented
+            return self._as_value_op(other, operator.add)
         out = dict(self._coeffs)
         for m, c in o._coeffs.items():
             out[m] = out.get(m, 0) + c
         return DimExpr._make(out, self.scope)
 
-    __radd__ = __add__
+    def __radd__(self, other):
+        o = self._lift(other)
+        return self._as_value_op(other, operator.add, True) if o is None else self + o
 
     def __neg__(self):
         return DimExpr._make({m: -c for m, c in self._coeffs.items()}, self.scope)
 
     def __sub__(self, other):
         o = self._lift(other)
-        return NotImplemented if o is None else self + (-o)
+        return self._as_value_op(other, operator.sub) if o is None else self + (-o)
 
     def __rsub__(self, other):
         o = self._lift(other)
-        return NotImplemented if o is None else o + (-self)
+        return self._as_value_op(other, operator.sub, True) if o is None else o + (-self)
 
     def __mul__(self, other):
         o = self._lift(other)
         if o is None:
-            return NotImplemented
+            return self._as_value_op(other, operator.mul)
         out: dict = {}
         for m1, c1 in self._coeffs.items():
             for m2, c2 in o._coeffs.items():
@@ -207,7 +217,9 @@ class DimExpr:
                 out[m] = out.get(m, 0) + c1 * c2
         return DimExpr._make(out, self.scope)
 
-    __rmul__ = __mul__
+    def __rmul__(self, other):
+        o = self._lift(other)
+        return self._as_value_op(other, operator.mul, True) if o is None else self * o
 
     def __pow__(self, power):
         power = operator.index(power)
