@@ -152,6 +152,56 @@ def test_linalg_symbolic_square_matrices_match_jax(name):
             np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-4, atol=2e-4)
 
 
+NON_SQUARE = {
+    "svd_b4": (lambda m, l: lambda a: tuple(m.linalg.svd(a, full_matrices=False)), "b, 4"),
+    "svdvals_4b": (lambda m, l: lambda a: m.linalg.svd(a, compute_uv=False), "4, b"),
+    "norm_2_b4": (lambda m, l: lambda a: m.linalg.norm(a, 2), "b, 4"),
+    "grad_inv_bb": (lambda m, l: (jax if m is jjnp else fx).grad(lambda a: m.linalg.inv(a).sum()),
+                    "b, b"),
+    "grad_det_bb": (lambda m, l: (jax if m is jjnp else fx).grad(m.linalg.det), "b, b"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NON_SQUARE))
+def test_linalg_symbolic_matrix_sizes_match_jax(name):
+    build, spec = NON_SQUARE[name]
+    ours, theirs = _both(build)
+    shape = export.symbolic_shape(spec)
+    jshape = jexport.symbolic_shape(spec)
+    exp = export.export(fx.jit(ours))(fx.ShapeDtypeStruct(shape, np.float32))
+    jexp = jexport.export(jax.jit(theirs))(jax.ShapeDtypeStruct(jshape, np.float32))
+    # min/max print in another order ("min(4, b)" against JAX's "min(b, 4)"): compare values.
+    for n in (2, 5):
+        env = {"b": n}
+        assert [tuple(d.evaluate(env) if export.is_symbolic_dim(d) else d for d in a.shape)
+                for a in exp.out_avals] == \
+            [tuple(d._evaluate(env) if not isinstance(d, int) else d for d in a.shape)
+             for a in jexp.out_avals]
+        x = (np.random.default_rng(n).standard_normal(
+            tuple(n if export.is_symbolic_dim(d) else d for d in shape))
+            + 3 * np.eye(*(n if export.is_symbolic_dim(d) else d for d in shape))
+        ).astype(np.float32)
+        got, want = fx.tree_util.tree_leaves(exp.call(x)), jax.tree_util.tree_leaves(jexp.call(x))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-4, atol=2e-4)
+        # and the same program for the concrete shape
+        for g, w in zip(got, fx.tree_util.tree_leaves(fx.jit(ours)(x))):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-5)
+
+
+def test_pinv_lstsq_of_symbolic_tall_matrices_match_numpy():
+    # JAX raises InconclusiveDimensionOperation for these ('b' < '4'); fluxion uses max_dim.
+    b, = export.symbolic_shape("b")
+    exp = export.export(fx.jit(lambda a: (fnp.linalg.pinv(a), fnp.linalg.lstsq(a, a[:, 0])[0])))(
+        fx.ShapeDtypeStruct((b, 4), np.float64))
+    for n in (1, 6):
+        a = np.random.default_rng(n).standard_normal((n, 4))
+        pinv, sol = exp.call(a)
+        np.testing.assert_allclose(np.asarray(pinv), np.linalg.pinv(a), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(sol), np.linalg.lstsq(a, a[:, 0], rcond=None)[0],
+                                   rtol=1e-4, atol=1e-5)
+
+
 def test_diagonal_offsets_of_symbolic_matrices_match_numpy():
     # JAX raises InconclusiveDimensionOperation for these; fluxion takes min/max of the sizes.
     b, = export.symbolic_shape("b")
