@@ -66,6 +66,22 @@ LINALG = {
     "householder_product": lambda m, l: lambda a: l.linalg.householder_product(a, a[..., 0] / 4),
     "tridiagonal_solve": lambda m, l: lambda a: l.linalg.tridiagonal_solve(
         a[..., 0] * 0.1, a[..., 1] + 2, a[..., 2] * 0.1, a),
+    "qr_full": lambda m, l: lambda a: tuple(l.linalg.qr(a, full_matrices=True)),
+    "svdvals_fn": lambda m, l: m.linalg.svdvals,
+    "matrix_norm_nuc": lambda m, l: lambda a: m.linalg.matrix_norm(a, ord="nuc"),
+    "vector_norm": lambda m, l: lambda a: m.linalg.vector_norm(a, axis=-1),
+    "cross": lambda m, l: lambda a: m.linalg.cross(a, a[..., ::-1, :]),
+    "tensordot": lambda m, l: lambda a: m.linalg.tensordot(a, a, axes=([1, 2], [1, 2])),
+    "symmetric_product": lambda m, l: lambda a: l.linalg.symmetric_product(a, a),
+    "cholesky_update": lambda m, l: lambda a: l.linalg.cholesky_update(
+        m.linalg.cholesky(_spd(a, m))[0], a[0, 0]),
+    "grad_inv": lambda m, l: (jax if m is jjnp else fx).grad(lambda a: m.linalg.inv(a).sum()),
+    "grad_eigh": lambda m, l: (jax if m is jjnp else fx).grad(
+        lambda a: m.linalg.eigh(_spd(a, m))[0].sum()),
+    "grad_svdvals": lambda m, l: (jax if m is jjnp else fx).grad(
+        lambda a: m.linalg.svd(a, compute_uv=False).sum()),
+    "grad_slogdet": lambda m, l: (jax if m is jjnp else fx).grad(
+        lambda a: m.linalg.slogdet(a)[1].sum()),
 }
 # Results whose sign or phase LAPACK leaves free are compared through invariants.
 _INVARIANT = {"eig": lambda w, v: (np.sort_complex(w), np.abs(v).sum(-2)),
