@@ -15,6 +15,7 @@ from the first dimension and check the second; `"b*b"` alone cannot be solved.
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Callable
 
@@ -67,6 +68,7 @@ class ShapeCheck:
         return "".join(text), inputs
 
 
+@functools.lru_cache(maxsize=256)
 def arg_names(in_tree, n: int) -> list[str]:
     """`args[0]`, `kwargs['x']`, ... for the flat arguments of the `(args, kwargs)` tree."""
     from fluxion._src import tree_util
