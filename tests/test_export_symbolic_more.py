@@ -289,6 +289,28 @@ def test_shape_assertions_match_jax(case):
         assert _jax_error(exported_mod._refine, wrapper, "f", avals) == want
 
 
+@pytest.mark.parametrize("constraints,specs,good,bad", [
+    (["a == b + 1"], ["a", "b"], [(3, 2)], [(3, 3), (1, 0)]),
+    (["b == 4"], ["b", "2*b"], [(4, 8)], []),
+    (["a == 2*b", "b >= 2"], ["a", "b"], [(4, 2)], [(2, 1), (5, 2)]),
+])
+def test_equality_constraints_rewrite_like_jax(constraints, specs, good, bad):
+    def make(m):
+        return lambda *xs: sum(x.sum() * x.shape[0] for x in xs)
+    ours, theirs = _export_both(make(fnp), make(jjnp), specs, constraints)
+    assert [_aval_key(a) for a in ours.in_avals] == [_aval_key(a) for a in theirs.in_avals]
+    assert ours.mlir_module().count("@shape_assertion") == \
+        theirs.mlir_module().count("@shape_assertion")
+    for sizes in good:
+        args = [np.ones((s, 2), np.float32) for s in sizes]
+        np.testing.assert_allclose(np.asarray(ours.call(*args)), np.asarray(theirs.call(*args)))
+    for sizes in bad:
+        args = [np.ones((s, 2), np.float32) for s in sizes]
+        assert _jax_error(ours.call, *args) == _jax_error(theirs.call, *args)
+    back = export.deserialize(ours.serialize())
+    assert [_aval_key(a) for a in back.in_avals] == [_aval_key(a) for a in ours.in_avals]
+
+
 def test_shape_assertion_survives_serialization():
     b, = export.symbolic_shape("b")
     exp = export.export(fx.jit(lambda x, y: x + y[:x.shape[0]]))(

@@ -171,7 +171,9 @@ def solve(in_avals, names: list[str], size: Callable[[int, int], Any],
     scope = next((d.scope for a in in_avals for d in a.shape if isinstance(d, DimExpr)), None)
     if scope is not None and env:
         for text, comp, diff in explicit_constraints(scope):
-            found = diff.evaluate(env, ops) if isinstance(diff, DimExpr) else ops["const"](diff)
+            if not isinstance(diff, DimExpr):
+                continue  # holds (an equality already rewrote its left side; see SymbolicScope)
+            found = diff.evaluate(env, ops)
             checks.append(ShapeCheck(comp, found, ops["const"](0), [
                 f"Input shapes do not match the symbolic shape constraint {text}. Expected "
                 f"'{diff}' to be {'greater or equal' if comp == '>=' else 'equal'} to 0, but "

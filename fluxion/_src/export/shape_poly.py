@@ -63,6 +63,9 @@ class SymbolicScope:
                              f"Got {constraints_str!r}")
         self.constraints_str = tuple(constraints_str)
         self._constraints: list[tuple[Any, int]] = []  # (expr, c): expr >= c
+        # An equality whose left side is one atom ("a == b + 1", "b == 4") also rewrites that
+        # atom wherever it is made later, as JAX's normalization rules do: atom key -> expr.
+        self._rules: dict[str, Any] = {}
         for c in self.constraints_str:
             self._add_constraint(c)
 
@@ -74,6 +77,9 @@ class SymbolicScope:
         lhs = _parse_dim(m.group(1), self, text)
         rhs = _parse_dim(m.group(3), self, text)
         diff = lhs - rhs
+        atom = lhs._single_atom() if isinstance(lhs, DimExpr) else None
+        if m.group(2) == "==" and atom is not None and atom._key not in self._rules:
+            self._rules[atom._key] = rhs
         if not isinstance(diff, DimExpr):
             ok = {">=": diff >= 0, "<=": diff <= 0, "==": diff == 0}[m.group(2)]
             if not ok:
@@ -147,7 +153,16 @@ class DimExpr:
 
     @staticmethod
     def _from_atom(atom: _Atom, scope):
-        return DimExpr({((atom, 1),): 1}, scope)
+        rule = scope._rules.get(atom._key)
+        return rule if rule is not None else DimExpr({((atom, 1),): 1}, scope)
+
+    def _single_atom(self):
+        """The atom if this expression is one atom with coefficient 1, else None."""
+        if len(self._coeffs) == 1:
+            (m, c), = self._coeffs.items()
+            if c == 1 and len(m) == 1 and m[0][1] == 1:
+                return m[0][0]
+        return None
 
     # ---- conversions
     def _lift(self, other):
@@ -524,7 +539,7 @@ def _implicit_constraints(e: DimExpr) -> list:
                 x, k = atom.args
                 if k not in scales:
                     scales.append(k)
-                q = DimExpr._from_atom(atom, e.scope)
+                q = DimExpr({((atom, 1),): 1}, e.scope)
                 for expr, c in ((x - k * q, 0), (k * q - x, 1 - k)):
                     if isinstance(expr, DimExpr):
                         const = expr._coeffs.get((), 0)
