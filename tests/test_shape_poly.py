@@ -430,7 +430,7 @@ def test_linear_dimension_variables_are_solved():
     got = exp.call(x, y)  # b = 3, c = 4
     np.testing.assert_allclose(got[0], x.reshape(2, -1).sum(0))
     np.testing.assert_allclose(got[1], np.full((3, 4), 4.))
-    with pytest.raises(ValueError, match="Division had remainder 1 when computing the value of 'b'"):
+    with pytest.raises(ValueError, match="Division had remainder 1 when computing the value"):
         exp.call(np.ones(7, np.float32), y)  # 2*b + 2 = 7 has no integer solution
 
 

@@ -23,7 +23,8 @@ import numpy as np
 from fluxion._src import ad, batching, core, dtypes, tree_util
 from fluxion._src.compiler import backend, hlo, lowering
 from fluxion._src.core import ShapedArray
-from fluxion._src.export import shape_checks, shape_poly, shape_poly_ops  # noqa: F401 (registers dim_as_value)
+from fluxion._src.export import shape_checks, shape_poly
+from fluxion._src.export import shape_poly_ops  # noqa: F401 (registers dim_as_value)
 
 CALLING_CONVENTION_VERSION = 9
 _PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
