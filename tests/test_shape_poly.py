@@ -285,7 +285,7 @@ def test_dynamic_ops_in_module():
 def test_unsupported_op_raises_clearly():
     b, = export.symbolic_shape("b")
     with pytest.raises(InconclusiveDimensionOperation, match="inconclusive"):
-        export.export(fx.jit(lambda x: jnp.linalg.qr(x)[1]))(S((b, 4), np.float32))
+        export.export(fx.jit(lambda x: jnp.linalg.qr(x)[1]))(S((4, b), np.float32))
     with pytest.raises(InconclusiveDimensionOperation,
                        match="lowering of 'scan' does not support symbolic dimensions"):
         export.export(fx.jit(lambda x: lax.scan(lambda c, r: (c + r, c), jnp.zeros(4), x,
@@ -430,7 +430,7 @@ def test_linear_dimension_variables_are_solved():
     got = exp.call(x, y)  # b = 3, c = 4
     np.testing.assert_allclose(got[0], x.reshape(2, -1).sum(0))
     np.testing.assert_allclose(got[1], np.full((3, 4), 4.))
-    with pytest.raises(ValueError, match="inconsistency"):
+    with pytest.raises(ValueError, match="Division had remainder 1 when computing the value"):
         exp.call(np.ones(7, np.float32), y)  # 2*b + 2 = 7 has no integer solution
 
 
@@ -472,10 +472,12 @@ def test_multi_platform_symbolic():
     np.testing.assert_allclose(exp.call(x), np.full(5, 6.))
 
 
-def test_jit_lowering_refuses_symbolic_arguments():
+def test_jit_lowering_of_symbolic_arguments_does_not_compile():
     b, = export.symbolic_shape("b")
-    with pytest.raises(ValueError, match="can only be lowered by fluxion.export.export"):
-        fx.jit(lambda x, w: x @ w).lower(S((b, 3), np.float32), S((3, 2), np.float32))
+    lowered = fx.jit(lambda x, w: x @ w).lower(S((b, 3), np.float32), S((3, 2), np.float32))
+    assert 'tensor<i32> {jax.global_constant = "b"}' in lowered.as_text()
+    with pytest.raises(ValueError, match="symbolic shapes"):
+        lowered.compile()
 
 
 def test_public_names_where_jax_has_them():

@@ -21,6 +21,7 @@ from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.compiler import backend
 from fluxion._src.config import config
 from fluxion._src.core import ClosedJaxpr, ShapedArray
+from fluxion._src.export.shape_poly import is_symbolic_shape
 from fluxion._src.call_transforms import closure_convert
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src import dispatch
@@ -558,9 +559,25 @@ class Lowered:
     def out_tree(self):
         return self._traced.out_tree
 
+    @property
+    def in_avals(self):
+        """The abstract arguments as the pytree `(args, kwargs)`."""
+        return tree_unflatten(self._traced.in_tree, list(self._traced.in_avals))
+
+    @property
+    def out_info(self):
+        return self._traced.out_info
+
     _compile_sharded = None  # set for partitioned programs (sharded_jit.lower_jit)
 
     def compile(self) -> "Compiled":
+        symbolic = [a for a in self._traced.in_avals if is_symbolic_shape(a.shape)]
+        if symbolic:
+            raise ValueError(
+                f"Cannot compile {self._traced.name}: it was lowered for symbolic shapes "
+                f"({', '.join(a.str_short() for a in symbolic)}) and XLA compiles static "
+                "shapes only. Lower it with concrete shapes, or export it "
+                "(fluxion.export.export(jit(f))(...)) and call the Exported with arrays.")
         if self._compile_sharded is not None:
             return Compiled(self._compile_sharded(), self._traced)
         compiled = compile_closed_jaxpr(self._traced.jaxpr, name=f"jit_{self._traced.name}",

@@ -353,8 +353,23 @@ class HloOps:
     # ---- calls out of XLA
     def custom_call(self, target: str, operands: Sequence[Value], result_avals: Sequence[ShapedArray],
                     backend_config=None, has_side_effect: bool = False, api_version: int = 4,
-                    operand_layouts=None, result_layouts=None, extra_attrs: dict | None = None) -> list[Value]:
-        """Call a function registered with XLA under `target` (api_version 4 = typed FFI)."""
+                    operand_layouts=None, result_layouts=None, extra_attrs: dict | None = None,
+                    shape_operands: bool = True) -> list[Value]:
+        """Call a function registered with XLA under `target` (api_version 4 = typed FFI).
+
+        When a result shape is symbolic (and `shape_operands`), each result's shape goes as one
+        more operand, listed in `indices_of_shape_operands` (as JAX does), so that shape
+        refinement can make the results static once the arguments' sizes are known.
+        """
+        operands = list(operands)
+        if shape_operands and any(is_symbolic_shape(a.shape) for a in result_avals):
+            first = len(operands)
+            operands += [self.shape_value(a.shape) for a in result_avals]
+            extra_attrs = dict(extra_attrs or {})
+            extra_attrs["indices_of_shape_operands"] = dense_i64(
+                list(range(first, len(operands))))
+            if operand_layouts is not None:
+                operand_layouts = list(operand_layouts) + [[0]] * len(result_avals)
         attrs = {"call_target_name": f'"{target}"',
                  "has_side_effect": "true" if has_side_effect else "false",
                  "api_version": f"{api_version} : i32"}

@@ -9,7 +9,8 @@ from fluxion._src import core
 from fluxion._src.compiler import hlo
 from fluxion._src.compiler.hlo import Block, HloOps, Module, Value
 from fluxion._src.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
-from fluxion._src.export.shape_poly import InconclusiveDimensionOperation, is_symbolic_shape
+from fluxion._src.export import shape_poly
+from fluxion._src.export.shape_poly import InconclusiveDimensionOperation
 
 # primitive -> {platform or None: rule}
 _lowerings: dict[core.Primitive, dict[str | None, Callable]] = {}
@@ -148,17 +149,23 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, platform: str, name: str = "main",
     arguments (constvars first) and results, and the module-level ops (`sdy.mesh`)."""
     module = Module(platform)
     arg_avals = [v.aval for v in jaxpr.constvars] + [v.aval for v in jaxpr.invars]
-    symbolic = [a for a in arg_avals if is_symbolic_shape(a.shape)]
-    if symbolic:
-        raise ValueError(f"Arguments of symbolic shape ({symbolic[0].str_short()}) can only be "
-                         "lowered by fluxion.export.export; jit compiles concrete shapes.")
-    block = Block(module, arg_avals, [f"%arg{i}" for i in range(len(arg_avals))])
-    n_consts = len(jaxpr.constvars)
+    # Symbolic shapes (`jit(f).lower(ShapeDtypeStruct((b, 3)))`): as in JAX, @main takes each
+    # dimension variable first, as a tensor<i32> marked `jax.global_constant`.
+    dim_vars = shape_poly.all_dim_vars(arg_avals)
+    n_dims = len(dim_vars)
+    block = Block(module, [ShapedArray((), np.dtype(np.int32))] * n_dims + arg_avals,
+                  [f"%arg{i}" for i in range(n_dims + len(arg_avals))])
+    if dim_vars:
+        module.dim_env = dict(zip(dim_vars, block.args[:n_dims]))
+        dim_attrs = [f'jax.global_constant = "{v}"' for v in dim_vars]
+        arg_attrs = dim_attrs + (list(arg_attrs) if arg_attrs is not None
+                                 else [None] * len(arg_avals))
+    n_consts = n_dims + len(jaxpr.constvars)
     inner = Jaxpr([], jaxpr.constvars + jaxpr.invars, jaxpr.outvars, jaxpr.eqns)
-    outs = lower_jaxpr_into(block, inner, block.args)
+    outs = lower_jaxpr_into(block, inner, block.args[n_dims:])
     arg_attrs = list(arg_attrs) if arg_attrs is not None else None
     if donated_invars is not None and any(donated_invars):
-        arg_attrs = arg_attrs or [None] * len(arg_avals)
+        arg_attrs = arg_attrs or [None] * (n_dims + len(arg_avals))
         used_outputs: set[int] = set()
         for i, donated in enumerate(donated_invars):
             if not donated:

@@ -23,7 +23,8 @@ import numpy as np
 from fluxion._src import ad, batching, core, dtypes, tree_util
 from fluxion._src.compiler import backend, hlo, lowering
 from fluxion._src.core import ShapedArray
-from fluxion._src.export import shape_poly, shape_poly_ops  # noqa: F401 (registers dim_as_value)
+from fluxion._src.export import shape_checks, shape_poly
+from fluxion._src.export import shape_poly_ops  # noqa: F401 (registers dim_as_value)
 
 CALLING_CONVENTION_VERSION = 9
 _PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
@@ -168,38 +169,13 @@ def _check_call_avals(exported: Exported, avals) -> None:
 def _dim_env(exported: Exported, avals) -> dict:
     """Values of the dimension variables for arguments of shapes `avals` (ints, or symbolic
     dimensions of the caller's own scope), checked against every symbolic dimension of the
-    exported arguments and the scope's constraints (ValueError when they fail)."""
-    env: dict = {}
-    specs = ", ".join(f"args[{i}].shape = ({', '.join(map(str, a.shape))})"
-                      for i, a in enumerate(exported.in_avals))
-
-    def fail(what):
-        raise ValueError(f"Input shapes do not match the polymorphic shapes specification. "
-                         f"{what}. Using the following polymorphic shapes specifications: "
-                         f"{specs}.")
-    env = shape_poly.solve_dim_vars(
-        [(w, g) for got, want in zip(avals, exported.in_avals)
-         for g, w in zip(got.shape, want.shape)])
-    for name, value in env.items():
-        if type(value) is not shape_poly.DimExpr and value < 1:
-            fail(f"Expected value >= 1 for dimension variable '{name}', got {value}")
-    for i, (got, want) in enumerate(zip(avals, exported.in_avals)):
-        for j, (g, w) in enumerate(zip(got.shape, want.shape)):
-            if type(w) is shape_poly.DimExpr:
-                v = w.evaluate(env)
-                if not _same_dim(v, g):
-                    fail(f"Found inconsistency between dimension size args[{i}].shape[{j}] "
-                         f"(= {g}) and the specification '{w}' (= {v})")
-    scope = next(d.scope for a in exported.in_avals for d in a.shape
-                 if type(d) is shape_poly.DimExpr)
-    for (e, c), text in zip(scope._constraints, _constraint_texts(scope)):
-        value = e.evaluate(env)
-        try:
-            ok = value >= c
-        except shape_poly.InconclusiveDimensionOperation:
-            ok = True  # symbolic caller: checked when its own shapes are known
-        if not ok:
-            fail(f"Constraint '{text}' does not hold")
+    exported arguments and the scope's constraints (ValueError with JAX's message)."""
+    names = shape_checks.arg_names(exported.in_tree, len(avals))
+    env, checks = shape_checks.solve(exported.in_avals, names,
+                                     lambda i, j: avals[i].shape[j], shape_poly._INT_OPS)
+    for check in checks:
+        if not check.holds():
+            raise ValueError(check.message())
     return env
 
 
@@ -210,13 +186,6 @@ def _same_dim(a, b) -> bool:
             return False
         return a == b
     return a == b
-
-
-def _constraint_texts(scope):
-    out = []
-    for t in scope.constraints_str:
-        out += [t, t] if "==" in t else [t]
-    return out
 
 
 def _concrete_out_avals(exported: Exported, avals) -> list:
@@ -260,7 +229,8 @@ def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
 def _export_traced(traced, plats, disabled_checks, fun_jit=None) -> Exported:
     closed = traced.jaxpr
     in_avals = tuple(traced.in_avals)
-    texts = [_lower_for_platform(closed, in_avals, p, traced.name) for p in plats]
+    texts = [_lower_for_platform(closed, in_avals, traced.in_tree, p, traced.name)
+             for p in plats]
     text = texts[0] if len(plats) == 1 else _multi_platform_module(texts, plats, traced.name,
                                                                    in_avals, closed.out_avals)
     artifact = _serialize_module(text)
@@ -309,12 +279,12 @@ def _export_vjp(traced, plats, disabled_checks) -> Exported:
 # ---------------------------------------------------------------------------------------------
 # Lowering and the portable artifact
 
-def _lower_for_platform(closed, in_avals, platform: str, name: str) -> str:
+def _lower_for_platform(closed, in_avals, in_tree, platform: str, name: str) -> str:
     """A module whose public @main takes the flat inputs; constants are embedded."""
     module = hlo.Module(platform)
     block = hlo.Block(module, list(in_avals), [f"%arg{i}" for i in range(len(in_avals))])
     if any(shape_poly.is_symbolic_shape(a.shape) for a in in_avals):
-        module.dim_env = _dimension_variables(block, in_avals)
+        module.dim_env = _dimension_variables(block, in_avals, in_tree)
     outs = lowering.lower_jaxpr_into(block, closed, block.args)
     if module.__dict__.get("host_callbacks"):
         raise ValueError(f"Cannot export {name}: it calls back into Python (a host callback "
@@ -326,24 +296,25 @@ def _lower_for_platform(closed, in_avals, platform: str, name: str) -> str:
             + "\n".join(module.functions) + ("\n" if module.functions else "") + "}\n")
 
 
-def _dimension_variables(block, in_avals) -> dict:
-    """name -> tensor<i32> value of each dimension variable, read off the first argument
-    dimension that is that variable alone."""
-    pairs, wanted = [], set()
-    for i, a in enumerate(in_avals):
-        for j, d in enumerate(a.shape):
-            if type(d) is not shape_poly.DimExpr:
-                continue
-            wanted |= d.variables()
-            size = block.op1("stablehlo.get_dimension_size", [block.args[i]],
-                             ShapedArray((), np.int32), {"dimension": f"{j} : i64"})
-            pairs.append((d, size))
-    env = shape_poly.solve_dim_vars(pairs, block._dim_ops())
-    missing = sorted(wanted - set(env))
-    if missing:
-        raise ValueError(f"Cannot solve for the values of the dimension variables {missing}: "
-                         "each variable must appear linearly and alone (given the others) in "
-                         "some argument dimension, as in 'b, 4' or '2*b + 1'.")
+def _dimension_variables(block, in_avals, in_tree) -> dict:
+    """name -> tensor<i32> value of each dimension variable, solved from the arguments' sizes
+    (`stablehlo.get_dimension_size`); every check of the sizes against the specification
+    becomes a `shape_assertion` custom call, as in JAX."""
+    sizes: dict = {}
+
+    def size(i, j):
+        if (i, j) not in sizes:
+            sizes[i, j] = block.op1("stablehlo.get_dimension_size", [block.args[i]],
+                                    ShapedArray((), np.int32), {"dimension": f"{j} : i64"})
+        return sizes[i, j]
+    names = shape_checks.arg_names(in_tree, len(in_avals))
+    env, checks = shape_checks.solve(in_avals, names, size, block._dim_ops())
+    for check in checks:
+        ok = block.compare(check.lhs, check.rhs, "EQ" if check.comp == "==" else "GE")
+        message, inputs = check.message_and_inputs()
+        escaped = message.replace("\\", "\\\\").replace('"', '\\"')
+        block.custom_call("shape_assertion", [ok, *inputs], [], has_side_effect=True,
+                          api_version=2, extra_attrs={"error_message": f'"{escaped}"'})
     return env
 
 
@@ -541,11 +512,27 @@ def _refined_functions(exported: Exported, avals, index) -> tuple[str, str]:
     hit = per_exported.get((avals, index))
     if hit is not None:
         return hit
-    from jaxlib import _jax
     from jaxlib.mlir import ir
+    text = _static_wrapper(exported, avals, _concrete_out_avals(exported, avals), index)
+    refined = _refine(text, exported.fun_name, avals)
+    _, ctx = _ir()
+    with ctx:
+        module = ir.Module.parse(refined)
+        renames = _rename_symbols(module, _TOKEN)
+        texts = []
+        for op in _func_ops(module):
+            op.attributes["sym_visibility"] = ir.StringAttr.get("private")
+            texts.append(op.get_asm(enable_debug_info=False))
+    result = ("\n".join(texts), renames["main"])
+    per_exported[(avals, index)] = result
+    return result
+
+
+def _static_wrapper(exported: Exported, avals, out_avals, index) -> str:
+    """A module whose public @main has the static types `avals -> out_avals` and calls the
+    exported (polymorphic) @main."""
     funcs, entry = exported._inline_functions()
     funcs, entry = funcs.replace(_TOKEN, "poly"), entry.replace(_TOKEN, "poly")
-    out_avals = _concrete_out_avals(exported, avals)
     dyn_in = [hlo.tensor_type(a) for a in exported.in_avals]
     dyn_out = [hlo.tensor_type(a) for a in exported.out_avals]
     lines = [f"  func.func public @main("
@@ -572,24 +559,22 @@ def _refined_functions(exported: Exported, avals, index) -> tuple[str, str]:
     lines.append(f'    "func.return"({", ".join(rets)}) : '
                  f"({', '.join(hlo.tensor_type(a) for a in out_avals)}) -> ()")
     lines.append("  }")
-    text = "module @refine {\n" + "\n".join(lines) + "\n" + funcs + "\n}\n"
+    return "module @refine {\n" + "\n".join(lines) + "\n" + funcs + "\n}\n"
+
+
+def _refine(text: str, fun_name: str, avals) -> str:
+    """StableHLO shape refinement (jaxlib's `refine_polymorphic_shapes`), which also evaluates
+    the module's `shape_assertion`s: a failing one is a ValueError with its message."""
+    from jaxlib import _jax
     try:
-        refined = _jax.mlir.refine_polymorphic_shapes(
+        return _jax.mlir.refine_polymorphic_shapes(
             text.encode(), enable_shape_assertions=True, validate_static_shapes=True)
     except Exception as e:
-        raise ValueError(f"Shape refinement of the exported function {exported.fun_name} for "
+        found = re.search(r"(Input shapes do not match .*?for more details\.)", str(e), re.S)
+        if found:
+            raise ValueError(found.group(1)) from None
+        raise ValueError(f"Shape refinement of the exported function {fun_name} for "
                          f"arguments {[a.str_short() for a in avals]} failed: {e}") from None
-    _, ctx = _ir()
-    with ctx:
-        module = ir.Module.parse(refined)
-        renames = _rename_symbols(module, _TOKEN)
-        texts = []
-        for op in _func_ops(module):
-            op.attributes["sym_visibility"] = ir.StringAttr.get("private")
-            texts.append(op.get_asm(enable_debug_info=False))
-    result = ("\n".join(texts), renames["main"])
-    per_exported[(avals, index)] = result
-    return result
 
 
 def _call_exported_batch(vals, dims, *, exported: Exported):

@@ -63,6 +63,9 @@ class SymbolicScope:
                              f"Got {constraints_str!r}")
         self.constraints_str = tuple(constraints_str)
         self._constraints: list[tuple[Any, int]] = []  # (expr, c): expr >= c
+        # An equality whose left side is one atom ("a == b + 1", "b == 4") also rewrites that
+        # atom wherever it is made later, as JAX's normalization rules do: atom key -> expr.
+        self._rules: dict[str, Any] = {}
         for c in self.constraints_str:
             self._add_constraint(c)
 
@@ -74,6 +77,9 @@ class SymbolicScope:
         lhs = _parse_dim(m.group(1), self, text)
         rhs = _parse_dim(m.group(3), self, text)
         diff = lhs - rhs
+        atom = lhs._single_atom() if isinstance(lhs, DimExpr) else None
+        if m.group(2) == "==" and atom is not None and atom._key not in self._rules:
+            self._rules[atom._key] = rhs
         if not isinstance(diff, DimExpr):
             ok = {">=": diff >= 0, "<=": diff <= 0, "==": diff == 0}[m.group(2)]
             if not ok:
@@ -147,7 +153,16 @@ class DimExpr:
 
     @staticmethod
     def _from_atom(atom: _Atom, scope):
-        return DimExpr({((atom, 1),): 1}, scope)
+        rule = scope._rules.get(atom._key)
+        return rule if rule is not None else DimExpr({((atom, 1),): 1}, scope)
+
+    def _single_atom(self):
+        """The atom if this expression is one atom with coefficient 1, else None."""
+        if len(self._coeffs) == 1:
+            (m, c), = self._coeffs.items()
+            if c == 1 and len(m) == 1 and m[0][1] == 1:
+                return m[0][0]
+        return None
 
     # ---- conversions
     def _lift(self, other):
@@ -173,33 +188,43 @@ class DimExpr:
     def __bool__(self):
         return True  # a dimension expression is never the empty/zero object
 
+    def _as_value_op(self, other, op, reflected: bool = False):
+        """`self op other` for a non-integer number or array (`2.5 * b`): through the
+        dimension's value, as JAX does; NotImplemented for anything else."""
+        if not isinstance(other, (float, complex, np.ndarray, np.inexact)):
+            return NotImplemented
+        value = dimension_as_value(self)
+        return op(other, value) if reflected else op(value, other)
+
     # ---- arithmetic
     def __add__(self, other):
         o = self._lift(other)
         if o is None:
-            return NotImplemented
+            return self._as_value_op(other, operator.add)
         out = dict(self._coeffs)
         for m, c in o._coeffs.items():
             out[m] = out.get(m, 0) + c
         return DimExpr._make(out, self.scope)
 
-    __radd__ = __add__
+    def __radd__(self, other):
+        o = self._lift(other)
+        return self._as_value_op(other, operator.add, True) if o is None else self + o
 
     def __neg__(self):
         return DimExpr._make({m: -c for m, c in self._coeffs.items()}, self.scope)
 
     def __sub__(self, other):
         o = self._lift(other)
-        return NotImplemented if o is None else self + (-o)
+        return self._as_value_op(other, operator.sub) if o is None else self + (-o)
 
     def __rsub__(self, other):
         o = self._lift(other)
-        return NotImplemented if o is None else o + (-self)
+        return self._as_value_op(other, operator.sub, True) if o is None else o + (-self)
 
     def __mul__(self, other):
         o = self._lift(other)
         if o is None:
-            return NotImplemented
+            return self._as_value_op(other, operator.mul)
         out: dict = {}
         for m1, c1 in self._coeffs.items():
             for m2, c2 in o._coeffs.items():
@@ -207,7 +232,9 @@ class DimExpr:
                 out[m] = out.get(m, 0) + c1 * c2
         return DimExpr._make(out, self.scope)
 
-    __rmul__ = __mul__
+    def __rmul__(self, other):
+        o = self._lift(other)
+        return self._as_value_op(other, operator.mul, True) if o is None else self * o
 
     def __pow__(self, power):
         power = operator.index(power)
@@ -387,41 +414,6 @@ _INT_OPS = {"const": int, "add": operator.add, "mul": operator.mul,
             "max": lambda a, b: max_dim(a, b), "min": lambda a, b: min_dim(a, b)}
 
 
-def solve_dim_vars(pairs, ops=None) -> dict:
-    """Values of the dimension variables from `(expression, value)` pairs (an argument
-    dimension's specification and its actual size).
-
-    A variable is solved from an expression where it is the only unknown and appears linearly,
-    `k*v + rest`: v = (value - rest) // k (the caller checks that every expression then
-    evaluates to its value). `ops` as for `DimExpr.evaluate` (default Python ints).
-    """
-    ops = ops or _INT_OPS
-    env: dict = {}
-    pending = [(e, v) for e, v in pairs if isinstance(e, DimExpr)]
-    progress = True
-    while progress:
-        progress = False
-        for e, value in pending:
-            unknown = e.variables() - env.keys()
-            if len(unknown) != 1:
-                continue
-            name, = unknown
-            var = DimExpr._from_atom(_Atom(None, name=name), e.scope)
-            k = e._coeffs.get(((_Atom(None, name=name), 1),))
-            if k is None:
-                continue
-            rest = e - k * var
-            if isinstance(rest, DimExpr) and name in rest.variables():
-                continue
-            rest_value = (rest.evaluate(env, ops) if isinstance(rest, DimExpr)
-                          else None if rest == 0 else ops["const"](rest))
-            diff = value if rest_value is None else ops["add"](
-                value, ops["mul"](ops["const"](-1), rest_value))
-            env[name] = diff if k == 1 else ops["floordiv"](diff, ops["const"](k))
-            progress = True
-    return env
-
-
 # ---------------------------------------------------------------------------------------------
 # Non-linear operations
 
@@ -547,7 +539,7 @@ def _implicit_constraints(e: DimExpr) -> list:
                 x, k = atom.args
                 if k not in scales:
                     scales.append(k)
-                q = DimExpr._from_atom(atom, e.scope)
+                q = DimExpr({((atom, 1),): 1}, e.scope)
                 for expr, c in ((x - k * q, 0), (k * q - x, 1 - k)):
                     if isinstance(expr, DimExpr):
                         const = expr._coeffs.get((), 0)
@@ -867,6 +859,17 @@ def broadcast_shapes(*shapes) -> tuple:
             raise ValueError(f"Incompatible shapes for broadcasting: {shapes}")
         out.append(d)
     return tuple(out)
+
+
+def all_dim_vars(avals) -> list[str]:
+    """The dimension variables in the shapes of `avals`, sorted by name (JAX's order for the
+    dimension-variable arguments of a module lowered by `jit(f).lower`)."""
+    names: set = set()
+    for a in avals:
+        for d in a.shape:
+            if isinstance(d, DimExpr):
+                names |= d.variables()
+    return sorted(names)
 
 
 def known_true(predicate) -> bool:

@@ -20,6 +20,7 @@ import numpy as np
 from fluxion._src import ad, batching, core, dtypes, staging
 from fluxion._src.compiler.hlo import i64_array
 from fluxion._src.core import ClosedJaxpr, ShapedArray
+from fluxion._src.export.shape_poly import is_symbolic_dim
 from fluxion._src.lax import lax as _lax, structural
 from fluxion._src.lax.base import standard_primitive
 from fluxion._src.lax.reductions import monoid_reduce
@@ -89,6 +90,11 @@ class ScatterDimensionNumbers(NamedTuple):
 
 def _int_tuple(dims) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
+
+
+def _dim_tuple(dims) -> tuple:
+    """Sizes: ints, or symbolic dimensions as they are (shape polymorphism)."""
+    return tuple(d if is_symbolic_dim(d) else int(d) for d in dims)
 
 
 def _canonical_dnums(dnums, cls):
@@ -237,6 +243,9 @@ def _index_bounds(ctx, indices, operand_shape, window_sizes, operand_dims):
     to the indices' shape (clipped to what the index dtype can hold)."""
     info = dtypes.iinfo(indices.dtype)
     bounds = [operand_shape[d] - window_sizes[d] for d in operand_dims]
+    if any(is_symbolic_dim(b) for b in bounds):  # never negative: windows fit the operand
+        vector = ctx.convert(ctx.shape_value(bounds), indices.dtype)
+        return ctx.broadcast_in_dim(vector, indices.shape, (indices.aval.ndim - 1,))
     bounds = np.clip(np.array(bounds, dtype=np.int64), 0, info.max).astype(indices.dtype)
     vector = ctx.constant(bounds, indices.dtype)
     return ctx.broadcast_in_dim(vector, indices.shape, (indices.aval.ndim - 1,))
@@ -248,9 +257,15 @@ def _gather_lowering(ctx, operand, indices, *, dimension_numbers, slice_sizes, u
     if out_aval.size == 0:  # StableHLO rejects some empty gathers that are valid here
         return ctx.constant(np.zeros((), out_aval.dtype), out_aval.dtype, out_aval.shape)
     attrs = {"dimension_numbers": _gather_dnums_attr(dimension_numbers, indices.aval.ndim - 1),
-             "slice_sizes": i64_array(slice_sizes),
              "indices_are_sorted": _bool_attr(indices_are_sorted)}
-    out = ctx.op1("stablehlo.gather", [operand, indices], out_aval.update(weak_type=False), attrs)
+    if any(is_symbolic_dim(d) for d in slice_sizes):  # sizes computed at run time
+        out = ctx.op1("stablehlo.dynamic_gather",
+                      [operand, indices, ctx.shape_value(slice_sizes)],
+                      out_aval.update(weak_type=False), attrs)
+    else:
+        attrs["slice_sizes"] = i64_array(slice_sizes)
+        out = ctx.op1("stablehlo.gather", [operand, indices], out_aval.update(weak_type=False),
+                      attrs)
     if mode != GatherScatterMode.FILL_OR_DROP:
         return out
     in_bounds = _window_in_bounds(ctx, indices, operand.shape, slice_sizes,
@@ -319,7 +334,7 @@ def gather(operand, start_indices, dimension_numbers: GatherDimensionNumbers,
         else None
     return gather_p.bind(operand, start_indices,
                          dimension_numbers=_canonical_dnums(dimension_numbers, GatherDimensionNumbers),
-                         slice_sizes=_int_tuple(slice_sizes), unique_indices=bool(unique_indices),
+                         slice_sizes=_dim_tuple(slice_sizes), unique_indices=bool(unique_indices),
                          indices_are_sorted=bool(indices_are_sorted), mode=parsed_mode,
                          fill_value=fill)
 

@@ -267,7 +267,8 @@ def _emit_dynamic_reduce_window(ctx, operands, inits, region, results, window_di
             + [ctx.shape_value(v) for v in (window_dimensions, window_strides, base_dilation,
                                             window_dilation)] + [padding_value])
     return ctx.custom_call("stablehlo.dynamic_reduce_window", args, list(out_avals),
-                           api_version=2, extra_attrs={"called_computations": f"[@{name}]"})
+                           api_version=2, extra_attrs={"called_computations": f"[@{name}]"},
+                           shape_operands=False)  # refinement reads its window operands
 
 
 def _monoid_body(kind: str):

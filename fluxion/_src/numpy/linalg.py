@@ -7,6 +7,7 @@ from typing import NamedTuple
 import numpy as np
 
 from fluxion._src import core, dtypes
+from fluxion._src.export import shape_poly
 from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.lax.linalg import primitives as lax_linalg
 from fluxion._src.numpy import util
@@ -178,7 +179,7 @@ def solve(a, b):
         b = b[:, None]
     elif b_shape[-2] != a_shape[-1]:
         raise ValueError(f"solve: shapes {a_shape} and {b_shape} are incompatible")
-    batch = np.broadcast_shapes(a_shape[:-2], b.shape[:-2])
+    batch = shape_poly.broadcast_shapes(a_shape[:-2], b.shape[:-2])
     a = jnp.broadcast_to(a, batch + a_shape[-2:])
     b = jnp.broadcast_to(b, batch + b.shape[-2:])
     lu, _, perm = lax_linalg.lu(a)
@@ -257,7 +258,7 @@ def _adjugate(a):
     x = lax_linalg.triangular_solve(lu_unit_last, x, left_side=True, lower=False)
     from_lu = (parity * head)[..., None, None] * x
 
-    distinct = jnp.diag(jnp.arange(1, n + 1, dtype=a.dtype))
+    distinct = jnp.diag(jnp.arange(n, dtype=a.dtype) + 1)
     u, s, vh = svd(jnp.where(use_svd, a, distinct), full_matrices=False)
     ones = jnp.ones(s.shape[:-1] + (1,), s.dtype)
     before = jnp.cumprod(jnp.concatenate([ones, s[..., :-1]], axis=-1), axis=-1)
@@ -313,7 +314,7 @@ def lstsq(a, b, rcond=None, *, numpy_resid: bool = False):
     if vector:
         b = b[:, None]
     if rcond is None:
-        rcond = np.finfo(a.dtype).eps * max(n, m)
+        rcond = np.finfo(a.dtype).eps * shape_poly.max_dim(n, m)
     u, s, vh = svd(a, full_matrices=False)
     mask = (s >= jnp.array(rcond, dtype=s.dtype) * s[0]) & (s > 0)
     rank = mask.sum()
@@ -370,7 +371,7 @@ def pinv(a, rtol=None, hermitian: bool = False, *, rcond=None):
     if m == 0 or n == 0:
         return jnp.empty(a.shape[:-2] + (n, m), a.dtype)
     if rtol is None:
-        rtol = max(m, n) * np.finfo(a.dtype).eps
+        rtol = shape_poly.max_dim(m, n) * np.finfo(a.dtype).eps
     rtol = jnp.asarray(rtol, dtype=np.finfo(a.dtype).dtype)
     return _pinv(a, rtol)
 
@@ -386,7 +387,7 @@ def matrix_rank(M, rtol=None, *, tol=None):
         threshold = jnp.asarray(tol)[..., None] if jnp.ndim(tol) else tol
     else:
         if rtol is None:
-            rtol = max(M.shape[-2:]) * np.finfo(M.dtype).eps
+            rtol = shape_poly.max_dim(*M.shape[-2:]) * np.finfo(M.dtype).eps
         rtol = jnp.expand_dims(jnp.asarray(rtol), -1)
         threshold = jnp.max(s, axis=-1, keepdims=True) * rtol
     return jnp.sum(s > threshold, axis=-1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import operator
 
 from fluxion._src import core, dtypes
+from fluxion._src.export import shape_poly
 from fluxion._src.lax import lax
 from fluxion._src.lax import structural as ls
 from fluxion._src.numpy import ufuncs, util
@@ -202,6 +203,8 @@ def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1):
         raise TypeError("diagonal: axis1 and axis2 must not be equal")
     a = moveaxis(a, (i, j), (-2, -1))
     *lead, rows, cols = _shape(a)
+    if shape_poly.is_symbolic_shape((rows, cols)):
+        return _symbolic_diagonal(a, offset, rows, cols)
     row_start = min(max(-offset, 0), rows)
     col_start = min(max(offset, 0), cols)
     length = max(0, min(rows - row_start, cols - col_start))
@@ -210,6 +213,17 @@ def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1):
     # In a flattened L x L matrix, the diagonal is every (L + 1)-th element.
     flat = lax.reshape(square, tuple(lead) + (length * length,))
     return ls.slice_in_dim(flat, 0, length * length, length + 1, len(lead)) if length else flat
+
+
+def _symbolic_diagonal(a, offset: int, rows, cols):
+    """The diagonal of matrices of symbolic size (shape polymorphism): a gather at
+    (i, i + offset) for i < its symbolic length, as JAX does."""
+    from fluxion._src.numpy.creation import arange
+    length = shape_poly.max_dim(0, shape_poly.min_dim(rows + min(offset, 0),
+                                                      cols - max(offset, 0)))
+    i = arange(length)
+    j = i + abs(offset)
+    return a[..., i, j] if offset >= 0 else a[..., j, i]
 
 
 @eager_compiled(static_argnames=('offset', 'axis1', 'axis2', 'dtype', 'out'))

@@ -13,6 +13,7 @@ import numpy as np
 from fluxion._src import ad, batching, core, dtypes
 from fluxion._src.compiler import lowering
 from fluxion._src.core import ShapedArray
+from fluxion._src.export.shape_poly import is_symbolic_dim, min_dim
 from fluxion._src.lax.linalg import lapack
 
 
@@ -314,14 +315,14 @@ def _lu_abstract_eval(a):
     _check_matrix("lu", a, square=False)
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
-    return [ShapedArray(a.shape, a.dtype), ShapedArray(batch + (min(m, n),), np.int32),
+    return [ShapedArray(a.shape, a.dtype), ShapedArray(batch + (min_dim(m, n),), np.int32),
             ShapedArray(batch + (m,), np.int32)]
 
 
 def _lu_cpu(ctx, a):
     batch = a.shape[:-2]
     m, n = a.shape[-2:]
-    k = min(m, n)
+    k = min_dim(m, n)
     piv_aval = ShapedArray(batch + (k,), np.int32)
     if m == 0 or n == 0:
         piv = ctx.constant(0, np.int32, piv_aval.shape)
@@ -350,14 +351,15 @@ def _lu_jvp(primals, tangents):
     a_dot = ad.instantiate(tangents[0])
     lu_out, pivots, permutation = lu_p.bind(a)
     m, n = a.shape[-2:]
-    k = min(m, n)
+    k = min_dim(m, n)
     dtype = a.dtype
     x = jnp.take_along_axis(a_dot, permutation[..., :, None].astype(np.int32), axis=-2)
     batch_pad = [(0, 0)] * (a.ndim - 2)
     l = jnp.pad(jnp.tril(lu_out[..., :, :k], -1), batch_pad + [(0, 0), (0, m - k)])
     l = l + jnp.eye(m, dtype=dtype)
     u = jnp.pad(jnp.triu(lu_out[..., :k, :]), batch_pad + [(0, n - k), (0, 0)])
-    u = u + jnp.pad(jnp.eye(n - k, dtype=dtype), [(k, 0), (k, 0)])
+    if not (is_symbolic_dim(k) and n - k == 0):  # (a symbolic pad of an empty eye: zeros)
+        u = u + jnp.pad(jnp.eye(n - k, dtype=dtype), [(k, 0), (k, 0)])
     la = triangular_solve(l, x, left_side=True, lower=True, unit_diagonal=True)
     lau = triangular_solve(u, la, left_side=False, lower=False)
     l_dot = l @ jnp.tril(lau, -1)
@@ -386,12 +388,12 @@ def lu(x):
 def _geqrf_abstract_eval(a):
     _check_matrix("geqrf", a, square=False)
     m, n = a.shape[-2:]
-    return [ShapedArray(a.shape, a.dtype), ShapedArray(a.shape[:-2] + (min(m, n),), a.dtype)]
+    return [ShapedArray(a.shape, a.dtype), ShapedArray(a.shape[:-2] + (min_dim(m, n),), a.dtype)]
 
 
 def _geqrf_cpu(ctx, a):
     m, n = a.shape[-2:]
-    tau_aval = ShapedArray(a.shape[:-2] + (min(m, n),), a.dtype)
+    tau_aval = ShapedArray(a.shape[:-2] + (min_dim(m, n),), a.dtype)
     if m == 0 or n == 0:
         return [a, ctx.constant(0, a.dtype, tau_aval.shape)]
     out, tau = lapack.call(ctx, "geqrf", a.dtype, [a], [a.aval.update(weak_type=False),
@@ -412,7 +414,7 @@ def geqrf(a):
 def _householder_product_abstract_eval(a, taus):
     _check_matrix("householder_product", a, square=False)
     m, n = a.shape[-2:]
-    if taus.shape[:-1] != a.shape[:-2] or taus.shape[-1] > min(m, n) or taus.dtype != a.dtype:
+    if taus.shape[:-1] != a.shape[:-2] or taus.shape[-1] > min_dim(m, n) or taus.dtype != a.dtype:
         raise ValueError(f"Type mismatch for Householder product: a={a}, taus={taus}")
     if m < n:
         raise ValueError(f"The first dimension of a must be at least as large as the second, "
@@ -444,12 +446,12 @@ def _geqp3_abstract_eval(a, jpvt, *, use_magma=None):
                          f"{a.shape[:-2] + (a.shape[-1],)}, got {jpvt.dtype} {jpvt.shape}")
     m, n = a.shape[-2:]
     return [ShapedArray(a.shape, a.dtype), ShapedArray(jpvt.shape, jpvt.dtype),
-            ShapedArray(a.shape[:-2] + (min(m, n),), a.dtype)]
+            ShapedArray(a.shape[:-2] + (min_dim(m, n),), a.dtype)]
 
 
 def _geqp3_cpu(ctx, a, jpvt, *, use_magma=None):
     m, n = a.shape[-2:]
-    tau_aval = ShapedArray(a.shape[:-2] + (min(m, n),), a.dtype)
+    tau_aval = ShapedArray(a.shape[:-2] + (min_dim(m, n),), a.dtype)
     if m == 0 or n == 0:
         return [a, jpvt, ctx.constant(0, a.dtype, tau_aval.shape)]
     out, piv, tau = lapack.call(ctx, "geqp3", a.dtype, [a, jpvt],
@@ -478,7 +480,7 @@ def _qr_abstract_eval(a, *, pivoting, full_matrices, use_magma):
     _check_matrix("qr", a, square=False)
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
-    k = m if full_matrices else min(m, n)
+    k = m if full_matrices else min_dim(m, n)
     outs = [ShapedArray(batch + (m, k), a.dtype), ShapedArray(batch + (k, n), a.dtype)]
     if pivoting:
         outs.append(ShapedArray(batch + (n,), np.dtype(np.int32)))
@@ -491,7 +493,7 @@ def _qr_impl(a, *, pivoting, full_matrices, use_magma):
     batch = a.shape[:-2]
     batch_pad = [(0, 0)] * (a.ndim - 2)
     if m == 0 or n == 0:
-        k = m if full_matrices else min(m, n)
+        k = m if full_matrices else min_dim(m, n)
         q = jnp.broadcast_to(jnp.eye(m, k, dtype=a.dtype), batch + (m, k))
         r = jnp.zeros(batch + (k, n), a.dtype)
         return [q, r] + ([jnp.zeros(batch + (n,), np.int32)] if pivoting else [])
@@ -675,7 +677,7 @@ def eigh(x, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalu
 def _svd_abstract_eval(a, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
     _check_matrix("svd", a, square=False)
     m, n = a.shape[-2:]
-    k = min(m, n)
+    k = min_dim(m, n)
     lo, hi = _subset(subset_by_index, k, "svd")
     if (lo, hi) != (0, k):
         if full_matrices:
@@ -692,7 +694,7 @@ def _svd_abstract_eval(a, *, full_matrices, compute_uv, subset_by_index, algorit
 def _svd_cpu_all(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
     batch = a.shape[:-2]
     m, n = a.shape[-2:]
-    k = min(m, n)
+    k = min_dim(m, n)
     if algorithm not in (None, SvdAlgorithm.DEFAULT, SvdAlgorithm.QR,
                          SvdAlgorithm.DIVIDE_AND_CONQUER):
         raise NotImplementedError("The SVD Jacobi and Polar algorithms are not implemented on "
@@ -723,7 +725,7 @@ def _svd_cpu_all(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorith
 
 def _svd_cpu(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
     m, n = a.shape[-2:]
-    k = min(m, n)
+    k = min_dim(m, n)
     lo, hi = _subset(subset_by_index, k, "svd")
     outs = _svd_cpu_all(ctx, a, full_matrices=full_matrices, compute_uv=compute_uv,
                         subset_by_index=None, algorithm=algorithm)
@@ -745,7 +747,7 @@ svd_p = _primitive("svd", _svd_abstract_eval, _svd_cpu, multiple_results=True)
 def _svd_jvp(primals, tangents, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
     jnp = _jnp()
     A, = primals
-    k = min(A.shape[-2:])
+    k = min_dim(*A.shape[-2:])
     if _subset(subset_by_index, k, "svd") != (0, k):
         raise NotImplementedError("Derivatives not defined for a partial singular value "
                                   "decomposition (subset_by_index).")
