@@ -288,6 +288,17 @@ def _lu_pivots_impl(pivots, *, permutation_size):
                             batch + (permutation_size,))
     if k == 0 or permutation_size == 0:
         return perm
+    if not batch:  # swaps of single elements: dynamic slices, no gathers or index vectors
+        from fluxion._src.lax import structural
+
+        def swap(i, p):
+            j = structural.dynamic_index_in_dim(pivots, i, 0, keepdims=False)
+            pi = structural.dynamic_index_in_dim(p, i, 0)
+            pj = structural.dynamic_index_in_dim(p, j, 0)
+            p = structural.dynamic_update_index_in_dim(p, pj, i, 0)
+            return structural.dynamic_update_index_in_dim(p, pi, j, 0)
+
+        return control_flow.fori_loop(0, k, swap, perm)
     flat_piv = pivots.reshape((-1, k))
     flat_perm = perm.reshape((-1, permutation_size))
     rows = jnp.arange(flat_perm.shape[0])
