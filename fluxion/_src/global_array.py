@@ -47,8 +47,9 @@ class GlobalArray(Array):
         self._joined = None
         self._npy = None
         if dispatch.sharded_apply_primitive is None:
-            from fluxion._src import sharded_jit
+            from fluxion._src import placement, sharded_jit
             dispatch.sharded_apply_primitive = sharded_jit.apply_primitive
+            placement.activate()  # its shards are committed Arrays on several devices
 
     @property
     def aval(self):
@@ -154,6 +155,8 @@ class GlobalArray(Array):
     def devices(self) -> set:
         return set(self._sharding._device_assignment)
 
+    committed = True
+
     @property
     def device(self):
         raise ValueError("device is not defined for an Array sharded over several devices; "
@@ -216,7 +219,7 @@ def device_put_sharded_value(x, sharding: Sharding, weak_type=None):
         from fluxion._src.array import make_array
         aval = core.get_aval(x)
         return make_array(np.asarray(x, dtype=aval.dtype), weak_type=aval.weak_type,
-                          device=sharding._device)
+                          device=sharding._device, committed=True)
     if type(x) is GlobalArray and x._sharding == sharding:
         return x
     aval = core.get_aval(x)

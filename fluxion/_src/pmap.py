@@ -33,6 +33,8 @@ class ShardedOutput(Array):
 
     __slots__ = ("_shards", "_devices", "_joined")
 
+    committed = True
+
     def __init__(self, shards, devices, aval):
         self._shards = list(shards)
         self._devices = tuple(devices)
@@ -327,7 +329,9 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     @functools.wraps(fun)
     @api_boundary
     def pmapped(*args, **kwargs):
+        from fluxion._src import placement
         from fluxion._src.compiler import backend as be
+        placement.activate()  # its results are committed to their devices
         for i in static:
             if i >= len(args):
                 raise ValueError(f"pmapped function has static_broadcasted_argnums={static} but "
