@@ -88,7 +88,8 @@ def _describer(fun, name: str, leaves, in_tree, static_pos):
     def describe():
         paths = optree.tree_paths(tree_unflatten(in_tree, [0] * len(leaves)),
                                   none_is_leaf=False, namespace=tree_util.NAMESPACE)
-        return name, [_argument_path(fun, p, static_pos) for p in paths]
+        return (getattr(fun, "__qualname__", None) or name,
+                [_argument_path(fun, p, static_pos) for p in paths])
     return describe
 
 
