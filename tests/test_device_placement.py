@@ -27,7 +27,7 @@ def _run(args, extra_env=None, timeout=600):
 
 if os.environ.get(_CHILD) != "1":
     def test_device_placement_cases_on_8_cpu_devices():
-        proc = _run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+        proc = _run(["-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
                      "--rootdir", str(ROOT), __file__], {_CHILD: "1"})
         assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
         assert " passed" in proc.stdout and " skipped" not in proc.stdout, proc.stdout[-2000:]
@@ -223,7 +223,8 @@ else:
                 on5 = m.jit(lambda u: u * 2 + 1, device=d[5])
             with pytest.warns(DeprecationWarning):
                 on_cpu = m.jit(lambda u: u.sum(), backend="cpu")
-            grad5 = m.grad(m.jit(lambda u: (u * u).sum(), device=d[5]))
+            with pytest.warns(DeprecationWarning):
+                grad5 = m.grad(m.jit(lambda u: (u * u).sum(), device=d[5]))
             return [on5(x), on5(y), on_cpu(x), on_cpu(y), grad5(x)]
         check(*both(run))
 
