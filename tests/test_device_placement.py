@@ -317,3 +317,43 @@ else:
         w = fx.device_put(z, D[0])
         assert where(w) == ([0], True)
         np.testing.assert_array_equal(np.asarray(w * 1), X + 1)
+
+    def test_array_copies_and_sequences_follow_jax():
+        def run(m, np_, d):
+            x = np_.arange(3.)
+            y = m.device_put(x, d[1])
+            with m.default_device(d[3]):
+                inside = [np_.array(x), np_.array(y), np_.asarray(x), np_.array([x, x]),
+                          np_.array([y, x]), np_.stack([y, x])]
+                z = np_.ones(2)
+            return inside + [np_.array(z), np_.asarray(z), x.astype(np_.int32)]
+        check(*both(run))
+
+    def test_callbacks_on_committed_arrays():
+        def f(m, a):
+            b = m.pure_callback(lambda t: np.asarray(t) * 2,
+                                m.ShapeDtypeStruct((3,), np.float32), a)
+            return b + 1
+
+        def run(m, np_, d):
+            y = m.device_put(np_.arange(3.), d[6])
+            return [f(m, y), m.jit(lambda a: f(m, a))(y), f(m, np_.arange(3.))]
+        check(*both(run))
+
+    def test_ahead_of_time_compiled_pinned_jit():
+        def run(m, np_, d):
+            x = np_.asarray(X)
+            with pytest.warns(DeprecationWarning):
+                g = m.jit(lambda u: u @ u.T, device=d[5])
+            y = m.device_put(x, d[3])
+            return [g.lower(x).compile()(x), g.lower(x).compile()(m.device_put(x, d[5])),
+                    m.jit(lambda u: u * 2).lower(y).compile()(y)]
+        check(*both(run))
+
+        def wrong_device(m):
+            x = m.device_put(X, m.devices()[2])
+            return m.jit(lambda u: u + 1).lower(X).compile()(x)
+        with pytest.raises(ValueError, match="compiled for input shardings that disagree"):
+            wrong_device(jax)
+        with pytest.raises(ValueError, match="compiled for input shardings that disagree"):
+            wrong_device(fx)

@@ -559,7 +559,11 @@ class JitFunction:
             lowered = sharded_jit.lower_jit(self, args, kwargs)
             if lowered is not None:
                 return lowered
-        return self.trace(*args, **kwargs).lower()
+        lowered = self.trace(*args, **kwargs).lower()
+        lowered._device = self._device
+        if self._device is None and dispatch.placing:  # compiled for the committed device
+            lowered._device = placement.committed_device(tree_flatten((args, kwargs))[0])
+        return lowered
 
     def eval_shape(self, *args, **kwargs):
         return self.trace(*args, **kwargs).out_info
@@ -602,6 +606,7 @@ class Lowered:
         return self._traced.out_info
 
     _compile_sharded = None  # set for partitioned programs (sharded_jit.lower_jit)
+    _device = None  # the device of a jit(device=...) program
 
     def compile(self) -> "Compiled":
         symbolic = [a for a in self._traced.in_avals if is_symbolic_shape(a.shape)]
@@ -615,15 +620,21 @@ class Lowered:
             return Compiled(self._compile_sharded(), self._traced)
         compiled = compile_closed_jaxpr(self._traced.jaxpr, name=f"jit_{self._traced.name}",
                                         donated_invars=self._donate_mask, text=self._text)
-        return Compiled(compiled, self._traced)
+        return Compiled(compiled, self._traced, self._device)
+
+
+def sharding_impls_single(device):
+    from fluxion._src.sharding_impls import single_device_sharding
+    return single_device_sharding(device)
 
 
 class Compiled:
     """An executable for one signature; call it with arguments of that signature."""
 
-    def __init__(self, compiled: CompiledFunction, traced: Traced):
+    def __init__(self, compiled: CompiledFunction, traced: Traced, device=None):
         self._compiled = compiled
         self._traced = traced
+        self._device = device
 
     def __call__(self, *args, **kwargs):
         leaves, in_tree = tree_flatten((args, kwargs))
@@ -635,8 +646,27 @@ class Compiled:
             if got.shape != want.shape or got.dtype != want.dtype:
                 raise TypeError(f"Argument {i} has type {got.str_short()} but the function was "
                                 f"compiled for {want.str_short()}")
+        if dispatch.placing and isinstance(self._compiled, CompiledFunction):
+            self._check_devices(leaves)
         return self._traced.out_tree.unflatten(
-            _run(self._compiled, leaves, self._traced.donate_mask))
+            _run(self._compiled, leaves, self._traced.donate_mask, self._device))
+
+    def _check_devices(self, leaves) -> None:
+        """An executable compiled ahead of time runs on its device: committed arguments
+        elsewhere are an error (as in JAX), uncommitted ones move."""
+        want = self._device or self._compiled.executable.device
+        names = None
+        for i, x in enumerate(leaves):
+            if type(x) is Array and x.committed and x.device != want:
+                if names is None:
+                    names = self._compiled.describe()[1] if self._compiled.describe else []
+                name = names[i] if i < len(names) else f"args[{i}]"
+                raise ValueError(
+                    "Computation was compiled for input shardings that disagree with the "
+                    "shardings of arguments passed to it. Here are the 1 mismatches:\n"
+                    f"Argument {name} with shape {x.aval.str_short(short_dtypes=False)}:\n"
+                    f"  Passed sharding: {x.sharding!r}\n"
+                    f"  Required sharding: {sharding_impls_single(want)!r}")
 
     def as_text(self) -> str:
         modules = self._compiled.executable.loaded.hlo_modules()

@@ -49,17 +49,8 @@ def place(args, in_avals, device=None, describe=None) -> tuple:
     else that of the committed Array arguments, else the default device. `committed` says
     whether the results are committed. Committed arguments on different devices raise
     ValueError naming them (`describe()` gives the function's name and the arguments')."""
-    target = first = None
-    for i, x in enumerate(args):
-        if type(x) is Array:
-            buf = x._buf
-            if buf._committed:
-                d = buf._sharding._device
-                if target is None:
-                    target, first = d, i
-                elif d != target and device is None:
-                    raise incompatible_devices_error(args, in_avals, first, i, describe)
-    committed = target is not None or device is not None
+    target = committed_device(args, in_avals, describe) if device is None else device
+    committed = target is not None
     if device is not None:
         target = device
     elif target is None:
@@ -77,6 +68,24 @@ def place(args, in_avals, device=None, describe=None) -> tuple:
             buf = move(buf, target, aval)
         bufs.append(buf)
     return bufs, target, committed
+
+
+def committed_device(args, in_avals=None, describe=None):
+    """The device of the committed Arrays among `args` (None if there is none); ValueError
+    if they are on different devices."""
+    target = first = None
+    for i, x in enumerate(args):
+        if type(x) is Array:
+            buf = x._buf
+            if buf._committed:
+                d = buf._sharding._device
+                if target is None:
+                    target, first = d, i
+                elif d != target:
+                    if in_avals is None:
+                        in_avals = [getattr(a, "aval", None) for a in args]
+                    raise incompatible_devices_error(args, in_avals, first, i, describe)
+    return target
 
 
 # Copies of rank-0 buffers on other devices, by (id of the source, device): the cached
@@ -126,3 +135,15 @@ def commit(x: Array, device) -> Array:
     out = Array(buf, x.aval)
     out._npy = x._npy
     return out
+
+
+def to_default_device(x: Array) -> Array:
+    """An uncommitted Array `x` copied to the default device, as a computation on it would
+    leave it (committed ones, and those already there, are returned as they are)."""
+    buf = x._buf
+    if buf._committed:
+        return x
+    target = backend.default_device()
+    if buf._sharding._device == target:
+        return x
+    return Array(move(buf, target, x.aval), x.aval)

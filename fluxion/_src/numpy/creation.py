@@ -6,7 +6,7 @@ import functools
 import numpy as np
 
 from fluxion._src.export.shape_poly import DimExpr
-from fluxion._src import core, dtypes
+from fluxion._src import core, dtypes, placement
 from fluxion._src.array import Array
 from fluxion._src.lax import lax
 from fluxion._src.lax import structural
@@ -50,7 +50,9 @@ def _sequence_to_array(seq, dtype):
         util.check_python_int(leaf)
     if dtype is None:
         dtype = dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype()
-    if any(isinstance(leaf, core.Tracer) for leaf in leaves):
+    if any(isinstance(leaf, core.Tracer) for leaf in leaves) or (
+            placement.active and any(type(leaf) is Array and leaf.committed for leaf in leaves)):
+        # traced or committed elements: stacked by fluxion (on the committed device)
         from fluxion._src.numpy.manipulation import stack
         return stack([array(item, dtype=dtype) for item in seq])
     return lax._convert_element_type(np.array(seq, dtype=dtype), dtype, False)
@@ -78,6 +80,8 @@ def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin:
     weak = dtype is None and dtypes.is_weakly_typed(object)
     if isinstance(object, (Array, core.Tracer)):
         out = object
+        if copy and placement.active and type(out) is Array:
+            out = placement.to_default_device(out)  # a copy is made where computations run
     elif isinstance(object, (list, tuple)):
         out = _sequence_to_array(object, dtype)
     elif util.is_arraylike(object):
