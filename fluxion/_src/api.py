@@ -82,14 +82,22 @@ def _invalid_argument_error(fun, leaves, in_tree, static_pos) -> TypeError:
         "static using the static_argnums or static_argnames parameters of jit.")
 
 
-def _describer(fun, name: str, leaves, in_tree, static_pos):
+def _describer(fun, name: str, n_leaves: int, in_tree, static_pos):
     """A function giving `(name, argument names)` of a jitted function's flat arguments,
     for error messages (JAX's names: `x`, `params['w']`, `args[1]`)."""
+    qualname = getattr(fun, "__qualname__", None) or name
+    try:  # the compiled function lives in caches weakly keyed by `fun`: no strong reference
+        fun_ref = weakref.ref(fun)
+    except TypeError:
+        fun_ref = lambda: None  # noqa: E731
+
     def describe():
-        paths = optree.tree_paths(tree_unflatten(in_tree, [0] * len(leaves)),
+        fun = fun_ref()
+        if fun is None:
+            return qualname, None
+        paths = optree.tree_paths(tree_unflatten(in_tree, [0] * n_leaves),
                                   none_is_leaf=False, namespace=tree_util.NAMESPACE)
-        return (getattr(fun, "__qualname__", None) or name,
-                [_argument_path(fun, p, static_pos) for p in paths])
+        return qualname, [_argument_path(fun, p, static_pos) for p in paths]
     return describe
 
 
@@ -535,7 +543,8 @@ class JitFunction:
         compiled = compile_closed_jaxpr(traced.jaxpr, name=f"jit_{traced.name}", donated_invars=mask,
                                         compiler=self._compiler or _compiler_name(config.default_backend))
         if isinstance(compiled, CompiledFunction):
-            compiled.describe = _describer(self._fun, traced.name, leaves, in_tree, static_pos)
+            compiled.describe = _describer(self._fun, traced.name, len(leaves), in_tree,
+                                           static_pos)
         return _CacheEntry(compiled, traced.out_tree, traced, mask, self._device)
 
     # -- ahead of time
