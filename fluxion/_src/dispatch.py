@@ -93,14 +93,20 @@ class CompiledFunction:
         argument there, committing the results: `jit(device=...)`)."""
         bufs, target, committed = placement.place(args, self.in_avals, device,
                                                   self.describe or self._describe)
-        fn = self if target == self.executable.device else self.on_device(target)
+        executable = self.executable
+        fn = self if target is executable.device or target == executable.device else (
+            self.on_device(target))
         executable = fn.executable
         handlers = (executable.committed_handlers if committed
                     and executable.handlers is not None else executable.handlers)
         if fn.const_bufs:
             bufs = fn.const_bufs + bufs
         try:
-            with profiling.phase("execute", name=executable.name):
+            if profiling._active:
+                with profiling.phase("execute", name=executable.name):
+                    outs = executable.loaded.execute_sharded(bufs).consume_with_handlers(
+                        handlers)
+            else:
                 outs = executable.loaded.execute_sharded(bufs).consume_with_handlers(handlers)
         except backend.runtime_error_class():
             raise_if_deleted(bufs, self.in_avals, len(fn.const_bufs))

@@ -32,14 +32,38 @@ def activate() -> None:
             dispatch.placing = True
 
 
+# The default device and its sharding, while the flag does not change (reset by _on_config).
+_default = None
+_shardings: dict = {}  # device -> the sharding of the buffers fluxion makes there
+
+
 def _on_config(name, value) -> None:
-    if name == "default_device" and value is not None:
-        activate()
+    global _default
+    if name == "default_device":
+        _default = None
+        if value is not None:
+            activate()
 
 
 config._listeners.append(_on_config)
 if config.default_device is not None:  # set in the environment
     activate()
+
+
+def sharding_of(device):
+    s = _shardings.get(device)
+    if s is None:
+        s = _shardings[device] = backend.backend_of(device).sharding(device)
+    return s
+
+
+def default_target() -> tuple:
+    """(the default device, its sharding)."""
+    global _default
+    if _default is None:
+        device = backend.default_device()
+        _default = (device, sharding_of(device))
+    return _default
 
 
 def place(args, in_avals, device=None, describe=None) -> tuple:
@@ -49,24 +73,30 @@ def place(args, in_avals, device=None, describe=None) -> tuple:
     else that of the committed Array arguments, else the default device. `committed` says
     whether the results are committed. Committed arguments on different devices raise
     ValueError naming them (`describe()` gives the function's name and the arguments')."""
-    target = committed_device(args, in_avals, describe) if device is None else device
-    committed = target is not None
-    if device is not None:
-        target = device
-    elif target is None:
-        target = backend.default_device()
-    sharding = backend.backend_of(target).sharding(target)
     bufs = []
+    committed = device is not None
     for x, aval in zip(args, in_avals):
         if type(x) is Array:
             buf = x._buf
+            if buf._committed:
+                committed = True
         else:
+            buf = None  # converted once the device is known
+        bufs.append(buf)
+    if device is not None:
+        target, sharding = device, sharding_of(device)
+    elif committed:
+        target = committed_device(args, in_avals, describe)
+        sharding = sharding_of(target)
+    else:
+        target, sharding = default_target()
+    for i, buf in enumerate(bufs):
+        if buf is None:
             from fluxion._src.dispatch import to_device_buffer
-            buf = to_device_buffer(x, aval, target)
+            buf = bufs[i] = to_device_buffer(args[i], in_avals[i], target)
         s = buf._sharding
         if s is not sharding and s._device != target:
-            buf = move(buf, target, aval)
-        bufs.append(buf)
+            bufs[i] = move(buf, target, in_avals[i])
     return bufs, target, committed
 
 
