@@ -159,12 +159,17 @@ class CompiledFunction:
         consts = list(self.const_bufs)
         runtime_error = backend.runtime_error_class()
         placed = self.call_placed
+        # Placing, arguments all uncommitted on the default device, which is this program's,
+        # still take the fast path: their buffers carry this very sharding object.
+        device = self.executable.device
+        home = backend.backend_of(device).sharding(device)
         if single_output and not consts:
             (aval,) = out_avals
 
             if len(in_avals) == 1:  # unary ops: no list building on the hottest path
                 def call_unary(args):
-                    if placing:
+                    if placing and (placement.default_sharding is not home
+                                    or args[0]._buf._sharding is not home):
                         return placed(args)[0]
                     bufs = [args[0]._buf]
                     try:
@@ -185,7 +190,7 @@ class CompiledFunction:
                 return call_binary
 
             def call_one(args):
-                if placing:
+                if placing and not _at_home(args, home):
                     return placed(args)[0]
                 bufs = list(map(_buf_of, args))
                 try:
@@ -196,7 +201,7 @@ class CompiledFunction:
             return call_one
 
         def call(args):
-            if placing:
+            if placing and not _at_home(args, home):
                 outs = placed(args)
                 return outs[0] if single_output else outs
             bufs = [*consts, *map(_buf_of, args)]
@@ -215,6 +220,16 @@ class CompiledFunction:
             outs = self.call_placed(args, device)
             return outs[0] if single_output else outs
         return call
+
+
+def _at_home(args, home) -> bool:
+    """Whether every argument is uncommitted on the default device, whose sharding is `home`."""
+    if placement.default_sharding is not home:
+        return False
+    for x in args:
+        if x._buf._sharding is not home:
+            return False
+    return True
 
 
 def raise_if_deleted(bufs, in_avals, num_consts: int) -> None:

@@ -33,14 +33,17 @@ def activate() -> None:
 
 
 # The default device and its sharding, while the flag does not change (reset by _on_config).
+# `default_sharding` alone is what dispatch's fast paths compare buffers' `_sharding` with:
+# a buffer with that very object is uncommitted on the default device.
 _default = None
-_shardings: dict = {}  # device -> the sharding of the buffers fluxion makes there
+default_sharding = None
+_shardings: dict = {}  # device -> the sharding of uncommitted buffers fluxion makes there
 
 
 def _on_config(name, value) -> None:
-    global _default
+    global _default, default_sharding
     if name == "default_device":
-        _default = None
+        _default = default_sharding = None
         if value is not None:
             activate()
 
@@ -59,10 +62,11 @@ def sharding_of(device):
 
 def default_target() -> tuple:
     """(the default device, its sharding)."""
-    global _default
+    global _default, default_sharding
     if _default is None:
         device = backend.default_device()
         _default = (device, sharding_of(device))
+        default_sharding = _default[1]
     return _default
 
 

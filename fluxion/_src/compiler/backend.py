@@ -72,10 +72,14 @@ class Backend:
         self.devices = client.local_devices()
         self._shardings = {}
 
-    def sharding(self, device):
-        s = self._shardings.get(device)
+    def sharding(self, device, committed: bool = False):
+        """The sharding object of fluxion's buffers on `device`. Committed buffers get
+        another object than uncommitted ones, so that one identity check of a buffer's
+        `_sharding` tells its device and that it is uncommitted (dispatch's fast paths)."""
+        key = (device, committed)
+        s = self._shardings.get(key)
         if s is None:
-            s = self._shardings[device] = _make_sharding(device)
+            s = self._shardings[key] = _make_sharding(device)
         return s
 
 
@@ -238,8 +242,9 @@ def device_put_numpy(x: np.ndarray, aval, device=None, committed: bool = False):
     elif committed or device != get_backend().devices[0]:
         from fluxion._src import placement
         placement.activate()
-    return xla_client.batched_device_put(aval, backend_of(device).sharding(device), [x],
-                                         [device], committed, enable_x64=config.enable_x64)
+    return xla_client.batched_device_put(aval, backend_of(device).sharding(device, committed),
+                                         [x], [device], committed,
+                                         enable_x64=config.enable_x64)
 
 
 def copy_to_device(buf, device):
@@ -249,14 +254,17 @@ def copy_to_device(buf, device):
         return buf
     xla_client, jax_ext = _jaxlib()
     source = buf._sharding._device
+    committed = bool(buf._committed)
+    sharding = backend_of(device).sharding(device, committed)
     if source.client is device.client:
-        return jax_ext.batched_copy_array_to_devices_with_sharding(
-            [buf], [xla_client.DeviceList((device,))], [backend_of(device).sharding(device)],
+        out = jax_ext.batched_copy_array_to_devices_with_sharding(
+            [buf], [xla_client.DeviceList((device,))], [sharding],
             [xla_client.ArrayCopySemantics.REUSE_INPUT])[0]
+        return out if bool(out._committed) == committed else (
+            out._rewrap_with_aval_and_sharding(out.aval, sharding))
     # Another platform's client: through the host.
     host = to_numpy(buf, buf.aval.dtype)
-    return xla_client.batched_device_put(buf.aval, backend_of(device).sharding(device), [host],
-                                         [device], bool(buf._committed),
+    return xla_client.batched_device_put(buf.aval, sharding, [host], [device], committed,
                                          enable_x64=config.enable_x64)
 
 
@@ -264,7 +272,8 @@ def committed_copy(buf):
     """`buf` as a committed array (the same device memory)."""
     if buf._committed:
         return buf
-    return buf._rewrap_with_aval_and_sharding(buf.aval, buf._sharding)
+    device = buf._sharding._device
+    return buf._rewrap_with_aval_and_sharding(buf.aval, backend_of(device).sharding(device, True))
 
 
 def backend_of(device) -> Backend:
@@ -326,13 +335,14 @@ class Executable:
         self.device = device
         self.name = name
         self.text = text
-        sharding = backend_of(device).sharding(device)
+        backend = backend_of(device)
         # A token result comes back as a buffer of shape (0,) (as JAX reads it). Outputs are
         # uncommitted, or committed when an input was (`committed_handlers`).
         avals = [_TOKEN_BUFFER_AVAL if getattr(a, "is_token", False) else a
                  for a in self.out_avals]
-        self.handlers = [result_handler(a, sharding, False) for a in avals]
-        self.committed_handlers = [result_handler(a, sharding, True) for a in avals]
+        self.handlers = [result_handler(a, backend.sharding(device), False) for a in avals]
+        self.committed_handlers = [result_handler(a, backend.sharding(device, True), True)
+                                   for a in avals]
 
     def execute(self, bufs: list) -> list:
         """Run on device buffers; returns jaxlib arrays."""
