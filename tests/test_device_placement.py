@@ -133,7 +133,7 @@ else:
         lambda m, np_, a, b: m.lax.fori_loop(0, 3, lambda i, u: u * 2 + b, a),
     ])
     @pytest.mark.parametrize("placing", ["committed_first", "committed_second", "neither",
-                                         "both_same"])
+                                         "both_same", "committed_to_default"])
     def test_eager_ops_follow_committed_arguments(op, placing):
         def run(m, np_, d):
             a, b = np_.asarray(X), np_.asarray(X[::-1] + 1)
@@ -141,6 +141,8 @@ else:
                 a = m.device_put(a, d[2])
             if placing in ("committed_second", "both_same"):
                 b = m.device_put(b, d[2])
+            if placing == "committed_to_default":  # same device, but the results commit
+                b = m.device_put(b, d[0])
             return op(m, np_, a, b)
         check(*both(run))
 
