@@ -261,7 +261,7 @@ def make_array_from_callback(shape, sharding, data_callback, *, aval=None) -> Ar
         if block.shape != shard_aval.shape:
             raise ValueError(f"make_array_from_callback: the callback returned a block of shape "
                              f"{block.shape} for index {index}, expected {shard_aval.shape}")
-        bufs.append(backend.device_put_numpy(block, shard_aval, device))
+        bufs.append(backend.device_put_numpy(block, shard_aval, device, True))
     if isinstance(sharding, SingleDeviceSharding):
         return Array(bufs[0], aval)
     return from_buffers(bufs, aval, sharding)

@@ -100,7 +100,7 @@ def _shard_data(buf, aval, device):
     """One device's block of a pmap result, shaped (1, ...) as JAX's, on that device."""
     block = aval.update(shape=(1,) + aval.shape[1:])
     host = backend.to_numpy(buf, aval.dtype).reshape(block.shape)
-    return Array(backend.device_put_numpy(host, block, device), block)
+    return Array(backend.device_put_numpy(host, block, device, True), block)
 
 
 def _replicated_sharding(devices):
@@ -254,7 +254,9 @@ def _compile_eager(closed, out_ax, out_tree, axis_name, n_global, devs, global_d
 
 def _execute(exe, leaves, dims, out_ax, devs, n, inner):
     """Run a compiled pmap: operands sliced onto the devices, mapped results kept there."""
+    from fluxion._src import placement
     from fluxion._src.compiler import backend as be
+    placement.activate()  # its results are committed to their devices
     garrs = []
     for x, d, aval in zip(leaves, dims, exe.in_avals):
         bufs = _per_device_buffers(x, d, devs, aval, inner)
@@ -329,9 +331,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     @functools.wraps(fun)
     @api_boundary
     def pmapped(*args, **kwargs):
-        from fluxion._src import placement
         from fluxion._src.compiler import backend as be
-        placement.activate()  # its results are committed to their devices
         for i in static:
             if i >= len(args):
                 raise ValueError(f"pmapped function has static_broadcasted_argnums={static} but "
