@@ -181,6 +181,10 @@ class CompiledFunction:
 
             if len(in_avals) == 2:  # binary ops
                 def call_binary(args):
+                    if placing and (placement.default_sharding is not home
+                                    or args[0]._buf._sharding is not home
+                                    or args[1]._buf._sharding is not home):
+                        return placed(args)[0]
                     bufs = [args[0]._buf, args[1]._buf]
                     try:
                         return Array(execute(bufs).consume_with_handlers(handlers)[0], aval)
