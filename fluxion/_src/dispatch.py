@@ -20,8 +20,10 @@ from fluxion._src.core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
 
 logger = logging.getLogger("fluxion")
 
-# Whether arrays may be committed or live off the first device (see placement.py): then every
-# execution goes through `CompiledFunction.call_placed`. The one check of the fast paths.
+# Whether arrays may be committed or live off the first device (see placement.py): then
+# executions go through `CompiledFunction.call_placed`, unless every argument is uncommitted on
+# the default device. The one check of the fast paths: any code that executes an executable
+# on Arrays' buffers directly must make it (see `array_call`).
 placing = placement.active
 
 
