@@ -56,7 +56,6 @@ else:
 
     import fluxion as fx
     import fluxion.numpy as jnp
-    from fluxion import lax
     from fluxion.sharding import SingleDeviceSharding
 
     D = fx.devices()
