@@ -358,3 +358,14 @@ else:
             wrong_device(jax)
         with pytest.raises(ValueError, match="compiled for input shardings that disagree"):
             wrong_device(fx)
+
+    def test_jit_with_single_device_shardings_pins_the_program():
+        def run(m, np_, d):
+            S = m.sharding.SingleDeviceSharding
+            x = np_.asarray(X)
+            return [m.jit(lambda a: a + 1, in_shardings=S(d[3]))(x),
+                    m.jit(lambda a: a.sum(), out_shardings=S(d[4]))(x),
+                    m.jit(lambda a, b: (a @ b.T, a), in_shardings=(S(d[2]), None),
+                          out_shardings=S(d[2]))(x, x),
+                    m.grad(m.jit(lambda a: (a * a).sum(), in_shardings=S(d[6])))(x)]
+        check(*both(run))

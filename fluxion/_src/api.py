@@ -82,6 +82,21 @@ def _invalid_argument_error(fun, leaves, in_tree, static_pos) -> TypeError:
         "static using the static_argnums or static_argnames parameters of jit.")
 
 
+def _single_device_of(*shardings):
+    """The device if every sharding given (pytrees of them, None for unspecified) is a
+    SingleDeviceSharding of that one device, else None."""
+    from fluxion._src.sharding_impls import Sharding, SingleDeviceSharding
+    found = set()
+    for tree in shardings:
+        if tree is None:
+            continue
+        for s in tree_leaves(tree, is_leaf=lambda s: isinstance(s, Sharding)):
+            if not isinstance(s, SingleDeviceSharding):
+                return None
+            found.add(s._device)
+    return found.pop() if len(found) == 1 else None
+
+
 def _describer(fun, name: str, n_leaves: int, in_tree, static_pos):
     """A function giving `(name, argument names)` of a jitted function's flat arguments,
     for error messages (JAX's names: `x`, `params['w']`, `args[1]`)."""
@@ -380,6 +395,13 @@ class JitFunction:
         self._in_shardings, self._out_shardings = in_shardings, out_shardings
         self._in_shardings_given = in_shardings is not None
         self._out_shardings_given = out_shardings is not None
+        pinned = _single_device_of(in_shardings, out_shardings)
+        if pinned is not None and self._device is None:
+            # Shardings that all name one device pin the program there, as jit(device=).
+            from fluxion._src import placement
+            placement.activate()
+            self._device = pinned
+            self._in_shardings_given = self._out_shardings_given = False
         self._fun = fun
         live_jit_functions.add(self)  # for fluxion.clear_caches()
         self._static_argnums, self._static_argnames = _normalize_static(
