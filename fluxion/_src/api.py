@@ -15,7 +15,7 @@ import numpy as np
 import optree
 
 from fluxion._src import cache_misses, nan_checks, profiling, source_info, transfer_guard
-from fluxion._src import core, dtypes, staging, tree_util
+from fluxion._src import core, dtypes, placement, staging, tree_util
 from fluxion._src.array import Array, make_array, unshared
 from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.compiler import backend
@@ -80,6 +80,40 @@ def _invalid_argument_error(fun, leaves, in_tree, static_pos) -> TypeError:
         f"{_argument_path(fun, path, static_pos)}.\nThis typically means that a jit-wrapped "
         "function was called with a non-array argument, and this argument was not marked as "
         "static using the static_argnums or static_argnames parameters of jit.")
+
+
+def _single_device_of(*shardings):
+    """The device if every sharding given (pytrees of them, None for unspecified) is a
+    SingleDeviceSharding of that one device, else None."""
+    from fluxion._src.sharding_impls import Sharding, SingleDeviceSharding
+    found = set()
+    for tree in shardings:
+        if tree is None:
+            continue
+        for s in tree_leaves(tree, is_leaf=lambda s: isinstance(s, Sharding)):
+            if not isinstance(s, SingleDeviceSharding):
+                return None
+            found.add(s._device)
+    return found.pop() if len(found) == 1 else None
+
+
+def _describer(fun, name: str, n_leaves: int, in_tree, static_pos):
+    """A function giving `(name, argument names)` of a jitted function's flat arguments,
+    for error messages (JAX's names: `x`, `params['w']`, `args[1]`)."""
+    qualname = getattr(fun, "__qualname__", None) or name
+    try:  # the compiled function lives in caches weakly keyed by `fun`: no strong reference
+        fun_ref = weakref.ref(fun)
+    except TypeError:
+        fun_ref = lambda: None  # noqa: E731
+
+    def describe():
+        fun = fun_ref()
+        if fun is None:
+            return qualname, None
+        paths = optree.tree_paths(tree_unflatten(in_tree, [0] * n_leaves),
+                                  none_is_leaf=False, namespace=tree_util.NAMESPACE)
+        return qualname, [_argument_path(fun, p, static_pos) for p in paths]
+    return describe
 
 
 def _argument_path(fun, path: tuple, static_pos) -> str:
@@ -256,36 +290,42 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
 # jit
 
 class _CacheEntry:
-    __slots__ = ("compiled", "out_tree", "traced", "donate_mask", "fast_call")
+    __slots__ = ("compiled", "out_tree", "traced", "donate_mask", "fast_call", "device")
 
-    def __init__(self, compiled, out_tree, traced, donate_mask):
+    def __init__(self, compiled, out_tree, traced, donate_mask, device=None):
         self.compiled, self.out_tree, self.traced, self.donate_mask = (
             compiled, out_tree, traced, donate_mask)
-        self.fast_call = _make_fast_call(compiled, out_tree)
+        self.device = device
+        self.fast_call = _make_fast_call(compiled, out_tree, device)
 
 
 _aval_of = operator.attrgetter("aval")
 
 
-def _make_fast_call(compiled: CompiledFunction, out_tree):
-    """The whole call for positional Array arguments: execute, wrap, rebuild the output."""
-    if out_tree == _LEAF_TREEDEF:
-        return compiled.array_call(single_output=True)
-    call = compiled.array_call(single_output=False)
+def _make_fast_call(compiled: CompiledFunction, out_tree, device=None):
+    """The whole call for positional Array arguments: execute, wrap, rebuild the output
+    (on `device` for a jit pinned to one)."""
+    single = out_tree == _LEAF_TREEDEF
+    if device is not None:
+        call = compiled.pinned_call(device, single)
+    else:
+        call = compiled.array_call(single_output=single)
+    if single:
+        return call
     return lambda args: out_tree.unflatten(call(args))
 
 
 _LEAF_TREEDEF = tree_flatten(0)[1]
 
 
-def _run(compiled: CompiledFunction, leaves, donate_mask):
-    """Call `compiled`; donated arguments lose their host copies, and cached constants are
-    copied rather than donated."""
+def _run(compiled: CompiledFunction, leaves, donate_mask, device=None):
+    """Call `compiled` (on `device` if given); donated arguments lose their host copies, and
+    cached constants are copied rather than donated."""
     if not donate_mask:
-        return compiled(leaves)
+        return compiled(leaves) if device is None else compiled.call_placed(leaves, device)
     leaves = [unshared(x, aval) if donated else x
               for x, aval, donated in zip(leaves, compiled.in_avals, donate_mask)]
-    outs = compiled(leaves)
+    outs = compiled(leaves) if device is None else compiled.call_placed(leaves, device)
     for x, donated in zip(leaves, donate_mask):
         if donated and type(x) is Array:
             x._npy = None
@@ -336,12 +376,32 @@ class JitFunction:
                  in_shardings=None, out_shardings=None):
         check_callable(fun)
         _check_device(device, "jit(device=...)")
+        # jit(device=) and jit(backend=) pin the program to a device: every argument moves
+        # there and the results are committed to it (deprecated in JAX, as here).
+        self._device = device
         if backend is not None and _compiler_name(backend) is None:
             from fluxion._src.compiler import backend as backends
-            backends.get_backend(backend)  # an unknown or absent backend raises RuntimeError
+            pinned = backends.get_backend(backend)  # an unknown or absent one raises
+            if device is None:
+                self._device = pinned.devices[0]
+        if self._device is not None:
+            import warnings
+            from fluxion._src import placement
+            warnings.warn("backend and device argument on jit is deprecated. You can use "
+                          "`jax.device_put(..., jax.local_devices(backend=\"cpu\")[0])` on the "
+                          "inputs to the jitted function to get the same behavior.",
+                          DeprecationWarning, stacklevel=3)
+            placement.activate()
         self._in_shardings, self._out_shardings = in_shardings, out_shardings
         self._in_shardings_given = in_shardings is not None
         self._out_shardings_given = out_shardings is not None
+        pinned = _single_device_of(in_shardings, out_shardings)
+        if pinned is not None and self._device is None:
+            # Shardings that all name one device pin the program there, as jit(device=).
+            from fluxion._src import placement
+            placement.activate()
+            self._device = pinned
+            self._in_shardings_given = self._out_shardings_given = False
         self._fun = fun
         live_jit_functions.add(self)  # for fluxion.clear_caches()
         self._static_argnums, self._static_argnames = _normalize_static(
@@ -452,7 +512,8 @@ class JitFunction:
                     self, dyn_args, tree_unflatten(in_tree, leaves)[1]))
             traced = self._get_traced(leaves, in_tree, static_pos, static_kw)
             closed, consts = closure_convert(traced.jaxpr)
-            outs = jit_p.bind(*consts, *leaves, jaxpr=closed, name=traced.name)
+            pinned = {} if self._device is None else {"device": self._device}
+            outs = jit_p.bind(*consts, *leaves, jaxpr=closed, name=traced.name, **pinned)
             if sharded and self._out_shardings_given:
                 from fluxion._src import sharded_jit, sharding_impls
                 out_struct = tree_unflatten(traced.out_tree, [0] * len(outs))
@@ -487,7 +548,7 @@ class JitFunction:
                 elif all(type(x) is Array for x in leaves):  # leaves: those of args, in order
                     self._fast_cache[(tree_flatten(args)[1], *(x.aval for x in leaves),
                                       config.enable_x64)] = entry.fast_call
-        outs = _run(entry.compiled, leaves, entry.donate_mask)
+        outs = _run(entry.compiled, leaves, entry.donate_mask, entry.device)
         if config.debug_nans or config.debug_infs:
             nan_checks.check_jit_outputs(entry.traced, leaves, outs)
         return entry.out_tree.unflatten(outs)
@@ -503,7 +564,10 @@ class JitFunction:
         mask = self._donate_mask(args, static_pos, dyn_args, kwargs)
         compiled = compile_closed_jaxpr(traced.jaxpr, name=f"jit_{traced.name}", donated_invars=mask,
                                         compiler=self._compiler or _compiler_name(config.default_backend))
-        return _CacheEntry(compiled, traced.out_tree, traced, mask)
+        if isinstance(compiled, CompiledFunction):
+            compiled.describe = _describer(self._fun, traced.name, len(leaves), in_tree,
+                                           static_pos)
+        return _CacheEntry(compiled, traced.out_tree, traced, mask, self._device)
 
     # -- ahead of time
     @api_boundary
@@ -526,7 +590,11 @@ class JitFunction:
             lowered = sharded_jit.lower_jit(self, args, kwargs)
             if lowered is not None:
                 return lowered
-        return self.trace(*args, **kwargs).lower()
+        lowered = self.trace(*args, **kwargs).lower()
+        lowered._device = self._device
+        if self._device is None and dispatch.placing:  # compiled for the committed device
+            lowered._device = placement.committed_device(tree_flatten((args, kwargs))[0])
+        return lowered
 
     def eval_shape(self, *args, **kwargs):
         return self.trace(*args, **kwargs).out_info
@@ -569,6 +637,7 @@ class Lowered:
         return self._traced.out_info
 
     _compile_sharded = None  # set for partitioned programs (sharded_jit.lower_jit)
+    _device = None  # the device of a jit(device=...) program
 
     def compile(self) -> "Compiled":
         symbolic = [a for a in self._traced.in_avals if is_symbolic_shape(a.shape)]
@@ -582,15 +651,21 @@ class Lowered:
             return Compiled(self._compile_sharded(), self._traced)
         compiled = compile_closed_jaxpr(self._traced.jaxpr, name=f"jit_{self._traced.name}",
                                         donated_invars=self._donate_mask, text=self._text)
-        return Compiled(compiled, self._traced)
+        return Compiled(compiled, self._traced, self._device)
+
+
+def sharding_impls_single(device):
+    from fluxion._src.sharding_impls import single_device_sharding
+    return single_device_sharding(device)
 
 
 class Compiled:
     """An executable for one signature; call it with arguments of that signature."""
 
-    def __init__(self, compiled: CompiledFunction, traced: Traced):
+    def __init__(self, compiled: CompiledFunction, traced: Traced, device=None):
         self._compiled = compiled
         self._traced = traced
+        self._device = device
 
     def __call__(self, *args, **kwargs):
         leaves, in_tree = tree_flatten((args, kwargs))
@@ -602,8 +677,27 @@ class Compiled:
             if got.shape != want.shape or got.dtype != want.dtype:
                 raise TypeError(f"Argument {i} has type {got.str_short()} but the function was "
                                 f"compiled for {want.str_short()}")
+        if dispatch.placing and isinstance(self._compiled, CompiledFunction):
+            self._check_devices(leaves)
         return self._traced.out_tree.unflatten(
-            _run(self._compiled, leaves, self._traced.donate_mask))
+            _run(self._compiled, leaves, self._traced.donate_mask, self._device))
+
+    def _check_devices(self, leaves) -> None:
+        """An executable compiled ahead of time runs on its device: committed arguments
+        elsewhere are an error (as in JAX), uncommitted ones move."""
+        want = self._device or self._compiled.executable.device
+        names = None
+        for i, x in enumerate(leaves):
+            if type(x) is Array and x.committed and x.device != want:
+                if names is None:
+                    names = self._compiled.describe()[1] if self._compiled.describe else []
+                name = names[i] if i < len(names) else f"args[{i}]"
+                raise ValueError(
+                    "Computation was compiled for input shardings that disagree with the "
+                    "shardings of arguments passed to it. Here are the 1 mismatches:\n"
+                    f"Argument {name} with shape {x.aval.str_short(short_dtypes=False)}:\n"
+                    f"  Passed sharding: {x.sharding!r}\n"
+                    f"  Required sharding: {sharding_impls_single(want)!r}")
 
     def as_text(self) -> str:
         modules = self._compiled.executable.loaded.hlo_modules()
@@ -738,13 +832,43 @@ def _check_device(device, where: str) -> None:
                          f"received invalid value: {device!r}")
 
 
+def _is_device(d) -> bool:
+    return hasattr(d, "platform") and hasattr(d, "client")
+
+
 def _is_sharding_tree(device) -> bool:
-    """Whether `device` is a Sharding, a PartitionSpec, or a pytree of them."""
+    """Whether `device` is a Sharding, a PartitionSpec, or a pytree of them and devices."""
     from fluxion._src.mesh import PartitionSpec
     from fluxion._src.sharding_impls import Sharding
     kinds = (Sharding, PartitionSpec)
     leaves = tree_leaves(device, is_leaf=lambda d: isinstance(d, kinds))
-    return bool(leaves) and all(isinstance(d, kinds) for d in leaves)
+    return bool(leaves) and all(isinstance(d, kinds) or _is_device(d) for d in leaves)
+
+
+def _placement_prefix(prefix, tree) -> list:
+    """One entry of `prefix` (a pytree prefix of `tree` with device or sharding leaves) per
+    leaf of `tree`."""
+    from fluxion._src.mesh import PartitionSpec
+    from fluxion._src.sharding_impls import Sharding
+    from fluxion._src.vmap import _children
+    out: list = []
+
+    def walk(p, t):
+        if p is None or _is_device(p) or isinstance(p, (Sharding, PartitionSpec)):
+            out.extend([p] * len(tree_flatten(t)[0]))
+            return
+        p_children, t_children = _children(p), _children(t)
+        if (t_children is None or p_children is None or type(p) is not type(t)
+                or len(p_children) != len(t_children)
+                or isinstance(p, dict) and sorted(p) != sorted(t)):
+            raise ValueError("device_put device specification must be a tree prefix of the "
+                             f"corresponding value, got specification {prefix!r} for value "
+                             f"tree {tree_flatten(tree)[1]}.")
+        for pc, tc in zip(p_children, t_children):
+            walk(pc, tc)
+
+    walk(prefix, tree)
+    return out
 
 
 def device_put(x, device=None, *, donate=False, may_alias=None):
@@ -770,12 +894,16 @@ def device_put(x, device=None, *, donate=False, may_alias=None):
     def put(leaf):
         if isinstance(leaf, core.Tracer):
             return leaf
-        if type(leaf) is Array:
-            if device is None or device in leaf.devices():
+        if device is None:  # Arrays stay as they are; host values go to the default device
+            if isinstance(leaf, Array):
                 return leaf
-            return make_array(np.asarray(leaf), weak_type=leaf.weak_type, device=device)
+            aval = core.get_aval(leaf)
+            return make_array(np.asarray(leaf, dtype=aval.dtype), weak_type=aval.weak_type)
+        if type(leaf) is Array:
+            return placement.commit(leaf, device)
         aval = core.get_aval(leaf)
-        return make_array(np.asarray(leaf, dtype=aval.dtype), weak_type=aval.weak_type, device=device)
+        return make_array(np.asarray(leaf, dtype=aval.dtype), weak_type=aval.weak_type,
+                          device=device, committed=True)
     return tree_map(put, x)
 
 
@@ -788,14 +916,14 @@ def _device_put_sharded(x, shardings):
     if isinstance(shardings, (sharding_impls.Sharding, PartitionSpec)):
         flat = [shardings] * len(leaves)
     else:
-        flat = tree_flatten(shardings, is_leaf=lambda s: isinstance(s, PartitionSpec))[0]
-        if len(flat) != len(leaves):
-            raise ValueError(f"device_put: the shardings {shardings!r} do not match the "
-                             f"structure of the value ({len(leaves)} leaves)")
+        flat = _placement_prefix(shardings, x)
     out = []
     for leaf, s in zip(leaves, flat):
-        if hasattr(s, "platform"):  # a device
+        if s is None or _is_device(s):
             out.append(device_put(leaf, s))
+            continue
+        if isinstance(s, sharding_impls.SingleDeviceSharding):  # commits to the device
+            out.append(device_put(leaf, s._device))
             continue
         s = sharding_impls.canonicalize(s, "device_put")
         if isinstance(leaf, core.Tracer):

@@ -132,6 +132,12 @@ class Array:
         return {self._buf._sharding._device}
 
     @property
+    def committed(self) -> bool:
+        """Whether the array is committed to its device (see `fluxion.device_put`):
+        computations on it run there rather than on the default device."""
+        return self._buf._committed
+
+    @property
     def device(self):
         return next(iter(self.devices()))
 
@@ -177,11 +183,13 @@ def _reconstruct(value, weak_type):
     return make_array(value, weak_type=weak_type)
 
 
-def make_array(value, dtype=None, weak_type: bool = False, device=None) -> Array:
-    """Copy a host value to the device as an Array of its canonical dtype."""
+def make_array(value, dtype=None, weak_type: bool = False, device=None,
+               committed: bool = False) -> Array:
+    """Copy a host value to `device` (default: the default device) as an Array of its
+    canonical dtype, committed to it if `committed`."""
     arr = backend.canonical_numpy(value, dtype)
     aval = ShapedArray(arr.shape, arr.dtype, weak_type)
-    out = Array(backend.device_put_numpy(arr, aval, device), aval)
+    out = Array(backend.device_put_numpy(arr, aval, device, committed), aval)
     if not arr.flags.writeable or arr.base is not None or arr is not value:
         out._npy = arr  # a private host copy: keep it, so reading back needs no transfer
     return out
@@ -191,17 +199,20 @@ _scalar_cache: dict = {}
 _shared_ids: set = set()  # id() of the Arrays in _scalar_cache
 
 
-def scalar_array(value: np.ndarray, weak_type: bool) -> Array:
-    """A device Array for a rank-0 host value of a canonical dtype, cached: arrays are
-    immutable, and Python scalars recur (constants in operators, hyperparameters to jit).
-    Donation must not consume a cached Array: see `unshared`."""
-    key = (value.dtype, weak_type, value.tobytes())  # bytes tell -0.0 from 0.0
+def scalar_array(value: np.ndarray, weak_type: bool, device=None) -> Array:
+    """An uncommitted device Array for a rank-0 host value of a canonical dtype on `device`
+    (default: the default device), cached: arrays are immutable, and Python scalars recur
+    (constants in operators, hyperparameters to jit). Donation must not consume a cached
+    Array: see `unshared`."""
+    if device is None and config.default_device is not None:
+        device = backend.default_device()
+    key = (value.dtype, weak_type, value.tobytes(), device)  # bytes tell -0.0 from 0.0
     cached = _scalar_cache.get(key)
     if cached is None:
         if len(_scalar_cache) > 4096:
             _scalar_cache.clear()
             _shared_ids.clear()
-        cached = _scalar_cache[key] = make_array(value, weak_type=weak_type)
+        cached = _scalar_cache[key] = make_array(value, weak_type=weak_type, device=device)
         _shared_ids.add(id(cached))
     return cached
 
@@ -210,7 +221,9 @@ def unshared(x, aval: ShapedArray):
     """`x` (an argument of type `aval` about to be donated) as an Array that no cache holds:
     a cached scalar Array is copied, and a host value gets a buffer of its own."""
     if type(x) is Array:
-        return make_array(x._value(), weak_type=aval.weak_type) if id(x) in _shared_ids else x
+        if id(x) not in _shared_ids:
+            return x
+        return make_array(x._value(), weak_type=aval.weak_type, device=x.device)
     if isinstance(x, (core.Tracer, Array)):  # a Tracer, or an Array over several devices
         return x
     return Array(backend.device_put_numpy(np.asarray(x, dtype=aval.dtype), aval), aval)

@@ -127,9 +127,13 @@ def _abstract_eval(*avals, result_avals, **_):
 def _impl(*args, callback, result_avals, **_):
     from fluxion._src.array import Array
     from fluxion._src.compiler import backend
+    from fluxion._src import dispatch, placement
+    # Results go where a compiled call would put them: to the committed arguments' device.
+    device = placement.committed_device(args) if dispatch.placing else None
     host_args = [np.asarray(a) for a in args]
     outs = _check_results(callback(*host_args), result_avals, _name(callback))
-    return [Array(backend.device_put_numpy(o, a), a) for o, a in zip(outs, result_avals)]
+    return [Array(backend.device_put_numpy(o, a, device, device is not None), a)
+            for o, a in zip(outs, result_avals)]
 
 
 def _effects_of(prim):

@@ -44,6 +44,8 @@ class Config:
         "persistent_cache_min_compile_time_secs": 0.0,
         "persistent_cache_max_size": 1 << 30,
         "default_backend": None,
+        # where uncommitted computations run (issue 12): None, a Device, or a platform name
+        "default_device": None,
     }
 
     def __init__(self):
@@ -65,6 +67,8 @@ class Config:
     def update(self, name: str, value) -> None:
         """Set a flag, e.g. ``config.update("enable_x64", True)``."""
         name = self._canonical_name(name)
+        if name == "default_device":
+            _check_default_device(value)
         object.__setattr__(self, name, value)
         for listener in self._listeners:
             listener(name, value)
@@ -99,12 +103,28 @@ class Config:
             self.update(name, old)
 
 
+def _check_default_device(value) -> None:
+    if value is None or (hasattr(value, "platform") and hasattr(value, "client")):
+        return
+    if isinstance(value, str) and value.isidentifier():
+        return
+    raise ValueError("jax.default_device must be passed either a Device object (e.g. "
+                     "`jax.devices('cpu')[0]`) or a platform name string like 'cpu' or 'gpu', "
+                     f"got: {value!r}")
+
+
 config = Config()
 
 
 def enable_x64(new_val: bool = True):
     """Context manager that turns 64-bit types on (or off) inside a block."""
     return config._override("enable_x64", new_val)
+
+
+def default_device(device):
+    """Context manager that makes `device` (a Device or a platform name such as "cpu") the
+    device on which uncommitted computations and new arrays are placed inside a block."""
+    return config._override("default_device", device)
 
 
 def disable_jit(disable: bool = True):

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fluxion._src import core, dtypes, profiling
+from fluxion._src import core, dtypes, placement, profiling
 from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.array import Array, scalar_array
 from fluxion._src.compiler import backend, lowering
@@ -19,6 +19,12 @@ from fluxion._src.config import config
 from fluxion._src.core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
 
 logger = logging.getLogger("fluxion")
+
+# Whether arrays may be committed or live off the first device (see placement.py): then
+# executions go through `CompiledFunction.call_placed`, unless every argument is uncommitted on
+# the default device. The one check of the fast paths: any code that executes an executable
+# on Arrays' buffers directly must make it (see `array_call`).
+placing = placement.active
 
 
 def to_device_buffer(x, aval: ShapedArray, device=None):
@@ -33,8 +39,8 @@ def to_device_buffer(x, aval: ShapedArray, device=None):
         from fluxion._src import transfer_guard
         transfer_guard.check("host_to_device", f"numpy array of {aval.str_short()}")
     arr = np.asarray(x, dtype=aval.dtype)
-    if arr.ndim == 0 and device is None:
-        return scalar_array(arr, aval.weak_type)._buf
+    if arr.ndim == 0:
+        return scalar_array(arr, aval.weak_type, device)._buf
     return backend.device_put_numpy(arr, aval, device)
 
 
@@ -49,17 +55,26 @@ _aval_of = operator.attrgetter("aval")
 
 
 class CompiledFunction:
-    """An executable for a closed jaxpr with its constants already on the device."""
+    """An executable for a closed jaxpr with its constants already on the device.
 
-    __slots__ = ("executable", "const_bufs", "in_avals", "out_avals")
+    It runs where its arguments are (see placement.py): copies of it for other devices are
+    made on demand (`on_device`)."""
+
+    __slots__ = ("executable", "const_bufs", "in_avals", "out_avals", "describe", "relower",
+                 "_devices")
 
     def __init__(self, executable, const_bufs, in_avals, out_avals):
         self.executable = executable
         self.const_bufs = const_bufs
         self.in_avals = in_avals
         self.out_avals = out_avals
+        self.describe = None  # () -> (function name, argument names), for error messages
+        self.relower = None  # platform -> module text, for devices of another platform
+        self._devices = None  # device -> CompiledFunction
 
     def __call__(self, args: Sequence) -> list[Array]:
+        if placing:
+            return self.call_placed(args)
         bufs = [x._buf if type(x) is Array else to_device_buffer(x, aval)
                 for x, aval in zip(args, self.in_avals)]
         if self.const_bufs:
@@ -75,6 +90,65 @@ class CompiledFunction:
         return [Array(b, a) if type(a) is ShapedArray else _wrap_output(b, a)
                 for b, a in zip(outs, self.out_avals)]
 
+    def call_placed(self, args: Sequence, device=None) -> list[Array]:
+        """Run on the device the arguments' placement picks, or on `device` (moving every
+        argument there, committing the results: `jit(device=...)`)."""
+        bufs, target, committed = placement.place(args, self.in_avals, device,
+                                                  self.describe or self._describe)
+        executable = self.executable
+        fn = self if target is executable.device or target == executable.device else (
+            self.on_device(target))
+        executable = fn.executable
+        handlers = (executable.committed_handlers if committed
+                    and executable.handlers is not None else executable.handlers)
+        if fn.const_bufs:
+            bufs = fn.const_bufs + bufs
+        try:
+            if profiling._active:
+                with profiling.phase("execute", name=executable.name):
+                    outs = executable.loaded.execute_sharded(bufs).consume_with_handlers(
+                        handlers)
+            else:
+                outs = executable.loaded.execute_sharded(bufs).consume_with_handlers(handlers)
+        except backend.runtime_error_class():
+            raise_if_deleted(bufs, self.in_avals, len(fn.const_bufs))
+            raise
+        return [Array(b, a) if type(a) is ShapedArray else _wrap_output(b, a)
+                for b, a in zip(outs, self.out_avals)]
+
+    def _describe(self):
+        return self.executable.name, None
+
+    def on_device(self, device) -> "CompiledFunction":
+        """This program compiled for `device`, its constants copied there."""
+        fn = self._devices.get(device) if self._devices is not None else None
+        if fn is not None:
+            return fn
+        with compile_lock:
+            if self._devices is None:
+                self._devices = {}
+            fn = self._devices.get(device)
+            if fn is None:
+                fn = self._devices[device] = self._compile_for(device)
+        return fn
+
+    def _compile_for(self, device) -> "CompiledFunction":
+        exe = self.executable
+        if not isinstance(exe, backend.Executable):
+            raise NotImplementedError(f"{exe.name} was compiled by a backend that runs on "
+                                      f"{exe.device} only; it cannot run on {device}")
+        text = exe.text
+        if backend.backend_of(device).platform != backend.backend_of(exe.device).platform:
+            if self.relower is None:
+                raise NotImplementedError(f"{exe.name} cannot be moved to {device}, a device "
+                                          f"of another platform than {exe.device}")
+            text = self.relower(backend.backend_of(device).platform)
+        new = backend.compile_module(text, self.out_avals, device=device, name=exe.name)
+        consts = [backend.copy_to_device(b, device) for b in self.const_bufs]
+        fn = CompiledFunction(new, consts, self.in_avals, self.out_avals)
+        fn.describe, fn.relower = self.describe, self.relower
+        return fn
+
     def array_call(self, single_output: bool):
         """A faster `__call__` for arguments that are all Arrays: the dispatch fast paths.
 
@@ -86,11 +160,19 @@ class CompiledFunction:
         out_avals, in_avals = self.out_avals, self.in_avals
         consts = list(self.const_bufs)
         runtime_error = backend.runtime_error_class()
+        placed = self.call_placed
+        # Placing, arguments all uncommitted on the default device, which is this program's,
+        # still take the fast path: their buffers carry this very sharding object.
+        device = self.executable.device
+        home = backend.backend_of(device).sharding(device)
         if single_output and not consts:
             (aval,) = out_avals
 
             if len(in_avals) == 1:  # unary ops: no list building on the hottest path
                 def call_unary(args):
+                    if placing and (placement.default_sharding is not home
+                                    or args[0]._buf._sharding is not home):
+                        return placed(args)[0]
                     bufs = [args[0]._buf]
                     try:
                         return Array(execute(bufs).consume_with_handlers(handlers)[0], aval)
@@ -101,6 +183,10 @@ class CompiledFunction:
 
             if len(in_avals) == 2:  # binary ops
                 def call_binary(args):
+                    if placing and (placement.default_sharding is not home
+                                    or args[0]._buf._sharding is not home
+                                    or args[1]._buf._sharding is not home):
+                        return placed(args)[0]
                     bufs = [args[0]._buf, args[1]._buf]
                     try:
                         return Array(execute(bufs).consume_with_handlers(handlers)[0], aval)
@@ -110,6 +196,8 @@ class CompiledFunction:
                 return call_binary
 
             def call_one(args):
+                if placing and not _at_home(args, home):
+                    return placed(args)[0]
                 bufs = list(map(_buf_of, args))
                 try:
                     return Array(execute(bufs).consume_with_handlers(handlers)[0], aval)
@@ -119,6 +207,9 @@ class CompiledFunction:
             return call_one
 
         def call(args):
+            if placing and not _at_home(args, home):
+                outs = placed(args)
+                return outs[0] if single_output else outs
             bufs = [*consts, *map(_buf_of, args)]
             try:
                 outs = execute(bufs).consume_with_handlers(handlers)
@@ -128,6 +219,23 @@ class CompiledFunction:
             outs = list(map(Array, outs, out_avals))
             return outs[0] if single_output else outs
         return call
+
+    def pinned_call(self, device, single_output: bool):
+        """`array_call` for `jit(device=...)`: always on `device`, results committed."""
+        def call(args):
+            outs = self.call_placed(args, device)
+            return outs[0] if single_output else outs
+        return call
+
+
+def _at_home(args, home) -> bool:
+    """Whether every argument is uncommitted on the default device, whose sharding is `home`."""
+    if placement.default_sharding is not home:
+        return False
+    for x in args:
+        if x._buf._sharding is not home:
+            return False
+    return True
 
 
 def raise_if_deleted(bufs, in_avals, num_consts: int) -> None:
@@ -153,17 +261,12 @@ def _raise_if_other_devices(bufs) -> None:
         devs = [sharding._device] if hasattr(sharding, "_device") else sharding.device_set
         where[i] = sorted(devs, key=lambda d: d.id)
     found = {d for devs in where.values() for d in devs}
-    default = backend.get_backend().devices[0]
-    if not found or found == {default}:
+    if len(found) <= 1:
         return
     listing = ", ".join(f"argument {i} on {', '.join(str(d) for d in devs)}"
                         for i, devs in where.items())
-    if len(found) > 1:
-        raise ValueError(f"Received incompatible devices for jitted computation: {listing}. "
-                         "device_put the arguments onto one device.") from None
-    raise NotImplementedError(f"fluxion runs programs on the default device {default}, but "
-                              f"the arguments are elsewhere ({listing}); device_put them onto "
-                              f"{default}.") from None
+    raise ValueError(f"Received incompatible devices for jitted computation: {listing}. "
+                     "device_put the arguments onto one device.") from None
 
 
 # (compile, lower, apply), set by the state module: the first two take the arguments of the
@@ -208,9 +311,14 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
         if replicated is not None:
             return replicated
     start = time.perf_counter()
+    # With placement on, compile for the default device (and its platform) at once.
+    device = backend.default_device() if placing and compiler != "iree" else None
     if text is None:
+        platform = None if device is None else backend.backend_of(device).platform
         with profiling.phase("lower", name=name):
-            text = lower_closed_jaxpr(closed, name, donated_invars=donated_invars)
+            text = lower_closed_jaxpr(closed, name, platform, donated_invars=donated_invars)
+    elif device is not None and backend.backend_of(device) is not backend.get_backend():
+        device = None  # text lowered for the default backend's platform
     if config.log_compiles:
         logger.warning("Finished jaxpr to StableHLO lowering of %s in %.3f sec", name,
                        time.perf_counter() - start)
@@ -221,9 +329,13 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
             arg_avals = [v.aval for v in closed.jaxpr.constvars] + list(closed.in_avals)
             exe = iree_backend.compile_module(text, arg_avals, out_avals, name=name)
         else:
-            exe = backend.compile_module(text, out_avals, name=name)
-    const_bufs = [_constant_buffer(c, v.aval) for c, v in zip(closed.consts, closed.jaxpr.constvars)]
-    return CompiledFunction(exe, const_bufs, closed.in_avals, out_avals)
+            exe = backend.compile_module(text, out_avals, device=device, name=name)
+    const_bufs = [_constant_buffer(c, v.aval, exe.device)
+                  for c, v in zip(closed.consts, closed.jaxpr.constvars)]
+    compiled = CompiledFunction(exe, const_bufs, closed.in_avals, out_avals)
+    compiled.relower = lambda platform: lower_closed_jaxpr(closed, name, platform,
+                                                           donated_invars=donated_invars)
+    return compiled
 
 
 # Device copies of large host constants, by content: a function closing over a big NumPy
@@ -233,14 +345,17 @@ _constant_buffers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _CONTENT_KEYED_BYTES = 1 << 16
 
 
-def _constant_buffer(c, aval: ShapedArray):
+def _constant_buffer(c, aval: ShapedArray, device):
     if type(c) is not np.ndarray or c.nbytes < _CONTENT_KEYED_BYTES:
-        return to_device_buffer(c, aval)
+        buf = to_device_buffer(c, aval, device)
+        if getattr(buf, "_sharding", None) is not None and buf._sharding._device != device:
+            buf = backend.copy_to_device(buf, device)  # an Array constant from elsewhere
+        return buf
     host = np.ascontiguousarray(c, dtype=aval.dtype)
-    key = (aval, hashlib.blake2b(memoryview(host).cast("B"), digest_size=16).digest())
+    key = (aval, device, hashlib.blake2b(memoryview(host).cast("B"), digest_size=16).digest())
     buf = _constant_buffers.get(key)
     if buf is None:
-        buf = _constant_buffers[key] = to_device_buffer(host, aval)
+        buf = _constant_buffers[key] = to_device_buffer(host, aval, device)
     return buf
 
 
@@ -339,7 +454,7 @@ jit_p.multiple_results = True
 _jaxpr_cache: dict = BoundedDict(1024)
 
 
-def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars=None, **_):
+def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars=None, device=None, **_):
     key = (id(jaxpr), config.enable_x64)
     entry = _jaxpr_cache.get(key)
     if entry is None or entry[0] is not jaxpr:
@@ -348,6 +463,8 @@ def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars=None, **_):
             if entry is None or entry[0] is not jaxpr:
                 entry = (jaxpr, compile_closed_jaxpr(jaxpr, name=f"jit_{name}"))
                 _jaxpr_cache[key] = entry
+    if device is not None:  # jit(device=...) under a transformation
+        return entry[1].call_placed(args, device)
     return entry[1](args)
 
 

@@ -47,8 +47,9 @@ class GlobalArray(Array):
         self._joined = None
         self._npy = None
         if dispatch.sharded_apply_primitive is None:
-            from fluxion._src import sharded_jit
+            from fluxion._src import placement, sharded_jit
             dispatch.sharded_apply_primitive = sharded_jit.apply_primitive
+            placement.activate()  # its shards are committed Arrays on several devices
 
     @property
     def aval(self):
@@ -154,6 +155,8 @@ class GlobalArray(Array):
     def devices(self) -> set:
         return set(self._sharding._device_assignment)
 
+    committed = True
+
     @property
     def device(self):
         raise ValueError("device is not defined for an Array sharded over several devices; "
@@ -216,7 +219,7 @@ def device_put_sharded_value(x, sharding: Sharding, weak_type=None):
         from fluxion._src.array import make_array
         aval = core.get_aval(x)
         return make_array(np.asarray(x, dtype=aval.dtype), weak_type=aval.weak_type,
-                          device=sharding._device)
+                          device=sharding._device, committed=True)
     if type(x) is GlobalArray and x._sharding == sharding:
         return x
     aval = core.get_aval(x)
@@ -258,7 +261,7 @@ def make_array_from_callback(shape, sharding, data_callback, *, aval=None) -> Ar
         if block.shape != shard_aval.shape:
             raise ValueError(f"make_array_from_callback: the callback returned a block of shape "
                              f"{block.shape} for index {index}, expected {shard_aval.shape}")
-        bufs.append(backend.device_put_numpy(block, shard_aval, device))
+        bufs.append(backend.device_put_numpy(block, shard_aval, device, True))
     if isinstance(sharding, SingleDeviceSharding):
         return Array(bufs[0], aval)
     return from_buffers(bufs, aval, sharding)

@@ -8,6 +8,11 @@ from fluxion._src.call_transforms import batch_jaxpr, jvp_jaxpr, partial_eval_ja
 from fluxion._src.dispatch import jit_p
 
 
+def _pinned(params) -> dict:
+    """The `device` of a `jit(device=...)` call, kept by the calls derived from it."""
+    return {"device": params["device"]} if params.get("device") is not None else {}
+
+
 def _jit_jvp(primals, tangents, *, jaxpr, name, **params):
     nonzero = [type(t) is not ad.Zero for t in tangents]
     jvp_closed, out_nonzero = jvp_jaxpr(jaxpr, nonzero)
@@ -22,15 +27,17 @@ def _jit_jvp(primals, tangents, *, jaxpr, name, **params):
 
 def _jit_partial_eval(trace: ad.PartialEvalTrace, prim, args, params):
     jaxpr, name = params["jaxpr"], params["name"]
+    pinned = _pinned(params)
     unknown = [trace.is_unknown(x) for x in args]
     known_jaxpr, unknown_jaxpr, out_unknown, _ = partial_eval_jaxpr(jaxpr, unknown)
     known_args = [x for x, u in zip(args, unknown) if not u]
     with core.set_current_trace(trace.parent):
-        known_results = jit_p.bind(*known_args, jaxpr=known_jaxpr, name=name)
+        known_results = jit_p.bind(*known_args, jaxpr=known_jaxpr, name=name, **pinned)
     n_known_out = sum(1 for u in out_unknown if not u)
     known_outs, residuals = known_results[:n_known_out], known_results[n_known_out:]
     unknown_args = list(residuals) + [x for x, u in zip(args, unknown) if u]
-    unknown_outs = trace.stage(jit_p, unknown_args, dict(jaxpr=unknown_jaxpr, name=name))
+    unknown_outs = trace.stage(jit_p, unknown_args, dict(jaxpr=unknown_jaxpr, name=name,
+                                                         **pinned))
     known_iter, unknown_iter = iter(known_outs), iter(unknown_outs)
     return [next(unknown_iter) if u else next(known_iter) for u in out_unknown]
 
@@ -41,7 +48,8 @@ def _jit_transpose(cts, *args, jaxpr, name, **params):
     transposed = transpose_jaxpr(jaxpr, linear, ct_avals)
     nonlin = [a for a, l in zip(args, linear) if not l]
     cts = [ad.instantiate(ct) for ct in cts]
-    cts_in = iter(jit_p.bind(*nonlin, *cts, jaxpr=transposed, name=f"transpose({name})"))
+    cts_in = iter(jit_p.bind(*nonlin, *cts, jaxpr=transposed, name=f"transpose({name})",
+                             **_pinned(params)))
     return [next(cts_in) if l else None for l in linear]
 
 

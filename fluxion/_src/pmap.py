@@ -33,6 +33,8 @@ class ShardedOutput(Array):
 
     __slots__ = ("_shards", "_devices", "_joined")
 
+    committed = True
+
     def __init__(self, shards, devices, aval):
         self._shards = list(shards)
         self._devices = tuple(devices)
@@ -98,7 +100,7 @@ def _shard_data(buf, aval, device):
     """One device's block of a pmap result, shaped (1, ...) as JAX's, on that device."""
     block = aval.update(shape=(1,) + aval.shape[1:])
     host = backend.to_numpy(buf, aval.dtype).reshape(block.shape)
-    return Array(backend.device_put_numpy(host, block, device), block)
+    return Array(backend.device_put_numpy(host, block, device, True), block)
 
 
 def _replicated_sharding(devices):
@@ -252,7 +254,9 @@ def _compile_eager(closed, out_ax, out_tree, axis_name, n_global, devs, global_d
 
 def _execute(exe, leaves, dims, out_ax, devs, n, inner):
     """Run a compiled pmap: operands sliced onto the devices, mapped results kept there."""
+    from fluxion._src import placement
     from fluxion._src.compiler import backend as be
+    placement.activate()  # its results are committed to their devices
     garrs = []
     for x, d, aval in zip(leaves, dims, exe.in_avals):
         bufs = _per_device_buffers(x, d, devs, aval, inner)

@@ -14,7 +14,8 @@ class ReplicatedExecutable:
     __slots__ = ("exe", "devices", "in_avals", "out_avals")
 
     def __call__(self, args) -> list:
-        from fluxion._src import pmap
+        from fluxion._src import placement, pmap
+        placement.activate()  # the results are committed to the first replica's device
         exe, devs = self.exe, self.devices
         if exe.const_arrays is None:
             exe.const_arrays = [backend.assemble_array(

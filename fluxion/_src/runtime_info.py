@@ -10,7 +10,7 @@ import sys
 def clear_caches() -> None:
     """Drop every compiled program and traced jaxpr fluxion holds (jit caches, eager
     primitive executables), so the next call traces and compiles again."""
-    from fluxion._src import api, dispatch
+    from fluxion._src import api, dispatch, placement
     from fluxion._src.compiler import backend, hlo
     for jitted in list(api.live_jit_functions):
         jitted.clear_cache()
@@ -19,6 +19,7 @@ def clear_caches() -> None:
     dispatch._jaxpr_cache.clear()
     hlo._tensor_types.clear()
     backend._executables.clear()
+    placement._scalar_copies.clear()
 
 
 def live_arrays(platform: str | None = None) -> list:

@@ -53,9 +53,9 @@ def _with_skip_checks(make, *args):
     return make(*args, _skip_checks=True) if _takes_skip_checks else make(*args)
 
 
-def result_handler(aval, sharding):
-    """jaxlib's wrapper of an execution's output as a committed array of `aval`."""
-    return _with_skip_checks(_jaxlib()[1].array_result_handler, aval, sharding, True)
+def result_handler(aval, sharding, committed: bool = True):
+    """jaxlib's wrapper of an execution's output as an array of `aval`."""
+    return _with_skip_checks(_jaxlib()[1].array_result_handler, aval, sharding, committed)
 
 
 def assemble_array(aval, sharding, bufs: list):
@@ -72,10 +72,14 @@ class Backend:
         self.devices = client.local_devices()
         self._shardings = {}
 
-    def sharding(self, device):
-        s = self._shardings.get(device)
+    def sharding(self, device, committed: bool = False):
+        """The sharding object of fluxion's buffers on `device`. Committed buffers get
+        another object than uncommitted ones, so that one identity check of a buffer's
+        `_sharding` tells its device and that it is uncommitted (dispatch's fast paths)."""
+        key = (device, committed)
+        s = self._shardings.get(key)
         if s is None:
-            s = self._shardings[device] = _make_sharding(device)
+            s = self._shardings[key] = _make_sharding(device)
         return s
 
 
@@ -215,19 +219,61 @@ def runtime_error_class() -> type:
 
 
 def default_device():
-    return get_backend().devices[0]
+    """The device uncommitted values go to: the `default_device` flag (a device, or a
+    platform name for that backend's first device), else the default backend's first."""
+    device = config.default_device
+    if device is None:
+        return get_backend().devices[0]
+    if isinstance(device, str):
+        return get_backend(device).devices[0]
+    return device
 
 
 # ---------------------------------------------------------------------------------------------
 # Transfers
 
-def device_put_numpy(x: np.ndarray, aval, device=None):
-    """Copy a host array (already of the aval's dtype) to a device; returns a jaxlib array."""
+def device_put_numpy(x: np.ndarray, aval, device=None, committed: bool = False):
+    """Copy a host array (already of the aval's dtype) to a device (default: the default
+    device); returns a jaxlib array, committed to its device if `committed`."""
     xla_client, _ = _jaxlib()
-    backend = get_backend() if device is None else backend_of(device)
-    device = device or backend.devices[0]
-    return xla_client.batched_device_put(aval, backend.sharding(device), [x], [device], True,
+    if device is None:
+        device = default_device() if config.default_device is not None else (
+            get_backend().devices[0])
+    elif committed or device != get_backend().devices[0]:
+        from fluxion._src import placement
+        placement.activate()
+    return xla_client.batched_device_put(aval, backend_of(device).sharding(device, committed),
+                                         [x], [device], committed,
                                          enable_x64=config.enable_x64)
+
+
+def copy_to_device(buf, device):
+    """`buf` (a single-device jaxlib array) copied to `device`, keeping its committedness;
+    `buf` itself where it already lives there."""
+    if buf._sharding._device == device:
+        return buf
+    xla_client, jax_ext = _jaxlib()
+    source = buf._sharding._device
+    committed = bool(buf._committed)
+    sharding = backend_of(device).sharding(device, committed)
+    if source.client is device.client:
+        out = jax_ext.batched_copy_array_to_devices_with_sharding(
+            [buf], [xla_client.DeviceList((device,))], [sharding],
+            [xla_client.ArrayCopySemantics.REUSE_INPUT])[0]
+        return out if bool(out._committed) == committed else (
+            out._rewrap_with_aval_and_sharding(out.aval, sharding))
+    # Another platform's client: through the host.
+    host = to_numpy(buf, buf.aval.dtype)
+    return xla_client.batched_device_put(buf.aval, sharding, [host], [device], committed,
+                                         enable_x64=config.enable_x64)
+
+
+def committed_copy(buf):
+    """`buf` as a committed array (the same device memory)."""
+    if buf._committed:
+        return buf
+    device = buf._sharding._device
+    return buf._rewrap_with_aval_and_sharding(buf.aval, backend_of(device).sharding(device, True))
 
 
 def backend_of(device) -> Backend:
@@ -279,7 +325,8 @@ _TOKEN_BUFFER_AVAL = types.SimpleNamespace(shape=(0,), dtype=np.dtype(np.bool_),
 class Executable:
     """A compiled module and the handlers that wrap its outputs."""
 
-    __slots__ = ("loaded", "out_avals", "handlers", "device", "name", "text")
+    __slots__ = ("loaded", "out_avals", "handlers", "committed_handlers", "device", "name",
+                 "text")
 
     def __init__(self, loaded, out_avals, device, name, text):
         _, jax_ext = _jaxlib()
@@ -288,11 +335,14 @@ class Executable:
         self.device = device
         self.name = name
         self.text = text
-        sharding = backend_of(device).sharding(device)
-        # A token result comes back as a buffer of shape (0,) (as JAX reads it).
-        self.handlers = [result_handler(
-            _TOKEN_BUFFER_AVAL if getattr(a, "is_token", False) else a, sharding)
-            for a in self.out_avals]
+        backend = backend_of(device)
+        # A token result comes back as a buffer of shape (0,) (as JAX reads it). Outputs are
+        # uncommitted, or committed when an input was (`committed_handlers`).
+        avals = [_TOKEN_BUFFER_AVAL if getattr(a, "is_token", False) else a
+                 for a in self.out_avals]
+        self.handlers = [result_handler(a, backend.sharding(device), False) for a in avals]
+        self.committed_handlers = [result_handler(a, backend.sharding(device, True), True)
+                                   for a in avals]
 
     def execute(self, bufs: list) -> list:
         """Run on device buffers; returns jaxlib arrays."""
@@ -366,6 +416,8 @@ def _compile(backend, text, device, name, host_callbacks):
     xla_client, jax_ext = _jaxlib()
     start = time.perf_counter()
     options = xla_client.CompileOptions()
+    if device != backend.devices[0]:  # XLA's default assignment is the first device
+        options.device_assignment = xla_client.DeviceAssignment.create(np.array([[device.id]]))
     check_host_callback_calls(text, len(host_callbacks or ()), name)
     cached = False  # loaded from the persistent compilation cache
     try:

@@ -1,10 +1,12 @@
 """Array creation: array/asarray, filled arrays, ranges, and matrices built from iotas."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from fluxion._src.export.shape_poly import DimExpr
-from fluxion._src import core, dtypes
+from fluxion._src import core, dtypes, placement
 from fluxion._src.array import Array
 from fluxion._src.lax import lax
 from fluxion._src.lax import structural
@@ -17,6 +19,19 @@ def user_dtype(dtype) -> np.dtype | None:
     if dtype is None:
         return None
     return dtypes.canonicalize_dtype(dtypes.dtype(dtype))
+
+
+def _with_device(fun):
+    """Give `fun`'s `device=` (a device or sharding) its meaning: the result is put there,
+    committed (`fluxion.device_put`); without it the result is on the default device."""
+    @functools.wraps(fun)
+    def wrapped(*args, device=None, **kwargs):
+        out = fun(*args, **kwargs)
+        if device is None:
+            return out
+        from fluxion._src.api import device_put
+        return device_put(out, device)
+    return wrapped
 
 
 # ---------------------------------------------------------------------------------------------
@@ -35,7 +50,9 @@ def _sequence_to_array(seq, dtype):
         util.check_python_int(leaf)
     if dtype is None:
         dtype = dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype()
-    if any(isinstance(leaf, core.Tracer) for leaf in leaves):
+    if any(isinstance(leaf, core.Tracer) for leaf in leaves) or (
+            placement.active and any(type(leaf) is Array and leaf.committed for leaf in leaves)):
+        # traced or committed elements: stacked by fluxion (on the committed device)
         from fluxion._src.numpy.manipulation import stack
         return stack([array(item, dtype=dtype) for item in seq])
     return lax._convert_element_type(np.array(seq, dtype=dtype), dtype, False)
@@ -47,6 +64,7 @@ def _check_int_fits(value: int, dtype) -> None:
         raise OverflowError(f"Python integer {value} out of bounds for {np.dtype(dtype).name}")
 
 
+@_with_device
 def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin: int = 0, *,
           device=None):
     """Create an array from an array, a scalar, or (nested) lists and tuples of them.
@@ -62,6 +80,8 @@ def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin:
     weak = dtype is None and dtypes.is_weakly_typed(object)
     if isinstance(object, (Array, core.Tracer)):
         out = object
+        if copy and placement.active and type(out) is Array:
+            out = placement.to_default_device(out)  # a copy is made where computations run
     elif isinstance(object, (list, tuple)):
         out = _sequence_to_array(object, dtype)
     elif util.is_arraylike(object):
@@ -102,12 +122,14 @@ def _check_shape_arg(name: str, shape) -> tuple:
     raise TypeError(f"{name} requires a shape (an int or a sequence of ints), got {shape!r}")
 
 
+@_with_device
 def zeros(shape, dtype=None, *, device=None):
     """An array of zeros (dtype defaults to the default float type)."""
     shape = _check_shape_arg("zeros", shape)
     return _filled(shape, 0, user_dtype(dtype) or dtypes.default_float_dtype())
 
 
+@_with_device
 def ones(shape, dtype=None, *, device=None):
     """An array of ones (dtype defaults to the default float type)."""
     shape = _check_shape_arg("ones", shape)
@@ -116,9 +138,10 @@ def ones(shape, dtype=None, *, device=None):
 
 def empty(shape, dtype=None, *, device=None):
     """An array of the given shape; XLA has no uninitialized memory, so it holds zeros."""
-    return zeros(shape, dtype)
+    return zeros(shape, dtype, device=device)
 
 
+@_with_device
 def full(shape, fill_value, dtype=None, *, device=None):
     """An array of `shape` filled with `fill_value` (broadcast if it is an array)."""
     shape = _check_shape_arg("full", shape)
@@ -139,21 +162,25 @@ def _like(name, a, fill_value, dtype, shape):
     return _filled(shape, fill_value, dtype, weak)
 
 
+@_with_device
 def zeros_like(a, dtype=None, shape=None, *, device=None):
     """Zeros with the shape and dtype (and weak type) of `a`."""
     return _like("zeros_like", a, 0, dtype, shape)
 
 
+@_with_device
 def ones_like(a, dtype=None, shape=None, *, device=None):
     """Ones with the shape and dtype (and weak type) of `a`."""
     return _like("ones_like", a, 1, dtype, shape)
 
 
+@_with_device
 def empty_like(prototype, dtype=None, shape=None, *, device=None):
     """Like `zeros_like` (XLA has no uninitialized memory)."""
     return _like("empty_like", prototype, 0, dtype, shape)
 
 
+@_with_device
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
     """`fill_value` broadcast to the shape of `a`, in a's dtype unless `dtype` is given."""
     a, fill = util.ensure_arraylike("full_like", a, fill_value)
@@ -172,6 +199,7 @@ def iota(dtype, shape, dimension: int):
     return structural.broadcasted_iota(dtype, tuple(shape), dimension)
 
 
+@_with_device
 def arange(start, stop=None, step=None, dtype=None, *, device=None):
     """Evenly spaced values in [start, stop) (all arguments must be concrete).
 
@@ -213,6 +241,7 @@ def _iota_length(stop) -> int:
     return max(0, int(np.ceil(stop)))
 
 
+@_with_device
 def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = False,
              dtype=None, axis: int = 0, *, device=None):
     """`num` evenly spaced values from start to stop (inclusive when endpoint=True).
@@ -296,6 +325,7 @@ def _int_offset(k):
     return util.convert(k, dtypes.int32)
 
 
+@_with_device
 def eye(N, M=None, k=0, dtype=None, *, device=None):
     """An N x M matrix with ones on the k-th diagonal and zeros elsewhere."""
     N, M = _matrix_dims("eye", N, M)

@@ -194,6 +194,14 @@ class PRNGKeyArray:
         self._base_array.block_until_ready()
         return self
 
+    # ---- placement: that of the key data
+    def devices(self) -> set:
+        return self._base_array.devices()
+
+    device = property(lambda self: self._base_array.device)
+    sharding = property(lambda self: self._base_array.sharding)
+    committed = property(lambda self: self._base_array.committed)
+
 
 register_pytree_node(PRNGKeyArray, lambda k: ((k._base_array,), None),
                      lambda _, children: PRNGKeyArray(children[0]))
