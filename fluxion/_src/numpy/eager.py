@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import operator
 
 import numpy as np
 
@@ -66,15 +65,16 @@ def eager_compiled(static_argnames=()):
                 return fun(*args, **kwargs)
             try:
                 fast_key = call = None
-                if len(args) <= fast_arity:
-                    if not kwargs:
-                        try:
-                            nargs = len(args)
-                            fast_key = (args[0].aval if nargs == 1 else
-                                        (args[0].aval, args[1].aval) if nargs == 2 else
-                                        tuple(map(_aval_attr, args)))
-                        except AttributeError:  # not all Arrays: Python scalars among them?
-                            fast_key = _mixed_key(args, kwargs, static_argnames)
+                nargs = len(args)
+                if nargs <= fast_arity:
+                    # Keys of one or two Arrays are built inline (the hottest calls); anything
+                    # else (Python scalars, keywords, more arguments) goes to _mixed_key.
+                    if kwargs:
+                        fast_key = _mixed_key(args, kwargs, static_argnames)
+                    elif nargs == 1 and type(args[0]) is Array:
+                        fast_key = args[0].aval
+                    elif nargs == 2 and type(args[0]) is Array and type(args[1]) is Array:
+                        fast_key = (args[0].aval, args[1].aval)
                     else:
                         fast_key = _mixed_key(args, kwargs, static_argnames)
                     if fast_key is not None:
@@ -116,9 +116,6 @@ def eager_compiled(static_argnames=()):
         wrapper.clear_cache = clear_cache
         return wrapper
     return decorate
-
-
-_aval_attr = operator.attrgetter("aval")
 
 
 class _MixedKey(tuple):
