@@ -62,7 +62,13 @@ class Exported:
     calling_convention_version : int
     mlir_module_serialized : bytes
         The VHLO portable artifact.
+    module_kept_var_idx : tuple of int
+        The arguments the module takes (JAX drops unused ones; fluxion keeps all).
     """
+
+    # True for an Exported read from jax.export's format: its VJP follows JAX's convention
+    # (cotangents of every output in, of every input out; float0 for integers)
+    _jax_vjp_convention = False
 
     def __init__(self, fun_name, in_tree, in_avals, out_tree, out_avals, platforms,
                  mlir_module_serialized: bytes, *, in_shardings_hlo=None,
@@ -115,9 +121,25 @@ class Exported:
                              "deserialization.")
         return self._get_vjp()
 
-    def serialize(self, vjp_order: int = 0) -> bytearray:
-        """The documented binary container (docs/export.md); `vjp_order` levels of VJPs go
-        with it so the deserialized function can be differentiated that many times."""
+    def serialize(self, vjp_order: int = 0, *, format: str = "fluxion") -> bytearray:
+        """The serialized artifact; `vjp_order` levels of VJPs go with it so the deserialized
+        function can be differentiated that many times.
+
+        Parameters
+        ----------
+        vjp_order : int
+        format : {"fluxion", "jax"}
+            "fluxion": fluxion's documented container (docs/export.md). "jax": the
+            flatbuffer of `jax.export`, which `jax.export.deserialize` reads.
+        """
+        if format == "jax":
+            from fluxion._src.export import jax_format
+            return jax_format.serialize(self, vjp_order)
+        if format != "fluxion":
+            raise ValueError(f"Unknown serialization format {format!r}; use 'fluxion' or 'jax'")
+        if self._jax_vjp_convention:
+            raise ValueError(f"{self.fun_name} was deserialized from jax.export's format; "
+                             "serialize it again with format='jax'")
         from fluxion._src.export import serialization
         return serialization.serialize(self, vjp_order)
 
@@ -461,12 +483,25 @@ def _call_flat(exp: Exported, leaves):
         return call(*xs), xs
 
     def bwd(primals, cts):
+        if exp._jax_vjp_convention:
+            return _jax_convention_bwd(exp, primals, cts)
         diff_cts = [ct for ct, a in zip(cts, exp.out_avals) if _inexact(a)]
         in_cts = iter(exp.vjp().call(*primals, *diff_cts))
         return tuple(next(in_cts) if _inexact(a) else None for a in exp.in_avals[:n_in])
 
     call.defvjp(fwd, bwd)
     return list(call(*leaves))
+
+
+def _jax_convention_bwd(exp: Exported, primals, cts):
+    """The cotangents of the inputs from a VJP in JAX's convention: it takes a cotangent
+    for every output (float0 zeros for integer ones) and returns one for every input."""
+    vjp = exp.vjp()
+    flat_vjp = vjp.in_avals[len(primals):]
+    full = [np.zeros(np.shape(ct), dtypes.float0) if want.dtype == dtypes.float0 else ct
+            for ct, want in zip(cts, flat_vjp)]
+    leaves = tree_util.tree_leaves(vjp.call(*primals, *full))
+    return tuple(ct if _inexact(a) else None for ct, a in zip(leaves, exp.in_avals))
 
 
 def _call_exported_abstract_eval(*avals, exported: Exported):
@@ -494,7 +529,7 @@ def _call_exported_lowering(ctx, *args, exported: Exported):
         funcs, entry = exported._inline_functions()
     prefix = f"_exported{next(_uses)}"
     ctx.module.functions.append(funcs.replace(_TOKEN, prefix))
-    operands = list(args)
+    operands = [args[i] for i in exported.module_kept_var_idx]
     if index is not None:
         operands = [ctx.constant(np.int32(index), np.int32)] + operands
     return ctx.op("func.call", operands, list(ctx.avals_out),
@@ -533,7 +568,9 @@ def _static_wrapper(exported: Exported, avals, out_avals, index) -> str:
     exported (polymorphic) @main."""
     funcs, entry = exported._inline_functions()
     funcs, entry = funcs.replace(_TOKEN, "poly"), entry.replace(_TOKEN, "poly")
-    dyn_in = [hlo.tensor_type(a) for a in exported.in_avals]
+    kept = exported.module_kept_var_idx  # the module takes these arguments only
+    avals = [avals[i] for i in kept]
+    dyn_in = [hlo.tensor_type(exported.in_avals[i]) for i in kept]
     dyn_out = [hlo.tensor_type(a) for a in exported.out_avals]
     lines = [f"  func.func public @main("
              + ", ".join(f"%arg{i}: {hlo.tensor_type(a)}" for i, a in enumerate(avals))
