@@ -168,13 +168,22 @@ class Exported:
 _TOKEN = "__fluxion_exported_TOKEN__"
 
 
+def _platform_index_type(exported: Exported) -> str:
+    """"i32" or "i64": the platform index argument of a multi-platform module (JAX makes it
+    i64 when x64 is enabled)."""
+    funcs, entry = exported._inline_functions()
+    found = re.search(re.escape(entry) + r"\(%[\w#]+: tensor<(i32|i64)>", funcs)
+    return found.group(1) if found else "i32"
+
+
 def _check_call_avals(exported: Exported, avals) -> None:
     """The arguments of a call must have the exported dtypes and shapes."""
     if len(avals) != len(exported.in_avals):
         raise ValueError(f"Function {exported.fun_name} was exported with "
                          f"{len(exported.in_avals)} arguments but called with {len(avals)}")
     for i, (got, want) in enumerate(zip(avals, exported.in_avals)):
-        if got.dtype != want.dtype:
+        if got.dtype != want.dtype and not (want.dtype == dtypes.float0
+                                            and got.dtype == np.bool_):
             raise ValueError(f"Function {exported.fun_name} was exported for an argument {i} "
                              f"of type {want.str_short()} but is called with "
                              f"{got.str_short()}")
@@ -498,14 +507,16 @@ def _jax_convention_bwd(exp: Exported, primals, cts):
     for every output (float0 zeros for integer ones) and returns one for every input."""
     vjp = exp.vjp()
     flat_vjp = vjp.in_avals[len(primals):]
-    full = [np.zeros(np.shape(ct), dtypes.float0) if want.dtype == dtypes.float0 else ct
+    full = [np.zeros(np.shape(ct), np.bool_) if want.dtype == dtypes.float0 else ct
             for ct, want in zip(cts, flat_vjp)]
     leaves = tree_util.tree_leaves(vjp.call(*primals, *full))
     return tuple(ct if _inexact(a) else None for ct, a in zip(leaves, exp.in_avals))
 
 
 def _call_exported_abstract_eval(*avals, exported: Exported):
-    return _concrete_out_avals(exported, avals)
+    # a float0 value (JAX's integer cotangents) is carried as bool zeros (the module's i1)
+    return [a.update(dtype=np.dtype(np.bool_)) if a.dtype == dtypes.float0 else a
+            for a in _concrete_out_avals(exported, avals)]
 
 
 def _platform_index(exported: Exported, platform: str) -> int | None:
@@ -531,7 +542,8 @@ def _call_exported_lowering(ctx, *args, exported: Exported):
     ctx.module.functions.append(funcs.replace(_TOKEN, prefix))
     operands = [args[i] for i in exported.module_kept_var_idx]
     if index is not None:
-        operands = [ctx.constant(np.int32(index), np.int32)] + operands
+        kind = np.int64 if _platform_index_type(exported) == "i64" else np.int32
+        operands = [ctx.constant(kind(index), kind)] + operands
     return ctx.op("func.call", operands, list(ctx.avals_out),
                   {"callee": "@" + entry.replace(_TOKEN, prefix)})
 
@@ -576,14 +588,15 @@ def _static_wrapper(exported: Exported, avals, out_avals, index) -> str:
              + ", ".join(f"%arg{i}: {hlo.tensor_type(a)}" for i, a in enumerate(avals))
              + f") -> ({', '.join(hlo.tensor_type(a) for a in out_avals)}) {{"]
     operands = []
+    index_type = f"tensor<{_platform_index_type(exported)}>"
     if index is not None:
         lines.append(f'    %platform = "stablehlo.constant"() {{value = dense<{index}> : '
-                     f'tensor<i32>}} : () -> tensor<i32>')
+                     f'{index_type}}} : () -> {index_type}')
         operands.append("%platform")
     for i, (a, t) in enumerate(zip(avals, dyn_in)):
         lines.append(f'    %in{i} = "stablehlo.convert"(%arg{i}) : ({hlo.tensor_type(a)}) -> {t}')
         operands.append(f"%in{i}")
-    sig_in = ", ".join((["tensor<i32>"] if index is not None else []) + dyn_in)
+    sig_in = ", ".join(([index_type] if index is not None else []) + dyn_in)
     n = len(dyn_out)
     res = "%r" if n == 1 else f"%r:{n}"
     lines.append(f'    {res} = "func.call"({", ".join(operands)}) {{callee = @{entry}}} : '

@@ -221,6 +221,16 @@ def _check_mesh(mesh: _Table | None) -> None:
                          "fluxion runs exported functions on one device")
 
 
+def _check_module(module: bytes) -> None:
+    """JAX's container has no checksum: a damaged module shows when it is parsed, so parse it
+    now rather than at the first call."""
+    from fluxion._src.export.exported import _deserialize_module
+    try:
+        _deserialize_module(module)
+    except Exception as e:
+        raise _Corrupt(f"the StableHLO portable artifact does not load: {e}") from None
+
+
 def _read_exported(t: _Table, depth: int = 0):
     from fluxion._src.export.exported import Exported
     if depth > 64:
@@ -270,6 +280,7 @@ def _read_exported(t: _Table, depth: int = 0):
         raise _Corrupt("no function name, platforms or module")
     if not module.startswith(_VHLO_MAGIC):
         raise _Corrupt("the module is not a StableHLO portable artifact")
+    _check_module(module)
     kept = t.scalars(_F_KEPT_VAR_IDX, "H")
     if kept != sorted(set(kept)) or (kept and kept[-1] >= len(in_avals)):
         raise _Corrupt(f"module_kept_var_idx {kept} out of range")
