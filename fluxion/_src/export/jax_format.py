@@ -310,7 +310,7 @@ def looks_like_jax(blob: bytes) -> bool:
     if len(blob) < 8:
         return False
     (root,) = struct.unpack_from("<I", blob, 0)
-    return 8 <= root < len(blob)
+    return 4 <= root < len(blob) and root % 4 == 0
 
 
 def deserialize(blob: bytes):
@@ -425,24 +425,56 @@ def _jax_vjp(exp):
     vjp = exp.vjp()
     if getattr(exp, "_jax_vjp_convention", False):
         return vjp
-    from fluxion._src.export.exported import _inexact
-    if not all(_inexact(a) for a in exp.in_avals + exp.out_avals):
-        raise ValueError(f"Cannot serialize the VJP of {exp.fun_name} in jax.export's format: "
-                         "it has integer or boolean inputs or outputs, whose float0 "
-                         "cotangents fluxion's VJP does not take or return; serialize it "
-                         "with vjp_order=0 or in fluxion's format")
-    # the same function; JAX's custom_vjp wants the cotangents as a tuple
-    n = vjp.out_tree.num_leaves
-    out_tree = tree_util.tree_structure(tuple(range(n)))
-    from fluxion._src.export.exported import Exported
-    out = Exported(vjp.fun_name, vjp.in_tree, vjp.in_avals, out_tree, vjp.out_avals,
-                   vjp.platforms, vjp.mlir_module_serialized,
-                   calling_convention_version=vjp.calling_convention_version,
-                   module_kept_var_idx=vjp.module_kept_var_idx,
-                   uses_global_constants=vjp.uses_global_constants,
-                   disabled_safety_checks=vjp.disabled_safety_checks,
-                   get_vjp=vjp._get_vjp)
+    from fluxion._src.export.exported import Exported, _inexact
+    if any(a.dtype == dtypes.float0 for a in exp.in_avals + exp.out_avals):
+        raise ValueError(f"Cannot serialize {exp.fun_name} in jax.export's format with a "
+                         "vjp_order above 1: its function has integer or boolean inputs or "
+                         "outputs (serialize it in fluxion's format)")
+    if all(_inexact(a) for a in exp.in_avals + exp.out_avals):
+        # the same function; JAX's custom_vjp wants the cotangents as a tuple
+        out_tree = tree_util.tree_structure(tuple(range(vjp.out_tree.num_leaves)))
+        return Exported(vjp.fun_name, vjp.in_tree, vjp.in_avals, out_tree, vjp.out_avals,
+                        vjp.platforms, vjp.mlir_module_serialized,
+                        calling_convention_version=vjp.calling_convention_version,
+                        module_kept_var_idx=vjp.module_kept_var_idx,
+                        uses_global_constants=vjp.uses_global_constants,
+                        disabled_safety_checks=vjp.disabled_safety_checks,
+                        get_vjp=vjp._get_vjp)
+    return _export_float0_vjp(exp, vjp)
+
+
+def _export_float0_vjp(exp, vjp):
+    """A VJP that takes a cotangent for every output and returns one for every input, the
+    integer ones float0 (lowered, as JAX lowers float0, to i1 tensors): fluxion's VJP
+    wrapped and exported again."""
+    from fluxion._src import api
+    from fluxion._src.export.exported import _export_traced, _inexact
+    n_in = len(exp.in_avals)
+
+    def jax_convention_vjp(*args):
+        primals, cts = args[:n_in], args[n_in:]
+        diff_cts = [ct for ct, a in zip(cts, exp.out_avals) if _inexact(a)]
+        in_cts = iter(vjp.call(*primals, *diff_cts))
+        return tuple(next(in_cts) if _inexact(a) else _bool_zeros(a.shape)
+                     for a in exp.in_avals)
+
+    specs = [api.ShapeDtypeStruct(a.shape, a.dtype) for a in exp.in_avals]
+    specs += [api.ShapeDtypeStruct(a.shape, a.dtype if _inexact(a) else np.bool_)
+              for a in exp.out_avals]
+    traced = api.jit(jax_convention_vjp).trace(*specs)
+    traced.name = vjp.fun_name
+    out = _export_traced(traced, vjp.platforms, vjp.disabled_safety_checks)
+    out.in_avals = out.in_avals[:n_in] + tuple(
+        a if _inexact(o) else a.update(dtype=dtypes.float0)
+        for a, o in zip(out.in_avals[n_in:], exp.out_avals))
+    out.out_avals = tuple(a if _inexact(i) else a.update(dtype=dtypes.float0)
+                          for a, i in zip(out.out_avals, exp.in_avals))
     return out
+
+
+def _bool_zeros(shape):
+    from fluxion._src.lax import structural
+    return structural.full(shape, False, np.bool_)
 
 
 def _write_exported(b, exp, vjp_order: int) -> int:
