@@ -382,3 +382,22 @@ def test_truncated_and_corrupted_jax_bytes_raise_value_error():
         export.deserialize(b"\x08\x00\x00\x00" + b"\xff" * 12)
     with pytest.raises(ValueError):
         export.deserialize(b"")
+
+
+def test_jax_shardings_on_one_device():
+    """JAX writes Shardy annotations (`sdy.mesh`, `sdy.sharding`, `sdy.sharding_constraint`)
+    for explicit shardings; over a one-device mesh they change nothing and are dropped."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    mesh = Mesh(np.array(jax.devices()[:1]), ("x",))
+    s = NamedSharding(mesh, P("x"))
+
+    def f(a):
+        return jax.lax.with_sharding_constraint(jjnp.sin(a), s) * 3
+    exp = jexport.export(jax.jit(f, in_shardings=(s,), out_shardings=s))(
+        jax.ShapeDtypeStruct((4,), np.float32, sharding=s))
+    assert "sdy.sharding_constraint" in exp.mlir_module()
+    ours = export.deserialize(exp.serialize())
+    assert ours.in_shardings_hlo == (None,) and ours.out_shardings_hlo == (None,)
+    x = np.linspace(0, 1, 4).astype(np.float32)
+    np.testing.assert_allclose(ours.call(x), np.sin(x) * 3, rtol=1e-6)
+    np.testing.assert_allclose(fluxion.jit(ours.call)(x), np.sin(x) * 3, rtol=1e-6)

@@ -413,12 +413,37 @@ def _refuse_host_callbacks(module) -> None:
                          "not made by export or was modified.")
 
 
+def _drop_one_device_shardings(module) -> None:
+    """Remove the Shardy annotations of a jax.export artifact (`sdy.mesh`, `sdy.sharding`
+    attributes, `sdy.sharding_constraint`, an identity there): fluxion runs it on one device,
+    where they change nothing. Other Shardy ops are refused."""
+    from jaxlib.mlir import ir
+    bad, constraints = [], []
+
+    def visit(op):
+        if op.name == "sdy.sharding_constraint":
+            constraints.append(op)
+        elif op.name.startswith("sdy.") and op.name != "sdy.mesh":
+            bad.append(op.name)
+        if "sdy.sharding" in op.attributes:
+            del op.attributes["sdy.sharding"]
+        return ir.WalkResult.ADVANCE
+    module.operation.walk(visit)
+    if bad:
+        raise ValueError(f"The exported module has Shardy operations ({bad[0]}), which fluxion "
+                         "does not run.")
+    for op in constraints:
+        op.results[0].replace_all_uses_with(op.operands[0])
+        op.erase()
+
+
 def _renamed_functions(artifact: bytes, prefix: str) -> tuple[str, str]:
     from jaxlib.mlir import ir
     _, ctx = _ir()
     with ctx:
         module = _deserialize_module(artifact)
         _refuse_host_callbacks(module)
+        _drop_one_device_shardings(module)
         renames = _rename_symbols(module, prefix)
         texts = []
         for op in _func_ops(module):

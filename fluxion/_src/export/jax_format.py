@@ -197,7 +197,7 @@ def _read_tree(t: _Table, leaf):
     if kind == _TREE_DICT:
         keys = t.strings(2)
         if len(keys) != len(children):
-            raise _Corrupt("a dict node has as many keys as children")
+            raise _Corrupt("a dict node has not as many keys as children")
         return dict(zip(keys, children))
     if kind == _TREE_CUSTOM:
         raise ValueError(f"the artifact's pytree has a custom node {t.string(3)!r} registered "
@@ -403,6 +403,13 @@ def _write_unsharded(b) -> int:
     return b.EndObject()
 
 
+def _write_effect(b, type_name) -> int:
+    name = b.CreateString(str(type_name))  # as read from a JAX artifact
+    b.StartObject(1)
+    b.PrependUOffsetTRelativeSlot(0, name, 0)
+    return b.EndObject()
+
+
 def _write_check(b, check: str) -> int:
     check = str(check)
     target = None
@@ -493,7 +500,7 @@ def _write_exported(b, exp, vjp_order: int) -> int:
     out_sh = _vector_of_offsets(b, [_write_unsharded(b) for _ in exp.out_avals])
     platforms = _vector_of_offsets(b, [b.CreateString(p) for p in exp.platforms])
     no_effects = _vector_of_offsets(b, [])
-    unordered = _vector_of_offsets(b, [])
+    unordered = _vector_of_offsets(b, [_write_effect(b, e) for e in exp.unordered_effects])
     checks = _vector_of_offsets(b, [_write_check(b, c) for c in exp.disabled_safety_checks])
     module = b.CreateByteVector(bytes(exp.mlir_module_serialized))
     kept = _vector_of_scalars(b, exp.module_kept_var_idx, "u2")
