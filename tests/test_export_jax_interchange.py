@@ -401,3 +401,28 @@ def test_jax_shardings_on_one_device():
     x = np.linspace(0, 1, 4).astype(np.float32)
     np.testing.assert_allclose(ours.call(x), np.sin(x) * 3, rtol=1e-6)
     np.testing.assert_allclose(fluxion.jit(ours.call)(x), np.sin(x) * 3, rtol=1e-6)
+
+
+A3 = (np.random.default_rng(3).normal(size=(2, 3, 3)) + 3 * np.eye(3)).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", ["inv", "erf", "scan"])
+def test_custom_calls_chlo_and_loops_both_ways(name):
+    """LAPACK custom calls (with a symbolic batch), CHLO ops and loops cross both ways."""
+    jax_f = {"inv": jjnp.linalg.inv, "erf": jax.scipy.special.erf,
+             "scan": lambda x: jax.lax.scan(lambda c, r: (c + r, c * r), jjnp.zeros((3, 3)),
+                                            x)}[name]
+    our_f = {"inv": jnp.linalg.inv, "erf": fluxion.scipy.special.erf,
+             "scan": lambda x: fluxion.lax.scan(lambda c, r: (c + r, c * r),
+                                                jnp.zeros((3, 3)), x)}[name]
+    want = jax.tree_util.tree_leaves(jax_f(A3))
+    b, = jexport.symbolic_shape("b")
+    ours = export.deserialize(jexport.export(jax.jit(jax_f))(
+        jax.ShapeDtypeStruct((b, 3, 3), np.float32)).serialize())
+    for g, w in zip(fluxion.tree_util.tree_leaves(ours.call(A3)), want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    b, = export.symbolic_shape("b")
+    theirs = jexport.deserialize(export.export(fluxion.jit(our_f))(
+        fluxion.ShapeDtypeStruct((b, 3, 3), np.float32)).serialize(format="jax"))
+    for g, w in zip(jax.tree_util.tree_leaves(theirs.call(A3)), want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
