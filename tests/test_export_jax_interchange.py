@@ -1,7 +1,11 @@
 """Artifacts cross between `jax.export` (the oracle, 0.10.2) and `fluxion.export`: fluxion's
 `deserialize` reads JAX's flatbuffer, `serialize(format="jax")` writes one JAX reads."""
 import collections
+import os
 import struct
+import subprocess
+import sys
+import textwrap
 
 import jax
 import jax.numpy as jjnp
@@ -426,3 +430,37 @@ def test_custom_calls_chlo_and_loops_both_ways(name):
         fluxion.ShapeDtypeStruct((b, 3, 3), np.float32)).serialize(format="jax"))
     for g, w in zip(jax.tree_util.tree_leaves(theirs.call(A3)), want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+_FRESH_LOADER = textwrap.dedent("""
+    import sys, numpy as np
+    sys.modules["jax"] = None  # the reader must not need JAX
+    import fluxion, fluxion.numpy as jnp
+    from fluxion import export
+    e = export.deserialize(open(sys.argv[1], "rb").read())
+    params = [(np.load(sys.argv[2] + f"/w{i}.npy"), np.load(sys.argv[2] + f"/b{i}.npy"))
+              for i in range(2)]
+    x = np.load(sys.argv[2] + "/x.npy")
+    g = fluxion.grad(lambda x: jnp.sum(e.call(params, x)))(x)
+    np.save(sys.argv[2] + "/out.npy", np.asarray(e.call(params, x)))
+    np.save(sys.argv[2] + "/g.npy", np.asarray(g))
+""")
+
+
+def test_jax_artifact_runs_in_a_fresh_process_without_jax(tmp_path):
+    (tmp_path / "mlp.bin").write_bytes(bytes(jax_mlp_bytes(vjp_order=1)))
+    for i, (w, b) in enumerate(PARAMS):
+        np.save(tmp_path / f"w{i}.npy", w)
+        np.save(tmp_path / f"b{i}.npy", b)
+    x = xs(9)
+    np.save(tmp_path / "x.npy", x)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", _FRESH_LOADER, str(tmp_path / "mlp.bin"),
+                        str(tmp_path)], env=dict(os.environ, PYTHONPATH=root), cwd=root,
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-2000:]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), mlp_np(PARAMS, x), rtol=1e-5,
+                               atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "g.npy"),
+                               jax.grad(lambda x: jjnp.sum(mlp_jax(PARAMS, x)))(x),
+                               rtol=1e-4, atol=1e-5)
