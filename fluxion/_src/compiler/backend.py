@@ -456,7 +456,7 @@ def parse_module(text: str):
     from jaxlib.mlir import ir
     if _mlir_context is None:
         from jaxlib.mlir._mlir_libs import _jax_mlir_ext
-        from jaxlib.mlir.dialects import chlo, mhlo, stablehlo
+        from jaxlib.mlir.dialects import chlo, mhlo, sdy, stablehlo
         registry = ir.DialectRegistry()
         _jax_mlir_ext.register_dialects(registry)
         ctx = ir.Context()
@@ -465,6 +465,7 @@ def parse_module(text: str):
         mhlo.register_mhlo_dialect(ctx)
         chlo.register_dialect(ctx)
         stablehlo.register_dialect(ctx)
+        sdy.register_dialect(ctx)  # Shardy annotations in jax.export's artifacts
         _mlir_context = ctx
     with _mlir_context:
         return ir.Module.parse(text)

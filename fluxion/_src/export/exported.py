@@ -62,7 +62,13 @@ class Exported:
     calling_convention_version : int
     mlir_module_serialized : bytes
         The VHLO portable artifact.
+    module_kept_var_idx : tuple of int
+        The arguments the module takes (JAX drops unused ones; fluxion keeps all).
     """
+
+    # True for an Exported read from jax.export's format: its VJP follows JAX's convention
+    # (cotangents of every output in, of every input out; float0 for integers)
+    _jax_vjp_convention = False
 
     def __init__(self, fun_name, in_tree, in_avals, out_tree, out_avals, platforms,
                  mlir_module_serialized: bytes, *, in_shardings_hlo=None,
@@ -115,9 +121,25 @@ class Exported:
                              "deserialization.")
         return self._get_vjp()
 
-    def serialize(self, vjp_order: int = 0) -> bytearray:
-        """The documented binary container (docs/export.md); `vjp_order` levels of VJPs go
-        with it so the deserialized function can be differentiated that many times."""
+    def serialize(self, vjp_order: int = 0, *, format: str = "fluxion") -> bytearray:
+        """The serialized artifact; `vjp_order` levels of VJPs go with it so the deserialized
+        function can be differentiated that many times.
+
+        Parameters
+        ----------
+        vjp_order : int
+        format : {"fluxion", "jax"}
+            "fluxion": fluxion's documented container (docs/export.md). "jax": the
+            flatbuffer of `jax.export`, which `jax.export.deserialize` reads.
+        """
+        if format == "jax":
+            from fluxion._src.export import jax_format
+            return jax_format.serialize(self, vjp_order)
+        if format != "fluxion":
+            raise ValueError(f"Unknown serialization format {format!r}; use 'fluxion' or 'jax'")
+        if self._jax_vjp_convention:
+            raise ValueError(f"{self.fun_name} was deserialized from jax.export's format; "
+                             "serialize it again with format='jax'")
         from fluxion._src.export import serialization
         return serialization.serialize(self, vjp_order)
 
@@ -146,13 +168,22 @@ class Exported:
 _TOKEN = "__fluxion_exported_TOKEN__"
 
 
+def _platform_index_type(exported: Exported) -> str:
+    """"i32" or "i64": the platform index argument of a multi-platform module (JAX makes it
+    i64 when x64 is enabled)."""
+    funcs, entry = exported._inline_functions()
+    found = re.search(re.escape(entry) + r"\(%[\w#]+: tensor<(i32|i64)>", funcs)
+    return found.group(1) if found else "i32"
+
+
 def _check_call_avals(exported: Exported, avals) -> None:
     """The arguments of a call must have the exported dtypes and shapes."""
     if len(avals) != len(exported.in_avals):
         raise ValueError(f"Function {exported.fun_name} was exported with "
                          f"{len(exported.in_avals)} arguments but called with {len(avals)}")
     for i, (got, want) in enumerate(zip(avals, exported.in_avals)):
-        if got.dtype != want.dtype:
+        if got.dtype != want.dtype and not (want.dtype == dtypes.float0
+                                            and got.dtype == np.bool_):
             raise ValueError(f"Function {exported.fun_name} was exported for an argument {i} "
                              f"of type {want.str_short()} but is called with "
                              f"{got.str_short()}")
@@ -382,12 +413,37 @@ def _refuse_host_callbacks(module) -> None:
                          "not made by export or was modified.")
 
 
+def _drop_one_device_shardings(module) -> None:
+    """Remove the Shardy annotations of a jax.export artifact (`sdy.mesh`, `sdy.sharding`
+    attributes, `sdy.sharding_constraint`, an identity there): fluxion runs it on one device,
+    where they change nothing. Other Shardy ops are refused."""
+    from jaxlib.mlir import ir
+    bad, constraints = [], []
+
+    def visit(op):
+        if op.name == "sdy.sharding_constraint":
+            constraints.append(op)
+        elif op.name.startswith("sdy.") and op.name != "sdy.mesh":
+            bad.append(op.name)
+        if "sdy.sharding" in op.attributes:
+            del op.attributes["sdy.sharding"]
+        return ir.WalkResult.ADVANCE
+    module.operation.walk(visit)
+    if bad:
+        raise ValueError(f"The exported module has Shardy operations ({bad[0]}), which fluxion "
+                         "does not run.")
+    for op in constraints:
+        op.results[0].replace_all_uses_with(op.operands[0])
+        op.erase()
+
+
 def _renamed_functions(artifact: bytes, prefix: str) -> tuple[str, str]:
     from jaxlib.mlir import ir
     _, ctx = _ir()
     with ctx:
         module = _deserialize_module(artifact)
         _refuse_host_callbacks(module)
+        _drop_one_device_shardings(module)
         renames = _rename_symbols(module, prefix)
         texts = []
         for op in _func_ops(module):
@@ -461,6 +517,8 @@ def _call_flat(exp: Exported, leaves):
         return call(*xs), xs
 
     def bwd(primals, cts):
+        if exp._jax_vjp_convention:
+            return _jax_convention_bwd(exp, primals, cts)
         diff_cts = [ct for ct, a in zip(cts, exp.out_avals) if _inexact(a)]
         in_cts = iter(exp.vjp().call(*primals, *diff_cts))
         return tuple(next(in_cts) if _inexact(a) else None for a in exp.in_avals[:n_in])
@@ -469,8 +527,21 @@ def _call_flat(exp: Exported, leaves):
     return list(call(*leaves))
 
 
+def _jax_convention_bwd(exp: Exported, primals, cts):
+    """The cotangents of the inputs from a VJP in JAX's convention: it takes a cotangent
+    for every output (float0 zeros for integer ones) and returns one for every input."""
+    vjp = exp.vjp()
+    flat_vjp = vjp.in_avals[len(primals):]
+    full = [np.zeros(np.shape(ct), np.bool_) if want.dtype == dtypes.float0 else ct
+            for ct, want in zip(cts, flat_vjp)]
+    leaves = tree_util.tree_leaves(vjp.call(*primals, *full))
+    return tuple(ct if _inexact(a) else None for ct, a in zip(leaves, exp.in_avals))
+
+
 def _call_exported_abstract_eval(*avals, exported: Exported):
-    return _concrete_out_avals(exported, avals)
+    # a float0 value (JAX's integer cotangents) is carried as bool zeros (the module's i1)
+    return [a.update(dtype=np.dtype(np.bool_)) if a.dtype == dtypes.float0 else a
+            for a in _concrete_out_avals(exported, avals)]
 
 
 def _platform_index(exported: Exported, platform: str) -> int | None:
@@ -494,9 +565,10 @@ def _call_exported_lowering(ctx, *args, exported: Exported):
         funcs, entry = exported._inline_functions()
     prefix = f"_exported{next(_uses)}"
     ctx.module.functions.append(funcs.replace(_TOKEN, prefix))
-    operands = list(args)
+    operands = [args[i] for i in exported.module_kept_var_idx]
     if index is not None:
-        operands = [ctx.constant(np.int32(index), np.int32)] + operands
+        kind = np.int64 if _platform_index_type(exported) == "i64" else np.int32
+        operands = [ctx.constant(kind(index), kind)] + operands
     return ctx.op("func.call", operands, list(ctx.avals_out),
                   {"callee": "@" + entry.replace(_TOKEN, prefix)})
 
@@ -533,20 +605,23 @@ def _static_wrapper(exported: Exported, avals, out_avals, index) -> str:
     exported (polymorphic) @main."""
     funcs, entry = exported._inline_functions()
     funcs, entry = funcs.replace(_TOKEN, "poly"), entry.replace(_TOKEN, "poly")
-    dyn_in = [hlo.tensor_type(a) for a in exported.in_avals]
+    kept = exported.module_kept_var_idx  # the module takes these arguments only
+    avals = [avals[i] for i in kept]
+    dyn_in = [hlo.tensor_type(exported.in_avals[i]) for i in kept]
     dyn_out = [hlo.tensor_type(a) for a in exported.out_avals]
     lines = [f"  func.func public @main("
              + ", ".join(f"%arg{i}: {hlo.tensor_type(a)}" for i, a in enumerate(avals))
              + f") -> ({', '.join(hlo.tensor_type(a) for a in out_avals)}) {{"]
     operands = []
+    index_type = f"tensor<{_platform_index_type(exported)}>"
     if index is not None:
         lines.append(f'    %platform = "stablehlo.constant"() {{value = dense<{index}> : '
-                     f'tensor<i32>}} : () -> tensor<i32>')
+                     f'{index_type}}} : () -> {index_type}')
         operands.append("%platform")
     for i, (a, t) in enumerate(zip(avals, dyn_in)):
         lines.append(f'    %in{i} = "stablehlo.convert"(%arg{i}) : ({hlo.tensor_type(a)}) -> {t}')
         operands.append(f"%in{i}")
-    sig_in = ", ".join((["tensor<i32>"] if index is not None else []) + dyn_in)
+    sig_in = ", ".join(([index_type] if index is not None else []) + dyn_in)
     n = len(dyn_out)
     res = "%r" if n == 1 else f"%r:{n}"
     lines.append(f'    {res} = "func.call"({", ".join(operands)}) {{callee = @{entry}}} : '

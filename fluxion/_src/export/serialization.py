@@ -166,8 +166,8 @@ def _sections(blob) -> dict:
                         f"{type(blob).__name__}")
     blob = bytes(blob)
     if blob[:8] != MAGIC:
-        raise ValueError("Not a serialized fluxion Exported (bad magic); jax.export's "
-                         "flatbuffer format is not read.")
+        raise ValueError("Not a serialized fluxion Exported (bad magic) nor a jax.export "
+                         "artifact")
     if len(blob) < 16:
         raise ValueError(f"Serialized Exported is truncated ({len(blob)} bytes)")
     version, count = struct.unpack_from("<II", blob, 8)
@@ -223,13 +223,18 @@ def _check_meta(meta, in_tree, in_avals, out_tree, out_avals) -> None:
 
 
 def deserialize(blob) -> "Exported":
-    """An `Exported` from the bytes of `Exported.serialize()`.
+    """An `Exported` from the bytes of `Exported.serialize()`, in fluxion's container or
+    in `jax.export`'s flatbuffer (told apart by their first bytes).
 
     Raises
     ------
     ValueError
         If the bytes are not a whole, unmodified container of a version this fluxion reads."""
     from fluxion._src.export.exported import Exported
+    from fluxion._src.export import jax_format
+    if isinstance(blob, (bytes, bytearray, memoryview)) and bytes(blob[:8]) != MAGIC \
+            and jax_format.looks_like_jax(bytes(blob)):
+        return jax_format.deserialize(bytes(blob))
     sec = _sections(blob)
     try:
         meta = json.loads(sec["meta"].decode())
