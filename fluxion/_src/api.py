@@ -850,25 +850,15 @@ def _placement_prefix(prefix, tree) -> list:
     leaf of `tree`."""
     from fluxion._src.mesh import PartitionSpec
     from fluxion._src.sharding_impls import Sharding
-    from fluxion._src.vmap import _children
-    out: list = []
+    from fluxion._src.tree_util import broadcast_prefix
 
-    def walk(p, t):
-        if p is None or _is_device(p) or isinstance(p, (Sharding, PartitionSpec)):
-            out.extend([p] * len(tree_flatten(t)[0]))
-            return
-        p_children, t_children = _children(p), _children(t)
-        if (t_children is None or p_children is None or type(p) is not type(t)
-                or len(p_children) != len(t_children)
-                or isinstance(p, dict) and sorted(p) != sorted(t)):
-            raise ValueError("device_put device specification must be a tree prefix of the "
-                             f"corresponding value, got specification {prefix!r} for value "
-                             f"tree {tree_flatten(tree)[1]}.")
-        for pc, tc in zip(p_children, t_children):
-            walk(pc, tc)
-
-    walk(prefix, tree)
-    return out
+    def mismatch(p, t):
+        return ValueError("device_put device specification must be a tree prefix of the "
+                          f"corresponding value, got specification {prefix!r} for value "
+                          f"tree {tree_flatten(tree)[1]}.")
+    def is_placement(p):
+        return p is None or _is_device(p) or isinstance(p, (Sharding, PartitionSpec))
+    return broadcast_prefix(prefix, tree, is_placement, mismatch)
 
 
 def device_put(x, device=None, *, donate=False, may_alias=None):

@@ -333,23 +333,15 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
 
 def _shape_prefix(global_shape, tree) -> list:
     """One global shape (a tuple of ints, or None) per leaf of `tree`."""
-    from fluxion._src.tree_util import tree_flatten
-    from fluxion._src.vmap import _children
-    out: list = []
+    from fluxion._src.tree_util import broadcast_prefix
 
-    def walk(g, t):
-        if g is None or (isinstance(g, tuple) and all(isinstance(n, int) for n in g)):
-            out.extend([g] * len(tree_flatten(t)[0]))
-            return
-        g_children, t_children = _children(g), _children(t)
-        if g_children is None or t_children is None or len(g_children) != len(t_children):
-            raise ValueError(f"make_array_from_process_local_data: global_shape {global_shape!r}"
-                             f" is not a pytree prefix of the local data")
-        for gc, tc in zip(g_children, t_children):
-            walk(gc, tc)
+    def is_shape(g):
+        return g is None or (isinstance(g, tuple) and all(isinstance(n, int) for n in g))
 
-    walk(global_shape, tree)
-    return out
+    def mismatch(g, t):
+        return ValueError(f"make_array_from_process_local_data: global_shape {global_shape!r} "
+                          "is not a pytree prefix of the local data")
+    return broadcast_prefix(global_shape, tree, is_shape, mismatch, same_node_types=False)
 
 
 def _from_process_local_data(sharding, local_data, global_shape) -> Array:

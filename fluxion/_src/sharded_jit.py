@@ -111,26 +111,15 @@ def _is_sharding_leaf(s) -> bool:
 def flat_shardings(prefix, tree, what: str) -> list:
     """One entry of `prefix` (a pytree prefix of `tree` whose leaves are shardings,
     PartitionSpecs or None) per leaf of `tree`."""
-    from fluxion._src.tree_util import tree_flatten
-    from fluxion._src.vmap import _children
-    out: list = []
+    from fluxion._src.tree_util import broadcast_prefix, node_children
 
-    def walk(p, t):
-        if _is_sharding_leaf(p):
-            out.extend([p] * len(tree_flatten(t)[0]))
-            return
-        p_children, t_children = _children(p), _children(t)
-        if p_children is None:
-            raise TypeError(f"{what}: shardings must be a Sharding or a PartitionSpec (or None, "
-                            f"or a pytree of them), got {p!r}")
-        if t_children is None or len(p_children) != len(t_children):
-            raise ValueError(f"{what}: the shardings {prefix!r} are not a pytree prefix of the "
-                             f"value")
-        for pc, tc in zip(p_children, t_children):
-            walk(pc, tc)
-
-    walk(prefix, tree)
-    return out
+    def mismatch(p, t):
+        if node_children(p) is None:
+            return TypeError(f"{what}: shardings must be a Sharding or a PartitionSpec (or None, "
+                             f"or a pytree of them), got {p!r}")
+        return ValueError(f"{what}: the shardings {prefix!r} are not a pytree prefix of the "
+                          "value")
+    return broadcast_prefix(prefix, tree, _is_sharding_leaf, mismatch, same_node_types=False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,6 +44,41 @@ def tree_leaves(tree, is_leaf: Callable[[Any], bool] | None = None) -> list:
     return optree.tree_leaves(tree, is_leaf, none_is_leaf=False, namespace=NAMESPACE)
 
 
+def node_children(x):
+    """The immediate children of a pytree node, or None for a leaf (None counts as a leaf)."""
+    children, spec = optree.tree_flatten(x, is_leaf=lambda y: y is not x, none_is_leaf=True,
+                                        namespace=NAMESPACE)
+    return None if spec.is_leaf() else children
+
+
+def broadcast_prefix(prefix, tree, is_prefix_leaf: Callable[[Any], bool],
+                     mismatch: Callable[[Any, Any], Exception],
+                     same_node_types: bool = True) -> list:
+    """One entry of `prefix` per leaf of `tree`, where `prefix` is a pytree prefix of `tree`
+    whose leaves satisfy `is_prefix_leaf` (in_axes, shardings, devices, ...).
+
+    Where the structures disagree, raises `mismatch(p, t)` for the subtrees `p` of `prefix`
+    and `t` of `tree`. Nodes must have the same type unless `same_node_types` is False (then
+    a list may stand for a tuple); dicts must have the same keys.
+    """
+    out: list = []
+
+    def walk(p, t):
+        if is_prefix_leaf(p):
+            out.extend([p] * len(tree_flatten(t)[0]))
+            return
+        p_children, t_children = node_children(p), node_children(t)
+        if (p_children is None or t_children is None or len(p_children) != len(t_children)
+                or same_node_types and type(p) is not type(t)
+                or isinstance(p, dict) and (not isinstance(t, dict) or sorted(p) != sorted(t))):
+            raise mismatch(p, t)
+        for pc, tc in zip(p_children, t_children):
+            walk(pc, tc)
+
+    walk(prefix, tree)
+    return out
+
+
 def tree_structure(tree, is_leaf: Callable[[Any], bool] | None = None) -> PyTreeDef:
     """The treedef of a pytree."""
     return optree.tree_structure(tree, is_leaf, none_is_leaf=False, namespace=NAMESPACE)

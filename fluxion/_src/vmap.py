@@ -10,6 +10,7 @@ import optree
 from fluxion._src import batching, core, source_info
 from fluxion._src.api import check_callable, fun_name
 from fluxion._src.traceback_util import api_boundary
+from fluxion._src import tree_util
 from fluxion._src.tree_util import NAMESPACE, tree_flatten, tree_unflatten
 
 
@@ -17,32 +18,13 @@ def _is_axis_leaf(x) -> bool:
     return x is None or isinstance(x, int)
 
 
-def _children(x):
-    """The immediate children of a pytree node (a leaf has none)."""
-    children, spec = optree.tree_flatten(x, is_leaf=lambda y: y is not x, none_is_leaf=True,
-                                        namespace=NAMESPACE)
-    return None if spec.is_leaf() else children
-
-
 def broadcast_prefix(prefix, tree, what: str) -> list:
     """One entry of `prefix` (a pytree prefix of `tree` with int/None leaves) per leaf of `tree`."""
-    out: list = []
-
-    def walk(p, t):
-        if _is_axis_leaf(p):
-            out.extend([p] * len(tree_flatten(t)[0]))
-            return
-        p_children, t_children = _children(p), _children(t)
-        if (t_children is None or type(p) is not type(t) or len(p_children) != len(t_children)
-                or isinstance(p, dict) and sorted(p) != sorted(t)):
-            raise ValueError(f"vmap {what} specification must be a tree prefix of the "
-                             f"corresponding value, got specification {prefix} for value tree "
-                             f"{optree.tree_structure(tree, namespace=NAMESPACE)}.")
-        for pc, tc in zip(p_children, t_children):
-            walk(pc, tc)
-
-    walk(prefix, tree)
-    return out
+    def mismatch(p, t):
+        return ValueError(f"vmap {what} specification must be a tree prefix of the corresponding "
+                          f"value, got specification {prefix} for value tree "
+                          f"{optree.tree_structure(tree, namespace=NAMESPACE)}.")
+    return tree_util.broadcast_prefix(prefix, tree, _is_axis_leaf, mismatch)
 
 
 def _check_axis(axis, ndim: int, shape, where: str) -> int:
