@@ -122,7 +122,8 @@ else:
         "scan_xs_and_psum": (lambda j, n, l, a: l.psum(l.scan(
             lambda s, r: (s + r, s), l.pcast(n.zeros((2,)), ("x", "y"), to="varying"), a)[1], ("x", "y")), (P("x", "y"),), P(),
             (A,)),
-        "cond_branch_bad": (lambda j, n, l, a, c: l.cond(c[0] > 0, lambda v: v, lambda v: -v, a),
+        "cond_branch_bad": (lambda j, n, l, a, c: l.cond(c[0] > 0, lambda v: v,
+                                                          lambda v: -v, a),
                             (P("x", "y"), P()), P("x"), (A, C)),
         "cond_varying_predicate": (lambda j, n, l, a, c: l.cond(
             a.sum() > 0, lambda: c, lambda: c + 1), (P("x", "y"), P()), P(), (A, C)),
@@ -219,3 +220,15 @@ else:
                             out_specs=JP())
         jg = jjax.grad(lambda c: jf(c).sum())(C)
         np.testing.assert_allclose(np.asarray(g), np.asarray(jg), rtol=1e-6)
+
+    @pytest.mark.parametrize("axis_name,to,exc", [("x", "invariant", ValueError),
+                                                  ({"x"}, "varying", TypeError)])
+    def test_pcast_bad_arguments_as_in_jax(axis_name, to, exc):
+        with pytest.raises(exc) as want:
+            jjax.lax.pcast(C, axis_name, to=to)
+        with pytest.raises(exc) as got:
+            lax.pcast(C, axis_name, to=to)
+        # A set prints in hash order: compare its elements, not their order.
+        def norm(e):
+            return str(e).split("{")[0], sorted(str(e).split("{", 1)[-1].split(", "))
+        assert norm(got.value) == norm(want.value)

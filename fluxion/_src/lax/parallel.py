@@ -452,9 +452,13 @@ def pbroadcast(x, axis_name):
 
 
 def pcast(x, axis_name, *, to):
-    """Cast `x` between invariant and varying over `axis_name` (identity on values)."""
-    if to not in ("varying", "invariant", "unreduced", "reduced"):
-        raise ValueError(f"pcast: `to` must be 'varying' or 'invariant', got {to!r}")
+    """Cast `x` to varying over `axis_name` (`to='varying'`; identity on values). 'reduced'
+    and 'unreduced' are accepted as the identity."""
+    if isinstance(axis_name, (set, frozenset)):
+        raise TypeError(f"axis_name={axis_name!r} must be a tuple or a str. Got {axis_name}")
+    if to not in ("varying", "unreduced", "reduced"):
+        raise ValueError("Got unexpected `to` value. Allowed `to` values are: "
+                         "{'unreduced', 'reduced', 'varying'}")
     if to == "varying":
         return _pvary(x, axis_name)
     _total_size(_names(axis_name))
