@@ -79,7 +79,8 @@ else:
 
     # name: (body, in_specs, out_specs, args)
     CASES = {
-        "elementwise_over_both_bad": (lambda j, n, l, a: n.sin(a) * 2, (P("x", "y"),), P("x"), (A,)),
+        "elementwise_over_both_bad": (lambda j, n, l, a: n.sin(a) * 2, (P("x", "y"),), P("x"),
+                                      (A,)),
         "elementwise_ok": (lambda j, n, l, a: n.sin(a) * 2, (P("x", "y"),), P("x", "y"), (A,)),
         "sum_to_scalar_bad": (lambda j, n, l, a: a.sum(), (P("x", "y"),), P(), (A,)),
         "psum_one_of_two": (lambda j, n, l, a: l.psum(a, "y"), (P("x", "y"),), P("x"), (A,)),
@@ -120,8 +121,8 @@ else:
             lambda s, _: (s + l.axis_index("x"), None),
             l.pcast(c, "x", to="varying"), None, length=3)[0], (P(),), P("x"), (C,)),
         "scan_xs_and_psum": (lambda j, n, l, a: l.psum(l.scan(
-            lambda s, r: (s + r, s), l.pcast(n.zeros((2,)), ("x", "y"), to="varying"), a)[1], ("x", "y")), (P("x", "y"),), P(),
-            (A,)),
+            lambda s, r: (s + r, s), l.pcast(n.zeros((2,)), ("x", "y"), to="varying"), a)[1],
+            ("x", "y")), (P("x", "y"),), P(), (A,)),
         "cond_branch_bad": (lambda j, n, l, a, c: l.cond(c[0] > 0, lambda v: v,
                                                           lambda v: -v, a),
                             (P("x", "y"), P()), P("x"), (A, C)),
@@ -230,5 +231,6 @@ else:
             lax.pcast(C, axis_name, to=to)
         # A set prints in hash order: compare its elements, not their order.
         def norm(e):
-            return str(e).split("{")[0], sorted(str(e).split("{", 1)[-1].split(", "))
+            head, _, rest = str(e).partition("{")
+            return head, sorted(rest.replace("}", "").split(", "))
         assert norm(got.value) == norm(want.value)
