@@ -74,6 +74,12 @@ else:
         return msg.replace("`jax.shard_map`", "`fluxion.shard_map`").replace(
             "'theirs'", "'ours'")
 
+    def _double(j):
+        """x * 2 as a custom_vjp function of library `j`."""
+        f = j.custom_vjp(lambda v: v * 2)
+        f.defvjp(lambda v: (v * 2, None), lambda _, g: (g * 2,))
+        return f
+
     A = _x((4, 8))       # blocks (2, 2) under P("x", "y")
     C = _x((2,), 1)      # replicated
 
@@ -146,6 +152,9 @@ else:
         "vmap_inside_bad": (lambda j, n, l, a: j.vmap(n.sin)(a), (P("x", "y"),), P("x"), (A,)),
         "vmap_axis_index_replicated": (lambda j, n, l, c: j.vmap(
             lambda r: r + l.axis_index("b"), axis_name="b")(c), (P(),), P(), (C,)),
+        "custom_vjp_bad": (lambda j, n, l, a: _double(j)(a), (P("x", "y"),), P("y"), (A,)),
+        "custom_vjp_ok": (lambda j, n, l, a: _double(j)(l.psum(a, "x")), (P("x", "y"),),
+                          P(None, "y"), (A,)),
         "checkpoint_bad": (lambda j, n, l, a: j.checkpoint(lambda v: n.sin(v))(a),
                            (P("x", "y"),), P("x"), (A,)),
     }
