@@ -14,7 +14,6 @@ from __future__ import annotations
 from fluxion._src import core
 
 _REDUCTIONS = frozenset({"psum", "pmax", "pmin"})
-# The predicate of cond and while does not make their outputs varying (JAX's rule).
 
 
 def _names(params) -> tuple:
@@ -62,6 +61,7 @@ def _eqn_vma(eqn, ins, manual) -> list:
     if name in _REDUCTIONS:
         return [ins[0] - frozenset(_names(params))]
     if name == "cond":
+        # As in JAX, a varying predicate (of cond or while) does not make the outputs vary.
         outs = [frozenset()] * n_out
         for br in params["branches"]:
             outs = [a | b for a, b in zip(outs, jaxpr_vma(br, ins[1:], manual))]
