@@ -13,6 +13,7 @@ from fluxion._src.api import check_callable
 from fluxion._src.mesh import DuplicateSpecError, Mesh, PartitionSpec
 from fluxion._src.batching import bind_axes
 from fluxion._src.shard_map_spmd import shard_map_p
+from fluxion._src.shard_map_vma import check_out_vma
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import tree_flatten, tree_unflatten
 
@@ -29,6 +30,16 @@ def _spec_leaves(specs, tree, what):
         return out
     raise ValueError(f"shard_map {what} must be a PartitionSpec or a tuple of them matching the "
                      f"structure of the value, got {specs!r}")
+
+
+def _spec_paths(specs, tree, path="") -> list:
+    """For each leaf, the key path (JAX's `keystr`) of the spec `_spec_leaves` gives it."""
+    if specs is None or isinstance(specs, PartitionSpec):
+        return [path] * len(tree_flatten(tree)[0])
+    out = []
+    for k, (s, t) in enumerate(zip(specs, tree)):
+        out += _spec_paths(s, t, f"{path}[{k}]")
+    return out
 
 
 def _check_spec(spec, mesh_shape, what, manual=None):
@@ -105,6 +116,10 @@ def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = T
     output blocks assemble into global arrays (an axis absent from a spec means the output is
     the same on every device of that axis).
 
+    With `check_vma` (default; `check_rep` is its older name), an output whose spec leaves out
+    a mesh axis the output may vary over (as inferred from `in_specs` and the collectives in
+    `f`) is a ValueError; `check_vma=False` trusts `out_specs`.
+
     `axis_names` (a set, default all mesh axes) names the axes `f` is manual over; along the
     other axes `f` sees whole values, which XLA's partitioner splits (`with_sharding_constraint`
     inside may name them). `auto` (older API) names those other axes instead."""
@@ -114,6 +129,7 @@ def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = T
                                  auto=auto)
     check_callable(f)
     manual = _manual_axes(mesh, axis_names, auto)
+    check = bool(check_vma) and (check_rep is None or bool(check_rep))
     mesh_shape = mesh.shape
     axes = [(a, mesh_shape[a]) for a in manual]
     cache: dict = {}
@@ -144,6 +160,9 @@ def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = T
             ospecs = _spec_leaves(out_specs, out, "out_specs")
             for spec in ospecs:
                 _check_spec(spec, mesh_shape, "out_specs", manual)
+            if check:
+                check_out_vma(f, mesh, manual, specs, ospecs,
+                              _spec_paths(out_specs, out), closed)
             entry = cache[key] = (closed, out_tree, ospecs)
         closed, out_tree, ospecs = entry
         closed, ref_consts = _refs_as_operands(closed)

@@ -42,7 +42,8 @@ def test_collectives_inside_against_numpy():
     x = _x((8, 3))
     f = old_shard_map(lambda v: (lax.pmax(v, "i"), lax.all_gather(v, "i", tiled=True),
                                  lax.axis_index("i") + jnp.zeros((1,), jnp.int32)),
-                      mesh=mesh, in_specs=P("i"), out_specs=(P(), P(), P("i")))
+                      mesh=mesh, in_specs=P("i"), out_specs=(P(), P(), P("i")),
+                      check_rep=False)  # all_gather's output varies over "i", as in JAX
     mx, gathered, idx = f(x)
     np.testing.assert_allclose(np.asarray(mx), x.max(0, keepdims=True))
     np.testing.assert_allclose(np.asarray(gathered), x)

@@ -50,6 +50,10 @@ def _blocks(f, mesh):
     }
 
 
+# all_gather's output varies over "x" in JAX's typing (as in fluxion's check), so its P()
+# out_spec needs check_vma=False there too.
+_UNCHECKED = {"all_gather"}
+
 CASES = ["psum_matmul", "pmax_pmin", "pmean_axis_index", "all_gather", "ppermute",
          "psum_scatter", "all_to_all"]
 
@@ -63,7 +67,8 @@ def _args(name):
 @pytest.mark.parametrize("name", CASES)
 def test_jit_of_shard_map_matches_eager_and_numpy(mesh, name):
     body, in_specs, out_specs, ref = _blocks(None, mesh)[name]
-    f = jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+    f = jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                      check_vma=name not in _UNCHECKED)
     args = _args(name)
     eager = np.asarray(f(*args))
     jitted = jax.jit(f)(*args)
@@ -90,9 +95,11 @@ def test_grad_of_shard_map_matches_finite_differences(mesh, name):
     with jax.enable_x64(True):
         args = tuple(a.astype(np.float64) for a in _args(name))
         w = _x(np.shape(jax.eval_shape(
-            jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs), *args)),
+            jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                          check_vma=name not in _UNCHECKED), *args)),
             7, np.float64)
-        f = jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+        f = jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                          check_vma=name not in _UNCHECKED)
 
         def loss(*xs):
             return jnp.sum(jnp.sin(f(*xs)) * w)
@@ -115,7 +122,8 @@ def test_grad_of_shard_map_matches_finite_differences(mesh, name):
 @pytest.mark.parametrize("name", ["psum_matmul", "all_gather", "ppermute", "pmean_axis_index"])
 def test_vmap_of_shard_map_matches_a_loop(mesh, name):
     body, in_specs, out_specs, _ = _blocks(None, mesh)[name]
-    f = jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+    f = jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                      check_vma=name not in _UNCHECKED)
     args = _args(name)
     batch = np.stack([args[0], 2 * args[0] + 1, -args[0]])
     out = jax.vmap(lambda a: f(a, *args[1:]))(batch)

@@ -403,20 +403,64 @@ def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=
 
 
 # ---------------------------------------------------------------------------------------------
-# Varying-manual-axes casts. fluxion does not type values by the mesh axes they vary over
-# (shard_map's check_vma is accepted but not checked), so these only validate the axis names
-# and return the value unchanged, which is also what JAX computes.
+# Varying-manual-axes casts. Values carry no type of the mesh axes they vary over; `pvary_p`
+# only marks, in the traced program, where a value becomes varying, for shard_map's check_vma
+# analysis (shard_map_vma.py). On values it is the identity, and so are its derivative and
+# transpose (fluxion's shard_map transpose treats invariant values as per-device copies).
 
-def pbroadcast(x, axis_name):
-    """Mark `x` as varying over `axis_name` (identity on values)."""
-    _total_size(_names(axis_name))
+def _pvary_impl(x, *, axes):
     return x
 
 
+pvary_p = core.Primitive("pvary")
+pvary_p.def_impl(_pvary_impl)
+pvary_p.def_abstract_eval(lambda x, *, axes: x)
+ad.deflinear(pvary_p, lambda ct, x, *, axes: [ct])
+batching.primitive_batchers[pvary_p] = lambda vals, dims, *, axes: (
+    pvary_p.bind(vals[0], axes=axes), dims[0])
+
+
+def _pvary_collective_rule(trace, vals, dims, *, axes):
+    rest = tuple(n for n in axes if n != trace.axis_name)
+    x = pvary_p.bind(vals[0], axes=rest) if rest else vals[0]
+    return x, dims[0]
+
+
+batching.collective_rules[pvary_p] = _pvary_collective_rule
+
+
+def _register_pvary_lowering():
+    from fluxion._src.compiler import lowering
+    lowering.register_lowering(pvary_p, lambda ctx, x, *, axes: x)
+
+
+_register_pvary_lowering()
+
+
+def _pvary(x, axis_name):
+    from fluxion._src.tree_util import tree_map
+    names = _names(axis_name)
+    _total_size(names)
+    if not names:
+        return x
+    return tree_map(lambda l: pvary_p.bind(l, axes=names), x)
+
+
+def pbroadcast(x, axis_name):
+    """Mark `x` as varying over `axis_name` (identity on values)."""
+    return _pvary(x, axis_name)
+
+
 def pcast(x, axis_name, *, to):
-    """Cast `x` between invariant and varying over `axis_name` (identity on values)."""
-    if to not in ("varying", "invariant", "unreduced", "reduced"):
-        raise ValueError(f"pcast: `to` must be 'varying' or 'invariant', got {to!r}")
+    """Cast `x` to varying over `axis_name` (`to='varying'`; identity on values). 'reduced'
+    and 'unreduced' are accepted as the identity."""
+    if isinstance(axis_name, (set, frozenset)):
+        raise TypeError(f"axis_name={axis_name!r} must be a tuple or a str. Got {axis_name}")
+    if to not in ("varying", "unreduced", "reduced"):
+        raise ValueError("Got unexpected `to` value. Allowed `to` values are: "
+                         "{'unreduced', 'reduced', 'varying'}")
+    if to == "varying":
+        return _pvary(x, axis_name)
     _total_size(_names(axis_name))
     return x
 

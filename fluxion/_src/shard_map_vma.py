@@ -1,0 +1,178 @@
+"""shard_map's `check_vma`: which manual mesh axes each value of a shard_map body may vary
+over (its "varying manual axes", vma), and the error JAX raises when `out_specs` claim an
+output is the same along an axis it may vary over.
+
+The analysis runs over the traced body jaxpr. An input varies over the mesh axes its in_spec
+names; an equation's outputs vary over the union of its inputs' axes, except that psum, pmean,
+pmax and pmin over `a` remove `a`, and axis_index, all_gather, ppermute, all_to_all,
+psum_scatter and `pcast(..., to='varying')` over `a` add it (as JAX's rules do). Calls (jit,
+checkpoint, custom_jvp/vjp) are analysed through their jaxprs, cond joins its branches, and
+scan/while iterate their carries to a fixpoint.
+"""
+from __future__ import annotations
+
+from fluxion._src import core
+
+_REDUCTIONS = frozenset({"psum", "pmax", "pmin"})
+
+
+def _names(params) -> tuple:
+    names = params.get("axis_name", params.get("axes", ()))
+    return tuple(names) if isinstance(names, (tuple, list)) else (names,)
+
+
+def _closed_parts(j):
+    """(jaxpr, consts) of a Jaxpr or ClosedJaxpr."""
+    if isinstance(j, core.ClosedJaxpr):
+        return j.jaxpr, j.consts
+    return j, ()
+
+
+def jaxpr_vma(jaxpr, in_vma, manual: frozenset) -> list:
+    """The vma of each output of `jaxpr` (a Jaxpr or ClosedJaxpr) given its inputs' vmas."""
+    jaxpr, _ = _closed_parts(jaxpr)
+    env: dict = {}
+    for v in jaxpr.constvars:
+        env[v] = frozenset()
+    for v, m in zip(jaxpr.invars, in_vma):
+        env[v] = frozenset(m)
+
+    def read(a):
+        return env.get(a, frozenset()) if isinstance(a, core.Var) else frozenset()
+
+    for eqn in jaxpr.eqns:
+        ins = [read(a) for a in eqn.invars]
+        outs = _eqn_vma(eqn, ins, manual)
+        for v, m in zip(eqn.outvars, outs):
+            env[v] = m
+    return [read(a) for a in jaxpr.outvars]
+
+
+def _union(ms) -> frozenset:
+    out = frozenset()
+    for m in ms:
+        out |= m
+    return out
+
+
+def _eqn_vma(eqn, ins, manual) -> list:
+    name, params = eqn.primitive.name, eqn.params
+    n_out = len(eqn.outvars)
+    if name in _REDUCTIONS:
+        return [ins[0] - frozenset(_names(params))]
+    if name == "cond":
+        # As in JAX, a varying predicate (of cond or while) does not make the outputs vary.
+        outs = [frozenset()] * n_out
+        for br in params["branches"]:
+            outs = [a | b for a, b in zip(outs, jaxpr_vma(br, ins[1:], manual))]
+        return outs
+    if name == "scan":
+        return _scan_vma(params, ins, manual)
+    if name == "while":
+        return _while_vma(params, ins, manual)
+    if name == "shard_map":
+        return _shard_map_vma(params, ins, manual)
+    if "axis_name" in params or name == "pvary":
+        added = frozenset(_names(params)) & manual
+        return [_union(ins) | added] * n_out
+    subs = [j for j in params.values() if isinstance(j, (core.Jaxpr, core.ClosedJaxpr))]
+    if len(subs) == 1:
+        sub, _ = _closed_parts(subs[0])
+        if len(sub.invars) == len(ins) and len(sub.outvars) == n_out:
+            return jaxpr_vma(sub, ins, manual)
+    # Anything else: every output may vary wherever an input does, or wherever a collective
+    # inside a nested jaxpr makes a value vary.
+    out = _union(ins)
+    for j in _nested_jaxprs(params):
+        sub, _ = _closed_parts(j)
+        out |= _union(jaxpr_vma(sub, [out] * len(sub.invars), manual))
+    return [out] * n_out
+
+
+def _nested_jaxprs(params):
+    for v in params.values():
+        for j in (v if isinstance(v, (tuple, list)) else (v,)):
+            if isinstance(j, (core.Jaxpr, core.ClosedJaxpr)):
+                yield j
+
+
+def _scan_vma(params, ins, manual) -> list:
+    nc, nk = params["num_consts"], params["num_carry"]
+    consts, carry, xs = ins[:nc], list(ins[nc:nc + nk]), ins[nc + nk:]
+    while True:
+        outs = jaxpr_vma(params["jaxpr"], [*consts, *carry, *xs], manual)
+        new = [c | o for c, o in zip(carry, outs[:nk])]
+        if new == carry:
+            return [*carry, *outs[nk:]]
+        carry = new
+
+
+def _while_vma(params, ins, manual) -> list:
+    nb = params["body_nconsts"]
+    start = params["cond_nconsts"]
+    bconsts, carry = ins[start:start + nb], list(ins[start + nb:])
+    while True:
+        outs = jaxpr_vma(params["body_jaxpr"], [*bconsts, *carry], manual)
+        new = [c | o for c, o in zip(carry, outs)]
+        if new == carry:
+            return carry
+        carry = new
+
+
+def _shard_map_vma(params, ins, manual) -> list:
+    """A nested shard_map: its inputs also vary over their in_specs' axes inside, its outputs
+    over what the inner body infers."""
+    inner_manual = manual | frozenset(params["manual_axes"])
+    inner_ins = [m | frozenset(s.used_axes()) for m, s in zip(ins, params["in_specs"])]
+    outs = jaxpr_vma(params["jaxpr"], inner_ins, inner_manual)
+    return [o & manual for o in outs]
+
+
+# ---------------------------------------------------------------------------------------------
+# The error
+
+def _spec_text(spec) -> str:
+    return f"P{tuple(spec)!r}"
+
+
+def _axes_text(mesh, names) -> str:
+    return ",".join(str(a) for a in mesh.axis_names if a in names)
+
+
+def check_out_vma(fun, mesh, manual, in_specs, out_specs, out_paths, closed):
+    """Raise JAX's ValueError when an output of the body `closed` may vary over a manual mesh
+    axis its out_spec leaves out."""
+    manual = frozenset(manual)
+    in_vma = [frozenset(s.used_axes()) & manual for s in in_specs]
+    out_vma = jaxpr_vma(closed, in_vma, manual)
+    msgs = []
+    for spec, path, vma in zip(out_specs, out_paths, out_vma):
+        used = set(spec.used_axes())
+        unmentioned = [a for a in mesh.axis_names if a not in used]
+        if not any(a in vma for a in unmentioned if a in manual):
+            continue
+        if len(unmentioned) > 1:
+            diff = _axes_text(mesh, [a for a in unmentioned if a in vma])
+            msgs.append(
+                f"* out_specs{path} is {_spec_text(spec)} which implies that the corresponding "
+                f"output value is only varying across mesh axes {{{_axes_text(mesh, used)}}} "
+                f"and not {{{diff}}}, but it was inferred to be possibly varying over "
+                f"{{{_axes_text(mesh, vma)}}}")
+        else:
+            msgs.append(
+                f"* out_specs{path} is {_spec_text(spec)} which implies that the corresponding "
+                f"output value is replicated across mesh axis '{unmentioned[0]}', but could "
+                f"not infer replication over any axes")
+    if not msgs:
+        return
+    if len(msgs) == 1:
+        msgs = [msgs[0][2:]]
+    fun_name = getattr(fun, "__name__", str(fun))
+    raise ValueError(
+        f"shard_map applied to the function '{fun_name}' was given out_specs which require "
+        f"replication which can't be statically inferred given the mesh:\n\n"
+        f"The mesh given has shape {tuple(mesh.shape.values())} with corresponding axis names "
+        f"{tuple(mesh.axis_names)}.\n\n" + "\n\n".join(msgs) + "\n\n"
+        "Check if these output values are meant to be replicated over those mesh axes. If not, "
+        "consider revising the corresponding out_specs entries. If so, consider disabling the "
+        "check by passing the check_vma=False argument to `fluxion.shard_map`.")
