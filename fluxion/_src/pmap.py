@@ -31,13 +31,14 @@ class ShardedOutput(Array):
 
     Passing it back to a pmap over the same devices reuses the device buffers."""
 
-    __slots__ = ("_shards", "_devices", "_joined")
+    __slots__ = ("_shards", "_devices", "_joined", "_axis_name")
 
     committed = True
 
-    def __init__(self, shards, devices, aval):
+    def __init__(self, shards, devices, aval, axis_name="_internal_pmap_axis_name"):
         self._shards = list(shards)
         self._devices = tuple(devices)
+        self._axis_name = axis_name
         self._joined = None
         self.aval = aval
         self._npy = None
@@ -72,7 +73,7 @@ class ShardedOutput(Array):
         """As JAX's pmap results: a NamedSharding over a one-axis mesh of the devices."""
         from fluxion._src.mesh import Mesh, PartitionSpec
         from fluxion._src.sharding_impls import NamedSharding
-        name = "_internal_pmap_axis_name"
+        name = self._axis_name
         return NamedSharding(Mesh(np.array(self._devices, dtype=object), (name,)),
                              PartitionSpec(name))
 

@@ -1,9 +1,13 @@
 """A jitted program holding `pmap`s: compiled as `num_replicas` replicas (the product of its
 pmap axis sizes, see pmap_primitive.jaxpr_replicas). Outside the pmaps every replica computes
-the same values; the results are read from the first replica."""
+the same values. As in JAX, results that are a pmap's mapped results come back sharded over
+the replica devices along the mapped axis, the others replicated over them
+(replicated_outputs.py)."""
 from __future__ import annotations
 
-from fluxion._src.array import Array
+import numpy as np
+
+from fluxion._src import replicated_outputs
 from fluxion._src.compiler import backend
 from fluxion._src.lax import parallel_lowering
 
@@ -11,11 +15,12 @@ from fluxion._src.lax import parallel_lowering
 class ReplicatedExecutable:
     """Called like dispatch.CompiledFunction."""
 
-    __slots__ = ("exe", "devices", "in_avals", "out_avals")
+    __slots__ = ("exe", "devices", "in_avals", "out_avals", "out_axes", "axis_name",
+                 "_shardings")
 
     def __call__(self, args) -> list:
         from fluxion._src import placement, pmap
-        placement.activate()  # the results are committed to the first replica's device
+        placement.activate()  # the results are committed to the replica devices
         exe, devs = self.exe, self.devices
         if exe.const_arrays is None:
             exe.const_arrays = [backend.assemble_array(
@@ -26,7 +31,22 @@ class ReplicatedExecutable:
             garrs.append(backend.assemble_array(
                 aval, exe.sharding, pmap._per_device_buffers(x, None, devs, aval)))
         outs = exe.loaded.execute_sharded(garrs).disassemble_into_single_device_arrays()
-        return [Array(bufs[0], aval) for bufs, aval in zip(outs, self.out_avals)]
+        return [self._result(bufs, aval, axis)
+                for bufs, aval, axis in zip(outs, self.out_avals, self.out_axes)]
+
+    def _result(self, bufs, aval, axis):
+        from fluxion._src import global_array, pmap
+        if axis == 0:
+            return pmap.ShardedOutput(bufs, self.devices, aval, self.axis_name)
+        sharding = self._shardings.get((axis, aval.ndim))
+        if sharding is None:
+            from fluxion._src.mesh import Mesh, PartitionSpec
+            from fluxion._src.sharding_impls import NamedSharding
+            mesh = Mesh(np.array(self.devices, dtype=object), (self.axis_name,))
+            spec = PartitionSpec() if axis is None else PartitionSpec(*[None] * axis,
+                                                                      self.axis_name)
+            sharding = self._shardings[(axis, aval.ndim)] = NamedSharding(mesh, spec)
+        return global_array.from_buffers(bufs, aval, sharding)
 
     def array_call(self, single_output: bool):
         if single_output:
@@ -37,10 +57,13 @@ class ReplicatedExecutable:
 def compile_replicated(closed, name: str, num_replicas: int, text=None) -> ReplicatedExecutable:
     from fluxion._src import pmap
     devs = pmap._replica_devices(num_replicas, None, None)
+    out_axes, axis_name = replicated_outputs.layout(closed, num_replicas)
     exe = ReplicatedExecutable()
-    exe.exe = pmap._compile(closed, [(parallel_lowering.EXTRA_REPLICAS, num_replicas)], devs,
-                            None, text=text)
+    exe.exe = pmap._compile(replicated_outputs.sliced(closed, out_axes),
+                            [(parallel_lowering.EXTRA_REPLICAS, num_replicas)], devs, None,
+                            text=text)
     exe.devices, exe.in_avals, exe.out_avals = devs, list(closed.in_avals), list(closed.out_avals)
+    exe.out_axes, exe.axis_name, exe._shardings = out_axes, axis_name, {}
     return exe
 
 
@@ -62,5 +85,7 @@ def maybe_lower(closed, name: str, platform: str):
     if replicas == 1:
         return None
     pmap._replica_devices(replicas, None, None)
-    return pmap.lower_replicated(closed, [(parallel_lowering.EXTRA_REPLICAS, replicas)],
+    out_axes, _ = replicated_outputs.layout(closed, replicas)
+    return pmap.lower_replicated(replicated_outputs.sliced(closed, out_axes),
+                                 [(parallel_lowering.EXTRA_REPLICAS, replicas)],
                                  platform, name=name)
