@@ -200,6 +200,62 @@ def test_pmap_outputs_as_jax():
     _close(fx.pmap(lambda v: v + 1.0, out_axes=1)(x), jax.pmap(lambda v: v + 1.0, out_axes=1)(x))
 
 
+def _same_layout(got, want):
+    """Same sharding (mesh axis names, devices, spec), shards and values as JAX's Array."""
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert tuple(got.sharding.mesh.axis_names) == tuple(want.sharding.mesh.axis_names)
+    assert [d.id for d in got.sharding.mesh.devices.flat] == \
+        [d.id for d in want.sharding.mesh.devices.flat]
+    assert tuple(got.sharding.spec) == tuple(want.sharding.spec)
+    assert got.is_fully_replicated == want.is_fully_replicated
+    for ours, theirs in zip(got.addressable_shards, want.addressable_shards, strict=True):
+        assert ours.device.id == theirs.device.id and ours.index == theirs.index
+        assert ours.replica_id == theirs.replica_id
+        assert ours.data.shape == theirs.data.shape
+        _close(ours.data, theirs.data)  # XLA may sum in another order
+    _close(got, want)
+
+
+JIT_OUTPUT_LAYOUTS = {  # (fluxion, jax) programs; sharded or replicated over the pmap devices
+    "mapped": lambda p, l, np_: p(lambda v: v * 3.0),
+    "mapped_named": lambda p, l, np_: p(lambda v: v - 1.0, "i"),
+    "elementwise_after": lambda p, l, np_: lambda x: np_.cos(p(lambda v: v * 2.0, "i")(x) * 2.0 + x),
+    "out_axes_1": lambda p, l, np_: p(lambda v: v * 2.0, out_axes=1),
+    "reduced": lambda p, l, np_: lambda x: p(lambda v: v * 2.0)(x).sum(),
+    "unmapped_psum": lambda p, l, np_: p(lambda v: l.psum(v, "i"), "i", out_axes=None),
+    "fewer_devices": lambda p, l, np_: lambda x: p(lambda v: v + 1.0, "i")(x[:4]),
+    "mixed": lambda p, l, np_: lambda x: (p(lambda v: v * v, "i")(x), x.sum(),
+                                           p(lambda v: l.pmax(v, "i"), "i", out_axes=None)(x)),
+}
+
+
+@on_8_devices
+@pytest.mark.parametrize("name", sorted(JIT_OUTPUT_LAYOUTS))
+def test_jit_of_pmap_outputs_laid_out_as_jax(name):
+    make = JIT_OUTPUT_LAYOUTS[name]
+    x = _x((N, 3))
+    got = fx.jit(make(fx.pmap, lax, jnp))(x)
+    want = jax.jit(make(jax.pmap, jax.lax, jjnp))(x)
+    got, want = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        _same_layout(g, w)
+
+
+@on_8_devices
+def test_sharded_jit_of_pmap_result_feeds_pmap_and_grad():
+    x = _x((N, 3))
+    y = fx.jit(fx.pmap(lambda v: jnp.sin(v), "i"))(x)
+    assert len(y.addressable_shards) == N
+    _close(fx.pmap(lambda v: lax.psum(v, "i"), "i")(y), np.broadcast_to(np.sin(x).sum(0), x.shape))
+    _close(fx.jit(lambda a: a * 2.0)(y), np.sin(x) * 2.0)
+    _close(y + 1.0, np.sin(x) + 1.0)
+    loss = lambda a: fx.pmap(lambda v: jnp.sin(v) * v, "i")(a).sum()
+    jloss = lambda a: jax.pmap(lambda v: jjnp.sin(v) * v, "i")(a).sum()
+    _close(fx.jit(fx.grad(loss))(x), jax.jit(jax.grad(jloss))(x))
+    _close(fx.grad(fx.jit(loss))(x), jax.grad(jax.jit(jloss))(x))
+
+
 # --------------------------------------------------------------------------------------------
 # grad and jvp through pmap
 

@@ -26,6 +26,9 @@ from fluxion._src.tree_util import tree_flatten, tree_unflatten
 from fluxion._src.vmap import _arg_names, _check_axis, broadcast_prefix
 
 
+_INTERNAL_AXIS_NAME = "_internal_pmap_axis_name"  # JAX's mesh axis name for an unnamed pmap
+
+
 class ShardedOutput(Array):
     """A pmap result: one buffer per device, stacked along axis 0 only when read.
 
@@ -35,7 +38,7 @@ class ShardedOutput(Array):
 
     committed = True
 
-    def __init__(self, shards, devices, aval, axis_name="_internal_pmap_axis_name"):
+    def __init__(self, shards, devices, aval, axis_name=_INTERNAL_AXIS_NAME):
         self._shards = list(shards)
         self._devices = tuple(devices)
         self._axis_name = axis_name
@@ -70,7 +73,8 @@ class ShardedOutput(Array):
 
     @property
     def sharding(self):
-        """As JAX's pmap results: a NamedSharding over a one-axis mesh of the devices."""
+        """As JAX's pmap results: a NamedSharding over a one-axis mesh of the devices, named
+        as the pmap's axis."""
         from fluxion._src.mesh import Mesh, PartitionSpec
         from fluxion._src.sharding_impls import NamedSharding
         name = self._axis_name
@@ -253,7 +257,7 @@ def _compile_eager(closed, out_ax, out_tree, axis_name, n_global, devs, global_d
     return exe, out_tree, out_ax, ref_consts, devs, inner
 
 
-def _execute(exe, leaves, dims, out_ax, devs, n, inner):
+def _execute(exe, leaves, dims, out_ax, devs, n, inner, axis_name=None):
     """Run a compiled pmap: operands sliced onto the devices, mapped results kept there."""
     from fluxion._src import placement
     from fluxion._src.compiler import backend as be
@@ -274,7 +278,8 @@ def _execute(exe, leaves, dims, out_ax, devs, n, inner):
         if target is None:
             results.append(Array(bufs[0], aval))
             continue
-        out = ShardedOutput(bufs[::inner], devs[::inner], aval.update(shape=(n,) + aval.shape))
+        out = ShardedOutput(bufs[::inner], devs[::inner], aval.update(shape=(n,) + aval.shape),
+                            axis_name if isinstance(axis_name, str) else _INTERNAL_AXIS_NAME)
         results.append(out if target == 0 else batching.moveaxis(out, 0, target))
     return results
 
@@ -300,7 +305,8 @@ def run_pmap_equation(args, params):
             _equation_cache.clear()
         entry = _equation_cache[key] = (jaxpr, _compile(jaxpr, axes, devs, None), devs, inner)
     _, exe, devs, inner = entry
-    return _execute(exe, args, params["in_axes"], params["out_axes"], devs, n, inner)
+    return _execute(exe, args, params["in_axes"], params["out_axes"], devs, n, inner,
+                    params["axis_name"])
 
 
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
@@ -451,7 +457,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                       + [x._read_value() if _is_ref(x) else x for x in leaves])
             dims = [None] * len(ref_consts) + dims
             out_ax = list(out_ax) + [None] * len(refs)
-        results = _execute(exe, leaves, dims, out_ax, devs, n, inner)
+        results = _execute(exe, leaves, dims, out_ax, devs, n, inner, axis_name)
         if refs is not None:
             n_out = len(results) - len(refs)
             for r, v in zip(refs, results[n_out:]):

@@ -13,7 +13,6 @@ from fluxion._src import core, staging
 from fluxion._src.compiler import lowering
 from fluxion._src.core import ShapedArray
 
-INTERNAL_AXIS_NAME = "_internal_pmap_axis_name"  # JAX's mesh axis name for an unnamed pmap
 
 # Primitives whose result at an index depends only on their operands at that index.
 _ELEMENTWISE = frozenset("""
@@ -44,6 +43,7 @@ def layout(closed, num_replicas: int):
 
     Only pmaps over all `num_replicas` replicas at the top level of the program count: the
     block of replica r along their mapped axis is slice r."""
+    from fluxion._src.pmap import _INTERNAL_AXIS_NAME
     from fluxion._src.pmap_primitive import xla_pmap_p
     jaxpr = closed.jaxpr
     mapped: dict = {}
@@ -70,7 +70,7 @@ def layout(closed, num_replicas: int):
             if ok and len(axes) == 1:
                 mapped[out] = axes.pop()
     axes = [None if isinstance(v, core.Literal) else mapped.get(v) for v in jaxpr.outvars]
-    return axes, name if isinstance(name, str) else INTERNAL_AXIS_NAME
+    return axes, name if isinstance(name, str) else _INTERNAL_AXIS_NAME
 
 
 def sliced(closed, axes):
