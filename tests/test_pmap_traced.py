@@ -179,7 +179,10 @@ def test_lowered_jit_of_pmap_is_a_replicated_program():
     assert "mhlo.num_replicas = 4" in text
     assert "stablehlo.replica_id" in text and "stablehlo.all_reduce" in text
     assert "stablehlo.all_gather" in text
-    _close(lowered.compile()(x), np.broadcast_to(x.sum(0), (4, 3)) + 1.0)
+    compiled = lowered.compile()
+    _close(compiled(x), np.broadcast_to(x.sum(0), (4, 3)) + 1.0)
+    assert "ENTRY" in compiled.as_text() and "replica-id" in compiled.as_text()
+    assert compiled.cost_analysis() is not None
 
 
 @on_8_devices

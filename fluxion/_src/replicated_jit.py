@@ -48,6 +48,11 @@ class ReplicatedExecutable:
             sharding = self._shardings[(axis, aval.ndim)] = NamedSharding(mesh, spec)
         return global_array.from_buffers(bufs, aval, sharding)
 
+    @property
+    def executable(self):
+        """The compiled replicas (`.loaded`), for `Compiled.as_text` and its analyses."""
+        return self.exe
+
     def array_call(self, single_output: bool):
         if single_output:
             return lambda args: self(args)[0]
