@@ -13,7 +13,16 @@ from fluxion._src.array import Array  # noqa: F401
 from fluxion._src.api import (jit, make_jaxpr, eval_shape, ShapeDtypeStruct, devices,  # noqa: F401
                               local_devices, device_count, local_device_count, default_backend,
                               device_put, device_get, block_until_ready, process_index,
-                              process_count)
+                              process_count, process_indices, host_id, host_count, host_ids)
+from fluxion._src.config import (debug_nans, debug_infs, log_compiles,  # noqa: F401
+                                 explain_cache_misses, check_tracer_leaks, checking_leaks)
+from fluxion._src.dtypes import float0  # noqa: F401
+from fluxion._src.core import get_aval as _get_aval
+
+
+def typeof(x):
+    """The abstract value (shape, dtype, weak type) of `x`: an array, tracer or scalar."""
+    return _get_aval(x)
 from fluxion._src.ad_api import grad, value_and_grad, jvp, vjp, linearize  # noqa: F401
 from fluxion._src.ad_api import jacfwd, jacrev, jacobian, hessian  # noqa: F401
 from fluxion._src.vmap import vmap  # noqa: F401

@@ -1,6 +1,7 @@
 """`jit`, `make_jaxpr`, `eval_shape` and device placement."""
 from __future__ import annotations
 
+import warnings
 import weakref
 import functools
 import inspect
@@ -823,6 +824,27 @@ def process_index(backend_name=None) -> int:
 
 def process_count(backend_name=None) -> int:
     return len({d.process_index for d in backend.get_backend(backend_name).client.devices()})
+
+
+def process_indices(backend_name=None) -> list[int]:
+    """The indices of the processes taking part in the computation."""
+    return sorted({d.process_index for d in backend.get_backend(backend_name).client.devices()})
+
+
+def _renamed(old: str, new):
+    def alias(backend_name=None):
+        warnings.warn(f"fluxion.{old} has been renamed to fluxion.{new.__name__}. This alias will "
+                      "eventually be removed; please update your code.", UserWarning,
+                      stacklevel=2)
+        return new(backend_name)
+    alias.__name__ = alias.__qualname__ = old
+    alias.__doc__ = f"Deprecated alias of `{new.__name__}`."
+    return alias
+
+
+host_id = _renamed("host_id", process_index)
+host_count = _renamed("host_count", process_count)
+host_ids = _renamed("host_ids", process_indices)
 
 
 def _check_device(device, where: str) -> None:

@@ -130,3 +130,23 @@ def default_device(device):
 def disable_jit(disable: bool = True):
     """Context manager that runs jitted functions op by op inside a block."""
     return config._override("disable_jit", disable)
+
+
+def _flag_context(name: str, doc: str):
+    """A context manager for one boolean flag, as JAX's `jax.<flag>(new_val=True)`."""
+    def context(new_val: bool = True):
+        return config._override(name, bool(new_val))
+    context.__name__ = context.__qualname__ = name
+    context.__doc__ = doc
+    return context
+
+
+debug_nans = _flag_context("debug_nans", "Context manager: raise on NaNs produced inside a block.")
+debug_infs = _flag_context("debug_infs", "Context manager: raise on Infs produced inside a block.")
+log_compiles = _flag_context("log_compiles", "Context manager: log compilations inside a block.")
+explain_cache_misses = _flag_context(
+    "explain_cache_misses", "Context manager: log why jitted functions trace again inside a block.")
+check_tracer_leaks = _flag_context(
+    "check_tracer_leaks", "Context manager: check for leaked tracers inside a block.")
+checking_leaks = check_tracer_leaks
+
