@@ -5,32 +5,18 @@ process.
 This process's backends have one device, so the cases run in a fresh subprocess with
 FLUXION_NUM_CPU_DEVICES=8 and JAX_NUM_CPU_DEVICES=8 (as tests/test_parallel.py does)."""
 import os
-import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from _eight_devices import assert_file_passes_on_8_devices, run_on_8_devices
+
 _CHILD = "FLUXION_TEST_DEVICE_PLACEMENT_CHILD"
-
-
-def _run(args, extra_env=None, timeout=600):
-    env = dict(os.environ, FLUXION_NUM_CPU_DEVICES="8", JAX_NUM_CPU_DEVICES="8",
-               JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT), **(extra_env or {}))
-    env.pop("FLUXION_DEFAULT_DEVICE", None)
-    env.pop("JAX_DEFAULT_DEVICE", None)
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 if os.environ.get(_CHILD) != "1":
     def test_device_placement_cases_on_8_cpu_devices():
-        proc = _run(["-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
-                     "--rootdir", str(ROOT), __file__], {_CHILD: "1"})
-        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-        assert " passed" in proc.stdout and " skipped" not in proc.stdout, proc.stdout[-2000:]
+        assert_file_passes_on_8_devices(__file__, {_CHILD: "1"})
 
     def test_default_device_path_stays_unplaced():
         """Without commitment or a default device, dispatch never enters placement (the
@@ -47,7 +33,7 @@ if os.environ.get(_CHILD) != "1":
             "y = fx.device_put(x, fx.devices()[0])\n"
             "assert dispatch.placing and y.committed and (y + 1).committed\n"
             "print('OK')\n")
-        proc = _run(["-c", code])
+        proc = run_on_8_devices(["-c", code])
         assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
 
 else:

@@ -3,12 +3,11 @@
 These need 8 CPU devices; a process with fewer runs this file again in a subprocess with
 FLUXION_NUM_CPU_DEVICES=8 (and JAX, the oracle, with 8 host devices too)."""
 import os
-import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+
+from _eight_devices import assert_file_passes_on_8_devices
 
 N = 8
 ON_8 = os.environ.get("FLUXION_NUM_CPU_DEVICES") == str(N)
@@ -19,14 +18,7 @@ def test_runs_on_8_cpu_devices():
         import fluxion
         assert fluxion.device_count() == N
         return
-    root = pathlib.Path(__file__).resolve().parent.parent
-    env = dict(os.environ, FLUXION_NUM_CPU_DEVICES=str(N), PYTHONPATH=str(root),
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={N}")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                           "-p", "no:xdist", "--rootdir", str(root), __file__],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert " passed" in proc.stdout and " skipped" not in proc.stdout, proc.stdout[-2000:]
+    assert_file_passes_on_8_devices(__file__)
 
 
 def on_8_devices(test):

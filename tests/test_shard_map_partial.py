@@ -4,25 +4,17 @@ partitioner, on a 2x4 mesh of 8 CPU devices, against NumPy and JAX.
 The pytest process has one device, so the one test it collects reruns this file in a fresh
 subprocess with 8 CPU devices for both fluxion and JAX; the cases below are defined there."""
 import os
-import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from _eight_devices import assert_file_passes_on_8_devices
+
 _CHILD = "FLUXION_SHARD_MAP_PARTIAL_CHILD"
 
 if os.environ.get(_CHILD) != "1":
     def test_partial_shard_map_cases_on_8_cpu_devices():
-        env = dict(os.environ, FLUXION_NUM_CPU_DEVICES="8", PYTHONPATH=str(ROOT),
-                   XLA_FLAGS="--xla_force_host_platform_device_count=8", **{_CHILD: "1"})
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                               "-p", "no:xdist", "--rootdir", str(ROOT), __file__],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=500)
-        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-        assert " passed" in proc.stdout and " skipped" not in proc.stdout, proc.stdout[-2000:]
+        assert_file_passes_on_8_devices(__file__, {_CHILD: "1"}, timeout=500)
 
 else:
     import jax as jjax
