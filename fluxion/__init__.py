@@ -64,3 +64,6 @@ from fluxion._src.state.api import Ref, new_ref, empty_ref, free_ref, freeze  # 
 from fluxion import ref  # noqa: E402,F401
 # ---- top-level transformations (fluxion/_src/linear_transpose.py, custom_batching.py, ...)
 from fluxion._src.linear_transpose import linear_transpose  # noqa: E402,F401
+from fluxion._src.custom_gradient import custom_gradient  # noqa: E402,F401
+from fluxion._src.closure_conversion import closure_convert  # noqa: E402,F401
+from fluxion import custom_derivatives  # noqa: E402,F401

@@ -47,6 +47,11 @@ class Zero:
     def from_primal_value(x) -> "Zero":
         return Zero(tangent_aval(core.get_aval(x)))
 
+    # As JAX's SymbolicZero (which custom_jvp rules with symbolic_zeros=True receive).
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: self.aval.ndim)
+
     def __repr__(self):
         return f"Zero({self.aval.str_short()})"
 
