@@ -46,6 +46,15 @@ def _stage(flat_fun, avals, origin) -> tuple[ClosedJaxpr, list]:
     return closure_convert(closed)
 
 
+def _forward_attr(self, name):
+    """Attributes the object lacks come from the function it wraps (a custom_vmap function's
+    `def_vmap`, say), as JAX's custom_api_util.forward_attr."""
+    fun = self.__dict__.get("fun")
+    if fun is None:
+        raise AttributeError(name)
+    return getattr(fun, name)
+
+
 # =============================================================================================
 # custom_jvp
 
@@ -73,6 +82,8 @@ class custom_jvp:
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
+
+    __getattr__ = _forward_attr
 
     def defjvp(self, jvp: Callable, symbolic_zeros: bool = False) -> Callable:
         """Set the rule: jvp(primals, tangents) -> (primal_out, tangent_out)."""
@@ -300,6 +311,8 @@ class custom_vjp:
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
+
+    __getattr__ = _forward_attr
 
     def defvjp(self, fwd: Callable, bwd: Callable, symbolic_zeros: bool = False,
                optimize_remat: bool = False) -> None:
