@@ -6,10 +6,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import ad, core, dtypes, source_info
+from fluxion._src import ad, core, dtypes, source_info, vjp_function
 from fluxion._src.ad import Zero
 from fluxion._src.api import check_callable, fun_name
 from fluxion._src.traceback_util import api_boundary
+from fluxion._src.vjp_function import VJP
 from fluxion._src.tree_util import tree_flatten, tree_map, tree_structure, tree_unflatten
 
 
@@ -148,25 +149,14 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     name = fun_name(fun)
     _check_jax_leaves(p_leaves, "a primal argument", name)
     box = []
-    out_p, backward = _vjp_flat(_flat_fun(fun, in_tree, box, has_aux, name), p_leaves)
+    flat = _flat_fun(fun, in_tree, box, has_aux, name)
+    with source_info.extend_name_stack(f"jvp({name})"):
+        out_p, linear, _ = ad.linearize_flat(flat, p_leaves, origin="vjp")
     out_tree, aux = box[0]
+    in_avals = [ad.tangent_aval(core.get_aval(p)) for p in p_leaves]
     out_avals = [core.get_aval(o) for o in out_p]
-
-    def vjp_fun(cotangent):
-        ct_leaves, ct_tree = tree_flatten(cotangent)
-        if ct_tree != out_tree:
-            raise TypeError(f"Tree structure of cotangent input {ct_tree}, does not match "
-                            f"structure of primal output {out_tree}.")
-        cts = []
-        for ct, a in zip(ct_leaves, out_avals):
-            ca = core.get_aval(ct)
-            if ca.shape != a.shape:
-                raise ValueError(f"Shape of cotangent input to vjp pullback function {ca.shape} "
-                                 f"must be the same as the shape of corresponding primal input "
-                                 f"{a.shape}.")
-            cts.append(Zero(ad.tangent_aval(a)) if ca.dtype == dtypes.float0 else ct)
-        return tree_unflatten(in_tree, backward(cts))
-
+    vjp_fun = VJP(list(linear.consts),
+                  vjp_function._Static(linear.jaxpr, in_tree, out_tree, in_avals, out_avals, name))
     out = tree_unflatten(out_tree, out_p)
     return (out, vjp_fun, aux) if has_aux else (out, vjp_fun)
 

@@ -1,0 +1,77 @@
+"""The function `vjp` returns: a pytree whose leaves are the residuals of the linearization
+(its jaxpr and trees are static), so that it can be returned from and passed to `jit`."""
+from __future__ import annotations
+
+from fluxion._src import ad, core, dtypes
+from fluxion._src.tree_util import register_pytree_node, tree_flatten, tree_unflatten
+
+_TOO_MANY_ARGS = """
+The function returned by `jax.vjp` applied to {} was called with {} arguments,
+but functions returned by `jax.vjp` must be called with a single argument
+corresponding to the single value returned by the function being differentiated
+(even if that returned value is a tuple or other container).
+
+For example, if we have:
+
+  def f(x):
+    return (x, x)
+  _, f_vjp = jax.vjp(f, 1.0)
+
+the function `f` returns a single tuple as output, and so we call `f_vjp` with a
+single tuple as its argument:
+
+  x_bar, = f_vjp((2.0, 2.0))
+
+If we instead call `f_vjp(2.0, 2.0)`, with the values 'splatted out' as
+arguments rather than in a tuple, this error can arise.
+"""
+
+
+class _Static:
+    """What a VJP keeps besides its residuals; compared by identity (in jit cache keys)."""
+
+    __slots__ = ("jaxpr", "in_tree", "out_tree", "in_avals", "out_avals", "name")
+
+    def __init__(self, jaxpr, in_tree, out_tree, in_avals, out_avals, name):
+        self.jaxpr, self.in_tree, self.out_tree = jaxpr, in_tree, out_tree
+        self.in_avals, self.out_avals, self.name = in_avals, out_avals, name
+
+
+class VJP:
+    """``vjp_fun(cotangent)``: the cotangents of the primals (a tuple with their structure),
+    given a cotangent of the output (with its structure)."""
+
+    __slots__ = ("residuals", "static")
+
+    def __init__(self, residuals, static: _Static):
+        self.residuals = residuals
+        self.static = static
+
+    def __call__(self, cotangent, *extra_args):
+        from fluxion._src.ad_api import _like_primal
+        st = self.static
+        if extra_args:
+            raise TypeError(_TOO_MANY_ARGS.format(st.name, len(extra_args) + 1))
+        ct_leaves, ct_tree = tree_flatten(cotangent)
+        if ct_tree != st.out_tree:
+            raise TypeError(f"Tree structure of cotangent input {ct_tree}, does not match "
+                            f"structure of primal output {st.out_tree}.")
+        cts = []
+        for ct, a in zip(ct_leaves, st.out_avals):
+            ca = core.get_aval(ct)
+            if ca.shape != a.shape:
+                raise ValueError(f"Shape of cotangent input to vjp pullback function {ca.shape} "
+                                 f"must be the same as the shape of corresponding primal input "
+                                 f"{a.shape}.")
+            cts.append(ad.Zero(ad.tangent_aval(a)) if ca.dtype == dtypes.float0 else ct)
+        undefined = [ad.UndefinedPrimal(a) for a in st.in_avals]
+        in_cts = ad.backward_pass(st.jaxpr, self.residuals, undefined, cts)
+        in_cts = [_like_primal(ad.instantiate(ct), u.aval) for ct, u in zip(in_cts, undefined)]
+        return tree_unflatten(st.in_tree, in_cts)
+
+    def __repr__(self):
+        return f"VJP({self.static.name})"
+
+
+register_pytree_node(VJP, lambda v: (v.residuals, v.static),
+                     lambda static, residuals: VJP(list(residuals), static))
