@@ -70,3 +70,5 @@ from fluxion import custom_derivatives  # noqa: E402,F401
 from fluxion import custom_batching  # noqa: E402,F401
 from fluxion._src.compile_time_eval import ensure_compile_time_eval  # noqa: E402,F401
 from fluxion._src.fwd_and_bwd import fwd_and_bwd  # noqa: E402,F401
+from fluxion._src.smap import smap  # noqa: E402,F401
+from fluxion._src.state.indexing import ds  # noqa: E402,F401
