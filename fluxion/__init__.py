@@ -72,3 +72,5 @@ from fluxion._src.compile_time_eval import ensure_compile_time_eval  # noqa: E40
 from fluxion._src.fwd_and_bwd import fwd_and_bwd  # noqa: E402,F401
 from fluxion._src.smap import smap  # noqa: E402,F401
 from fluxion._src.state.indexing import ds  # noqa: E402,F401
+from fluxion._src.user_context import make_user_context  # noqa: E402,F401
+from fluxion._src.config import softmax_custom_jvp  # noqa: E402,F401

@@ -452,7 +452,7 @@ class JitFunction:
 
     def _get_traced(self, leaves, in_tree, static_pos, static_kw) -> Traced:
         avals = abstractify_args(self._fun, leaves, in_tree, static_pos)
-        key = (in_tree, static_pos, static_kw, avals, config.enable_x64)
+        key = (in_tree, static_pos, static_kw, avals, config._jit_key)
         traced = self._trace_cache.get(key)
         if traced is None:
             traced = trace_flat(self._fun, in_tree, list(avals), static_pos, static_kw, "jit")
@@ -475,13 +475,13 @@ class JitFunction:
                 # Positional Arrays seen before with the same types. Anything else (a NumPy
                 # array, a scalar) has no `aval` and takes the general path.
                 try:
-                    fast_call = fast_get((*map(_aval_of, args), config.enable_x64))
+                    fast_call = fast_get((*map(_aval_of, args), config._jit_key))
                 except AttributeError:
                     # Pytrees of Arrays (a list of parameters): keyed by structure and types.
                     try:
                         leaves, treedef = tree_flatten(args)
                         fast_call = fast_get((treedef, *map(_aval_of, leaves),
-                                              config.enable_x64))
+                                              config._jit_key))
                     except AttributeError:
                         fast_call = None
                     if fast_call is not None:
@@ -531,7 +531,7 @@ class JitFunction:
             if out is not sharded_jit.NO_MESH:
                 return out
         key = (in_tree, static_pos, static_kw, abstractify_args(self._fun, leaves, in_tree, static_pos),
-               config.enable_x64)
+               config._jit_key)
         entry = self._cache.get(key)
         if entry is None:
             if config.explain_cache_misses:
@@ -544,11 +544,11 @@ class JitFunction:
                     self._cache[key] = entry
             if self._fast_path_ok and not kwargs and not nan_checks.enabled():
                 if all(type(x) is Array for x in args):
-                    self._fast_cache[tuple(x.aval for x in args) + (config.enable_x64,)] = (
+                    self._fast_cache[tuple(x.aval for x in args) + (config._jit_key,)] = (
                         entry.fast_call)
                 elif all(type(x) is Array for x in leaves):  # leaves: those of args, in order
                     self._fast_cache[(tree_flatten(args)[1], *(x.aval for x in leaves),
-                                      config.enable_x64)] = entry.fast_call
+                                      config._jit_key)] = entry.fast_call
         outs = _run(entry.compiled, leaves, entry.donate_mask, entry.device)
         if config.debug_nans or config.debug_infs:
             nan_checks.check_jit_outputs(entry.traced, leaves, outs)

@@ -45,6 +45,10 @@ def _describe(aval) -> str:
     return aval.str_short() + ("{weak_type=True}" if aval.weak_type else "")
 
 
+def _split_jit_key(key):
+    return key if isinstance(key, tuple) else (key, None)
+
+
 def explanation(fun, cache: dict, key) -> str:
     """Why `key` missed `cache` (a jit's compiled-entry cache), in words."""
     name = getattr(fun, "__name__", type(fun).__name__)
@@ -57,8 +61,12 @@ def explanation(fun, cache: dict, key) -> str:
     for old in cache:
         o_tree, o_pos, o_kw, o_avals, o_x64 = old
         diffs = []
-        if o_x64 != x64:
-            diffs.append(f"  enable_x64 changed from {o_x64} to {x64}")
+        if o_x64 != x64:  # config._jit_key: enable_x64, with user contexts' values if set
+            (o_flag, o_user), (flag, user) = _split_jit_key(o_x64), _split_jit_key(x64)
+            if o_flag != flag:
+                diffs.append(f"  enable_x64 changed from {o_flag} to {flag}")
+            if o_user != user:
+                diffs.append(f"  a user context (make_user_context) changed from {o_user} to {user}")
         if o_pos != static_pos or o_kw != static_kw:
             diffs.append(f"  static arguments changed from {dict(o_pos) or dict(o_kw)} to "
                          f"{dict(static_pos) or dict(static_kw)}")

@@ -46,6 +46,8 @@ class Config:
         "default_backend": None,
         # where uncommitted computations run (issue 12): None, a Device, or a platform name
         "default_device": None,
+        # accepted for JAX programs; fluxion's softmax is differentiated the same either way
+        "softmax_custom_jvp": False,
     }
 
     def __init__(self):
@@ -56,6 +58,16 @@ class Config:
                 value = os.environ.get(f"FLUXION_{name.upper()}", os.environ.get(f"JAX_{name.upper()}", default))
             object.__setattr__(self, name, value)
         self._listeners = []
+        self._user_contexts = []  # make_user_context's contexts, whose values key jit caches
+        self._refresh_jit_key()
+
+    def _refresh_jit_key(self) -> None:
+        """`_jit_key`, the part of jit cache keys that flags give: enable_x64 alone while every
+        user context has its default value, else with the user contexts' values."""
+        key = self.enable_x64
+        if any(c.value is not c.default for c in self._user_contexts):
+            key = (key, tuple(c.value for c in self._user_contexts))
+        object.__setattr__(self, "_jit_key", key)
 
     def _canonical_name(self, name: str) -> str:
         if name.startswith("jax_"):
@@ -70,6 +82,8 @@ class Config:
         if name == "default_device":
             _check_default_device(value)
         object.__setattr__(self, name, value)
+        if name == "enable_x64":
+            self._refresh_jit_key()
         for listener in self._listeners:
             listener(name, value)
 
@@ -149,4 +163,7 @@ explain_cache_misses = _flag_context(
 check_tracer_leaks = _flag_context(
     "check_tracer_leaks", "Context manager: check for leaked tracers inside a block.")
 checking_leaks = check_tracer_leaks
+softmax_custom_jvp = _flag_context(
+    "softmax_custom_jvp", "Context manager for JAX's `jax_softmax_custom_jvp` flag (accepted; "
+    "fluxion's softmax has the same derivatives either way).")
 
