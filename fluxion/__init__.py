@@ -74,3 +74,7 @@ from fluxion._src.smap import smap  # noqa: E402,F401
 from fluxion._src.state.indexing import ds  # noqa: E402,F401
 from fluxion._src.user_context import make_user_context  # noqa: E402,F401
 from fluxion._src.config import softmax_custom_jvp  # noqa: E402,F401
+from fluxion._src import grad_refs as _grad_refs  # noqa: E402
+import types as _types  # noqa: E402
+ad = _types.SimpleNamespace(DontWant=_grad_refs.DontWant, DidntWant=_grad_refs.DidntWant,
+                            GradRef=_grad_refs.GradRef, GradValue=_grad_refs.GradValue)

@@ -69,6 +69,13 @@ class VJP:
         in_cts = [_like_primal(ad.instantiate(ct), u.aval) for ct, u in zip(in_cts, undefined)]
         return tree_unflatten(st.in_tree, in_cts)
 
+    def with_refs(self, *maybe_ct_refs):
+        """A function of the cotangent that sends each primal's cotangent where
+        `maybe_ct_refs` (with the primals' structure) says: `GradValue()` returns it,
+        `DontWant()` drops it (giving `DidntWant()`), a Ref has it added (giving `GradRef()`)."""
+        from fluxion._src.grad_refs import apply_with_refs
+        return lambda cotangent: apply_with_refs(self, maybe_ct_refs, cotangent)
+
     def __repr__(self):
         return f"VJP({self.static.name})"
 
