@@ -5,3 +5,4 @@ from fluxion._src.custom_derivatives import (custom_jvp, custom_vjp,  # noqa: F4
                                              custom_jvp_call_p, custom_vjp_call_p)
 from fluxion._src.custom_gradient import custom_gradient  # noqa: F401
 from fluxion._src.custom_derivatives_extras import zero_from_primal  # noqa: F401
+from fluxion._src.linear_call import linear_call  # noqa: F401
