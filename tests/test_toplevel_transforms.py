@@ -598,3 +598,44 @@ def test_linear_call_transpose_structure_error():
         f = lambda x: lc(lambda r, x: r @ x, lambda r, ct: (ct, ct), np.ones((2, 3), np.float32), x)  # noqa: E731,E501
         with pytest.raises(TypeError, match="transpose output pytree structure"):
             mod.linear_transpose(f, np.ones(3, np.float32))(np.ones(2, np.float32))
+
+
+# ---------------------------------------------------------------------------------------------
+# custom_vjp with symbolic zeros
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_custom_vjp_symbolic_zeros(jit):
+    logs = []
+    for mod, np_ in ((fluxion, jnp), (jax, jjnp)):
+        log = []
+        cd = mod.custom_derivatives
+
+        @mod.custom_vjp
+        def f(x, y):
+            return x * y
+
+        def fwd(x, y):
+            log.append(("fwd", type(x).__name__, x.perturbed, y.perturbed))
+            return f(x.value, y.value), cd.custom_vjp_primal_tree_values((x, y))
+
+        def bwd(res, g):
+            return g * res[1], None
+        f.defvjp(fwd, bwd, symbolic_zeros=True)
+
+        @mod.custom_vjp
+        def h(x):
+            return (x, 2 * x)
+
+        def hbwd(r, g):
+            log.append(("h", [isinstance(t, cd.SymbolicZero) for t in g]))
+            return (np_.zeros(()) if isinstance(g[1], cd.SymbolicZero) else 2 * g[1],)
+        h.defvjp(lambda x: (h(x.value), None), hbwd, symbolic_zeros=True)
+        wrap = mod.jit if jit else (lambda f: f)
+        out = (wrap(mod.grad(f))(2., 3.), mod.vmap(mod.grad(f))(np.ones(2), np.ones(2)),
+               wrap(mod.grad(lambda x: h(x)[0]))(1.), wrap(mod.grad(lambda x: h(x)[1]))(1.))
+        logs.append((out, log))
+        with pytest.raises(TypeError, match="unexpected leaf type"):
+            cd.custom_vjp_primal_tree_values((cd.CustomVJPPrimal(1., True), 2.))
+    close(logs[0][0], logs[1][0])
+    assert logs[0][1] == logs[1][1]
+    assert ("h", [False, True]) in logs[0][1]

@@ -8,6 +8,7 @@ mode) is an error, as in JAX.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from typing import Callable, Sequence
@@ -336,7 +337,10 @@ class custom_vjp:
             out_tree_box.append(out_tree)
             return out_leaves
 
-        def flat_fwd(*xs):
+        def flat_fwd(*xs, perturbed=None):
+            if self.symbolic_zeros:  # each argument leaf as (value, whether it has a tangent)
+                flags = [True] * len(xs) if perturbed is None else perturbed
+                xs = [CustomVJPPrimal(x, bool(p)) for x, p in zip(xs, flags)]
             res = self.fwd(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
             if not (isinstance(res, (tuple, list)) and len(res) == 2):
                 raise TypeError(f"Custom VJP fwd rule {fun_name(self.fwd)} for function {name} "
@@ -351,6 +355,8 @@ class custom_vjp:
 
         def flat_bwd(res_tree, res_leaves, ct_leaves):
             residuals = tree_unflatten(res_tree, res_leaves)
+            if not self.symbolic_zeros:  # else zero cotangents reach bwd as SymbolicZero
+                ct_leaves = [ad.instantiate(c) for c in ct_leaves]
             ct = tree_unflatten(out_tree_box[-1], ct_leaves)
             cts = self.bwd(*nondiff, residuals, ct)
             if not isinstance(cts, (tuple, list)) or len(cts) != len(diff):
@@ -416,12 +422,31 @@ class _VjpRules:
         return f"fwd_bwd({self.name})"
 
 
+@dataclasses.dataclass
+class CustomVJPPrimal:
+    """Primal to a ``custom_vjp``'s forward rule when ``symbolic_zeros`` is set: the value
+    and whether it has a (nonzero) tangent."""
+    value: object
+    perturbed: bool
+
+
+def custom_vjp_primal_tree_values(tree):
+    """Strip the perturbation information from forward-rule arguments (CustomVJPPrimal
+    leaves) given with ``symbolic_zeros``, leaving their values."""
+    def value(leaf):
+        if type(leaf) is not CustomVJPPrimal:
+            raise TypeError(f"unexpected leaf type {type(leaf)}")
+        return leaf.value
+    return tree_map(value, tree)
+
+
 def _custom_vjp_at_jvp_trace(trace, flat_fun, flat_fwd, flat_bwd, args, name):
     primals, tangents = zip(*(trace.primal_tangent(a) for a in args)) if args else ((), ())
     with core.set_current_trace(trace.parent):
         if all(type(t) is ad.Zero for t in tangents):
             return bind_custom_vjp(flat_fun, flat_fwd, flat_bwd, list(primals), name)
-        out_p, res, res_tree = flat_fwd(*primals)
+        out_p, res, res_tree = flat_fwd(*primals,
+                                        perturbed=[type(t) is not ad.Zero for t in tangents])
         out_avals = [ad.tangent_aval(core.get_aval(o)) for o in out_p]
         lin_tangents = [ad.instantiate(t) for t in tangents]
         out_t = custom_lin_p.bind(*res, *lin_tangents, num_res=len(res),
@@ -445,15 +470,12 @@ def _custom_vjp_at_batch_trace(trace, flat_fun, flat_fwd, flat_bwd, args, name):
     fun_b = _batched_fn(trace, flat_fun)
     res_tree_box = []
 
-    def fwd_lists(*xs):
-        out, res, res_tree = flat_fwd(*xs)
-        res_tree_box.append((len(out), res_tree))
-        return list(out) + list(res)
-
-    fwd_b_lists = _batched_fn(trace, fwd_lists)
-
-    def fwd_b(*xs):
-        outs = fwd_b_lists(*xs)
+    def fwd_b(*xs, perturbed=None):
+        def fwd_lists(*xs):
+            out, res, res_tree = flat_fwd(*xs, perturbed=perturbed)
+            res_tree_box.append((len(out), res_tree))
+            return list(out) + list(res)
+        outs = _batched_fn(trace, fwd_lists)(*xs)
         n_out, res_tree = res_tree_box[-1]
         return outs[:n_out], outs[n_out:], res_tree
 
@@ -477,7 +499,7 @@ def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, rules, num_consts):
         raise NotImplementedError("differentiating a custom_vjp function with respect to values "
                                   "it closes over is not supported; pass them as arguments")
     args, arg_tangents = primals[num_consts:], tangents[num_consts:]
-    out_p, res, res_tree = rules.fwd(*args)
+    out_p, res, res_tree = rules.fwd(*args, perturbed=[type(t) is not ad.Zero for t in arg_tangents])
     out_avals = [ad.tangent_aval(core.get_aval(o)) for o in out_p]
     out_t = custom_lin_p.bind(*res, *[ad.instantiate(t) for t in arg_tangents], num_res=len(res),
                               bwd=_BwdFn(rules.bwd, res_tree, rules.name), out_avals=tuple(out_avals))
@@ -503,7 +525,7 @@ def _custom_lin_impl(*args, num_res, bwd, out_avals):
 
 def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals):
     res = args[:num_res]
-    cts = [ad.instantiate(ct) for ct in cts]
+    cts = list(cts)  # symbolic zeros stay so: bwd instantiates them unless symbolic_zeros
     cts_in = bwd(list(res), cts)
     return [None] * num_res + list(cts_in)
 
