@@ -639,3 +639,27 @@ def test_custom_vjp_symbolic_zeros(jit):
     close(logs[0][0], logs[1][0])
     assert logs[0][1] == logs[1][1]
     assert ("h", [False, True]) in logs[0][1]
+
+
+def test_compositions_of_transposes_and_custom_gradients():
+    A = np.arange(6.).reshape(2, 3).astype(np.float32)
+    outs = []
+    for mod, np_ in ((fluxion, jnp), (jax, jjnp)):
+        t = mod.linear_transpose(lambda x: np_.sin(A) @ x, np.ones(3, np.float32))
+
+        @mod.jit
+        def inside(a, c):
+            return mod.linear_transpose(lambda x: a @ x, np.ones(3, np.float32))(c)[0]
+
+        @mod.custom_gradient
+        def f(x):
+            return np_.sin(x), lambda g: (g * np_.cos(x) * 2,)
+        outs.append((mod.grad(lambda c: np_.sum(t(c)[0] ** 2))(np.ones(2, np.float32)),
+                     inside(A, np.ones(2, np.float32)),
+                     mod.vmap(inside, in_axes=(0, None))(np.stack([A, 2 * A]), np.ones(2)),
+                     mod.grad(lambda a: np_.sum(inside(a, np.ones(2, np.float32))))(A),
+                     mod.grad(mod.grad(f))(1.0),
+                     mod.jit(mod.vmap(mod.grad(mod.grad(f))))(np.arange(3.))))
+        with pytest.raises(TypeError, match="forward-mode autodiff"):
+            mod.jacfwd(f)(1.0)
+    close(outs[0], outs[1])

@@ -540,3 +540,11 @@ def _custom_lin_jvp(primals, tangents, **params):
 
 
 ad.primitive_jvps[custom_lin_p] = _custom_lin_jvp
+
+
+def _custom_lin_batch(args, dims, **params):
+    # Reached only when the linear part is evaluated with batched tangents (jacfwd, vmap of jvp)
+    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+
+
+batching.primitive_batchers[custom_lin_p] = _custom_lin_batch
