@@ -384,7 +384,8 @@ def test_sequential_vmap_equals_a_python_loop(jit):
         loop = [np.asarray(ms[i] if axes[0] == 0 else ms[0]) @ (vs[i] if axes[1] == 0 else vs[0])
                 for i in range(3)]
         np.testing.assert_allclose(np.asarray(got), np.stack(loop), rtol=1e-5)
-        jgot = jax.vmap(jax.custom_batching.sequential_vmap(lambda m, v: m @ v), in_axes=axes)(*args)
+        js = jax.custom_batching.sequential_vmap(lambda m, v: m @ v)
+        jgot = jax.vmap(js, in_axes=axes)(*args)
         close(got, jgot)
 
 
@@ -595,7 +596,8 @@ def test_linear_call_under_vmap_equals_a_loop():
 def test_linear_call_transpose_structure_error():
     for mod in (fluxion, jax):
         lc = mod.custom_derivatives.linear_call
-        f = lambda x: lc(lambda r, x: r @ x, lambda r, ct: (ct, ct), np.ones((2, 3), np.float32), x)  # noqa: E731,E501
+        A = np.ones((2, 3), np.float32)
+        f = lambda x: lc(lambda r, x: r @ x, lambda r, ct: (ct, ct), A, x)  # noqa: E731
         with pytest.raises(TypeError, match="transpose output pytree structure"):
             mod.linear_transpose(f, np.ones(3, np.float32))(np.ones(2, np.float32))
 

@@ -96,7 +96,8 @@ class _FlatRule:
     closed over; they must not be batched."""
 
     def __init__(self, rule, in_tree, out_tree, num_consts):
-        self.rule, self.in_tree, self.out_tree, self.num_consts = rule, in_tree, out_tree, num_consts
+        self.rule, self.in_tree, self.out_tree = rule, in_tree, out_tree
+        self.num_consts = num_consts
 
     def __call__(self, axis_size, in_batched, args):
         n = self.num_consts

@@ -499,7 +499,8 @@ def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, rules, num_consts):
         raise NotImplementedError("differentiating a custom_vjp function with respect to values "
                                   "it closes over is not supported; pass them as arguments")
     args, arg_tangents = primals[num_consts:], tangents[num_consts:]
-    out_p, res, res_tree = rules.fwd(*args, perturbed=[type(t) is not ad.Zero for t in arg_tangents])
+    perturbed = [type(t) is not ad.Zero for t in arg_tangents]
+    out_p, res, res_tree = rules.fwd(*args, perturbed=perturbed)
     out_avals = [ad.tangent_aval(core.get_aval(o)) for o in out_p]
     out_t = custom_lin_p.bind(*res, *[ad.instantiate(t) for t in arg_tangents], num_res=len(res),
                               bwd=_BwdFn(rules.bwd, res_tree, rules.name), out_avals=tuple(out_avals))
