@@ -68,6 +68,8 @@ class custom_vmap:
         if not self.vmap_rule:
             raise AttributeError(f"No batching rule defined for custom_vmap function {name} "
                                  "using def_vmap.")
+        if core.current_trace() is core.eval_trace:  # nothing to batch: run it as it is
+            return self.fun(*args)
         leaves, in_tree = tree_flatten(args)
         box = []
 
