@@ -112,10 +112,32 @@ def eager_compiled(static_argnames=()):
             for fast_cache in fast_by_x64:
                 fast_cache.clear()
 
+        if len(params) == 1 and params[0].kind is params[0].POSITIONAL_ONLY:
+            wrapper = _one_array_fast_path(wrapper, fast_by_x64, trace_state, eval_trace)
         wrapper.eager_cache = cache
         wrapper.clear_cache = clear_cache
         return wrapper
     return decorate
+
+
+def _one_array_fast_path(general, fast_by_x64, trace_state, eval_trace):
+    """A front for functions of one argument (the unary ufuncs): a lone Array whose
+    executable is cached goes straight to it, without building the general call's
+    argument tuple and keyword dict; anything else takes the general wrapper."""
+
+    @functools.wraps(general.__wrapped__)
+    def one_array(x, /, *args, **kwargs):
+        if (type(x) is Array and not args and not kwargs and trace_state.trace is eval_trace
+                and not config.disable_jit):
+            call = fast_by_x64[config.enable_x64].get(x.aval)
+            if call is not None:
+                try:
+                    return call((x,))
+                except Exception as e:
+                    strip_internal_frames(e)
+                    raise
+        return general(x, *args, **kwargs)
+    return one_array
 
 
 class _MixedKey(tuple):
