@@ -215,3 +215,42 @@ def test_pad_weak_type_callable_mode_and_gradient():
         np.testing.assert_allclose(np.asarray(fluxion.grad(lambda a: loss(fnp, a))(x)),
                                    np.asarray(jax.grad(lambda a: loss(jnp, a))(x)), rtol=1e-5,
                                    err_msg=mode)
+
+
+@pytest.mark.parametrize("repeats, total, axis", [
+    ([1, 2, 0], 4, None), ([1, 2, 0], 2, None), ([0, 2, 1], 5, None), ([2, 0, 0], 4, None),
+    ([1, 1, 1], 3, None), (2, 5, None), ([2, 0, 3], 5, 1), ([2, 0, 3, 0, 0, 1], 5, None),
+    ([3, 1], 0, 0)])
+def test_repeat_total_length_with_concrete_and_traced_counts(repeats, total, axis):
+    """A result longer than the counts' sum is filled with the last element along the axis,
+    shorter is truncated, as JAX; traced counts need total_repeat_length."""
+    import jax
+    import jax.numpy as jnp
+    flat = axis is None and np.size(repeats) != 6
+    a = np.array([10, 20, 30]) if flat else np.arange(6).reshape(2, 3) * 10
+    r = np.asarray(repeats)
+    want = jnp.repeat(a, r, axis=axis, total_repeat_length=total)
+    for got in (fnp.repeat(a, r, axis=axis, total_repeat_length=total),
+                fluxion.jit(lambda x, c: fnp.repeat(x, c, axis=axis,
+                                                    total_repeat_length=total))(a, r)):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    x = a.astype(np.float32)
+    def loss(m, v, c):
+        return (m.repeat(v, c, axis=axis, total_repeat_length=total) ** 2).sum()
+    np.testing.assert_allclose(
+        np.asarray(fluxion.jit(fluxion.grad(lambda v, c: loss(fnp, v, c)))(x, r)),
+        np.asarray(jax.jit(jax.grad(lambda v, c: loss(jnp, v, c)))(x, r)))
+
+
+def test_repeat_traced_counts_under_vmap_and_errors():
+    import jax.numpy as jnp
+    a = np.array([1.0, 2.0, 3.0], np.float32)
+    counts = np.array([[1, 2, 0], [0, 0, 3], [3, 0, 0]], np.int32)
+    got = fluxion.vmap(lambda c: fnp.repeat(a, c, total_repeat_length=3))(counts)
+    for row, c in zip(np.asarray(got), counts):
+        np.testing.assert_array_equal(row, np.asarray(jnp.repeat(a, c, total_repeat_length=3)))
+    with pytest.raises(Exception, match="total_repeat_length"):
+        fluxion.jit(lambda c: fnp.repeat(a, c))(counts[0])
+    with pytest.raises(ValueError, match="shape"):
+        fluxion.jit(lambda c: fnp.repeat(a, c, total_repeat_length=3))(counts[0, :2])

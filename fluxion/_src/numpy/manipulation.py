@@ -16,7 +16,7 @@ from fluxion._src.lax import sorting
 from fluxion._src.lax import structural as ls
 from fluxion._src.numpy import ufuncs, util
 from fluxion._src.numpy.eager import eager_compiled
-from fluxion._src.numpy.creation import asarray, user_dtype
+from fluxion._src.numpy.creation import asarray, user_dtype, zeros
 
 
 def _aval(x):
@@ -405,40 +405,73 @@ def tile(A, reps):
 def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | None = None):
     """Repeat each element `repeats` times along `axis` (of the flattened array if None).
 
-    `repeats` is an int, or one int per element along `axis`; it must be concrete.
+    Parameters
+    ----------
+    a : array_like
+    repeats : int or array_like of ints
+        One count for every element, or one per element along `axis`. It may be traced
+        when `total_repeat_length` is given.
+    axis : int, optional
+    total_repeat_length : int, optional
+        The length of the result along `axis`: a shorter result is truncated, a longer one
+        filled with the last element of `a` along `axis` (as JAX does).
     """
     a = util.ensure_arraylike("repeat", a)
     if axis is None:
         a, axis = ravel(a), 0
     axis = util.canonicalize_axis(axis, _ndim(a))
+    n = _shape(a)[axis]
+    if total_repeat_length is not None:
+        total_repeat_length = core.concrete_or_error(
+            total_repeat_length, "The total_repeat_length argument of jnp.repeat")
+        if not core.is_concrete(repeats):
+            return _repeat_traced(a, repeats, axis, n, int(total_repeat_length))
     repeats = np.asarray(core.concrete_or_error(
         repeats, "The repeats argument of jnp.repeat must be concrete (or pass "
                  "total_repeat_length)"))
     if np.any(repeats < 0):
         raise ValueError(f"repeats may not contain negative values, got {repeats}")
-    n = _shape(a)[axis]
-    if repeats.ndim == 0:
+    if repeats.ndim == 0 and total_repeat_length is None:
         count = int(repeats)
         dims = _shape(a)
         expanded = dims[:axis + 1] + (count,) + dims[axis + 1:]
         out = lax.broadcast_in_dim(a, expanded, tuple(i for i in range(len(expanded))
                                                       if i != axis + 1))
-        out = lax.reshape(out, dims[:axis] + (n * count,) + dims[axis + 1:])
-    else:
-        if repeats.shape != (n,):
-            raise ValueError(f"repeats has shape {repeats.shape}, but the axis has length {n}")
-        out = _take_static(a, np.repeat(np.arange(n), repeats), axis)
-    if total_repeat_length is not None:
-        return _fit_length(out, axis, total_repeat_length)
-    return out
+        return lax.reshape(out, dims[:axis] + (n * count,) + dims[axis + 1:])
+    if repeats.ndim and repeats.shape != (n,):
+        raise ValueError(f"repeats has shape {repeats.shape}, but the axis has length {n}")
+    repeats = np.broadcast_to(repeats, (n,))
+    if total_repeat_length is None:
+        return _take_static(a, np.repeat(np.arange(n), repeats), axis)
+    return _take_static(a, _repeat_sources(repeats, int(total_repeat_length)), axis)
 
 
-def _fit_length(x, axis, length):
-    """Truncate x along axis, or extend it by repeating its last element."""
-    n = _shape(x)[axis]
-    if length <= n:
-        return ls.slice_in_dim(x, 0, length, 1, axis)
-    return _take_static(x, np.concatenate([np.arange(n), np.full(length - n, n - 1)]), axis)
+def _repeat_sources(repeats: np.ndarray, total: int) -> np.ndarray:
+    """For each of `total` output positions, the element it repeats: element i starts at
+    the sum of the counts before it; positions past the last start keep the last element."""
+    starts = np.cumsum(repeats)[:-1]
+    marks = np.zeros(total, np.int64)
+    np.add.at(marks, starts[starts < total], 1)
+    return np.cumsum(marks)
+
+
+def _repeat_traced(a, repeats, axis, n, total):
+    """`_repeat_sources` computed on device, for counts known only at run time."""
+    from fluxion._src.numpy import indexing, reductions
+    counts = util.ensure_arraylike("repeat", repeats)
+    if not dtypes.is_integer(_aval(counts).dtype):
+        raise TypeError(f"repeats must be integers, got {_aval(counts).dtype}")
+    if _ndim(counts) > 1 or (_ndim(counts) == 1 and _shape(counts)[0] != n):
+        raise ValueError(f"repeats has shape {_shape(counts)}, but the axis has length {n}")
+    if total == 0:
+        return ls.slice_in_dim(a, 0, 0, 1, axis)
+    if n == 0:
+        raise ValueError(f"jnp.repeat: total_repeat_length={total} positions cannot be filled "
+                         "from an empty axis")
+    counts = lax.broadcast_in_dim(counts, (n,), () if _ndim(counts) == 0 else (0,))
+    starts = ls.slice_in_dim(reductions.cumsum(counts), 0, n - 1, 1, 0)
+    marks = zeros(total, np.int32).at[starts].add(1, mode="drop")
+    return indexing.take(a, reductions.cumsum(marks), axis=axis)
 
 
 def flip(m, axis=None):
