@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fluxion._src import core, dtypes, placement, profiling
+from fluxion._src import config_flags, core, dtypes, placement, profiling
 from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.array import Array, scalar_array
 from fluxion._src.compiler import backend, lowering
@@ -371,7 +371,7 @@ def apply_primitive(prim: core.Primitive, args: Sequence, params: dict):
     # Params come in the order the primitive's wrapper passes them, so no sorting is needed.
     param_key = tuple(params.items()) if params else ()
     try:
-        key = (prim, param_key, config.enable_x64, *map(_aval_of, args))
+        key = (prim, param_key, config.trace_key, *map(_aval_of, args))
         call = _primitive_cache.get(key)
     except (AttributeError, TypeError):  # not all Arrays, or an unhashable param
         call = None
@@ -389,6 +389,8 @@ def _compile_uncached(prim, key, params):
     """Compile for a key that missed the cache. Primitives with jaxpr params (control flow)
     are cached by the jaxprs' structure, not identity: eager code traces a fresh body on each
     call, and equal bodies must share one executable (and not pile up in the cache)."""
+    if config.no_execution:  # part of the key, so cached calls miss and come here
+        config_flags.check_execution_allowed(f"jit({prim.name})")
     structural = core.structural_params_key(params)
     if structural is not None:
         key = (prim, structural, *key[2:])
@@ -406,6 +408,7 @@ sharded_apply_primitive = None
 
 def _apply_primitive_general(prim, args, params, param_key):
     """apply_primitive for NumPy values and Python scalars among the arguments."""
+    config_flags.check_execution_allowed(f"jit({prim.name})")
     if sharded_apply_primitive is not None:
         out = sharded_apply_primitive(prim, args, params)
         if out is not NotImplemented:
@@ -415,7 +418,7 @@ def _apply_primitive_general(prim, args, params, param_key):
         return discharge_hooks[2](prim, args, params)  # Refs among the arguments
     try:
         structural = core.structural_params_key(params)  # see _compile_uncached
-        key = (prim, param_key if structural is None else structural, config.enable_x64, avals)
+        key = (prim, param_key if structural is None else structural, config.trace_key, avals)
         compiled = _primitive_cache.get(key)
     except TypeError:  # an unhashable param: compile without caching
         key, compiled = None, None
@@ -455,7 +458,8 @@ _jaxpr_cache: dict = BoundedDict(1024)
 
 
 def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars=None, device=None, **_):
-    key = (id(jaxpr), config.enable_x64)
+    config_flags.check_execution_allowed(f"jit({name})")
+    key = (id(jaxpr), config.trace_key)
     entry = _jaxpr_cache.get(key)
     if entry is None or entry[0] is not jaxpr:
         with compile_lock:
