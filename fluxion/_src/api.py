@@ -915,6 +915,10 @@ def device_put(x, device=None, *, donate=False, may_alias=None):
             aval = core.get_aval(leaf)
             return make_array(np.asarray(leaf, dtype=aval.dtype), weak_type=aval.weak_type)
         if type(leaf) is Array:
+            if hasattr(device, "platform") and leaf.device != device:
+                with transfer_guard.explicit():
+                    transfer_guard.check("device_to_device", f"aval={leaf.aval!r}, dst_sharding="
+                                         f"SingleDeviceSharding(device={device!r})")
             return placement.commit(leaf, device)
         aval = core.get_aval(leaf)
         return make_array(np.asarray(leaf, dtype=aval.dtype), weak_type=aval.weak_type,
