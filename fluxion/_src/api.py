@@ -282,6 +282,8 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
     start = time.perf_counter()
     with profiling.phase("trace", name=name), source_info.extend_name_stack(f"{origin}({name})"):
         closed = staging.trace_to_jaxpr(flat_fun, in_avals, origin=f"{origin} of {name}")
+    if config.enable_checks:  # `jax.enable_checks`: type-check what tracing produced
+        core.check_jaxpr(closed.jaxpr)
     if config.log_compiles:
         logger.warning("Finished tracing + transforming %s for %s in %.3f sec", name, origin,
                        time.perf_counter() - start)
