@@ -16,7 +16,7 @@ import numpy as np
 import optree
 
 from fluxion._src import cache_misses, nan_checks, profiling, source_info, transfer_guard
-from fluxion._src import config_flags, core, dtypes, placement, staging, tree_util
+from fluxion._src import config_flags, core, dtypes, monitoring, placement, staging, tree_util
 from fluxion._src.array import Array, make_array, unshared
 from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.compiler import backend
@@ -282,6 +282,7 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
     start = time.perf_counter()
     with profiling.phase("trace", name=name), source_info.extend_name_stack(f"{origin}({name})"):
         closed = staging.trace_to_jaxpr(flat_fun, in_avals, origin=f"{origin} of {name}")
+    monitoring.record_phase(monitoring.JAXPR_TRACE_EVENT, start, name)
     if config.enable_checks:  # `jax.enable_checks`: type-check what tracing produced
         core.check_jaxpr(closed.jaxpr)
     if config.log_compiles:

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fluxion._src import config_flags, core, dtypes, placement, profiling
+from fluxion._src import config_flags, core, dtypes, monitoring, placement, profiling
 from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.array import Array, scalar_array
 from fluxion._src.compiler import backend, lowering
@@ -317,12 +317,14 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
         platform = None if device is None else backend.backend_of(device).platform
         with profiling.phase("lower", name=name):
             text = lower_closed_jaxpr(closed, name, platform, donated_invars=donated_invars)
+        monitoring.record_phase(monitoring.JAXPR_TO_MLIR_MODULE_EVENT, start, name)
     elif device is not None and backend.backend_of(device) is not backend.get_backend():
         device = None  # text lowered for the default backend's platform
     if config.log_compiles:
         logger.warning("Finished jaxpr to StableHLO lowering of %s in %.3f sec", name,
                        time.perf_counter() - start)
     out_avals = closed.out_avals
+    compile_start = time.perf_counter()
     with profiling.phase("compile", name=name):
         if compiler == "iree":
             from fluxion._src.compiler import iree_backend
@@ -330,6 +332,7 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
             exe = iree_backend.compile_module(text, arg_avals, out_avals, name=name)
         else:
             exe = backend.compile_module(text, out_avals, device=device, name=name)
+    monitoring.record_phase(monitoring.BACKEND_COMPILE_EVENT, compile_start, name)
     const_bufs = [_constant_buffer(c, v.aval, exe.device)
                   for c, v in zip(closed.consts, closed.jaxpr.constvars)]
     compiled = CompiledFunction(exe, const_bufs, closed.in_avals, out_avals)
