@@ -69,3 +69,6 @@ from fluxion._src.config_flags import (  # noqa: E402,F401
     threefry_partitionable, debug_key_reuse, enable_custom_prng, default_prng_impl,
     legacy_prng_key, allow_f16_reductions, array_garbage_collection_guard, auto_pcast,
     remove_size_one_mesh_axis_from_type, jax2tf_associative_scan_reductions)
+# ---- runtime names and small modules of JAX's top level
+from fluxion._src.runtime_names import Device, Shard, copy_to_host_async  # noqa: E402,F401
+from fluxion import dlpack, monitoring, stages, typing, version, lib  # noqa: E402,F401

@@ -147,8 +147,46 @@ def is_weakly_typed(x) -> bool:
     return bool(getattr(x, "weak_type", False))
 
 
+class extended(np.generic):
+    """Scalar category of extended dtypes (PRNG key dtypes): only for `issubdtype`."""
+
+
+class prng_key(extended):
+    """Scalar category of PRNG key dtypes: `issubdtype(key.dtype, prng_key)` holds."""
+
+
+def _is_extended(x) -> bool:
+    """Whether `x` is an extended dtype (a PRNG key dtype) or one of their categories."""
+    return (isinstance(x, type) and issubclass(x, extended)) or hasattr(x, "_impl_name")
+
+
+def _extended_issubdtype(a, b) -> bool:
+    if hasattr(a, "_impl_name"):  # a key dtype: in the categories prng_key and extended
+        return a == b or (isinstance(b, type) and b in (prng_key, extended, np.generic))
+    if isinstance(a, type) and issubclass(a, extended):
+        return isinstance(b, type) and issubclass(a, b)
+    return False
+
+
+def itemsize_bits(dtype) -> int:
+    """The number of bits of one element of `dtype` (4 for int4; 8 for bool)."""
+    if dtype is None:
+        raise ValueError("dtype cannot be None.")
+    if np.dtype(dtype) == bool_:
+        return 8  # the physical layout of booleans
+    if issubdtype(dtype, np.integer):
+        return iinfo(dtype).bits
+    if issubdtype(dtype, np.floating):
+        return finfo(dtype).bits
+    if issubdtype(dtype, np.complexfloating):
+        return 2 * finfo(dtype).bits
+    raise ValueError(f"unexpected input: {dtype=}")
+
+
 def issubdtype(a, b) -> bool:
     """NumPy's issubdtype, extended so that bfloat16 is a floating type."""
+    if _is_extended(a) or _is_extended(b):
+        return _extended_issubdtype(a, b)
     a = a if isinstance(a, np.dtype) or (isinstance(a, type) and issubclass(a, np.generic)) else np.dtype(a)
     narrow = np.dtype(a) if not isinstance(a, np.dtype) and a in _NARROW_TYPES else a
     if isinstance(narrow, np.dtype) and narrow in _NARROW_KINDS:
