@@ -2,7 +2,7 @@
 
 Outside any transformation, a function decorated with `@eager_compiled(...)` does not run its
 primitives one by one (one executable each): the first call with a given signature (argument
-types, static argument values, x64) traces the whole function and compiles it once; later calls
+types, static argument values, `config.trace_key`) traces the whole function and compiles it once; later calls
 look the signature up and run that executable. Under a transformation (jit, grad, vmap, ...)
 the function runs as written, so jaxprs stay flat.
 

@@ -398,7 +398,7 @@ def fold_in(key, data):
 
 
 def clone(key):
-    """A copy of `key` (fluxion does not track key reuse, so this is the identity)."""
+    """A copy of `key`, not yet consumed (for `jax.debug_key_reuse`)."""
     if isinstance(key, PRNGKeyArray):
         return key.copy()
     return key
