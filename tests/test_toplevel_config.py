@@ -612,3 +612,19 @@ def test_abstract_device(lib):
     d = mod.sharding.AbstractDevice(device_kind="cpu", num_cores=None, platform="cpu")
     assert repr(d) == "AbstractDevice(device_kind=cpu, num_cores=None, platform=cpu)"
     assert d == mod.sharding.AbstractDevice("cpu", None, "cpu")
+
+
+def test_explain_cache_misses_names_the_changed_flag(caplog):
+    f = fluxion.jit(lambda a: a + 1)
+    x = jnp.ones(3)
+    f(x)
+    with fluxion.explain_cache_misses(True), caplog.at_level(logging.WARNING, logger="fluxion"):
+        with fluxion.numpy_rank_promotion("raise"):
+            f(x)
+        with fluxion.enable_x64(True), fluxion.default_matmul_precision("highest"):
+            f(x)
+    msgs = [r.getMessage() for r in caplog.records if "TRACING CACHE MISS" in r.getMessage()]
+    assert len(msgs) == 2, msgs
+    assert "numpy_rank_promotion changed from allow to raise" in msgs[0]
+    assert "enable_x64 changed from False to True" in msgs[1]
+    assert "default_matmul_precision changed from None to highest" in msgs[1]
