@@ -215,8 +215,9 @@ def test_no_execution_raises_like_jax():
         x = np_.ones(3)
         f = mod.jit(lambda a: a * 2)
         f(x)  # cached before the flag is set: must not run either
+        np_.sin(x)
         with mod.no_execution(True):
-            for fn in (lambda: x + 1, lambda: f(x)):
+            for fn in (lambda: x + 1, lambda: f(x), lambda: np_.sin(x)):
                 err = _raised(fn)
                 assert err is not None and err[0] == "RuntimeError", err
                 assert "but the no_execution config option is set" in err[1]
