@@ -4,6 +4,8 @@ from __future__ import annotations
 import inspect
 import logging
 
+from fluxion._src.config import config
+
 logger = logging.getLogger("fluxion")
 
 
@@ -41,6 +43,15 @@ def _arg_names(fun, in_tree, n: int) -> list[str]:
         return [f"argument {i}" for i in range(n)]
 
 
+def _flag_changes(old, new) -> list:
+    """Lines naming the configuration flags that differ between two `config.trace_key`s."""
+    names = ("enable_x64", *config._trace_flags)
+    defaults = tuple(config._defaults[n] for n in names[1:])
+    old = old if type(old) is tuple else (old, *defaults)
+    new = new if type(new) is tuple else (new, *defaults)
+    return [f"  {n} changed from {a} to {b}" for n, a, b in zip(names, old, new) if a != b]
+
+
 def _describe(aval) -> str:
     return aval.str_short() + ("{weak_type=True}" if aval.weak_type else "")
 
@@ -58,7 +69,7 @@ def explanation(fun, cache: dict, key) -> str:
         o_tree, o_pos, o_kw, o_avals, o_x64 = old
         diffs = []
         if o_x64 != x64:
-            diffs.append(f"  enable_x64 changed from {o_x64} to {x64}")
+            diffs.extend(_flag_changes(o_x64, x64))
         if o_pos != static_pos or o_kw != static_kw:
             diffs.append(f"  static arguments changed from {dict(o_pos) or dict(o_kw)} to "
                          f"{dict(static_pos) or dict(static_kw)}")

@@ -46,7 +46,34 @@ class Config:
         "default_backend": None,
         # where uncommitted computations run (issue 12): None, a Device, or a platform name
         "default_device": None,
+        # numpy semantics, matmul precision, PRNG behaviour and runtime guards (config_flags.py)
+        "numpy_dtype_promotion": "standard",
+        "default_matmul_precision": None,
+        "enable_checks": False,
+        "no_tracing": False,
+        "no_execution": False,
+        "thread_guard": False,
+        "transfer_guard_device_to_device": None,
+        "threefry_partitionable": True,
+        "debug_key_reuse": False,
+        "enable_custom_prng": False,
+        "default_prng_impl": "threefry2x32",
+        "legacy_prng_key": "allow",
+        "allow_f16_reductions": True,
+        "array_garbage_collection_guard": None,
+        "auto_pcast": True,
+        "remove_size_one_mesh_axis_from_type": False,
+        "jax2tf_associative_scan_reductions": False,
     }
+
+    # Flags besides enable_x64 that change what tracing produces, or (no_execution) whether a
+    # cached program may run: they are part of every cache key through `trace_key`.
+    _trace_flags = ("numpy_rank_promotion", "numpy_dtype_promotion", "default_matmul_precision",
+                    "no_execution", "allow_f16_reductions", "legacy_prng_key",
+                    "default_prng_impl", "threefry_partitionable", "enable_custom_prng",
+                    "debug_key_reuse")
+    # name -> function checking and canonicalizing a new value (set by config_flags.py)
+    _validators: dict = {}
 
     def __init__(self):
         for name, default in self._defaults.items():
@@ -56,6 +83,16 @@ class Config:
                 value = os.environ.get(f"FLUXION_{name.upper()}", os.environ.get(f"JAX_{name.upper()}", default))
             object.__setattr__(self, name, value)
         self._listeners = []
+        self._refresh_trace_key()
+
+    def _refresh_trace_key(self) -> None:
+        """`trace_key`: enable_x64 alone while the other trace flags have their defaults (so
+        the keys of ordinary programs stay as small as before), else all of them."""
+        others = tuple(getattr(self, n) for n in self._trace_flags)
+        if others == tuple(self._defaults[n] for n in self._trace_flags):
+            object.__setattr__(self, "trace_key", self.enable_x64)
+        else:
+            object.__setattr__(self, "trace_key", (self.enable_x64, *others))
 
     def _canonical_name(self, name: str) -> str:
         if name.startswith("jax_"):
@@ -69,7 +106,12 @@ class Config:
         name = self._canonical_name(name)
         if name == "default_device":
             _check_default_device(value)
+        validate = self._validators.get(name)
+        if validate is not None:
+            value = validate(value)
         object.__setattr__(self, name, value)
+        if name == "enable_x64" or name in self._trace_flags:
+            self._refresh_trace_key()
         for listener in self._listeners:
             listener(name, value)
 
@@ -90,7 +132,7 @@ class Config:
 
     def signature(self) -> tuple:
         """The flags that change what a traced program means; part of every jit cache key."""
-        return (self.enable_x64,)
+        return self.trace_key if type(self.trace_key) is tuple else (self.trace_key,)
 
     @contextlib.contextmanager
     def _override(self, name, value):
