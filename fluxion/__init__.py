@@ -62,6 +62,16 @@ from fluxion._src.sharding_impls import NamedSharding  # noqa: E402,F401
 from fluxion._src.sharded_jit import reshard  # noqa: E402,F401
 from fluxion._src.state.api import Ref, new_ref, empty_ref, free_ref, freeze  # noqa: E402,F401
 from fluxion import ref  # noqa: E402,F401
+# ---- configuration flags as JAX's top-level context managers (fluxion/_src/config_flags.py)
+from fluxion._src.config_flags import (  # noqa: E402,F401
+    numpy_rank_promotion, numpy_dtype_promotion, default_matmul_precision, enable_checks,
+    no_tracing, no_execution, thread_guard, transfer_guard_device_to_device,
+    threefry_partitionable, debug_key_reuse, enable_custom_prng, default_prng_impl,
+    legacy_prng_key, allow_f16_reductions, array_garbage_collection_guard, auto_pcast,
+    remove_size_one_mesh_axis_from_type, jax2tf_associative_scan_reductions)
+# ---- runtime names and small modules of JAX's top level
+from fluxion._src.runtime_names import Device, Shard, copy_to_host_async  # noqa: E402,F401
+from fluxion import dlpack, monitoring, stages, typing, version, lib  # noqa: E402,F401
 # ---- top-level transformations (fluxion/_src/linear_transpose.py, custom_batching.py, ...)
 from fluxion._src.linear_transpose import linear_transpose  # noqa: E402,F401
 from fluxion._src.custom_gradient import custom_gradient  # noqa: E402,F401

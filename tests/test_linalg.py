@@ -381,3 +381,23 @@ def test_tridiagonal_solve(x64_both):
     check_grads(fl.tridiagonal_solve, (dl[0], d[0], du[0], b[0]), 1)
     np.testing.assert_allclose(fluxion.vmap(fl.tridiagonal_solve)(dl, d, du, b),
                                fl.tridiagonal_solve(dl, d, du, b), rtol=1e-12)
+
+
+def test_matrix_rank_thresholds_and_hermitian_against_jax():
+    """JAX compares singular values with `rtol` itself (not rtol * max(s) as NumPy does);
+    `tol` is its other name; `hermitian` ranks from eigenvalue magnitudes."""
+    import jax.numpy as jnp
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((2, 4, 5)).astype(np.float32)
+    h = a[:, :4, :4] + a[:, :4, :4].transpose(0, 2, 1)
+    h[0, 3], h[0, :, 3] = h[0, 2], h[0, :, 2]  # rank 3
+    for args, kwargs in [((a,), {}), ((a, 0.5), {}), ((a,), dict(tol=np.array([0.5, 1.0]))),
+                         ((h,), dict(hermitian=True)), ((h, 0.3), dict(hermitian=True)),
+                         ((np.zeros((3, 3), np.float32),), {}), ((a[0, 0],), {})]:
+        got = fnp.linalg.matrix_rank(*args, **kwargs)
+        want = jnp.linalg.matrix_rank(*args, **kwargs)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    np.testing.assert_array_equal(np.asarray(fnp.linalg.matrix_rank(h, hermitian=True)), [3, 4])
+    with pytest.raises(ValueError, match="only one of tol or rtol"):
+        fnp.linalg.matrix_rank(a, 0.1, tol=0.1)

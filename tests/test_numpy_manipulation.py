@@ -56,6 +56,14 @@ CASES = {
     "pad_reflect_odd": lambda m, x: m.pad(x[0], ((2, 1), (3, 2)), mode="reflect", reflect_type="odd"),
     "pad_symmetric_odd": lambda m, x: m.pad(x[0], 2, mode="symmetric", reflect_type="odd"),
     "pad_empty_axis": lambda m, x: m.pad(x[:, :0], 1),
+    "pad_reflect_odd_long": lambda m, x: m.pad(x[0], ((7, 5), (4, 9)), mode="reflect", reflect_type="odd"),
+    "pad_symmetric_odd_long": lambda m, x: m.pad(x[0], ((5, 7), (9, 4)), mode="symmetric", reflect_type="odd"),
+    "pad_linear_ramp": lambda m, x: m.pad(x[0], ((2, 3), (1, 4)), mode="linear_ramp", end_values=((1, -2), (3, 0.5))),
+    "pad_linear_ramp_default": lambda m, x: m.pad(x, 2, mode="linear_ramp"),
+    "pad_maximum": lambda m, x: m.pad(x, ((1, 2), (0, 1), (3, 0)), mode="maximum"),
+    "pad_minimum_stat": lambda m, x: m.pad(x[0], 3, mode="minimum", stat_length=((1, 2), (2, 9))),
+    "pad_mean_stat": lambda m, x: m.pad(x[0], (2, 1), mode="mean", stat_length=2),
+    "pad_median": lambda m, x: m.pad(x, 1, mode="median"),
     "sort": lambda m, x: m.sort(m.sin(x), axis=1),
     "sort_flat": lambda m, x: m.sort(m.cos(x), axis=None),
     "argsort": lambda m, x: m.argsort(m.floor(x / 5) % 3, axis=-1),
@@ -144,7 +152,9 @@ def test_shape_queries_astype_copy():
     (lambda x: fnp.split(x, 5, axis=2), ValueError),
     (lambda x: fnp.broadcast_to(x, (3, 4)), ValueError),
     (lambda x: fnp.pad(x, -1), ValueError),
-    (lambda x: fnp.pad(x, 1, mode="median"), NotImplementedError),
+    (lambda x: fnp.pad(x, 1, mode="bogus"), NotImplementedError),  # JAX's class
+    (lambda x: fnp.pad(x, 1, mode="mean", stat_length=0), ValueError),
+    (lambda x: fnp.pad(x, 1, mode="edge", end_values=3), ValueError),
     (lambda x: fnp.pad(x[:, :0], 1, mode="wrap"), ValueError),
     (lambda x: fnp.fliplr(x[0, 0]), ValueError),
     (lambda x: fnp.sort(x, kind="quicksort"), TypeError),
@@ -153,3 +163,94 @@ def test_shape_queries_astype_copy():
 def test_errors(call, error):
     with pytest.raises(error):
         call(X)
+
+
+_PAD_MODE_CALLS = [
+    ("linear_ramp", dict(end_values=((2, -3), (0, 7)))),
+    ("maximum", dict(stat_length=((1, 3), (2, 2)))),
+    ("minimum", {}),
+    ("mean", dict(stat_length=2)),
+    ("median", dict(stat_length=((3, 1), (2, 4)))),
+    ("reflect", dict(reflect_type="odd")),
+    ("symmetric", dict(reflect_type="odd")),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.float32])
+@pytest.mark.parametrize("mode, kwargs", _PAD_MODE_CALLS)
+def test_pad_modes_against_numpy_and_jax(mode, kwargs, dtype):
+    """Integer means and medians round (half to even) as NumPy's and JAX's; odd reflections
+    wider than the axis go on period by period; jit and eager agree."""
+    import jax.numpy as jnp
+    x = (np.arange(15).reshape(3, 5) * 7 % 11 + 1).astype(dtype)
+    widths = ((4, 2), (1, 8))
+    got = fnp.pad(x, widths, mode=mode, **kwargs)
+    want = jnp.pad(x, widths, mode=mode, **kwargs)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    if dtype is np.float32 or mode in ("maximum", "minimum"):
+        np.testing.assert_allclose(np.asarray(got), np.pad(x, widths, mode=mode, **kwargs),
+                                   rtol=1e-6)
+    jitted = fluxion.jit(lambda a: fnp.pad(a, widths, mode=mode, **kwargs))(x)
+    np.testing.assert_array_equal(np.asarray(jitted), np.asarray(got))
+
+
+def test_pad_weak_type_callable_mode_and_gradient():
+    import jax
+    import jax.numpy as jnp
+    for mode in ("linear_ramp", "mean", "maximum"):
+        assert fnp.pad(fnp.asarray(2.0) * fnp.ones(3), 1, mode=mode).weak_type == \
+            jnp.pad(jnp.asarray(2.0) * jnp.ones(3), 1, mode=mode).weak_type
+
+    def fill(vector, pad_width, axis, kwargs):  # NumPy's callable protocol, returning
+        lo, hi = pad_width
+        return vector.at[:lo].set(kwargs["value"] + axis).at[vector.shape[0] - hi:].set(-1.0)
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(fnp.pad(x, ((1, 2), (2, 1)), fill, value=10.0)),
+                                  np.asarray(jnp.pad(x, ((1, 2), (2, 1)), fill, value=10.0)))
+    for mode, kwargs in _PAD_MODE_CALLS:
+        def loss(m, a):
+            return (m.pad(a, ((2, 1), (3, 2)), mode=mode, **kwargs) ** 2).sum()
+        x = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(fluxion.grad(lambda a: loss(fnp, a))(x)),
+                                   np.asarray(jax.grad(lambda a: loss(jnp, a))(x)), rtol=1e-5,
+                                   err_msg=mode)
+
+
+@pytest.mark.parametrize("repeats, total, axis", [
+    ([1, 2, 0], 4, None), ([1, 2, 0], 2, None), ([0, 2, 1], 5, None), ([2, 0, 0], 4, None),
+    ([1, 1, 1], 3, None), (2, 5, None), ([2, 0, 3], 5, 1), ([2, 0, 3, 0, 0, 1], 5, None),
+    ([3, 1], 0, 0)])
+def test_repeat_total_length_with_concrete_and_traced_counts(repeats, total, axis):
+    """A result longer than the counts' sum is filled with the last element along the axis,
+    shorter is truncated, as JAX; traced counts need total_repeat_length."""
+    import jax
+    import jax.numpy as jnp
+    flat = axis is None and np.size(repeats) != 6
+    a = np.array([10, 20, 30]) if flat else np.arange(6).reshape(2, 3) * 10
+    r = np.asarray(repeats)
+    want = jnp.repeat(a, r, axis=axis, total_repeat_length=total)
+    for got in (fnp.repeat(a, r, axis=axis, total_repeat_length=total),
+                fluxion.jit(lambda x, c: fnp.repeat(x, c, axis=axis,
+                                                    total_repeat_length=total))(a, r)):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    x = a.astype(np.float32)
+    def loss(m, v, c):
+        return (m.repeat(v, c, axis=axis, total_repeat_length=total) ** 2).sum()
+    np.testing.assert_allclose(
+        np.asarray(fluxion.jit(fluxion.grad(lambda v, c: loss(fnp, v, c)))(x, r)),
+        np.asarray(jax.jit(jax.grad(lambda v, c: loss(jnp, v, c)))(x, r)))
+
+
+def test_repeat_traced_counts_under_vmap_and_errors():
+    import jax.numpy as jnp
+    a = np.array([1.0, 2.0, 3.0], np.float32)
+    counts = np.array([[1, 2, 0], [0, 0, 3], [3, 0, 0]], np.int32)
+    got = fluxion.vmap(lambda c: fnp.repeat(a, c, total_repeat_length=3))(counts)
+    for row, c in zip(np.asarray(got), counts):
+        np.testing.assert_array_equal(row, np.asarray(jnp.repeat(a, c, total_repeat_length=3)))
+    with pytest.raises(Exception, match="total_repeat_length"):
+        fluxion.jit(lambda c: fnp.repeat(a, c))(counts[0])
+    with pytest.raises(ValueError, match="shape"):
+        fluxion.jit(lambda c: fnp.repeat(a, c, total_repeat_length=3))(counts[0, :2])

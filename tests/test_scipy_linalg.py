@@ -99,7 +99,8 @@ def test_expm_batched_frechet_and_gradients(x64):
     np.testing.assert_allclose(value, want_value, rtol=1e-9)
     np.testing.assert_allclose(frechet, want_frechet, rtol=1e-8, atol=1e-10)
     check_grads(lambda m: fl.expm(m), (GEN * 0.3,), order=1, modes=["fwd", "rev"])
-    check_grads(lambda m: fl.cho_solve(fl.cho_factor(m), B), (SPD,), order=1,
+    # cho_factor reads one triangle, and its derivative (JAX's) assumes a symmetric tangent.
+    check_grads(lambda m: fl.cho_solve(fl.cho_factor(m + m.T), B), (SPD / 2,), order=1,
                 modes=["fwd", "rev"])
 
 
@@ -122,3 +123,24 @@ def test_eigh_tridiagonal_rejects_integer_input_like_jax():
                               eigvals_only=True)
     np.testing.assert_allclose(got, sl.eigh_tridiagonal([1.0, 2, 3], [0.5, 0.5],
                                                         eigvals_only=True), atol=1e-5)
+
+
+def test_cholesky_reads_one_triangle_and_its_gradient_matches_jax():
+    """scipy.linalg.cholesky/cho_factor read only the triangle `lower` names (SciPy's values
+    on a matrix whose other triangle is junk); the gradient goes to that triangle (JAX's)."""
+    import jax
+    import jax.scipy.linalg as jsl
+    import scipy.linalg
+    from fluxion.scipy import linalg as fsl
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((4, 4))
+    spd = (a @ a.T + 4 * np.eye(4)).astype(np.float32)
+    junk = spd + np.triu(np.full((4, 4), 5.0, np.float32), 1) - np.tril(np.ones((4, 4)), -1) * 3
+    w = rng.standard_normal((4, 4)).astype(np.float32)
+    for lower in (True, False):
+        x = spd + (np.triu(junk - spd, 1) if lower else np.tril(junk - spd, -1))
+        np.testing.assert_allclose(np.asarray(fsl.cholesky(x, lower=lower)),
+                                   scipy.linalg.cholesky(x, lower=lower), rtol=1e-5, atol=1e-5)
+        got = fluxion.grad(lambda m: (fsl.cho_factor(m, lower=lower)[0] * w).sum())(spd)
+        want = jax.grad(lambda m: (jsl.cho_factor(m, lower=lower)[0] * w).sum())(spd)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-5)

@@ -16,7 +16,7 @@ import numpy as np
 import optree
 
 from fluxion._src import cache_misses, nan_checks, profiling, source_info, transfer_guard
-from fluxion._src import core, dtypes, placement, staging, tree_util
+from fluxion._src import config_flags, core, dtypes, monitoring, placement, staging, tree_util
 from fluxion._src.array import Array, make_array, unshared
 from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.compiler import backend
@@ -263,6 +263,7 @@ def fun_name(fun) -> str:
 
 
 def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit") -> Traced:
+    config_flags.check_tracing_allowed(fun, origin)
     out_tree_box = []
     name = fun_name(fun)
 
@@ -281,6 +282,9 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
     start = time.perf_counter()
     with profiling.phase("trace", name=name), source_info.extend_name_stack(f"{origin}({name})"):
         closed = staging.trace_to_jaxpr(flat_fun, in_avals, origin=f"{origin} of {name}")
+    monitoring.record_phase(monitoring.JAXPR_TRACE_EVENT, start, name)
+    if config.enable_checks:  # `jax.enable_checks`: type-check what tracing produced
+        core.check_jaxpr(closed.jaxpr)
     if config.log_compiles:
         logger.warning("Finished tracing + transforming %s for %s in %.3f sec", name, origin,
                        time.perf_counter() - start)
@@ -452,7 +456,7 @@ class JitFunction:
 
     def _get_traced(self, leaves, in_tree, static_pos, static_kw) -> Traced:
         avals = abstractify_args(self._fun, leaves, in_tree, static_pos)
-        key = (in_tree, static_pos, static_kw, avals, config._jit_key)
+        key = (in_tree, static_pos, static_kw, avals, config.trace_key)
         traced = self._trace_cache.get(key)
         if traced is None:
             traced = trace_flat(self._fun, in_tree, list(avals), static_pos, static_kw, "jit")
@@ -475,13 +479,13 @@ class JitFunction:
                 # Positional Arrays seen before with the same types. Anything else (a NumPy
                 # array, a scalar) has no `aval` and takes the general path.
                 try:
-                    fast_call = fast_get((*map(_aval_of, args), config._jit_key))
+                    fast_call = fast_get((*map(_aval_of, args), config.trace_key))
                 except AttributeError:
                     # Pytrees of Arrays (a list of parameters): keyed by structure and types.
                     try:
                         leaves, treedef = tree_flatten(args)
                         fast_call = fast_get((treedef, *map(_aval_of, leaves),
-                                              config._jit_key))
+                                              config.trace_key))
                     except AttributeError:
                         fast_call = None
                     if fast_call is not None:
@@ -531,7 +535,7 @@ class JitFunction:
             if out is not sharded_jit.NO_MESH:
                 return out
         key = (in_tree, static_pos, static_kw, abstractify_args(self._fun, leaves, in_tree, static_pos),
-               config._jit_key)
+               config.trace_key)
         entry = self._cache.get(key)
         if entry is None:
             if config.explain_cache_misses:
@@ -544,11 +548,13 @@ class JitFunction:
                     self._cache[key] = entry
             if self._fast_path_ok and not kwargs and not nan_checks.enabled():
                 if all(type(x) is Array for x in args):
-                    self._fast_cache[tuple(x.aval for x in args) + (config._jit_key,)] = (
+                    self._fast_cache[tuple(x.aval for x in args) + (config.trace_key,)] = (
                         entry.fast_call)
                 elif all(type(x) is Array for x in leaves):  # leaves: those of args, in order
                     self._fast_cache[(tree_flatten(args)[1], *(x.aval for x in leaves),
-                                      config._jit_key)] = entry.fast_call
+                                      config.trace_key)] = entry.fast_call
+        if config.no_execution:  # part of trace_key: the fast path missed
+            config_flags.check_execution_allowed(f"jit({fun_name(self._fun)})")
         outs = _run(entry.compiled, leaves, entry.donate_mask, entry.device)
         if config.debug_nans or config.debug_infs:
             nan_checks.check_jit_outputs(entry.traced, leaves, outs)
@@ -912,6 +918,10 @@ def device_put(x, device=None, *, donate=False, may_alias=None):
             aval = core.get_aval(leaf)
             return make_array(np.asarray(leaf, dtype=aval.dtype), weak_type=aval.weak_type)
         if type(leaf) is Array:
+            if hasattr(device, "platform") and leaf.device != device:
+                with transfer_guard.explicit():
+                    transfer_guard.check("device_to_device", f"aval={leaf.aval!r}, dst_sharding="
+                                         f"SingleDeviceSharding(device={device!r})")
             return placement.commit(leaf, device)
         aval = core.get_aval(leaf)
         return make_array(np.asarray(leaf, dtype=aval.dtype), weak_type=aval.weak_type,

@@ -4,6 +4,8 @@ from __future__ import annotations
 import inspect
 import logging
 
+from fluxion._src.config import config
+
 logger = logging.getLogger("fluxion")
 
 
@@ -41,12 +43,20 @@ def _arg_names(fun, in_tree, n: int) -> list[str]:
         return [f"argument {i}" for i in range(n)]
 
 
+def _flag_changes(old, new) -> list:
+    """Lines naming the configuration flags that differ between two `config.trace_key`s."""
+    users = config._user_contexts  # make_user_context's, after the flags
+    names = ("enable_x64", *config._trace_flags,
+             *(f"user context #{i} (make_user_context)" for i in range(len(users))))
+    defaults = tuple(config._defaults[n] for n in config._trace_flags) + tuple(
+        c.default for c in users)
+    old = old if type(old) is tuple else (old, *defaults)
+    new = new if type(new) is tuple else (new, *defaults)
+    return [f"  {n} changed from {a} to {b}" for n, a, b in zip(names, old, new) if a != b]
+
+
 def _describe(aval) -> str:
     return aval.str_short() + ("{weak_type=True}" if aval.weak_type else "")
-
-
-def _split_jit_key(key):
-    return key if isinstance(key, tuple) else (key, None)
 
 
 def explanation(fun, cache: dict, key) -> str:
@@ -61,12 +71,8 @@ def explanation(fun, cache: dict, key) -> str:
     for old in cache:
         o_tree, o_pos, o_kw, o_avals, o_x64 = old
         diffs = []
-        if o_x64 != x64:  # config._jit_key: enable_x64, with user contexts' values if set
-            (o_flag, o_user), (flag, user) = _split_jit_key(o_x64), _split_jit_key(x64)
-            if o_flag != flag:
-                diffs.append(f"  enable_x64 changed from {o_flag} to {flag}")
-            if o_user != user:
-                diffs.append(f"  a user context (make_user_context) changed from {o_user} to {user}")
+        if o_x64 != x64:
+            diffs.extend(_flag_changes(o_x64, x64))
         if o_pos != static_pos or o_kw != static_kw:
             diffs.append(f"  static arguments changed from {dict(o_pos) or dict(o_kw)} to "
                          f"{dict(static_pos) or dict(static_kw)}")

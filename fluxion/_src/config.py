@@ -46,9 +46,36 @@ class Config:
         "default_backend": None,
         # where uncommitted computations run (issue 12): None, a Device, or a platform name
         "default_device": None,
+        # numpy semantics, matmul precision, PRNG behaviour and runtime guards (config_flags.py)
+        "numpy_dtype_promotion": "standard",
+        "default_matmul_precision": None,
+        "enable_checks": False,
+        "no_tracing": False,
+        "no_execution": False,
+        "thread_guard": False,
+        "transfer_guard_device_to_device": None,
+        "threefry_partitionable": True,
+        "debug_key_reuse": False,
+        "enable_custom_prng": False,
+        "default_prng_impl": "threefry2x32",
+        "legacy_prng_key": "allow",
+        "allow_f16_reductions": True,
+        "array_garbage_collection_guard": None,
+        "auto_pcast": True,
+        "remove_size_one_mesh_axis_from_type": False,
+        "jax2tf_associative_scan_reductions": False,
         # accepted for JAX programs; fluxion's softmax is differentiated the same either way
         "softmax_custom_jvp": False,
     }
+
+    # Flags besides enable_x64 that change what tracing produces, or (no_execution) whether a
+    # cached program may run: they are part of every cache key through `trace_key`.
+    _trace_flags = ("numpy_rank_promotion", "numpy_dtype_promotion", "default_matmul_precision",
+                    "no_execution", "allow_f16_reductions", "legacy_prng_key",
+                    "default_prng_impl", "threefry_partitionable", "enable_custom_prng",
+                    "debug_key_reuse")
+    # name -> function checking and canonicalizing a new value (set by config_flags.py)
+    _validators: dict = {}
 
     def __init__(self):
         for name, default in self._defaults.items():
@@ -58,16 +85,20 @@ class Config:
                 value = os.environ.get(f"FLUXION_{name.upper()}", os.environ.get(f"JAX_{name.upper()}", default))
             object.__setattr__(self, name, value)
         self._listeners = []
-        self._user_contexts = []  # make_user_context's contexts, whose values key jit caches
-        self._refresh_jit_key()
+        self._user_contexts = []  # make_user_context's contexts: their values key caches too
+        self._refresh_trace_key()
 
-    def _refresh_jit_key(self) -> None:
-        """`_jit_key`, the part of jit cache keys that flags give: enable_x64 alone while every
-        user context has its default value, else with the user contexts' values."""
-        key = self.enable_x64
-        if any(c.value is not c.default for c in self._user_contexts):
-            key = (key, tuple(c.value for c in self._user_contexts))
-        object.__setattr__(self, "_jit_key", key)
+    def _refresh_trace_key(self) -> None:
+        """`trace_key`: enable_x64 alone while the other trace flags and the user contexts
+        (make_user_context) have their defaults (so the keys of ordinary programs stay as
+        small as before), else all of them."""
+        others = tuple(getattr(self, n) for n in self._trace_flags)
+        users = tuple(c.value for c in self._user_contexts)
+        if (others == tuple(self._defaults[n] for n in self._trace_flags)
+                and all(c.value is c.default for c in self._user_contexts)):
+            object.__setattr__(self, "trace_key", self.enable_x64)
+        else:
+            object.__setattr__(self, "trace_key", (self.enable_x64, *others, *users))
 
     def _canonical_name(self, name: str) -> str:
         if name.startswith("jax_"):
@@ -81,9 +112,12 @@ class Config:
         name = self._canonical_name(name)
         if name == "default_device":
             _check_default_device(value)
+        validate = self._validators.get(name)
+        if validate is not None:
+            value = validate(value)
         object.__setattr__(self, name, value)
-        if name == "enable_x64":
-            self._refresh_jit_key()
+        if name == "enable_x64" or name in self._trace_flags:
+            self._refresh_trace_key()
         for listener in self._listeners:
             listener(name, value)
 
@@ -104,7 +138,7 @@ class Config:
 
     def signature(self) -> tuple:
         """The flags that change what a traced program means; part of every jit cache key."""
-        return (self.enable_x64,)
+        return self.trace_key if type(self.trace_key) is tuple else (self.trace_key,)
 
     @contextlib.contextmanager
     def _override(self, name, value):

@@ -4,13 +4,14 @@ from __future__ import annotations
 import builtins
 import cmd
 import linecache
+import logging
 import pprint
 import string
 import sys
 
 import numpy as np
 
-from fluxion._src import core
+from fluxion._src import core, source_info
 from fluxion._src.callbacks import debug_callback
 
 
@@ -51,17 +52,38 @@ def print(fmt: str, *args, ordered: bool = False, **kwargs) -> None:  # noqa: A0
     debug_callback(_Formatter(fmt), *args, ordered=ordered, **kwargs)
 
 
+def log(fmt: str, *args, ordered: bool = False, **kwargs) -> None:
+    """`debug.print` through the logging module: an INFO record of the logger
+    "fluxion._src.debugging", located at the user's line that called `log`."""
+    if not isinstance(fmt, str):
+        raise TypeError(f"debug.log takes a format string first, got {type(fmt).__name__}")
+    _check_format(fmt, args, kwargs)
+    where = source_info.current()
+    location = ("(unknown file)", 0) if where is None else (where.file, where.line)
+    debug_callback(_Formatter(fmt, location), *args, ordered=ordered, **kwargs)
+
+
+_logger = logging.getLogger(__name__)
+
+
 class _Formatter:
-    """The callback of one `debug.print` (named, so errors and jaxprs show what it is)."""
+    """The callback of one `debug.print` or `debug.log` (named, so errors and jaxprs show what
+    it is); `location` (file, line) makes it log rather than print."""
 
-    __slots__ = ("fmt", "__name__")
+    __slots__ = ("fmt", "location", "__name__")
 
-    def __init__(self, fmt):
+    def __init__(self, fmt, location=None):
         self.fmt = fmt
+        self.location = location
         self.__name__ = "debug_print"
 
     def __call__(self, *args, **kwargs):
-        _print_formatted(self.fmt, *args, **kwargs)
+        if self.location is None:
+            _print_formatted(self.fmt, *args, **kwargs)
+        elif _logger.isEnabledFor(logging.INFO):
+            record = _logger.makeRecord(_logger.name, logging.INFO, *self.location,
+                                        self.fmt.format(*args, **kwargs), (), None)
+            _logger.handle(record)
 
 
 # ---------------------------------------------------------------------------------------------

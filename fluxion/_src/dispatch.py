@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fluxion._src import core, dtypes, placement, profiling
+from fluxion._src import config_flags, core, dtypes, monitoring, placement, profiling
 from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.array import Array, scalar_array
 from fluxion._src.compiler import backend, lowering
@@ -317,12 +317,14 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
         platform = None if device is None else backend.backend_of(device).platform
         with profiling.phase("lower", name=name):
             text = lower_closed_jaxpr(closed, name, platform, donated_invars=donated_invars)
+        monitoring.record_phase(monitoring.JAXPR_TO_MLIR_MODULE_EVENT, start, name)
     elif device is not None and backend.backend_of(device) is not backend.get_backend():
         device = None  # text lowered for the default backend's platform
     if config.log_compiles:
         logger.warning("Finished jaxpr to StableHLO lowering of %s in %.3f sec", name,
                        time.perf_counter() - start)
     out_avals = closed.out_avals
+    compile_start = time.perf_counter()
     with profiling.phase("compile", name=name):
         if compiler == "iree":
             from fluxion._src.compiler import iree_backend
@@ -330,6 +332,7 @@ def compile_closed_jaxpr(closed: ClosedJaxpr, name: str = "main", donated_invars
             exe = iree_backend.compile_module(text, arg_avals, out_avals, name=name)
         else:
             exe = backend.compile_module(text, out_avals, device=device, name=name)
+    monitoring.record_phase(monitoring.BACKEND_COMPILE_EVENT, compile_start, name)
     const_bufs = [_constant_buffer(c, v.aval, exe.device)
                   for c, v in zip(closed.consts, closed.jaxpr.constvars)]
     compiled = CompiledFunction(exe, const_bufs, closed.in_avals, out_avals)
@@ -371,7 +374,7 @@ def apply_primitive(prim: core.Primitive, args: Sequence, params: dict):
     # Params come in the order the primitive's wrapper passes them, so no sorting is needed.
     param_key = tuple(params.items()) if params else ()
     try:
-        key = (prim, param_key, config.enable_x64, *map(_aval_of, args))
+        key = (prim, param_key, config.trace_key, *map(_aval_of, args))
         call = _primitive_cache.get(key)
     except (AttributeError, TypeError):  # not all Arrays, or an unhashable param
         call = None
@@ -389,6 +392,8 @@ def _compile_uncached(prim, key, params):
     """Compile for a key that missed the cache. Primitives with jaxpr params (control flow)
     are cached by the jaxprs' structure, not identity: eager code traces a fresh body on each
     call, and equal bodies must share one executable (and not pile up in the cache)."""
+    if config.no_execution:  # part of the key, so cached calls miss and come here
+        config_flags.check_execution_allowed(f"jit({prim.name})")
     structural = core.structural_params_key(params)
     if structural is not None:
         key = (prim, structural, *key[2:])
@@ -406,6 +411,8 @@ sharded_apply_primitive = None
 
 def _apply_primitive_general(prim, args, params, param_key):
     """apply_primitive for NumPy values and Python scalars among the arguments."""
+    if config.no_execution:
+        config_flags.check_execution_allowed(f"jit({prim.name})")
     if sharded_apply_primitive is not None:
         out = sharded_apply_primitive(prim, args, params)
         if out is not NotImplemented:
@@ -415,7 +422,7 @@ def _apply_primitive_general(prim, args, params, param_key):
         return discharge_hooks[2](prim, args, params)  # Refs among the arguments
     try:
         structural = core.structural_params_key(params)  # see _compile_uncached
-        key = (prim, param_key if structural is None else structural, config.enable_x64, avals)
+        key = (prim, param_key if structural is None else structural, config.trace_key, avals)
         compiled = _primitive_cache.get(key)
     except TypeError:  # an unhashable param: compile without caching
         key, compiled = None, None
@@ -455,7 +462,9 @@ _jaxpr_cache: dict = BoundedDict(1024)
 
 
 def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars=None, device=None, **_):
-    key = (id(jaxpr), config.enable_x64)
+    if config.no_execution:
+        config_flags.check_execution_allowed(f"jit({name})")
+    key = (id(jaxpr), config.trace_key)
     entry = _jaxpr_cache.get(key)
     if entry is None or entry[0] is not jaxpr:
         with compile_lock:

@@ -147,8 +147,46 @@ def is_weakly_typed(x) -> bool:
     return bool(getattr(x, "weak_type", False))
 
 
+class extended(np.generic):
+    """Scalar category of extended dtypes (PRNG key dtypes): only for `issubdtype`."""
+
+
+class prng_key(extended):
+    """Scalar category of PRNG key dtypes: `issubdtype(key.dtype, prng_key)` holds."""
+
+
+def _is_extended(x) -> bool:
+    """Whether `x` is an extended dtype (a PRNG key dtype) or one of their categories."""
+    return (isinstance(x, type) and issubclass(x, extended)) or hasattr(x, "_impl_name")
+
+
+def _extended_issubdtype(a, b) -> bool:
+    if hasattr(a, "_impl_name"):  # a key dtype: in the categories prng_key and extended
+        return a == b or (isinstance(b, type) and b in (prng_key, extended, np.generic))
+    if isinstance(a, type) and issubclass(a, extended):
+        return isinstance(b, type) and issubclass(a, b)
+    return False
+
+
+def itemsize_bits(dtype) -> int:
+    """The number of bits of one element of `dtype` (4 for int4; 8 for bool)."""
+    if dtype is None:
+        raise ValueError("dtype cannot be None.")
+    if np.dtype(dtype) == bool_:
+        return 8  # the physical layout of booleans
+    if issubdtype(dtype, np.integer):
+        return iinfo(dtype).bits
+    if issubdtype(dtype, np.floating):
+        return finfo(dtype).bits
+    if issubdtype(dtype, np.complexfloating):
+        return 2 * finfo(dtype).bits
+    raise ValueError(f"unexpected input: {dtype=}")
+
+
 def issubdtype(a, b) -> bool:
     """NumPy's issubdtype, extended so that bfloat16 is a floating type."""
+    if _is_extended(a) or _is_extended(b):
+        return _extended_issubdtype(a, b)
     a = a if isinstance(a, np.dtype) or (isinstance(a, type) and issubclass(a, np.generic)) else np.dtype(a)
     narrow = np.dtype(a) if not isinstance(a, np.dtype) and a in _NARROW_TYPES else a
     if isinstance(narrow, np.dtype) and narrow in _NARROW_KINDS:
@@ -236,8 +274,18 @@ def _lattice_edges(x64: bool) -> dict:
     }
 
 
-def _upper_bounds(x64: bool) -> dict:
-    edges = _lattice_edges(x64)
+def _strict_lattice_edges() -> dict:
+    """`jax_numpy_dtype_promotion='strict'`: weak values promote to any type of their kind
+    (or a wider kind); distinct strong types never promote to one another."""
+    edges = {node: [] for node in _lattice_edges(True)}
+    edges["i*"] = ["f*", *(dt for dt in edges if isinstance(dt, np.dtype) and _kind(dt) in "iu")]
+    edges["f*"] = ["c*", *(dt for dt in edges if isinstance(dt, np.dtype) and _kind(dt) == "f")]
+    edges["c*"] = [complex64, complex128]
+    return edges
+
+
+def _upper_bounds_of(edges: dict) -> dict:
+    """Each node's upper bounds: itself and every node reachable along `edges`."""
     upper = {}
     for node in edges:
         seen, stack = {node}, [node]
@@ -250,12 +298,23 @@ def _upper_bounds(x64: bool) -> dict:
     return upper
 
 
-_UPPER_BOUNDS = {x64: _upper_bounds(x64) for x64 in (False, True)}
+# Keyed by x64 (the standard lattice) or "strict".
+_UPPER_BOUNDS = {x64: _upper_bounds_of(_lattice_edges(x64)) for x64 in (False, True)}
+_UPPER_BOUNDS["strict"] = _upper_bounds_of(_strict_lattice_edges())
+
+
+def _lattice() -> object:
+    """The key of the promotion lattice in force: "strict", or the x64 flag."""
+    return "strict" if config.numpy_dtype_promotion == "strict" else config.enable_x64
+
+
+def _node_name(n) -> str:
+    return str({"i*": int, "f*": float, "c*": complex}.get(n, n))
 
 
 @functools.lru_cache(maxsize=4096)
-def _least_upper_bound(x64: bool, *nodes):
-    upper = _UPPER_BOUNDS[x64]
+def _least_upper_bound(lattice, *nodes):
+    upper = _UPPER_BOUNDS[lattice]
     for n in nodes:
         if n not in upper:
             raise ValueError(f"dtype={n!r} is not a valid dtype for type promotion.")
@@ -264,6 +323,12 @@ def _least_upper_bound(x64: bool, *nodes):
     # bound is the common upper bound that every other common upper bound is above.
     least = (common & set(nodes)) or {c for c in common if common <= upper[c]}
     if len(least) != 1:
+        if lattice == "strict":
+            names = tuple(_node_name(n) for n in nodes)
+            raise TypePromotionError(
+                f"Input dtypes {names} have no available implicit dtype promotion path when "
+                "jax_numpy_dtype_promotion=strict. Try explicitly casting inputs to the desired "
+                "output type, or set jax_numpy_dtype_promotion=standard.")
         names = ", ".join(str(n) for n in nodes)
         raise TypePromotionError(f"Input dtypes ({names}) have no available implicit dtype "
                                  "promotion path. Try explicitly casting inputs to the desired "
@@ -301,19 +366,20 @@ def _dtype_and_weak(x) -> tuple[np.dtype, bool]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _promote(inputs: tuple, x64: bool) -> tuple[np.dtype, bool]:
+def _promote(inputs: tuple, x64: bool, strict: bool = False) -> tuple[np.dtype, bool]:
     dts = {dt for dt, _ in inputs}
     all_weak = all(weak for _, weak in inputs)
+    lattice = "strict" if strict else x64
     if len(inputs) == 1:
         dt, weak = inputs[0]
     elif len(dts) == 1 and not all_weak:
         dt, weak = inputs[0][0], False
-    elif all_weak:
+    elif all_weak and not strict:
         # Join the dtypes themselves and keep the result weak: two weak int16s give a weak
         # int16, not a default-width int.
-        dt, weak = _node_dtype(_least_upper_bound(x64, *dts), x64), True
+        dt, weak = _node_dtype(_least_upper_bound(lattice, *dts), x64), True
     else:
-        bound = _least_upper_bound(x64, *{_node(dt, weak) for dt, weak in inputs})
+        bound = _least_upper_bound(lattice, *{_node(dt, weak) for dt, weak in inputs})
         dt, weak = _node_dtype(bound, x64), isinstance(bound, str)
     return dt, weak and dt != bool_
 
@@ -323,7 +389,8 @@ def result_type_with_weak(*args) -> tuple[np.dtype, bool]:
     `lattice_result_type`); weak results keep the width the lattice gives."""
     if not args:
         raise ValueError("at least one array or dtype is required")
-    return _promote(tuple(_dtype_and_weak(a) for a in args), config.enable_x64)
+    return _promote(tuple(_dtype_and_weak(a) for a in args), config.enable_x64,
+                    config.numpy_dtype_promotion == "strict")
 
 
 def result_type(*args, return_weak_type_flag: bool = False):
@@ -345,7 +412,7 @@ def promote_types(a, b) -> np.dtype:
     int64, float64 and complex128 (as `np.dtype(int)` etc.).
     """
     nodes = [_promote_types_node(t) for t in (a, b)]
-    bound = _least_upper_bound(config.enable_x64, *nodes)
+    bound = _least_upper_bound(_lattice(), *nodes)
     return _WEAK_NODE_DTYPE.get(bound, bound)
 
 

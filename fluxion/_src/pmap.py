@@ -293,7 +293,7 @@ def run_pmap_equation(args, params):
     jaxpr, n = params["jaxpr"], params["axis_size"]
     devices, platform = params["devices"], params["backend"]
     key = (id(jaxpr), params["axis_name"], n, params["in_axes"],
-           None if devices is None else tuple(d.id for d in devices), platform, config.enable_x64)
+           None if devices is None else tuple(d.id for d in devices), platform, config.trace_key)
     entry = _equation_cache.get(key)
     if entry is None or entry[0] is not jaxpr:
         inner = pmap_primitive.jaxpr_replicas(jaxpr)

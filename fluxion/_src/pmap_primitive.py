@@ -156,17 +156,21 @@ def _lowering(ctx, *args, jaxpr, axis_name, axis_size, in_axes, out_axes, **_):
     """Each replica takes its slice of the mapped operands and runs the body; the mapped
     results are gathered from the replicas of the axis."""
     if parallel_lowering.in_partitions():
-        raise NotImplementedError("pmap inside shard_map or a sharded jit is not supported by "
-                                  "fluxion")
+        raise ValueError("pmap inside shard_map is not supported: the shard_map's devices are "
+                         "already split among its mesh axes (JAX raises ValueError too)")
     axes = parallel_lowering.current_axes()
     total = math.prod(s for _, s in axes)
     named = [(n, s) for n, s in axes if n is not parallel_lowering.EXTRA_REPLICAS]
     outer = math.prod(s for _, s in named)
     inner = jaxpr_replicas(jaxpr)
     if total % (outer * axis_size * inner):
-        raise NotImplementedError(f"pmap of size {axis_size} cannot be laid out on the "
-                                  f"{total} replicas of the enclosing program (a pmap inside "
-                                  "a sharded jit or shard_map is not supported by fluxion)")
+        if total == 1:
+            raise ValueError("pmap inside a jit with in_shardings/out_shardings or sharded "
+                             "arguments is not supported: the jit is partitioned over its mesh "
+                             "(JAX raises ValueError, incompatible devices)")
+        raise ValueError(f"the pmaps in one jit must have sizes that divide each other: a pmap "
+                         f"of size {axis_size} cannot be laid out on the {total} devices the "
+                         "jit runs on (set by its largest pmap)")
     extra = total // (outer * axis_size)
     new_axes = named + [(axis_name, axis_size)]
 

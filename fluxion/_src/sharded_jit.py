@@ -326,7 +326,7 @@ def apply_primitive(prim: core.Primitive, args, params):
     try:
         structural = core.structural_params_key(params)
         key = (prim, tuple(params.items()) if structural is None else structural,
-               config.enable_x64, avals, tuple(shardings))
+               config.trace_key, avals, tuple(shardings))
         exe = _primitive_cache.get(key)
     except TypeError:
         key, exe = None, None
@@ -350,7 +350,7 @@ def jit_call(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_
     from fluxion._src.config import config
     arg_sh = tuple(x._sharding if type(x) is GlobalArray else None for x in leaves)
     key = ("sharded", in_tree, static_pos, static_kw,
-           abstractify_args(jit_fun._fun, leaves, in_tree, static_pos), config.enable_x64,
+           abstractify_args(jit_fun._fun, leaves, in_tree, static_pos), config.trace_key,
            arg_sh, _current_mesh_key(jit_fun))
     entry = jit_fun._cache.get(key)
     if entry is None:

@@ -1,4 +1,5 @@
-"""`transfer_guard`: allow, log or disallow implicit host<->device transfers.
+"""`transfer_guard`: allow, log or disallow implicit host<->device transfers (and explicit
+device-to-device ones: `device_put` of an Array to another device).
 
 Implicit transfers are a NumPy array passed where a device array is needed (host to device)
 and an Array read on the host by `np.asarray`, `float`, printing... (device to host).

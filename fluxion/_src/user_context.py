@@ -13,7 +13,7 @@ class UserContext:
         self.default = default_value
         self.value = default_value
         config._user_contexts.append(self)
-        config._refresh_jit_key()
+        config._refresh_trace_key()
 
     def __call__(self, new_value):
         return _Setting(self, new_value)
@@ -34,11 +34,11 @@ class _Setting:
     def __enter__(self):
         self.old = self.ctx.value
         self.ctx.value = self.new
-        config._refresh_jit_key()
+        config._refresh_trace_key()
 
     def __exit__(self, *exc):
         self.ctx.value = self.old
-        config._refresh_jit_key()
+        config._refresh_trace_key()
         return False
 
 

@@ -184,6 +184,38 @@ DEVICE_CASES = [
         devices=2), raises=ValueError, match="input shardings that disagree"),
 ]
 
+_EIGHT = ("import numpy as np\n"
+          "from {0}.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+          "mesh = Mesh(np.array(m.devices()), ('x',))\n")
+
+# pmap where its devices cannot be laid out, in a process with eight CPU devices. JAX
+# raises ValueError (incompatible devices) for the first three; it rejects nested pmap and
+# fails with an AttributeError on a Ref closed over by a pmap under jit.
+LAYOUT_CASES = [
+    Case("pmap_inside_sharded_jit", lambda m: _fresh(m, _EIGHT.format(m.__name__) + (
+        "m.jit(lambda a: m.pmap(lambda b: b * 2)(a.reshape(2, -1)),\n"
+        "      in_shardings=NamedSharding(mesh, P('x')))(np.ones(8, np.float32))"), devices=8),
+         raises=ValueError, match="jit with in_shardings"),
+    Case("pmap_inside_shard_map", lambda m: _fresh(m, _EIGHT.format(m.__name__) + (
+        "m.shard_map(lambda a: m.pmap(lambda b: b * 2)(a.reshape(1, -1)), mesh=mesh,\n"
+        "            in_specs=P('x'), out_specs=P('x'))(np.ones(16, np.float32))"), devices=8),
+         raises=ValueError, match="inside shard_map"),
+    Case("jit_pmaps_sizes_do_not_divide", lambda m: _fresh(m, (
+        "import numpy as np\n"
+        "m.jit(lambda a, b: (m.pmap(lambda u: u * 2)(a), m.pmap(lambda u: u + 1)(b)))(\n"
+        "    np.ones((4, 2)), np.ones((3, 2)))"), devices=8),
+         raises=ValueError, match="size 3 cannot be laid out on the 4 devices"),
+    Case("nested_pmap_with_devices", lambda m: _fresh(m, (
+        "import numpy as np\n"
+        "m.pmap(m.pmap(lambda a: a * 2), devices=m.devices()[:2])(np.ones((2, 2, 3)))"),
+        devices=8), raises=NotImplementedError, match="nested pmap with devices=", jax_ok=False),
+    Case("pmap_closing_over_ref_under_jit", lambda m: _fresh(m, (
+        "import numpy as np\n"
+        "r = m.new_ref(m.numpy.zeros((2, 3)))\n"
+        "m.jit(lambda y: m.pmap(lambda x: x + r[...])(y))(np.ones((2, 3), np.float32))"),
+        devices=2), raises=NotImplementedError, match="Refs under jit", jax_ok=False),
+]
+
 DELETED_CASES = [
     Case("deleted_eager_op", lambda m: _deleted(m) + 1, raises=RuntimeError, match="deleted"),
     Case("deleted_to_numpy", lambda m: np.asarray(_deleted(m)), raises=RuntimeError,
@@ -208,6 +240,7 @@ DELETED_CASES = [
          raises=RuntimeError, match="deleted"),
 ]
 
-CASES = PMAP_CASES + MESH_CASES + DISTRIBUTED_CASES + DEVICE_CASES + DELETED_CASES
+CASES = (PMAP_CASES + MESH_CASES + DISTRIBUTED_CASES + DEVICE_CASES + LAYOUT_CASES +
+         DELETED_CASES)
 
 test_case = family_test(CASES, __file__)

@@ -34,6 +34,7 @@ import threading
 import time
 import warnings
 
+from fluxion._src import monitoring
 from fluxion._src.config import config
 
 logger = logging.getLogger("fluxion")
@@ -240,6 +241,7 @@ def compile_or_load(client, text, devices, options, backend, device, name: str,
     except Exception as e:  # options that cannot be serialized: do not cache
         logger.debug("compilation cache key failed: %s", e)
         return compile_fn(), False
+    monitoring.record_event("/jax/compilation_cache/compile_requests_use_cache")
     payload = get(key)
     if payload is not None:
         start = time.perf_counter()
@@ -249,11 +251,13 @@ def compile_or_load(client, text, devices, options, backend, device, name: str,
             _reject(entry_path(key), f"jaxlib could not load it ({str(e)[:200]})")
         else:
             stats["hits"] += 1
+            monitoring.record_event("/jax/compilation_cache/cache_hits")
             level = logging.WARNING if config.log_compiles else logging.DEBUG
             logger.log(level, "Persistent compilation cache hit for %s (loaded in %.3f sec)",
                        name, time.perf_counter() - start)
             return loaded, True
     stats["misses"] += 1
+    monitoring.record_event("/jax/compilation_cache/cache_misses")
     start = time.perf_counter()
     loaded = compile_fn()
     elapsed = time.perf_counter() - start

@@ -6,6 +6,7 @@ import enum
 import numpy as np
 
 from fluxion._src import ad, batching, core, dtypes
+from fluxion._src.config import config
 from fluxion._src.core import ShapedArray
 from fluxion._src.lax.base import ANY, check_dtype, standard_primitive
 
@@ -39,9 +40,11 @@ _PRECISION_STRINGS = {
 
 def canonicalize_precision(precision):
     """None, a Precision, one of JAX's precision strings, or a pair of Precisions or of strings
-    -> None or a pair of Precisions."""
+    -> None or a pair of Precisions. None takes `config.default_matmul_precision` (read when
+    the operation is bound, so jit caches key on it through `config.trace_key`)."""
     if precision is None:
-        return None
+        default = config.default_matmul_precision
+        return None if default is None else (_PRECISION_STRINGS[default],) * 2
     if isinstance(precision, Precision):
         return (precision, precision)
     if isinstance(precision, str) and precision in _PRECISION_STRINGS:

@@ -5,6 +5,7 @@ import ml_dtypes
 import numpy as np
 
 from fluxion._src import ad, batching, core, dtypes
+from fluxion._src.config import config
 from fluxion._src.core import ShapedArray
 from fluxion._src.lax.base import ANY, INT_OR_BOOL, NUMBER, check_dtype, standard_primitive
 
@@ -69,9 +70,19 @@ def monoid_reduce(ctx, x, axes, kind: str):
                        lambda b, accs, xs: [b.op1(op, [accs[0], xs[0]], accs[0].aval)])[0]
 
 
+def _check_f16_reduction(x, axes) -> None:
+    """`jax.allow_f16_reductions(False)`: no sums of float16 or bfloat16 over a real axis."""
+    if (not config.allow_f16_reductions and x.dtype in (dtypes.float16, dtypes.bfloat16)
+            and not all(x.shape[d] == 1 for d in axes)):
+        raise ValueError(f"reduce_sum on operand {x.str_short()} is not allowed when "
+                         "jax_allow_f16_reductions=False.")
+
+
 def _reduction(name: str, kind: str, allowed):
     def abstract_eval(x, *, axes, out_sharding=None):
         check_dtype(name, x, allowed)
+        if kind == "add":
+            _check_f16_reduction(x, axes)
         return ShapedArray(_reduced_shape(name, x, axes), x.dtype, x.weak_type)
 
     def lower(ctx, x, *, axes, out_sharding=None):

@@ -51,7 +51,7 @@ def _computation_jaxpr(opname: str, computation, tree, flat_avals: tuple) -> Clo
         hash(computation)
     except TypeError:
         return _trace_computation(opname, computation, tree, flat_avals)
-    return _cached_trace_computation(opname, computation, tree, flat_avals, config.enable_x64)
+    return _cached_trace_computation(opname, computation, tree, flat_avals, config.trace_key)
 
 
 def _trace_computation(opname: str, computation, tree, flat_avals: tuple) -> ClosedJaxpr:
@@ -701,7 +701,7 @@ def _reduce_window_jvp(primals, tangents, *, jaxpr, consts, **window):
         closed = _jvp_computation(jaxpr, consts, scalar_avals, with_tangent)
     else:
         closed = _cached_jvp_computation(jaxpr, consts, scalar_avals, with_tangent,
-                                         config.enable_x64)
+                                         config.trace_key)
     outs = reduce_window_p.bind(
         *operands, *[ad.instantiate(operand_tangents[i]) for i in with_tangent],
         *inits, *[np.zeros((), avals[i].dtype) for i in with_tangent],

@@ -65,7 +65,7 @@ def _eager_shortcut(general, prim, kinds: str, swap: bool = False, scalar_kinds:
                 if other.aval is aval and not aval.weak_type and kind in kinds:
                     operands = (other, self) if swap else (self, other)
                     # The key as apply_primitive builds it: (primitive, params, x64, *avals).
-                    call = cache.get((prim, (), config.enable_x64, aval, aval))
+                    call = cache.get((prim, (), config.trace_key, aval, aval))
                     if call is not None:
                         return call(operands)
                     return dispatch.apply_primitive(prim, operands, {})
@@ -73,7 +73,7 @@ def _eager_shortcut(general, prim, kinds: str, swap: bool = False, scalar_kinds:
                     type(other) is float or (type(other) is int and -_EXACT <= other <= _EXACT)):
                 scalar = _float_operand(float(other), aval.dtype)
                 operands = (scalar, self) if swap else (self, scalar)
-                call = cache.get((prim, (), config.enable_x64, *map(_aval_of, operands)))
+                call = cache.get((prim, (), config.trace_key, *map(_aval_of, operands)))
                 if call is not None:
                     return call(operands)
                 return dispatch.apply_primitive(prim, operands, {})

@@ -2,7 +2,7 @@
 
 Outside any transformation, a function decorated with `@eager_compiled(...)` does not run its
 primitives one by one (one executable each): the first call with a given signature (argument
-types, static argument values, x64) traces the whole function and compiles it once; later calls
+types, static argument values, `config.trace_key`) traces the whole function and compiles it once; later calls
 look the signature up and run that executable. Under a transformation (jit, grad, vmap, ...)
 the function runs as written, so jaxprs stay flat.
 
@@ -18,7 +18,7 @@ import inspect
 
 import numpy as np
 
-from fluxion._src import core, staging
+from fluxion._src import config_flags, core, staging
 from fluxion._src.array import Array
 from fluxion._src.caches import compile_lock
 from fluxion._src.traceback_util import strip_internal_frames
@@ -53,10 +53,10 @@ def eager_compiled(static_argnames=()):
         # fast path: their signature is just the avals.
         fast_arity = min(static_positions, default=len(params) + 1)
         cache: dict = {}
-        # Fast-path caches, one per x64 setting: keyed by the aval of a lone argument, or by
-        # the tuple of avals of several.
-        fast_by_x64 = ({}, {})
-        fast_caches.extend(fast_by_x64)
+        # Fast-path caches, one per `config.trace_key` (x64 and the other flags that change
+        # tracing): keyed by the aval of a lone argument, or by the tuple of avals of several.
+        fast_by_key = _FastCaches()
+        fast_caches.append(fast_by_key)
         trace_state, eval_trace = core._trace_state, core.eval_trace
 
         @functools.wraps(fun)
@@ -79,7 +79,7 @@ def eager_compiled(static_argnames=()):
                         fast_key = _mixed_key(args, kwargs, static_argnames)
                     if fast_key is not None:
                         try:
-                            call = fast_by_x64[config.enable_x64].get(fast_key)
+                            call = fast_by_key[config.trace_key].get(fast_key)
                         except TypeError:  # an unhashable static argument
                             fast_key = None
                         if call is not None:
@@ -90,6 +90,8 @@ def eager_compiled(static_argnames=()):
                                                 static_argnames)
                 if signature is _NOT_CACHEABLE:
                     return fun(*args, **kwargs)
+                if config.no_execution:  # part of trace_key: no fast path ran
+                    config_flags.check_execution_allowed(f"jit({fun.__name__})")
                 entry = cache.get(signature)
                 if entry is None:
                     with compile_lock:
@@ -100,7 +102,7 @@ def eager_compiled(static_argnames=()):
                             _bounded_insert(cache, signature, entry)
                 if fast_key is not None:
                     all_arrays = all(type(x) is Array for x in args)
-                    _bounded_insert(fast_by_x64[config.enable_x64], fast_key,
+                    _bounded_insert(fast_by_key[config.trace_key], fast_key,
                                     entry.array_call if all_arrays else entry)
                 return entry(dynamic)
             except Exception as e:  # leaves with the user's line, not fluxion's frames
@@ -109,13 +111,42 @@ def eager_compiled(static_argnames=()):
 
         def clear_cache():
             cache.clear()
-            for fast_cache in fast_by_x64:
-                fast_cache.clear()
+            fast_by_key.clear()
 
+        if len(params) == 1 and params[0].kind is params[0].POSITIONAL_ONLY:
+            wrapper = _one_array_fast_path(wrapper, fast_by_key, trace_state, eval_trace)
         wrapper.eager_cache = cache
         wrapper.clear_cache = clear_cache
         return wrapper
     return decorate
+
+
+def _one_array_fast_path(general, fast_by_key, trace_state, eval_trace):
+    """A front for functions of one argument (the unary ufuncs): a lone Array whose
+    executable is cached goes straight to it, without building the general call's
+    argument tuple and keyword dict; anything else takes the general wrapper."""
+
+    @functools.wraps(general.__wrapped__)
+    def one_array(x, /, *args, **kwargs):
+        if (type(x) is Array and not args and not kwargs and trace_state.trace is eval_trace
+                and not config.disable_jit):
+            call = fast_by_key[config.trace_key].get(x.aval)
+            if call is not None:
+                try:
+                    return call((x,))
+                except Exception as e:
+                    strip_internal_frames(e)
+                    raise
+        return general(x, *args, **kwargs)
+    return one_array
+
+
+class _FastCaches(dict):
+    """One fast-path cache per trace key, made on first use."""
+
+    def __missing__(self, trace_key):
+        cache = self[trace_key] = {}
+        return cache
 
 
 class _MixedKey(tuple):
@@ -163,7 +194,7 @@ def _dynamic_key(x):
 
 def _signature(args, kwargs, static_positions, static_names):
     """(signature, dynamic leaves) of a call, or (_NOT_CACHEABLE, None)."""
-    key = [config.enable_x64, len(args)]
+    key = [config.trace_key, len(args)]
     dynamic = []
     for i, x in enumerate(args):
         if i in static_positions:
@@ -244,6 +275,7 @@ def _to_array(x, aval) -> Array:
 
 
 def _compile(fun, args, kwargs, static_positions, static_names) -> _Entry:
+    config_flags.check_tracing_allowed(fun)
     dyn_avals, rebuild = _abstract_call(args, kwargs, static_positions, static_names)
     out_tree_box = []
 

@@ -376,21 +376,35 @@ def pinv(a, rtol=None, hermitian: bool = False, *, rcond=None):
     return _pinv(a, rtol)
 
 
-def matrix_rank(M, rtol=None, *, tol=None):
-    """Number of singular values above rtol * max(s) (tol: an absolute threshold)."""
+def matrix_rank(M, rtol=None, *, hermitian: bool = False, tol=None):
+    """Number of singular values of each matrix in `M` above a threshold.
+
+    Parameters
+    ----------
+    M : array_like, (..., N, K)
+    rtol : array_like, optional
+        The threshold, one per matrix. As in JAX (whose documentation calls it relative),
+        singular values are compared with `rtol` itself, not with ``rtol * max(s)`` as in
+        NumPy. Default: ``max(s) * max(N, K) * eps``.
+    hermitian : bool
+        `M` is Hermitian: its singular values are the magnitudes of its eigenvalues.
+    tol : array_like, optional
+        Another name for `rtol`; give one of them at most.
+    """
     jnp = _jnp()
+    if tol is not None:
+        if rtol is not None:
+            raise ValueError("matrix_rank: only one of tol or rtol may be specified.")
+        rtol = tol
     M = _inexact("jnp.linalg.matrix_rank", M)
     if M.ndim < 2:
         return (M != 0).any().astype(np.int32)
-    s = svdvals(M)
-    if tol is not None:
-        threshold = jnp.asarray(tol)[..., None] if jnp.ndim(tol) else tol
-    else:
-        if rtol is None:
-            rtol = shape_poly.max_dim(*M.shape[-2:]) * np.finfo(M.dtype).eps
-        rtol = jnp.expand_dims(jnp.asarray(rtol), -1)
-        threshold = jnp.max(s, axis=-1, keepdims=True) * rtol
-    return jnp.sum(s > threshold, axis=-1)
+    s = jnp.abs(eigvalsh(M)) if hermitian else svdvals(M)
+    if rtol is None:
+        eps = np.finfo(s.dtype).eps
+        rtol = jnp.max(s, axis=-1) * (shape_poly.max_dim(*M.shape[-2:]) * eps)
+    rtol = jnp.expand_dims(jnp.asarray(rtol), -1)
+    return jnp.sum(s > rtol, axis=-1)
 
 
 def matrix_power(a, n: int):

@@ -16,7 +16,7 @@ from fluxion._src.lax import sorting
 from fluxion._src.lax import structural as ls
 from fluxion._src.numpy import ufuncs, util
 from fluxion._src.numpy.eager import eager_compiled
-from fluxion._src.numpy.creation import asarray, user_dtype
+from fluxion._src.numpy.creation import asarray, user_dtype, zeros
 
 
 def _aval(x):
@@ -405,40 +405,73 @@ def tile(A, reps):
 def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | None = None):
     """Repeat each element `repeats` times along `axis` (of the flattened array if None).
 
-    `repeats` is an int, or one int per element along `axis`; it must be concrete.
+    Parameters
+    ----------
+    a : array_like
+    repeats : int or array_like of ints
+        One count for every element, or one per element along `axis`. It may be traced
+        when `total_repeat_length` is given.
+    axis : int, optional
+    total_repeat_length : int, optional
+        The length of the result along `axis`: a shorter result is truncated, a longer one
+        filled with the last element of `a` along `axis` (as JAX does).
     """
     a = util.ensure_arraylike("repeat", a)
     if axis is None:
         a, axis = ravel(a), 0
     axis = util.canonicalize_axis(axis, _ndim(a))
+    n = _shape(a)[axis]
+    if total_repeat_length is not None:
+        total_repeat_length = core.concrete_or_error(
+            total_repeat_length, "The total_repeat_length argument of jnp.repeat")
+        if not core.is_concrete(repeats):
+            return _repeat_traced(a, repeats, axis, n, int(total_repeat_length))
     repeats = np.asarray(core.concrete_or_error(
         repeats, "The repeats argument of jnp.repeat must be concrete (or pass "
                  "total_repeat_length)"))
     if np.any(repeats < 0):
         raise ValueError(f"repeats may not contain negative values, got {repeats}")
-    n = _shape(a)[axis]
-    if repeats.ndim == 0:
+    if repeats.ndim == 0 and total_repeat_length is None:
         count = int(repeats)
         dims = _shape(a)
         expanded = dims[:axis + 1] + (count,) + dims[axis + 1:]
         out = lax.broadcast_in_dim(a, expanded, tuple(i for i in range(len(expanded))
                                                       if i != axis + 1))
-        out = lax.reshape(out, dims[:axis] + (n * count,) + dims[axis + 1:])
-    else:
-        if repeats.shape != (n,):
-            raise ValueError(f"repeats has shape {repeats.shape}, but the axis has length {n}")
-        out = _take_static(a, np.repeat(np.arange(n), repeats), axis)
-    if total_repeat_length is not None:
-        return _fit_length(out, axis, total_repeat_length)
-    return out
+        return lax.reshape(out, dims[:axis] + (n * count,) + dims[axis + 1:])
+    if repeats.ndim and repeats.shape != (n,):
+        raise ValueError(f"repeats has shape {repeats.shape}, but the axis has length {n}")
+    repeats = np.broadcast_to(repeats, (n,))
+    if total_repeat_length is None:
+        return _take_static(a, np.repeat(np.arange(n), repeats), axis)
+    return _take_static(a, _repeat_sources(repeats, int(total_repeat_length)), axis)
 
 
-def _fit_length(x, axis, length):
-    """Truncate x along axis, or extend it by repeating its last element."""
-    n = _shape(x)[axis]
-    if length <= n:
-        return ls.slice_in_dim(x, 0, length, 1, axis)
-    return _take_static(x, np.concatenate([np.arange(n), np.full(length - n, n - 1)]), axis)
+def _repeat_sources(repeats: np.ndarray, total: int) -> np.ndarray:
+    """For each of `total` output positions, the element it repeats: element i starts at
+    the sum of the counts before it; positions past the last start keep the last element."""
+    starts = np.cumsum(repeats)[:-1]
+    marks = np.zeros(total, np.int64)
+    np.add.at(marks, starts[starts < total], 1)
+    return np.cumsum(marks)
+
+
+def _repeat_traced(a, repeats, axis, n, total):
+    """`_repeat_sources` computed on device, for counts known only at run time."""
+    from fluxion._src.numpy import indexing, reductions
+    counts = util.ensure_arraylike("repeat", repeats)
+    if not dtypes.is_integer(_aval(counts).dtype):
+        raise TypeError(f"repeats must be integers, got {_aval(counts).dtype}")
+    if _ndim(counts) > 1 or (_ndim(counts) == 1 and _shape(counts)[0] != n):
+        raise ValueError(f"repeats has shape {_shape(counts)}, but the axis has length {n}")
+    if total == 0:
+        return ls.slice_in_dim(a, 0, 0, 1, axis)
+    if n == 0:
+        raise ValueError(f"jnp.repeat: total_repeat_length={total} positions cannot be filled "
+                         "from an empty axis")
+    counts = lax.broadcast_in_dim(counts, (n,), () if _ndim(counts) == 0 else (0,))
+    starts = ls.slice_in_dim(reductions.cumsum(counts), 0, n - 1, 1, 0)
+    marks = zeros(total, np.int32).at[starts].add(1, mode="drop")
+    return indexing.take(a, reductions.cumsum(marks), axis=axis)
 
 
 def flip(m, axis=None):
@@ -566,60 +599,162 @@ def _pad_constant(a, widths, constant_values):
     return a
 
 
-def _pad_odd_reflection(a, axis, lo, hi, include_edge):
-    """Odd reflection: 2 * edge - (even reflection), one period at most."""
+def _check_axis_extendable(a, axis, lo, hi):
+    if (lo or hi) and _shape(a)[axis] == 0:
+        raise ValueError(f"can't extend empty axis {axis} using modes other than 'constant' "
+                         "or 'empty'")
+
+
+def _edge(a, axis, first: bool):
     n = _shape(a)[axis]
-    limit = n if include_edge else n - 1
-    if lo > limit or hi > limit:
-        raise NotImplementedError("jnp.pad reflect_type='odd' supports pad widths up to one "
-                                  "reflection of the array")
-    mode = "symmetric" if include_edge else "reflect"
-    parts = []
-    if lo:
-        edge = ls.slice_in_dim(a, 0, 1, 1, axis)
-        mirrored = _take_static(a, np.pad(np.arange(n), (lo, 0), mode=mode)[:lo], axis)
-        parts.append(ufuncs.subtract(ufuncs.multiply(2, edge), mirrored))
-    parts.append(a)
-    if hi:
-        edge = ls.slice_in_dim(a, n - 1, n, 1, axis)
-        mirrored = _take_static(a, np.pad(np.arange(n), (0, hi), mode=mode)[n:], axis)
-        parts.append(ufuncs.subtract(ufuncs.multiply(2, edge), mirrored))
-    return ls.concatenate(parts, axis) if len(parts) > 1 else a
+    return ls.slice_in_dim(a, 0, 1, 1, axis) if first else ls.slice_in_dim(a, n - 1, n, 1, axis)
+
+
+def _pad_odd_reflection(a, axis, lo, hi, mode):
+    """Odd reflection (2 * edge - mirror image), one period of the original axis at a time,
+    each period mirrored about the edge the previous one left."""
+    n = _shape(a)[axis]
+    offset = 1 if mode == "reflect" else 0
+    for first, amount in ((True, lo), (False, hi)):
+        edge = _edge(a, axis, first)
+        while amount > 0:
+            chunk = min(amount, n - offset)
+            amount -= chunk
+            m = _shape(a)[axis]
+            if first:
+                piece = ls.slice_in_dim(a, offset, offset + chunk, 1, axis)
+            else:
+                piece = ls.slice_in_dim(a, m - offset - chunk, m - offset, 1, axis)
+            piece = ufuncs.subtract(ufuncs.multiply(2, edge), ls.rev(piece, (axis,)))
+            edge = _edge(piece, axis, first)
+            a = ls.concatenate([piece, a] if first else [a, piece], axis)
+    return a
 
 
 def _pad_by_index_map(a, widths, mode, reflect_type):
     for axis, (lo, hi) in enumerate(widths):
         if not lo and not hi:
             continue
+        _check_axis_extendable(a, axis, lo, hi)
         n = _shape(a)[axis]
-        if n == 0:
-            raise ValueError(f"can't extend empty axis {axis} using modes other than 'constant' "
-                             "or 'empty'")
-        if reflect_type == "odd" and mode in ("reflect", "symmetric"):
-            a = _pad_odd_reflection(a, axis, lo, hi, include_edge=mode == "symmetric")
+        if reflect_type == "odd" and mode in ("reflect", "symmetric") and n > 1:
+            a = _pad_odd_reflection(a, axis, lo, hi, mode)
         else:
             a = _take_static(a, np.pad(np.arange(n), (lo, hi), mode=mode), axis)
     return a
 
 
-def pad(array, pad_width, mode="constant", **kwargs):
-    """Pad an array.
+def _pad_pairs(values, nd: int, name: str) -> np.ndarray:
+    """A concrete (before, after) pair per axis, from a scalar, one pair, or one per axis."""
+    arr = np.asarray(core.concrete_or_error(values, f"The {name} argument of jnp.pad"))
+    try:
+        return np.broadcast_to(arr, (nd, 2))
+    except ValueError:
+        raise ValueError(f"jnp.pad: {name} with shape {arr.shape} cannot be broadcast to "
+                         f"({nd}, 2) for an array of rank {nd}") from None
 
-    Modes: 'constant' (constant_values, default 0), 'empty' (zeros), 'edge', 'wrap',
-    'reflect' and 'symmetric' (reflect_type 'even' or 'odd').
+
+def _along(value, a, axis, count):
+    """`value` (of extent 1 along `axis`) repeated `count` times along it."""
+    target = list(_shape(value))
+    target[axis] = count
+    return lax.broadcast_in_dim(value, tuple(target), tuple(range(len(target))))
+
+
+def _pad_linear_ramp(a, widths, end_values):
+    from fluxion._src.numpy.creation import linspace
+    aval = _aval(a)
+    ends = _pad_pairs(end_values, aval.ndim, "end_values")
+    for axis, (lo, hi) in enumerate(widths):
+        _check_axis_extendable(a, axis, lo, hi)
+        parts = []
+        for first, amount, end in ((True, lo, ends[axis][0]), (False, hi, ends[axis][1])):
+            edge = squeeze(_edge(a, axis, first), axis)
+            ramp = linspace(end.item(), edge, amount, endpoint=False, dtype=aval.dtype,
+                            axis=axis)
+            ramp = lax._convert_element_type(ramp, aval.dtype, aval.weak_type)
+            parts.append(ramp if first else ls.rev(ramp, (axis,)))
+        a = ls.concatenate([parts[0], a, parts[1]], axis)
+    return a
+
+
+def _pad_statistic(a, widths, stat_length, mode):
+    from fluxion._src.numpy import reductions, statistics
+    stat = {"maximum": reductions.max, "minimum": reductions.min, "mean": reductions.mean,
+            "median": statistics.median}[mode]
+    aval = _aval(a)
+    lengths = None if stat_length is None else _pad_pairs(stat_length, aval.ndim,
+                                                           "stat_length")
+    if lengths is not None and np.any(lengths < 0):
+        raise ValueError("index can't contain negative values")
+    for axis, (lo, hi) in enumerate(widths):
+        if lengths is not None and (lengths[axis][0] == 0 or lengths[axis][1] == 0):
+            raise ValueError("stat_length of 0 yields no value for padding")
+        if not lo and not hi:
+            continue
+        _check_axis_extendable(a, axis, lo, hi)
+        n = _shape(a)[axis]
+        if lengths is None:
+            before = after = stat(a, axis=axis, keepdims=True)
+        else:
+            nb, na = min(int(lengths[axis][0]), n), min(int(lengths[axis][1]), n)
+            before = stat(ls.slice_in_dim(a, 0, nb, 1, axis), axis=axis, keepdims=True)
+            after = stat(ls.slice_in_dim(a, n - na, n, 1, axis), axis=axis, keepdims=True)
+        if dtypes.is_integer(aval.dtype):  # the mean or median of integers, rounded
+            before, after = ufuncs.round(before), ufuncs.round(after)
+        before, after = (lax._convert_element_type(v, aval.dtype, aval.weak_type)
+                         for v in (before, after))
+        a = ls.concatenate([_along(before, a, axis, lo), a, _along(after, a, axis, hi)], axis)
+    return a
+
+
+def _pad_with_function(a, widths, func, kwargs):
+    """NumPy's callable mode: `func(vector, (before, after), axis, kwargs)` returns each
+    zero-padded vector along each axis with its padding filled in."""
+    from fluxion._src.numpy.array_edits import apply_along_axis
+    padded = _pad_constant(a, widths, 0)
+    for axis in range(_ndim(padded)):
+        padded = apply_along_axis(func, axis, padded, widths[axis], axis, kwargs)
+    return padded
+
+
+_PAD_MODES = {"constant": {"constant_values"}, "empty": set(), "edge": set(), "wrap": set(),
+              "reflect": {"reflect_type"}, "symmetric": {"reflect_type"},
+              "linear_ramp": {"end_values"}, "maximum": {"stat_length"},
+              "minimum": {"stat_length"}, "mean": {"stat_length"}, "median": {"stat_length"}}
+
+
+def pad(array, pad_width, mode="constant", **kwargs):
+    """Pad an array, as `numpy.pad`.
+
+    Parameters
+    ----------
+    array : array_like
+    pad_width : int or sequence
+        Widths ``((before, after), ...)`` per axis, one pair for all axes, or one int.
+    mode : str or callable
+        'constant' (``constant_values``, default 0), 'empty' (zeros), 'edge', 'wrap',
+        'reflect' and 'symmetric' (``reflect_type`` 'even' or 'odd'), 'linear_ramp'
+        (``end_values``), 'maximum', 'minimum', 'mean', 'median' (``stat_length``), or a
+        function ``f(vector, iaxis_pad_width, iaxis, kwargs)`` returning the padded vector.
     """
     array = util.ensure_arraylike("pad", array)
     widths = _pad_widths(pad_width, _ndim(array))
-    allowed = {"constant": {"constant_values"}, "empty": set(), "edge": set(), "wrap": set(),
-               "reflect": {"reflect_type"}, "symmetric": {"reflect_type"}}
-    if callable(mode) or mode not in allowed:
-        raise NotImplementedError(f"jnp.pad: mode {mode!r} is not supported; use one of "
-                                  f"{sorted(allowed)}")
-    unexpected = set(kwargs) - allowed[mode]
+    if callable(mode):
+        return _pad_with_function(array, widths, mode, kwargs)
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"Unimplemented padding mode '{mode}' for np.pad.")
+    unexpected = set(kwargs) - _PAD_MODES[mode]
     if unexpected:
         raise ValueError(f"unsupported keyword arguments for mode '{mode}': {unexpected}")
     if mode in ("constant", "empty"):
         return _pad_constant(array, widths, kwargs.get("constant_values", 0))
+    if _ndim(array) == 0:
+        return array
+    if mode == "linear_ramp":
+        return _pad_linear_ramp(array, widths, kwargs.get("end_values", 0))
+    if mode in ("maximum", "minimum", "mean", "median"):
+        return _pad_statistic(array, widths, kwargs.get("stat_length"), mode)
     reflect_type = kwargs.get("reflect_type", "even")
     if reflect_type not in ("even", "odd"):
         raise ValueError(f"reflect_type must be 'even' or 'odd', got {reflect_type!r}")

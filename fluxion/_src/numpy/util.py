@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import operator
+import warnings
 
 import numpy as np
 
@@ -167,6 +168,8 @@ def broadcast_arrays_for_op(fname: str, *args):
     longest = max(shapes, key=len)
     if all(s == longest or s == () for s in shapes):
         return list(args)  # lax broadcasts rank-0 operands itself
+    if config.numpy_rank_promotion != "allow":
+        check_rank_promotion(fname, shapes)
     try:
         shape = shape_poly.broadcast_shapes(*shapes)
     except ValueError:
@@ -175,6 +178,27 @@ def broadcast_arrays_for_op(fname: str, *args):
         core.note_user_line(err)
         raise err from None
     return [x if s == shape or s == () else broadcast_to(x, shape) for x, s in zip(args, shapes)]
+
+
+def check_rank_promotion(fname: str, shapes) -> None:
+    """Warn or raise, as `config.numpy_rank_promotion` says, when operands of several
+    non-zero ranks would be broadcast to a common rank (JAX's promote_shapes)."""
+    if len({len(s) for s in shapes if s}) < 2:
+        return
+    shown = " ".join(map(str, shapes))
+    if config.numpy_rank_promotion == "warn":
+        warnings.warn(f"Following NumPy automatic rank promotion for {fname} on shapes {shown}. "
+                      "Set the jax_numpy_rank_promotion config option to 'allow' to disable "
+                      "this warning; for more information, see "
+                      "https://docs.jax.dev/en/latest/rank_promotion_warning.html.",
+                      stacklevel=3)
+    elif config.numpy_rank_promotion == "raise":
+        err = ValueError(f"Operands could not be broadcast together for {fname} on shapes "
+                         f"{shown} and with the config option jax_numpy_rank_promotion='raise'. "
+                         "For more information, see "
+                         "https://docs.jax.dev/en/latest/rank_promotion_warning.html.")
+        core.note_user_line(err)
+        raise err
 
 
 def _same_type_arrays(args) -> bool:

@@ -8,6 +8,7 @@ data.
 from __future__ import annotations
 
 import math
+import warnings
 import operator
 from collections.abc import Sequence
 
@@ -15,6 +16,8 @@ import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion._src import core, dtypes
+from fluxion._src.array import Array
+from fluxion._src.errors import KeyReuseError
 from fluxion._src.api import jit
 from fluxion._src.random._common import static_jit
 from fluxion._src.numpy.util import is_arraylike
@@ -53,7 +56,9 @@ KEY_DTYPE = KeyTy()
 
 def resolve_impl(impl) -> str:
     """Check a PRNG implementation spec (None, a name or a key dtype); only threefry2x32."""
-    if impl is None or isinstance(impl, KeyTy) or impl == IMPL_NAME:
+    if impl is None:
+        impl = config.default_prng_impl  # `jax.default_prng_impl`
+    if isinstance(impl, KeyTy) or impl == IMPL_NAME:
         return IMPL_NAME
     if isinstance(impl, str):
         if impl in _JAX_IMPL_NAMES:
@@ -78,12 +83,14 @@ class PRNGKeyArray:
     equality; arithmetic and conversion to NumPy raise TypeError, as in JAX.
     """
 
-    __slots__ = ("_base_array",)
+    # _consumed: used by a random function while `jax.debug_key_reuse` was set
+    __slots__ = ("_base_array", "_consumed")
     __array_priority__ = 100
     __hash__ = None
 
     def __init__(self, key_data):
         self._base_array = key_data
+        self._consumed = False
 
     # ---- array-like attributes
     shape = property(lambda self: tuple(self._base_array.shape[:-1]))
@@ -227,19 +234,54 @@ def check_key_data(key_data) -> None:
                         f"uint32; got dtype={key_data.dtype}")
 
 
+# Functions that read a key without consuming it (for `jax.debug_key_reuse`).
+_NOT_CONSUMING = frozenset({"key_data", "key_impl", "fold_in"})
+
+
 def check_key(name: str, key, allow_batched: bool = False):
     """(raw key data, whether `key` was typed) for a key passed to a random function."""
     if isinstance(key, PRNGKeyArray):
         data, typed, shape = key._base_array, True, key.shape
+        if config.debug_key_reuse and name not in _NOT_CONSUMING:
+            _consume(name, key)
     elif is_arraylike(key):
         check_key_data(key)
         data, typed, shape = key, False, tuple(key.shape)
+        _check_legacy_key()
     else:
         raise TypeError(f"unexpected PRNG key type {type(key)}")
     if not allow_batched and len(shape) != (0 if typed else 1):
         raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
                          f"{shape} != (). Use jax.vmap for batching.")
     return data, typed
+
+
+def _consume(name: str, key) -> None:
+    """KeyReuseError if an eager key was consumed before; else mark it consumed. Keys inside
+    jit and other traces are not tracked (see docs/differences.md)."""
+    if type(key._base_array) is not Array:
+        return
+    if key._consumed:
+        where = "random_split" if name == "split" else "jit-compiled function"
+        raise KeyReuseError(f"Previously-consumed key passed to {where} at index 0")
+    key._consumed = True
+
+
+_LEGACY_KEY_MESSAGE = ("Legacy uint32 key array passed as key to jax.random function. Please "
+                       "create keys using jax.random.key(). If use of a raw key array was "
+                       'intended, set jax_legacy_prng_key="allow".')
+
+
+def _check_legacy_key() -> None:
+    """`jax.legacy_prng_key` ('warn' or 'error') and `jax.enable_custom_prng` on raw keys."""
+    mode = config.legacy_prng_key
+    if mode == "error":
+        raise ValueError(_LEGACY_KEY_MESSAGE)
+    if mode == "warn":
+        warnings.warn(_LEGACY_KEY_MESSAGE, stacklevel=3)
+    elif config.enable_custom_prng:
+        warnings.warn("Raw arrays as random keys to jax.random functions are deprecated. "
+                      "Assuming valid threefry2x32 key for now.", FutureWarning, stacklevel=3)
 
 
 def rewrap(data, typed: bool):
@@ -281,7 +323,8 @@ def PRNGKey(seed, *, impl=None):
     impl : must be None or ``'threefry2x32'``.
     """
     resolve_impl(impl)
-    return _seed_jit(_seed_array("PRNGKey", seed))
+    data = _seed_jit(_seed_array("PRNGKey", seed))
+    return PRNGKeyArray(data) if config.enable_custom_prng else data
 
 
 def key(seed, *, impl=None, dtype=None):
@@ -355,7 +398,7 @@ def fold_in(key, data):
 
 
 def clone(key):
-    """A copy of `key` (fluxion does not track key reuse, so this is the identity)."""
+    """A copy of `key`, not yet consumed (for `jax.debug_key_reuse`)."""
     if isinstance(key, PRNGKeyArray):
         return key.copy()
     return key

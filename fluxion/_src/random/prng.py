@@ -2,7 +2,9 @@
 
 These are JAX's `threefry_prng_impl` with `jax_threefry_partitionable=True` (the default since
 JAX 0.5): `split` and `random_bits` encrypt the 64-bit row-major index of each output element,
-so every element depends on its position only, not on the size of the whole draw.
+so every element depends on its position only, not on the size of the whole draw. With the flag
+off they follow JAX's original algorithm (`_original` below): a count 0..n-1 is split into two
+halves that are encrypted as word pairs, so values depend on the size of the draw.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import numpy as np
 
 from fluxion._src.export import shape_poly
 from fluxion._src import core, dtypes
+from fluxion._src.config import config
 from fluxion._src.lax import lax, structural
 from fluxion._src.random.threefry import iota_2x32_shape, threefry2x32
 
@@ -43,6 +46,8 @@ def seed(seed_value):
 
 def split(key, shape: tuple):
     """`key` split into an array of keys of `shape` (a raw key array of shape `shape + (2,)`)."""
+    if not config.threefry_partitionable:
+        return lax.reshape(_threefry_counts(key, 2 * _size(shape)), (*shape, 2))
     k1, k2 = key_words(key)
     counts_hi, counts_lo = iota_2x32_shape(shape)
     bits1, bits2 = threefry2x32(k1, k2, counts_hi, counts_lo)
@@ -66,6 +71,8 @@ def random_bits(key, bit_width: int, shape: tuple):
     size = shape_poly.shape_size(shape)
     if shape_poly.known_true(lambda: size > 2 ** 64):
         raise NotImplementedError("random bits array of size exceeding 2 ** 64")
+    if not config.threefry_partitionable:
+        return _random_bits_original(key, bit_width, shape)
     k1, k2 = key_words(key)
     counts_hi, counts_lo = iota_2x32_shape(shape)
     bits1, bits2 = threefry2x32(k1, k2, counts_hi, counts_lo)
@@ -76,3 +83,55 @@ def random_bits(key, bit_width: int, shape: tuple):
         return lax.bitwise_or(lax.shift_left(high, lax._convert_element_type(32, dtype)), low)
     bits = lax.bitwise_xor(bits1, bits2)
     return bits if bit_width == 32 else lax._convert_element_type(bits, dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# The original (non-partitionable) algorithm, for `jax_threefry_partitionable=False`.
+
+def _size(shape: tuple) -> int:
+    size = 1
+    for d in shape:
+        size *= int(d)
+    return size
+
+
+def _threefry_counts(key, n: int):
+    """The cipher of the counts 0..n-1 (uint32[n]): their first and second halves (padded by
+    a zero when n is odd) are encrypted as word pairs and joined again."""
+    k1, k2 = key_words(key)
+    counts = structural.iota(dtypes.uint32, n)
+    odd = n % 2
+    if odd:
+        counts = structural.concatenate([counts, lax.reshape(_u32(0), (1,))], 0)
+    half = (n + odd) // 2
+    x1 = structural.slice(counts, (0,), (half,))
+    x2 = structural.slice(counts, (half,), (2 * half,))
+    y1, y2 = threefry2x32(k1, k2, x1, x2)
+    out = structural.concatenate([y1, y2], 0)
+    return structural.slice(out, (0,), (n,)) if odd else out
+
+
+def _random_bits_original(key, bit_width: int, shape: tuple):
+    size = _size(shape)
+    max_count = -(-bit_width * size // 32)
+    if max_count >= np.iinfo(np.uint32).max:
+        raise NotImplementedError("random bits of more than 2 ** 32 words with "
+                                  "jax_threefry_partitionable=False")
+    bits = _threefry_counts(key, max_count)
+    dtype = UINT_DTYPES[bit_width]
+    if bit_width == 64:
+        half = max_count // 2
+        high = lax._convert_element_type(structural.slice(bits, (0,), (half,)), dtype)
+        low = lax._convert_element_type(structural.slice(bits, (half,), (max_count,)), dtype)
+        bits = lax.bitwise_or(lax.shift_left(high, lax._convert_element_type(32, dtype)), low)
+    elif bit_width in (8, 16):
+        # The uint32 words viewed as narrower integers, least significant part first.
+        per_word = 32 // bit_width
+        shifts = lax.mul(_u32(bit_width), structural.broadcasted_iota(dtypes.uint32,
+                                                                       (1, per_word), 1))
+        words = lax.broadcast_in_dim(bits, (max_count, per_word), (0,))
+        parts = lax.bitwise_and(lax.shift_right_logical(words, lax.broadcast_in_dim(
+            shifts, (max_count, per_word), (0, 1))), _u32(np.iinfo(dtype).max))
+        parts = lax.reshape(parts, (max_count * per_word,))
+        bits = structural.slice(lax._convert_element_type(parts, dtype), (0,), (size,))
+    return lax.reshape(bits, shape)

@@ -28,8 +28,10 @@ def _inexact(a):
 
 def cholesky(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True):
     """The Cholesky factor of a Hermitian positive-definite matrix: upper (a = U^H U) unless
-    `lower` (a = L L^H)."""
-    factor = lax_linalg.cholesky(_inexact(a))
+    `lower` (a = L L^H). As SciPy, only the triangle named by `lower` is read (so the
+    gradient flows to that triangle alone, as JAX's)."""
+    a = _inexact(a)
+    factor = lax_linalg.cholesky(a if lower else _h(a), symmetrize_input=False)
     return factor if lower else _h(factor)
 
 

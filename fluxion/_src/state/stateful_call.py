@@ -136,7 +136,7 @@ def _apply(prim, args, params):
     structural = core.structural_params_key(params)
     try:
         key = (prim, tuple(params.items()) if structural is None else structural,
-               config.enable_x64, avals, tuple(positions))
+               config.trace_key, avals, tuple(positions))
         compiled = _eager_cache.get(key)
     except TypeError:
         key, compiled = None, None
