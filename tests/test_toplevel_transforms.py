@@ -665,3 +665,15 @@ def test_compositions_of_transposes_and_custom_gradients():
         with pytest.raises(TypeError, match="forward-mode autodiff"):
             mod.jacfwd(f)(1.0)
     close(outs[0], outs[1])
+
+
+def test_cache_miss_explanation_names_a_user_context(caplog):
+    ctx = fluxion.make_user_context(0)
+
+    @fluxion.jit
+    def f(x):
+        return x + 1
+    f(1.)
+    with caplog.at_level("WARNING", logger="fluxion"), fluxion.explain_cache_misses(), ctx(3):
+        f(1.)
+    assert "changed from 0 to 3" in caplog.text and "make_user_context" in caplog.text
