@@ -175,10 +175,21 @@ def polyval(p, x, *, unroll: int = 16):
     return y
 
 
+def _coefficients(name, *polys):
+    """Polynomial coefficient vectors: a scalar is a polynomial of degree 0 (as in NumPy)."""
+    jnp = _jnp()
+    polys = [jnp.atleast_1d(p) for p in polys]
+    for p in polys:
+        if p.ndim != 1:
+            raise ValueError(f"{name}: polynomial coefficients must be 1-D, got shape {p.shape}")
+    return polys
+
+
 @eager_compiled(static_argnames=())
 def polyadd(a1, a2):
     """Sum of two polynomials."""
-    a1, a2 = util.promote_dtypes(*util.ensure_arraylike("polyadd", a1, a2))
+    a1, a2 = _coefficients("polyadd", *util.promote_dtypes(
+        *util.ensure_arraylike("polyadd", a1, a2)))
     if a2.shape[0] <= a1.shape[0]:
         return a1.at[-a2.shape[0]:].add(a2) if a2.shape[0] else a1
     return a2.at[-a1.shape[0]:].add(a1) if a1.shape[0] else a2
@@ -234,7 +245,8 @@ def polyder(p, m: int = 1):
 def polymul(a1, a2, *, trim_leading_zeros: bool = False):
     """Product of two polynomials."""
     jnp = _jnp()
-    a1, a2 = util.promote_dtypes_inexact(*util.ensure_arraylike("polymul", a1, a2))
+    a1, a2 = _coefficients("polymul", *util.promote_dtypes_inexact(
+        *util.ensure_arraylike("polymul", a1, a2)))
     if trim_leading_zeros and (a1.shape[0] > 1 or a2.shape[0] > 1):
         a1, a2 = _trim_leading_zeros(a1), _trim_leading_zeros(a2)
     if a1.shape[0] == 0:
@@ -247,7 +259,8 @@ def polymul(a1, a2, *, trim_leading_zeros: bool = False):
 def polydiv(u, v, *, trim_leading_zeros: bool = False):
     """Quotient and remainder of polynomial division u / v."""
     jnp = _jnp()
-    u_arr, v_arr = util.promote_dtypes_inexact(*util.ensure_arraylike("polydiv", u, v))
+    u_arr, v_arr = _coefficients("polydiv", *util.promote_dtypes_inexact(
+        *util.ensure_arraylike("polydiv", u, v)))
     m = u_arr.shape[0] - 1
     n = v_arr.shape[0] - 1
     scale = 1.0 / v_arr[0]

@@ -403,7 +403,7 @@ def logaddexp(x1, x2, /):
     """log(exp(x1) + exp(x2)), computed without overflow."""
     x1, x2 = promote_args_inexact("logaddexp", x1, x2)
     if dtypes.is_complex(_dtype(x1)):
-        raise NotImplementedError("logaddexp and logaddexp2 of complex inputs are not supported")
+        return _complex_logaddexp(x1, x2, lax.exp, 1.0)
     from fluxion._src.lax.windowed import _logaddexp as logaddexp_with_jvp
     return logaddexp_with_jvp(x1, x2)
 
@@ -414,9 +414,28 @@ def logaddexp2(x1, x2, /):
     return _logaddexp(x1, x2, lax.exp2, 1 / np.log(2))
 
 
+def _complex_logaddexp(x1, x2, exp_fn, log_scale):
+    """The complex log-add-exp: the larger operand (in XLA's order: real part, then
+    imaginary) plus log1p(exp(smaller - larger)), its phase wrapped to [-pi, pi] (scaled)."""
+    re1, re2, im1, im2 = lax.real(x1), lax.real(x2), lax.imag(x1), lax.imag(x2)
+    first_larger = lax.bitwise_or(lax.gt(re1, re2), lax.bitwise_and(lax.eq(re1, re2),
+                                                                   lax.ge(im1, im2)))
+    larger, smaller = select(first_larger, x1, x2), select(first_larger, x2, x1)
+    tail = lax.log1p(exp_fn(lax.sub(smaller, larger)))
+    if log_scale != 1.0:
+        tail = lax.mul(lax_const(tail, log_scale), tail)
+    out = lax.add(larger, tail)
+    half_turn = np.pi * log_scale
+    phase = lax.rem(lax.add(lax.imag(out), lax_const(re1, half_turn)),
+                    lax_const(re1, 2 * half_turn))
+    phase = select(lax.lt(phase, lax_const(re1, 0)), lax.add(phase, lax_const(re1, 2 * half_turn)),
+                   phase)
+    return lax.complex(lax.real(out), lax.sub(phase, lax_const(re1, half_turn)))
+
+
 def _logaddexp(x1, x2, exp_fn, log_scale):
     if dtypes.is_complex(_dtype(x1)):
-        raise NotImplementedError("logaddexp and logaddexp2 of complex inputs are not supported")
+        return _complex_logaddexp(x1, x2, exp_fn, log_scale)
     larger = lax.max(x1, x2)
     delta = lax.sub(x1, x2)
     tail = lax.log1p(exp_fn(lax.neg(lax.abs(delta))))
