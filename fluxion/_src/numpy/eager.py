@@ -122,14 +122,13 @@ def eager_compiled(static_argnames=()):
 
 
 def _one_array_fast_path(general, fast_by_key, trace_state, eval_trace):
-    """A front for functions of one argument (the unary ufuncs): a lone Array whose
-    executable is cached goes straight to it, without building the general call's
-    argument tuple and keyword dict; anything else takes the general wrapper."""
+    """A front for functions of one positional-only argument (the unary ufuncs): a lone
+    Array whose executable is cached goes straight to it. The exact one-argument signature
+    matters: a `*args, **kwargs` front costs ~0.4 us more per call on CPython 3.11."""
 
     @functools.wraps(general.__wrapped__)
-    def one_array(x, /, *args, **kwargs):
-        if (type(x) is Array and not args and not kwargs and trace_state.trace is eval_trace
-                and not config.disable_jit):
+    def one_array(x, /):
+        if type(x) is Array and trace_state.trace is eval_trace and not config.disable_jit:
             call = fast_by_key[config.trace_key].get(x.aval)
             if call is not None:
                 try:
@@ -137,7 +136,7 @@ def _one_array_fast_path(general, fast_by_key, trace_state, eval_trace):
                 except Exception as e:
                     strip_internal_frames(e)
                     raise
-        return general(x, *args, **kwargs)
+        return general(x)
     return one_array
 
 
