@@ -339,8 +339,8 @@ def test_unsupported_jax_artifacts_raise_value_error():
     jexport.register_namedtuple_serialization(Point, serialized_name="tests.interchange.Point")
     blob = jexport.export(jax.jit(lambda p: p.x + p.y))(
         Point(np.ones(2, np.float32), np.ones(2, np.float32))).serialize()
-    with pytest.raises(ValueError, match="custom node 'tests.interchange.Point'"):
-        export.deserialize(blob)
+    with pytest.raises(ValueError, match="unregistered type `tests.interchange.Point`"):
+        export.deserialize(blob)  # registered with jax.export only
 
     ours = export.export(fluxion.jit(jnp.sin))(np.ones(2, np.float32))
     ours.calling_convention_version = 11
@@ -464,3 +464,99 @@ def test_jax_artifact_runs_in_a_fresh_process_without_jax(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "g.npy"),
                                jax.grad(lambda x: jjnp.sum(mlp_jax(PARAMS, x)))(x),
                                rtol=1e-4, atol=1e-5)
+
+
+def test_registered_custom_pytree_nodes_cross_both_ways():
+    """Namedtuples and custom nodes registered for serialization on both sides travel in
+    JAX's format in both directions (and in fluxion's own)."""
+    Pair = collections.namedtuple("Pair", "first second")
+
+    class Box:
+        def __init__(self, value, label):
+            self.value, self.label = value, label
+
+    for mod in (jax.tree_util, fluxion.tree_util):
+        mod.register_pytree_node(Box, lambda b: ((b.value,), b.label),
+                                 lambda label, kids: Box(kids[0], label))
+    for ex in (jexport, export):
+        ex.register_namedtuple_serialization(Pair, serialized_name="tests.cross.Pair")
+        ex.register_pytree_node_serialization(
+            Box, serialized_name="tests.cross.Box", serialize_auxdata=lambda s: s.encode(),
+            deserialize_auxdata=lambda b: bytes(b).decode())
+
+    def f(p, box):
+        return Pair(p.first * box.value, Box(p.second + 1, box.label + "!"))
+    args = (Pair(np.ones(2, np.float32), np.arange(2, dtype=np.float32)),
+            Box(np.float32(3), "tag"))
+    want = f(*args)
+    for blob in (jexport.export(jax.jit(f))(*args).serialize(),
+                 export.export(fluxion.jit(f))(*args).serialize(format="jax"),
+                 export.export(fluxion.jit(f))(*args).serialize()):
+        ours = export.deserialize(blob).call(*args)
+        assert type(ours) is Pair and type(ours.second) is Box and ours.second.label == "tag!"
+        np.testing.assert_array_equal(np.asarray(ours.first), want.first)
+        np.testing.assert_array_equal(np.asarray(ours.second.value), want.second.value)
+    theirs = jexport.deserialize(export.export(fluxion.jit(f))(*args).serialize(format="jax"))
+    out = theirs.call(*args)
+    assert type(out) is Pair and out.second.label == "tag!"
+    np.testing.assert_array_equal(np.asarray(out.first), want.first)
+
+
+def test_serialization_registrations_refuse_duplicates_and_unregistered_types():
+    Solo = collections.namedtuple("Solo", "a")
+    with pytest.raises(ValueError, match="unregistered type"):
+        export.export(fluxion.jit(lambda s: s.a * 2))(Solo(np.ones(2))).serialize()
+    export.register_namedtuple_serialization(Solo, serialized_name="tests.cross.Solo")
+    with pytest.raises(ValueError, match="Duplicate serialization registration for type"):
+        export.register_namedtuple_serialization(Solo, serialized_name="tests.cross.Solo2")
+    Other = collections.namedtuple("Other", "a")
+    with pytest.raises(ValueError, match="Duplicate serialization registration for "
+                                         "serialized_name"):
+        export.register_namedtuple_serialization(Other, serialized_name="tests.cross.Solo")
+    with pytest.raises(ValueError, match="collections.namedtuple"):
+        export.register_namedtuple_serialization(dict, serialized_name="tests.cross.dict")
+
+    class Unregistered:
+        pass
+    with pytest.raises(ValueError, match="register_pytree_node"):
+        export.register_pytree_node_serialization(
+            Unregistered, serialized_name="tests.cross.U", serialize_auxdata=bytes,
+            deserialize_auxdata=bytes)
+
+
+def test_disabled_safety_checks_as_jax():
+    """The platform check (an artifact for another platform runs its first platform's
+    code when disabled) and the custom-call check (only targets jaxlib keeps stable)."""
+    x = np.ones(3, np.float32)
+    for ex, m in ((jexport, jax), (export, fluxion)):
+        cuda_only = ex.export(m.jit(lambda a: a * 2), platforms=("cuda",))(x)
+        with pytest.raises(ValueError, match="exported for platforms"):
+            cuda_only.call(x)
+        relaxed = ex.export(m.jit(lambda a: a * 2), platforms=("cuda",),
+                            disabled_checks=[ex.DisabledSafetyCheck.platform()])(x)
+        np.testing.assert_array_equal(np.asarray(relaxed.call(x)), 2 * x)
+        assert relaxed.disabled_safety_checks == (ex.DisabledSafetyCheck.platform(),)
+        check = ex.DisabledSafetyCheck.custom_call("my_target")
+        assert check.is_custom_call() == "my_target" and str(check) == "custom_call:my_target"
+        assert ex.DisabledSafetyCheck.platform().is_custom_call() is None
+    round_trip = export.deserialize(relaxed.serialize())
+    assert round_trip.disabled_safety_checks == (export.DisabledSafetyCheck.platform(),)
+    np.testing.assert_array_equal(np.asarray(round_trip.call(x)), 2 * x)
+    assert export.minimum_supported_calling_convention_version == \
+        jexport.minimum_supported_calling_convention_version
+
+
+def test_custom_call_without_stability_guarantees_needs_a_disabled_check():
+    """lax.linalg.tridiagonal_solve(perturb_singular=True) calls a jaxlib target outside
+    JAX's stable list: both refuse to export it unless the check is disabled."""
+    dl, d = np.array([0, 1, 1], np.float32), np.array([4, 4, 4], np.float32)
+    du, b = np.array([1, 1, 0], np.float32), np.ones((3, 1), np.float32)
+    for ex, m, linalg in ((jexport, jax, jax.lax.linalg), (export, fluxion, fluxion.lax.linalg)):
+        f = m.jit(lambda *a: linalg.tridiagonal_solve(*a, perturb_singular=True))
+        with pytest.raises(ValueError, match="custom calls whose targets have no compatibility"):
+            ex.export(f)(dl, d, du, b)
+        allowed = ex.export(f, disabled_checks=[
+            ex.DisabledSafetyCheck.custom_call("tridiagonal_solve_perturbed_ffi")])(dl, d, du, b)
+        np.testing.assert_allclose(np.asarray(allowed.call(dl, d, du, b)).ravel(),
+                                   np.linalg.solve(np.diag(d) + np.diag(du[:2], 1) +
+                                                   np.diag(dl[1:], -1), b).ravel(), rtol=1e-6)

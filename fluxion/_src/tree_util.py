@@ -401,6 +401,15 @@ def flatten_one_level(tree) -> tuple[Iterable, Hashable]:
     return children, metadata
 
 
+def registered_unflatten(node_type: type) -> Callable | None:
+    """The `unflatten_func(aux, children)` of a type registered with `register_pytree_node`
+    (or a dataclass / class registration), or None for other types."""
+    entry = optree.register_pytree_node.get(node_type, namespace=NAMESPACE)
+    if entry is None or entry.kind != PyTreeKind.CUSTOM:
+        return None
+    return entry.unflatten_func
+
+
 def flatten_one_level_with_keys(tree) -> tuple[list, Hashable]:
     """([(key, child), ...], aux data) of a container node; ValueError for a leaf."""
     _, aux = flatten_one_level(tree)

@@ -23,7 +23,7 @@ import numpy as np
 from fluxion._src import ad, batching, core, dtypes, tree_util
 from fluxion._src.compiler import backend, hlo, lowering
 from fluxion._src.core import ShapedArray
-from fluxion._src.export import shape_checks, shape_poly
+from fluxion._src.export import registrations, shape_checks, shape_poly
 from fluxion._src.export import shape_poly_ops  # noqa: F401 (registers dim_as_value)
 
 CALLING_CONVENTION_VERSION = 9
@@ -93,7 +93,8 @@ class Exported:
         self.uses_global_constants = uses_global_constants
         self.ordered_effects = tuple(ordered_effects)
         self.unordered_effects = tuple(unordered_effects)
-        self.disabled_safety_checks = tuple(disabled_safety_checks)
+        self.disabled_safety_checks = tuple(
+            registrations.as_safety_check(c) for c in disabled_safety_checks)
         self._get_vjp = get_vjp
         self._inline_text = None
 
@@ -250,6 +251,8 @@ def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
     if len(set(plats)) != len(plats):
         raise ValueError(f"platforms must not repeat, got {plats}")
 
+    disabled_checks = tuple(registrations.as_safety_check(c) for c in disabled_checks)
+
     def do_export(*args, **kwargs) -> Exported:
         traced = fun_jit.trace(*args, **kwargs)
         return _export_traced(traced, plats, disabled_checks, fun_jit)
@@ -264,6 +267,7 @@ def _export_traced(traced, plats, disabled_checks, fun_jit=None) -> Exported:
              for p in plats]
     text = texts[0] if len(plats) == 1 else _multi_platform_module(texts, plats, traced.name,
                                                                    in_avals, closed.out_avals)
+    _check_custom_calls(text, disabled_checks)
     artifact = _serialize_module(text)
 
     def get_vjp():
@@ -272,6 +276,22 @@ def _export_traced(traced, plats, disabled_checks, fun_jit=None) -> Exported:
     return Exported(traced.name, traced.in_tree, in_avals, traced.out_tree,
                     tuple(closed.out_avals), plats, artifact,
                     disabled_safety_checks=disabled_checks, get_vjp=get_vjp)
+
+
+def _check_custom_calls(text: str, disabled_checks) -> None:
+    """JAX's check: an artifact may call only custom-call targets whose behaviour jaxlib keeps
+    stable, and those the export allowed with `DisabledSafetyCheck.custom_call`."""
+    allowed = set(registrations.STABLE_CUSTOM_CALL_TARGETS)
+    allowed.update(c.is_custom_call() for c in disabled_checks if c.is_custom_call())
+    bad = sorted(set(_CUSTOM_CALL_TARGET.findall(text)) - allowed)
+    if bad:
+        raise ValueError("Cannot serialize code with custom calls whose targets have no "
+                         f"compatibility guarantees: {', '.join(bad)}. Allow one with "
+                         "export(..., disabled_checks=[DisabledSafetyCheck.custom_call(name)]) "
+                         "if the artifact will run with the same jaxlib.")
+
+
+_CUSTOM_CALL_TARGET = re.compile(r'call_target_name = "([^"]*)"')
 
 
 def _inexact(aval) -> bool:
@@ -547,6 +567,8 @@ def _call_exported_abstract_eval(*avals, exported: Exported):
 def _platform_index(exported: Exported, platform: str) -> int | None:
     platform = "cuda" if platform == "gpu" else platform
     if platform not in exported.platforms:
+        if registrations.DisabledSafetyCheck.platform() in exported.disabled_safety_checks:
+            return 0 if len(exported.platforms) > 1 else None
         raise ValueError(f"Function '{exported.fun_name}' was exported for platforms "
                          f"{exported.platforms} but it is used on ('{platform}',).")
     return exported.platforms.index(platform) if len(exported.platforms) > 1 else None

@@ -28,7 +28,7 @@ import numpy as np
 
 from fluxion._src import dtypes, tree_util
 from fluxion._src.core import ShapedArray
-from fluxion._src.export import shape_poly
+from fluxion._src.export import registrations, shape_poly
 
 # serialization.fbs enums
 _TREE_LEAF, _TREE_NONE, _TREE_TUPLE, _TREE_LIST, _TREE_DICT, _TREE_CUSTOM = range(6)
@@ -200,9 +200,10 @@ def _read_tree(t: _Table, leaf):
             raise _Corrupt("a dict node has not as many keys as children")
         return dict(zip(keys, children))
     if kind == _TREE_CUSTOM:
-        raise ValueError(f"the artifact's pytree has a custom node {t.string(3)!r} registered "
-                         "with jax.export's serialization registry; fluxion reads only tuples, "
-                         "lists, dicts with str keys and None")
+        name = t.string(3)
+        if name is None:
+            raise _Corrupt("a custom pytree node without a name")
+        return registrations.deserialize_node(name, t.bytes(4) or b"", children)
     raise _Corrupt(f"unknown pytree node kind {kind}")
 
 
@@ -354,7 +355,7 @@ def _write_tree(b, treedef) -> int:
 
 
 def _write_node(b, x, leaf) -> int:
-    names = None
+    names = custom = None
     if x is leaf:
         kind, children = _TREE_LEAF, []
     elif x is None:
@@ -371,8 +372,8 @@ def _write_node(b, x, leaf) -> int:
         kind, children = _TREE_DICT, [x[k] for k in keys]
         names = _vector_of_offsets(b, [b.CreateString(k) for k in keys])
     else:
-        raise ValueError(f"Cannot serialize a pytree node of type {type(x).__name__} in "
-                         "jax.export's format: only tuples, lists, dicts and None")
+        name, aux, children = registrations.serialize_node(x)
+        kind, custom = _TREE_CUSTOM, (b.CreateString(name), b.CreateByteVector(aux))
     kids = _vector_of_offsets(b, [_write_node(b, c, leaf) for c in children]) if children \
         else None
     b.StartObject(5)
@@ -381,6 +382,9 @@ def _write_node(b, x, leaf) -> int:
         b.PrependUOffsetTRelativeSlot(1, kids, 0)
     if names is not None:
         b.PrependUOffsetTRelativeSlot(2, names, 0)
+    if custom is not None:
+        b.PrependUOffsetTRelativeSlot(3, custom[0], 0)
+        b.PrependUOffsetTRelativeSlot(4, custom[1], 0)
     return b.EndObject()
 
 

@@ -15,19 +15,21 @@ Version 1 (the same without the checksum) is still read.
 Sections: "meta" (UTF-8 JSON: names, pytree structures, avals, platforms, ...), "module" (the
 StableHLO portable artifact, VHLO bytecode), and optionally "vjp" (a whole nested container:
 the exported VJP, itself possibly carrying its own). Nothing is unpickled or evaluated: the
-JSON is data, pytree structures are rebuilt from tuples, lists, dicts and None only. Every
+JSON is data, pytree structures are rebuilt from tuples, lists, dicts, None and the custom
+nodes registered with `export.register_pytree_node_serialization`. Every
 length, the checksum and the metadata's types are checked before anything is used; a bad
 container is a ValueError saying what is wrong.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import struct
 
 import numpy as np
 
-from fluxion._src.export import shape_poly
+from fluxion._src.export import registrations, shape_poly
 from fluxion._src import core, dtypes, tree_util
 from fluxion._src.core import ShapedArray
 
@@ -66,9 +68,9 @@ def _encode_node(x, leaf):
                                  "int keys are supported.")
         return {"t": "dict", "k": [[type(k).__name__, k] for k in keys],
                 "c": [_encode_node(x[k], leaf) for k in keys]}
-    raise ValueError(f"Cannot serialize a pytree node of type {type(x).__name__}: exported "
-                     "functions that are serialized may only take and return tuples, lists, "
-                     "dicts, None and arrays.")
+    name, aux, children = registrations.serialize_node(x)
+    return {"t": "custom", "n": name, "a": base64.b64encode(aux).decode("ascii"),
+            "c": [_encode_node(c, leaf) for c in children]}
 
 
 def _decode_node(d, leaf):
@@ -84,6 +86,9 @@ def _decode_node(d, leaf):
     if t == "dict":
         keys = [int(k) if kind == "int" else str(k) for kind, k in d["k"]]
         return {k: _decode_node(c, leaf) for k, c in zip(keys, d["c"])}
+    if t == "custom":
+        return registrations.deserialize_node(d["n"], base64.b64decode(d["a"], validate=True),
+                                              [_decode_node(c, leaf) for c in d["c"]])
     raise ValueError(f"corrupt serialized pytree node kind {t!r}")
 
 
