@@ -18,7 +18,7 @@ from fluxion._src.core import ClosedJaxpr, Jaxpr, ShapedArray
 from fluxion._src.global_array import (GlobalArray, check_divisible, device_put_sharded_value,
                                        jaxlib_sharding)
 from fluxion._src.mesh import Mesh, PartitionSpec
-from fluxion._src import ad, batching, sharding_impls
+from fluxion._src import ad, batching, sharding_impls, sharding_types
 from fluxion._src.sharding_impls import NamedSharding, Sharding
 
 # ---------------------------------------------------------------------------------------------
@@ -159,7 +159,7 @@ def program_mesh(shardings) -> Mesh | None:
         if isinstance(s, NamedSharding):
             if mesh is None:
                 mesh = s.mesh
-            elif s.mesh != mesh:
+            elif s.mesh._device_key != mesh._device_key:
                 raise ValueError(f"Received incompatible devices for jitted computation: "
                                  f"shardings use the meshes {mesh!r} and {s.mesh!r}")
     return mesh
@@ -202,6 +202,8 @@ def arg_sharding(x, mesh: Mesh) -> NamedSharding:
     s = x._sharding if type(x) is GlobalArray else None
     if isinstance(s, NamedSharding) and s.mesh == mesh:
         return s
+    if isinstance(s, NamedSharding) and s.mesh._device_key == mesh._device_key:
+        return NamedSharding(mesh, s.spec)  # the same layout, typed on the program's axes
     if s is not None and not isinstance(s, NamedSharding) or isinstance(s, NamedSharding) \
             and s.mesh.flat_devices != mesh.flat_devices:
         if not s.is_fully_replicated and not isinstance(s, sharding_impls.GSPMDSharding):
@@ -332,14 +334,58 @@ def apply_primitive(prim: core.Primitive, args, params):
         key, exe = None, None
     if exe is None:
         jaxpr = dispatch.primitive_jaxpr(prim, avals, params)
-        exe = compile_sharded(jaxpr, prim.name, mesh, [arg_sharding(x, mesh) for x in args],
-                              [None] * len(jaxpr.out_avals))
+        in_sh = [arg_sharding(x, mesh) for x in args]
+        exe = compile_sharded(jaxpr, prim.name, mesh, in_sh,
+                              _explicit_out_shardings_of_primitive(prim, params, avals, in_sh,
+                                                                   mesh))
         if key is not None:
             if len(_primitive_cache) > 1024:
                 _primitive_cache.clear()
             _primitive_cache[key] = exe
     outs = exe(args)
     return outs if prim.multiple_results else outs[0]
+
+
+def _explicit_out_shardings_of_primitive(prim, params, avals, in_sh, mesh) -> list:
+    """The result shardings of one eager primitive: on Explicit axes its sharding rule's,
+    else XLA's choice (None)."""
+    n_out = len(prim.abstract_eval_avals(list(avals), params))
+    if not sharding_types.has_explicit_axes(mesh):
+        return [None] * n_out
+    sharding_types.ensure_rules()
+    ctx = sharding_types.Context(mesh)
+    specs = sharding_types.infer_primitive(
+        prim, params, avals, [sharding_types.spec_of(s, len(a.shape), ctx.explicit)
+                              for s, a in zip(in_sh, avals)], ctx)
+    pending = sharding_types.current_pending()
+    out = []
+    for s, aval in zip(specs, prim.abstract_eval_avals(list(avals), params)):
+        if isinstance(s, sharding_types.Deferred):
+            if pending is None or len(pending.spec) > len(aval.shape):
+                raise s.error()
+            s = sharding_types.spec_of(pending, len(aval.shape), ctx.explicit)
+        out.append(NamedSharding(mesh, sharding_types.to_partition_spec(s)))
+    return out
+
+
+def explicit_out_shardings(closed, mesh, in_sh, out_sh) -> list:
+    """jit's output shardings: those given, else on Explicit axes the sharding rules'."""
+    if not sharding_types.has_explicit_axes(mesh) or all(s is not None for s in out_sh):
+        return out_sh
+    sharding_types.ensure_rules()
+    ctx = sharding_types.Context(mesh)
+    specs = sharding_types.infer_jaxpr(
+        closed, [sharding_types.spec_of(s, len(a.shape), ctx.explicit)
+                 for s, a in zip(in_sh, closed.in_avals)], ctx)
+    out = []
+    for given, spec in zip(out_sh, specs):
+        if given is not None:
+            out.append(given)
+            continue
+        if isinstance(spec, sharding_types.Deferred):
+            raise spec.error()
+        out.append(NamedSharding(mesh, sharding_types.to_partition_spec(spec)))
+    return out
 
 
 def jit_call(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args):
@@ -415,6 +461,7 @@ def _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn
     for s, aval in zip(in_sh, traced.jaxpr.in_avals):
         check_divisible(s, aval.shape, "pjit arguments")
     out_sh = [s if isinstance(s, NamedSharding) else None for s in out_sh]
+    out_sh = explicit_out_shardings(traced.jaxpr, mesh, in_sh, out_sh)
     for s, aval in zip(out_sh, traced.jaxpr.out_avals):
         if s is not None:
             check_divisible(s, aval.shape, "pjit outputs")
