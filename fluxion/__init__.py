@@ -62,3 +62,4 @@ from fluxion._src.sharding_impls import NamedSharding  # noqa: E402,F401
 from fluxion._src.sharded_jit import reshard  # noqa: E402,F401
 from fluxion._src.state.api import Ref, new_ref, empty_ref, free_ref, freeze  # noqa: E402,F401
 from fluxion import ref  # noqa: E402,F401
+from fluxion._src.sharding_types import typeof  # noqa: E402,F401,F811  (explicit-axes types)

@@ -100,7 +100,8 @@ class ShapedArray:
         weak = ", weak_type=True" if self.weak_type else ""
         return f"ShapedArray({self.str_short(short_dtypes=False)}{weak})"
 
-    __str__ = __repr__
+    def __str__(self):
+        return ("~" if self.weak_type else "") + self.str_short(short_dtypes=False)
 
     def __len__(self):
         if not self.shape:

@@ -36,6 +36,11 @@ def sharding_constraint(x, sharding: Sharding):
 
 
 def _constraint_impl(x, *, sharding):
+    if isinstance(sharding, sharding_impls.AxesTypes):
+        s = getattr(x, "_sharding", None)
+        if type(x) is not GlobalArray or not isinstance(s, NamedSharding):
+            return x
+        return device_put_sharded_value(x, NamedSharding(sharding.retype(s.mesh), s.spec))
     return device_put_sharded_value(x, sharding)
 
 
@@ -102,6 +107,33 @@ def reshard(x, shardings):
     """`x` laid out as `shardings` (a Sharding or PartitionSpec, or a pytree of them), eagerly
     or inside `jit`."""
     return with_sharding_constraint(x, shardings)
+
+
+def apply_out_sharding(fun, out_sharding, what: str = "out_sharding"):
+    """`fun()` with its result laid out (and typed) as `out_sharding` (a NamedSharding or a
+    PartitionSpec of the current mesh; None: as it comes). An ambiguous result sharding
+    inside takes it rather than raising ShardingTypeError."""
+    if out_sharding is None:
+        return fun()
+    s = canonical_out_sharding(out_sharding)
+    with sharding_types.pending_out_sharding(s):
+        out = fun()
+    return with_sharding_constraint(out, s)
+
+
+def canonical_out_sharding(out_sharding):
+    if isinstance(out_sharding, PartitionSpec):
+        from fluxion._src.mesh import get_mesh
+        mesh = get_mesh()
+        if mesh is None:
+            raise ValueError("Using PartitionSpec when you are not under a mesh context is not "
+                             "allowed. Please pass a NamedSharding instance or enter into a "
+                             f"mesh context via `jax.set_mesh`. Got {out_sharding}")
+        return NamedSharding(mesh, out_sharding)
+    if isinstance(out_sharding, Sharding):
+        return out_sharding
+    raise TypeError(f"out_sharding must be a NamedSharding or a PartitionSpec, got "
+                    f"{out_sharding!r}")
 
 
 def _is_sharding_leaf(s) -> bool:
@@ -378,12 +410,15 @@ def explicit_out_shardings(closed, mesh, in_sh, out_sh) -> list:
         closed, [sharding_types.spec_of(s, len(a.shape), ctx.explicit)
                  for s, a in zip(in_sh, closed.in_avals)], ctx)
     out = []
-    for given, spec in zip(out_sh, specs):
+    for given, spec, aval in zip(out_sh, specs, closed.out_avals):
         if given is not None:
             out.append(given)
             continue
         if isinstance(spec, sharding_types.Deferred):
-            raise spec.error()
+            pending = sharding_types.current_pending()  # an eager call with out_sharding
+            if pending is None or len(pending.spec) > len(aval.shape):
+                raise spec.error()
+            spec = sharding_types.spec_of(pending, len(aval.shape), ctx.explicit)
         out.append(NamedSharding(mesh, sharding_types.to_partition_spec(spec)))
     return out
 

@@ -71,8 +71,8 @@ def _fmt(spec: tuple) -> str:
     return repr(tuple(_entry(e) for e in spec))
 
 
-def type_string(aval, spec: tuple) -> str:
-    """`float32[8@x,4@y]`: the shape with each dimension's mesh axes."""
+def type_string(aval, spec: tuple, short_dtypes: bool = True) -> str:
+    """`f32[8@x,4@y]`: the shape with each dimension's mesh axes."""
     dims = []
     for n, e in zip(aval.shape, spec):
         if not e:
@@ -81,7 +81,59 @@ def type_string(aval, spec: tuple) -> str:
             dims.append(f"{n}@{e[0]}")
         else:
             dims.append(f"{n}@({','.join(e)})")
-    return f"{core.short_dtype_name(aval.dtype)}[{','.join(dims)}]"
+    name = core.short_dtype_name(aval.dtype) if short_dtypes else aval.dtype.name
+    return f"{name}[{','.join(dims)}]"
+
+
+class ShapedArrayWithSharding(core.ShapedArray):
+    """What `typeof` gives for an array on a mesh with Explicit axes: its ShapedArray plus its
+    sharding, printed `float32[8@x,4@y]`. (Kept apart from the interned ShapedArray: caches
+    never see it.)"""
+
+    __slots__ = ("sharding", "_spec")
+
+    def __new__(cls, aval, sharding, spec):
+        self = object.__new__(cls)
+        self.shape, self.dtype, self.weak_type = aval.shape, aval.dtype, aval.weak_type
+        self.sharding, self._spec = sharding, spec
+        return self
+
+    def __reduce__(self):
+        return ShapedArrayWithSharding, (core.ShapedArray(self.shape, self.dtype, self.weak_type),
+                                         self.sharding, self._spec)
+
+    def str_short(self, short_dtypes: bool = False) -> str:
+        return type_string(self, self._spec, short_dtypes)
+
+    def __repr__(self):
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self.str_short()}{weak})"
+
+    def __str__(self):
+        return ("~" if self.weak_type else "") + self.str_short()
+
+    def strip_sharding(self) -> core.ShapedArray:
+        return core.ShapedArray(self.shape, self.dtype, self.weak_type)
+
+    def __eq__(self, other):
+        return (type(other) is ShapedArrayWithSharding and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type
+                and self.sharding == other.sharding)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.weak_type, self.sharding))
+
+
+def typeof(x):
+    """The abstract value of `x`; for an array on a mesh with Explicit axes it carries the
+    array's sharding (`float32[8@x,4@y]`)."""
+    aval = core.get_aval(x)
+    sharding = getattr(x, "_sharding", None) if not isinstance(x, core.Tracer) else None
+    mesh = getattr(sharding, "mesh", None)
+    if not has_explicit_axes(mesh):
+        return aval
+    spec = spec_of(sharding, len(aval.shape), explicit_names(mesh))
+    return ShapedArrayWithSharding(aval, sharding, spec)
 
 
 class Context:
@@ -475,7 +527,18 @@ def reshape_spec(ctx, spec, shape, new):
 
 
 def _constraint_rule(ctx, ins, in_avals, out_avals, params):
-    return [spec_of(params["sharding"], len(out_avals[0].shape), ctx.explicit)]
+    from fluxion._src.sharding_impls import AxesTypes
+    sharding = params["sharding"]
+    if isinstance(sharding, AxesTypes):  # auto_axes / explicit_axes: the layout stays
+        if isinstance(ins[0], Deferred):
+            raise ins[0].error()
+        if sharding.axis_type is AxisType.Explicit:
+            return [ins[0]]
+        gone = set(ctx.mesh.axis_names if sharding.axes is None else sharding.axes)
+        return [tuple(tuple(a for a in e if a not in gone) for e in ins[0])]
+    mesh = getattr(sharding, "mesh", None)
+    explicit = ctx.explicit & explicit_names(mesh) if mesh is not None else ctx.explicit
+    return [spec_of(sharding, len(out_avals[0].shape), explicit)]
 
 
 def _inner_jaxpr(params, n_in, n_out):
@@ -623,3 +686,37 @@ def ensure_rules():
     if not _registered[0]:
         _registered[0] = True
         _register()
+
+
+# ---------------------------------------------------------------------------------------------
+# The `out_sharding=` keyword of array-making functions
+
+def accepts_out_sharding(fun):
+    """Decorator: give `fun` JAX's keyword `out_sharding` (a NamedSharding, or a PartitionSpec
+    of the current mesh): its result is laid out, and typed, as it says."""
+    import functools
+    import inspect
+
+    @functools.wraps(fun)
+    def wrapper(*args, out_sharding=None, **kwargs):
+        if out_sharding is None:
+            return fun(*args, **kwargs)
+        from fluxion._src.sharded_jit import apply_out_sharding
+        return apply_out_sharding(lambda: fun(*args, **kwargs), out_sharding)
+
+    try:
+        sig = inspect.signature(fun)
+    except (TypeError, ValueError):
+        return wrapper
+    if "out_sharding" not in sig.parameters:
+        params = list(sig.parameters.values())
+        extra = inspect.Parameter("out_sharding", inspect.Parameter.KEYWORD_ONLY, default=None)
+        at = next((i for i, p in enumerate(params) if p.kind is p.VAR_KEYWORD), len(params))
+        params.insert(at, extra)
+        try:
+            wrapper.__signature__ = sig.replace(parameters=params)
+        except ValueError:
+            pass
+    else:
+        wrapper.__signature__ = sig
+    return wrapper

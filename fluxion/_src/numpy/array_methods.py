@@ -159,8 +159,11 @@ def _shape_args(args):
     return args
 
 
-def _reshape(self, *args, order="C"):
+def _reshape(self, *args, order="C", out_sharding=None):
     """The array with a new shape: `x.reshape(2, 3)` or `x.reshape((2, 3))`."""
+    if out_sharding is not None:
+        return manipulation.reshape(self, _shape_args(args), order=order,
+                                    out_sharding=out_sharding)
     return manipulation.reshape(self, _shape_args(args), order=order)
 
 

@@ -14,6 +14,7 @@ from fluxion._src.lax import structural as ls
 from fluxion._src.numpy import ufuncs, util
 from fluxion._src.numpy.creation import user_dtype
 from fluxion._src.numpy.eager import eager_compiled
+from fluxion._src.sharding_types import accepts_out_sharding
 
 
 def _shape(x) -> tuple:
@@ -40,6 +41,7 @@ def _dot_general(a, b, contracting, batch, precision, out_dtype, weak):
     return lax._convert_element_type(out, out_dtype, weak)
 
 
+@accepts_out_sharding
 @eager_compiled(static_argnames=('precision', 'preferred_element_type'))
 def dot(a, b, *, precision=None, preferred_element_type=None):
     """NumPy's dot: contracts the last axis of a with the second-to-last axis of b (its only
@@ -89,6 +91,7 @@ def _matmul_plan(a_batch, b_batch):
     return a_squeeze, b_squeeze, pairs, a_free, b_free
 
 
+@accepts_out_sharding
 @eager_compiled(static_argnames=('precision', 'preferred_element_type'))
 def matmul(a, b, *, precision=None, preferred_element_type=None):
     """Matrix product with broadcast batch dimensions; 1-D operands are vectors."""
