@@ -228,6 +228,10 @@ class Mesh:
         return False
 
     def __repr__(self):
+        return (f"Mesh(axis_sizes={self.axis_sizes}, axis_names={self.axis_names}, "
+                f"axis_types={_types_text(self.axis_types)})")
+
+    def __str__(self):
         return (f"Mesh({', '.join(f'{n!r}: {s}' for n, s in self.shape_tuple)}, "
                 f"axis_types={_types_text(self.axis_types)})")
 

@@ -87,26 +87,43 @@ batching.primitive_batchers[sharding_constraint_p] = _constraint_batch
 def with_sharding_constraint(x, shardings):
     """Ask that the values of `x` (a pytree) be laid out as `shardings` (a Sharding or a
     PartitionSpec of the current mesh, or a pytree of them): inside `jit` it steers XLA's
-    partitioner; applied eagerly it moves the data."""
+    partitioner; applied eagerly it moves the data. On Explicit mesh axes use `reshard`."""
+    return _constrain(x, shardings, "with_sharding_constraint")
+
+
+def _check_auto(s: Sharding) -> None:
+    if not isinstance(s, NamedSharding):
+        return
+    types = dict(zip(s.mesh.axis_names, s.mesh.axis_types))
+    if any(types[a] is not sharding_impls.AxisType.Auto for a in s.spec.used_axes()):
+        raise ValueError(f"The spec of NamedSharding passed to with_sharding_constraint can "
+                         f"only refer to Auto axes of the mesh. Got spec={s.spec} and "
+                         f"mesh={s.mesh.abstract_mesh}. You probably meant to use `reshard` "
+                         "API?")
+
+
+def _constrain(x, shardings, what):
     from fluxion._src.tree_util import tree_flatten, tree_unflatten
     leaves, tree = tree_flatten(x)
-    flat = flat_shardings(shardings, x, "with_sharding_constraint")
+    flat = flat_shardings(shardings, x, what)
     out = []
     for leaf, s in zip(leaves, flat):
         if s is None:
             out.append(leaf)
             continue
-        s = sharding_impls.canonicalize(s, "with_sharding_constraint")
+        s = sharding_impls.canonicalize(s, what)
+        if what == "with_sharding_constraint":
+            _check_auto(s)
         if isinstance(s, NamedSharding):
-            check_divisible(s, np.shape(leaf), "with_sharding_constraint arguments")
+            check_divisible(s, np.shape(leaf), f"{what} arguments")
         out.append(sharding_constraint(leaf, s))
     return tree_unflatten(tree, out)
 
 
 def reshard(x, shardings):
     """`x` laid out as `shardings` (a Sharding or PartitionSpec, or a pytree of them), eagerly
-    or inside `jit`."""
-    return with_sharding_constraint(x, shardings)
+    or inside `jit`. On Explicit mesh axes it sets the arrays' sharding type."""
+    return _constrain(x, shardings, "reshard")
 
 
 def apply_out_sharding(fun, out_sharding, what: str = "out_sharding"):
@@ -118,7 +135,7 @@ def apply_out_sharding(fun, out_sharding, what: str = "out_sharding"):
     s = canonical_out_sharding(out_sharding)
     with sharding_types.pending_out_sharding(s):
         out = fun()
-    return with_sharding_constraint(out, s)
+    return _constrain(out, s, "out_sharding")
 
 
 def canonical_out_sharding(out_sharding):

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from fluxion._src.mesh import Mesh, PartitionSpec, get_mesh
+from fluxion._src.mesh import AxisType, Mesh, PartitionSpec, get_mesh
 
 
 class Sharding:
@@ -154,7 +154,7 @@ class NamedSharding(Sharding):
         return self._hash
 
     def __repr__(self):
-        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+        return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r})"
 
 
 class GSPMDSharding(Sharding):
@@ -363,7 +363,7 @@ def auto_axes(fun=None, *, axes=None, out_sharding=None):
     names = _axes_tuple(axes)
 
     def wrapped(*args, **kwargs):
-        from fluxion._src.sharded_jit import with_sharding_constraint
+        from fluxion._src.sharded_jit import reshard
         args, kwargs = _retype((args, kwargs), names, AxisType.Auto)
         ctx = _typed_mesh(names, AxisType.Auto)
         if ctx is None:
@@ -373,7 +373,7 @@ def auto_axes(fun=None, *, axes=None, out_sharding=None):
                 out = fun(*args, **kwargs)
         if out_sharding is None:
             return out
-        return with_sharding_constraint(out, out_sharding)
+        return reshard(out, out_sharding)
     return wrapped
 
 
@@ -386,9 +386,9 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
     names = _axes_tuple(axes)
 
     def wrapped(*args, **kwargs):
-        from fluxion._src.sharded_jit import with_sharding_constraint
+        from fluxion._src.sharded_jit import reshard
         if in_sharding is not None:
-            args = with_sharding_constraint(args, in_sharding)
+            args = reshard(args, in_sharding)
         args, kwargs = _retype((args, kwargs), names, AxisType.Explicit)
         ctx = _typed_mesh(names, AxisType.Explicit)
         if ctx is None:

@@ -376,15 +376,9 @@ def _concatenate_rule(ctx, ins, in_avals, out_avals, params):
 
 
 def _select_n_rule(ctx, ins, in_avals, out_avals, params):
-    which, cases = ins[0], ins[1:]
-    if any(c != cases[0] for c in cases[1:]):
-        raise ShardingTypeError("select cases must have the same shardings, got ["
-                                + ", ".join(_fmt(c) for c in cases) + "].")
-    if in_avals[0].shape and which != cases[0]:
-        raise ShardingTypeError(f"select `which` must be scalar or have the same sharding as "
-                                f"cases, got `which` sharding {_fmt(which)} but case sharding "
-                                f"{_fmt(cases[0])}.")
-    return [cases[0]]
+    # Broadcasting's rule over `which` and the cases: fluxion's jnp broadcasts scalars and
+    # smaller operands unsharded, where JAX's give them the result's sharding first.
+    return [broadcast_specs("select_n", ins, in_avals)]
 
 
 def _dynamic_update_slice_rule(ctx, ins, in_avals, out_avals, params):
@@ -629,7 +623,9 @@ def _register():
         if p is not None:
             rules.setdefault(p, _elementwise_rule(name))
     rules[shapes.convert_element_type_p] = _same_as_operand_rule
-    _passes_deferred.add(shapes.convert_element_type_p)
+    # the ops jnp puts between an ambiguous contraction and its out_sharding constraint
+    _passes_deferred.update([shapes.convert_element_type_p, structural.transpose_p,
+                             shapes.reshape_p, structural.squeeze_p])
     for name in ("copy", "reduce_precision", "optimization_barrier", "device_put", "rev"):
         p = _find(name)
         if p is not None:

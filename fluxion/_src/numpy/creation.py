@@ -12,7 +12,7 @@ from fluxion._src.lax import lax
 from fluxion._src.lax import structural
 from fluxion._src.numpy import ufuncs, util
 from fluxion._src.numpy.util import canonicalize_shape
-from fluxion._src.sharding_types import accepts_out_sharding
+from fluxion._src.sharding_types import accepts_out_sharding, has_explicit_axes
 
 
 def user_dtype(dtype) -> np.dtype | None:
@@ -166,7 +166,12 @@ def _like(name, a, fill_value, dtype, shape):
     weak = dtype is None and dtypes.is_weakly_typed(a)
     dtype = user_dtype(dtype) or aval.dtype
     shape = aval.shape if shape is None else canonicalize_shape(shape)
-    return _filled(shape, fill_value, dtype, weak)
+    out = _filled(shape, fill_value, dtype, weak)
+    sharding = getattr(a, "_sharding", None)  # a global Array's
+    if shape == aval.shape and has_explicit_axes(getattr(sharding, "mesh", None)):
+        from fluxion._src.sharded_jit import reshard
+        out = reshard(out, sharding)  # like `a`, as its type says (JAX's rule)
+    return out
 
 
 @accepts_out_sharding
