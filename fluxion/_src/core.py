@@ -407,7 +407,7 @@ class Tracer:
         raise TypeError(f"unhashable type: {type(self).__name__} (traced arrays are not hashable)")
 
     def __repr__(self):
-        return f"Traced<{self.aval}>with<{self._trace!r}>"
+        return f"Traced<{self.aval!r}>with<{self._trace!r}>"
 
     def __reduce__(self):
         raise TypeError("traced values cannot be pickled")

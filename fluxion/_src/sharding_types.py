@@ -693,12 +693,18 @@ def accepts_out_sharding(fun):
     import functools
     import inspect
 
+    from fluxion._src.traceback_util import strip_internal_frames
+
     @functools.wraps(fun)
     def wrapper(*args, out_sharding=None, **kwargs):
-        if out_sharding is None:
-            return fun(*args, **kwargs)
-        from fluxion._src.sharded_jit import apply_out_sharding
-        return apply_out_sharding(lambda: fun(*args, **kwargs), out_sharding)
+        try:
+            if out_sharding is None:
+                return fun(*args, **kwargs)
+            from fluxion._src.sharded_jit import apply_out_sharding
+            return apply_out_sharding(lambda: fun(*args, **kwargs), out_sharding)
+        except Exception as e:  # leaves with the user's line, not fluxion's frames
+            strip_internal_frames(e)
+            raise
 
     try:
         sig = inspect.signature(fun)
