@@ -337,15 +337,15 @@ def needs_partitioning(closed: ClosedJaxpr) -> Mesh | None:
 def compile_for_constraints(closed: ClosedJaxpr, name: str, mesh: Mesh, donated=None,
                             text: str | None = None):
     """A program whose only shardings are constraints inside it: plain inputs replicated."""
-    return compile_sharded(closed, name, mesh,
-                           [NamedSharding(mesh, PartitionSpec())] * len(closed.in_avals),
-                           [None] * len(closed.out_avals), donated, text=text)
+    in_sh = [NamedSharding(mesh, PartitionSpec())] * len(closed.in_avals)
+    return compile_sharded(closed, name, mesh, in_sh, explicit_out_shardings(
+        closed, mesh, in_sh, [None] * len(closed.out_avals)), donated, text=text)
 
 
 def lower_for_constraints(closed: ClosedJaxpr, name: str, mesh: Mesh, donated=None) -> str:
-    return lower_sharded(closed, name, mesh,
-                         [NamedSharding(mesh, PartitionSpec())] * len(closed.in_avals),
-                         [None] * len(closed.out_avals), donated)
+    in_sh = [NamedSharding(mesh, PartitionSpec())] * len(closed.in_avals)
+    return lower_sharded(closed, name, mesh, in_sh, explicit_out_shardings(
+        closed, mesh, in_sh, [None] * len(closed.out_avals)), donated)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,7 +377,7 @@ def apply_primitive(prim: core.Primitive, args, params):
     try:
         structural = core.structural_params_key(params)
         key = (prim, tuple(params.items()) if structural is None else structural,
-               config.enable_x64, avals, tuple(shardings))
+               config.enable_x64, avals, tuple(shardings), sharding_types.current_pending())
         exe = _primitive_cache.get(key)
     except TypeError:
         key, exe = None, None
@@ -449,7 +449,7 @@ def jit_call(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_
     arg_sh = tuple(x._sharding if type(x) is GlobalArray else None for x in leaves)
     key = ("sharded", in_tree, static_pos, static_kw,
            abstractify_args(jit_fun._fun, leaves, in_tree, static_pos), config.enable_x64,
-           arg_sh, _current_mesh_key(jit_fun))
+           arg_sh, _current_mesh_key(jit_fun), sharding_types.current_pending())
     entry = jit_fun._cache.get(key)
     if entry is None:
         with compile_lock:

@@ -353,26 +353,25 @@ def _varying_shape_rule(name):
         out_shape = out_avals[0].shape
         for n, m, e in zip(shape, out_shape, spec):
             if n != m and e and m % ctx.size(e):
-                raise ShardingTypeError(
+                return [Deferred(
                     f"{name} on sharded dims where out dim ({m}) is not divisible by mesh axes "
                     f"({ctx.size(e)}) with spec ({_entry(e)!r}) is not implemented. Got input "
                     f"type={type_string(in_avals[0], spec)} and output shape={tuple(out_shape)}")
+                    ] * len(out_avals)
         return [spec] * len(out_avals)
     return rule
 
 
 def _split_rule(ctx, ins, in_avals, out_avals, params):
-    spec = ins[0]
-    for a in out_avals:
-        _varying_shape_rule("split")(ctx, ins, in_avals, [a], params)
-    return [spec] * len(out_avals)
+    return [_varying_shape_rule("split")(ctx, ins, in_avals, [a], params)[0]
+            for a in out_avals]
 
 
 def _concatenate_rule(ctx, ins, in_avals, out_avals, params):
     if any(s != ins[0] for s in ins[1:]):
         raise ShardingTypeError("All operands should have the same sharding. Got shardings "
                                 + ", ".join(_fmt(s) for s in ins))
-    return _varying_shape_rule("concatenate")(ctx, ins, in_avals, out_avals, params)
+    return [ins[0]]
 
 
 def _select_n_rule(ctx, ins, in_avals, out_avals, params):
