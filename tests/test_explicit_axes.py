@@ -105,6 +105,9 @@ else:
         "reshard_then_add": lambda f, a: f.mod.sharding.reshard(a["b"] + 1, NS(f, None, "x")) * 2,
         "replicated_input": lambda f, a: a["w"] * 3,
         "rev": lambda f, a: f.np.flip(a["b"], axis=1),
+        "cumsum": lambda f, a: f.np.cumsum(a["b"], axis=1),
+        "scatter_set": lambda f, a: a["b"].at[:, 0].set(1.0),
+        "scatter_add_rows": lambda f, a: a["w"].at[1].add(2.0),
     }
 
 
@@ -209,6 +212,8 @@ else:
                                    "incompatible shardings for broadcasting"),
         "reshape_ambiguous": (lambda f, a: a["a"].reshape(4, 8), None),
         "slice_not_divisible": (lambda f, a: a["a"][0:1], None),
+        "cumsum_sharded_axis": (lambda f, a: f.np.cumsum(a["a"], axis=0),
+                                "unsharded over the axis being reduced"),
         "concatenate_mixed": (lambda f, a: f.np.concatenate([a["a"], a["b"]]),
                               "All operands should have the same sharding"),
     }

@@ -51,8 +51,9 @@ def unsharded(ndim: int) -> tuple:
 
 
 def spec_of(sharding, ndim: int, explicit) -> tuple:
-    """The spec (explicit axes only) of a value of rank `ndim` laid out as `sharding`."""
-    spec = getattr(sharding, "spec", None)
+    """The spec (explicit axes only) of a value of rank `ndim` laid out as `sharding` (a
+    NamedSharding or a PartitionSpec; anything else is unsharded)."""
+    spec = sharding if isinstance(sharding, PartitionSpec) else getattr(sharding, "spec", None)
     if spec is None:
         return unsharded(ndim)
     return tuple(tuple(a for a in spec.axes_of(d) if a in explicit) for d in range(ndim))
@@ -251,6 +252,10 @@ def _same_as_operand_rule(ctx, ins, in_avals, out_avals, params):
     return [ins[0]] * len(out_avals)
 
 
+def _each_operand_rule(ctx, ins, in_avals, out_avals, params):
+    return list(ins)
+
+
 def _elementwise_rule(name):
     def rule(ctx, ins, in_avals, out_avals, params):
         return [broadcast_specs(name, ins, in_avals)] * len(out_avals)
@@ -289,10 +294,8 @@ def broadcast_specs(name, ins, in_avals) -> tuple:
 
 
 def _reduce_axes_rule(ctx, ins, in_avals, out_avals, params):
-    axes = set(params.get("axes", params.get("dimensions", ())))
-    return [tuple(e for i, e in enumerate(s) if i not in axes)
-            for s in ins[:len(out_avals)]] if len(ins) >= len(out_avals) else \
-        [tuple(e for i, e in enumerate(ins[0]) if i not in axes)] * len(out_avals)
+    axes = set(params["axes"])
+    return [tuple(e for i, e in enumerate(ins[0]) if i not in axes)]
 
 
 def _dot_general_rule(ctx, ins, in_avals, out_avals, params):
@@ -519,6 +522,31 @@ def reshape_spec(ctx, spec, shape, new):
     return tuple(out)
 
 
+def _cumulative_rule(ctx, ins, in_avals, out_avals, params):
+    axis = params["axis"]
+    if ins[0][axis]:
+        raise ShardingTypeError(f"Input should be unsharded over the axis being reduced. Got "
+                                f"input type={type_string(in_avals[0], ins[0], False)} and "
+                                f"axis={axis}")
+    return [ins[0]]
+
+
+def _scatter_rule(ctx, ins, in_avals, out_avals, params):
+    # The operand's sharding when only unsharded dimensions are scattered into and the
+    # indices and updates are unsharded (a simplification of JAX's rule).
+    operand, indices, updates = ins[:3]
+    dn = params["dimension_numbers"]
+    touched = set(getattr(dn, "scatter_dims_to_operand_dims", ()))
+    if not any(indices) and not any(updates) and not any(operand[d] for d in touched):
+        return [operand]
+    return [Deferred("Use `.at[...].set/add/mul/...(out_sharding=)` to provide output "
+                     "PartitionSpec for the scatter update as out sharding could not be "
+                     "resolved unambiguously (or would require collectives on inputs). Got "
+                     f"operand={type_string(in_avals[0], operand)}, "
+                     f"indices={type_string(in_avals[1], indices)}, "
+                     f"updates={type_string(in_avals[2], updates)}")]
+
+
 def _constraint_rule(ctx, ins, in_avals, out_avals, params):
     from fluxion._src.sharding_impls import AxesTypes
     sharding = params["sharding"]
@@ -592,13 +620,8 @@ def _scan_rule(ctx, ins, in_avals, out_avals, params):
 
 
 def _shard_map_rule(ctx, ins, in_avals, out_avals, params):
-    return [spec_of(_Spec(s), len(a.shape), ctx.explicit)
-            for s, a in zip(params["out_specs"], out_avals)]
-
-
-class _Spec:
-    def __init__(self, spec):
-        self.spec = spec if isinstance(spec, PartitionSpec) else PartitionSpec(*spec)
+    return [spec_of(s if isinstance(s, PartitionSpec) else PartitionSpec(*s), len(a.shape),
+                    ctx.explicit) for s, a in zip(params["out_specs"], out_avals)]
 
 
 # primitives that let an ambiguous operand's spec flow through (a dtype conversion after an
@@ -609,7 +632,7 @@ _resolves_deferred: set = set()
 
 def _register():
     from fluxion._src.lax import base, control_flow, contractions, indexing, shapes, sorting
-    from fluxion._src.lax import structural, reductions
+    from fluxion._src.lax import structural, reductions, windowed
     from fluxion._src import sharded_jit
     for p in base.elementwise_primitives:
         rules[p] = _elementwise_rule(p.name)
@@ -625,11 +648,12 @@ def _register():
     # the ops jnp puts between an ambiguous contraction and its out_sharding constraint
     _passes_deferred.update([shapes.convert_element_type_p, structural.transpose_p,
                              shapes.reshape_p, structural.squeeze_p])
-    for name in ("copy", "reduce_precision", "optimization_barrier", "device_put", "rev"):
-        p = _find(name)
-        if p is not None:
-            rules[p] = _same_as_operand_rule if name != "optimization_barrier" and \
-                name != "device_put" else (lambda ctx, ins, ia, oa, params: list(ins))
+    for name in ("copy", "reduce_precision", "rev"):
+        if _find(name) is not None:
+            rules[_find(name)] = _same_as_operand_rule
+    for name in ("optimization_barrier", "device_put"):  # several operands, each unchanged
+        if _find(name) is not None:
+            rules[_find(name)] = _each_operand_rule
     for p in (reductions.reduce_sum_p, reductions.reduce_prod_p, reductions.reduce_max_p,
               reductions.reduce_min_p, reductions.reduce_and_p, reductions.reduce_or_p,
               reductions.reduce_xor_p, sorting.argmax_p, sorting.argmin_p):
@@ -647,6 +671,12 @@ def _register():
     rules[structural.select_n_p] = _select_n_rule
     rules[structural.iota_p] = _iota_rule
     rules[sorting.sort_p] = _sort_rule
+    for p in (windowed.cumsum_p, windowed.cumprod_p, windowed.cummax_p, windowed.cummin_p,
+              windowed.cumlogsumexp_p):
+        rules[p] = _cumulative_rule
+    for p in (indexing.scatter_p, indexing.scatter_add_p, indexing.scatter_sub_p,
+              indexing.scatter_mul_p, indexing.scatter_min_p, indexing.scatter_max_p):
+        rules[p] = _scatter_rule
     rules[indexing.gather_p] = _gather_rule
     split = _find("split")
     if split is not None:
@@ -665,9 +695,9 @@ def _register():
 
 def _find(name):
     from fluxion._src.lax import (elementwise, structural, special, stop_gradient, derived,
-                                  jax_names, shapes, parallel)
+                                  jax_names, shapes, parallel, device_put)
     for mod in (elementwise, structural, special, stop_gradient, derived, jax_names, shapes,
-                parallel):
+                parallel, device_put):
         p = getattr(mod, f"{name}_p", None)
         if isinstance(p, core.Primitive):
             return p
