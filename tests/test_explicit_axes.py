@@ -196,6 +196,10 @@ else:
         assert ours != plain and ours.abstract_mesh != plain.abstract_mesh
         auto = fluxion.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
         assert auto.axis_types == (AxisType.Auto,) * 2
+        assert repr(fluxion.sharding.get_abstract_mesh()) == \
+            repr(jax.sharding.get_abstract_mesh()) == "AbstractMesh((), axis_types=())"
+        assert repr(fluxion.sharding.AbstractMesh((2, 4), ("a", "b"))) == \
+            repr(jax.sharding.AbstractMesh((2, 4), ("a", "b")))
         with fluxion.sharding.use_abstract_mesh(auto.abstract_mesh):
             assert fluxion.sharding.get_abstract_mesh() == auto.abstract_mesh
         with fluxion.set_mesh(ours):
@@ -338,3 +342,19 @@ else:
         for ours, theirs in zip(results["fluxion"], results["jax"]):
             assert norm(ours) == norm(theirs)
             np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=2e-5, atol=2e-5)
+
+    def test_explicit_axes_inside_an_auto_mesh():
+        results = {}
+        for n in ("fluxion", "jax"):
+            f = fw(n)
+            auto = f.mod.make_mesh((4, 2), ("x", "y"),
+                                   axis_types=(f.mod.sharding.AxisType.Auto,) * 2)
+            spec = f.mod.sharding.PartitionSpec
+            with f.mod.set_mesh(auto):
+                g = f.mod.sharding.explicit_axes(lambda t: (t * 2).sum(0),
+                                                 in_sharding=spec("x", "y"))
+                results[n] = f.mod.jit(g)(f.host["a"])
+        ours, theirs = results["fluxion"], results["jax"]
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(ours), (fw("fluxion").host["a"] * 2).sum(0),
+                                   rtol=1e-5)

@@ -95,8 +95,8 @@ class AbstractMesh:
                                   for n, t in zip(self.axis_names, self.axis_types)))
 
     def __repr__(self):
-        return (f"AbstractMesh({', '.join(f'{n!r}: {s}' for n, s in self.shape_tuple)}, "
-                f"axis_types={_types_text(self.axis_types)})")
+        axes = ", ".join(f"{n!r}: {s}" for n, s in self.shape_tuple) or "()"
+        return f"AbstractMesh({axes}, axis_types={_types_text(self.axis_types)})"
 
 
 def _of_type(mesh, kind) -> tuple:
