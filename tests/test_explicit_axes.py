@@ -132,6 +132,7 @@ else:
         ours, theirs = run_both(PROGRAMS[name], jit)
         assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
         assert norm(ours) == norm(theirs), (norm(ours), norm(theirs))
+        assert tuple(ours.sharding.spec) == tuple(theirs.sharding.spec)  # written out alike
         np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=2e-5, atol=2e-5)
         # The data is laid out as the type says.
         for shard in ours.addressable_shards:
@@ -295,6 +296,7 @@ else:
                 results[n] = (f.mod.jit(fun) if jit else fun)(*f.arrays.values())
         ours, theirs = results["fluxion"], results["jax"]
         assert norm(ours) == norm(theirs), (norm(ours), norm(theirs))
+        assert tuple(ours.sharding.spec) == tuple(theirs.sharding.spec)
         assert ours.dtype == theirs.dtype
         np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=2e-5, atol=2e-5)
 

@@ -114,6 +114,10 @@ def _constrain(x, shardings, what):
         s = sharding_impls.canonicalize(s, what)
         if what == "with_sharding_constraint":
             _check_auto(s)
+        elif isinstance(s, NamedSharding) and sharding_types.has_explicit_axes(s.mesh) and \
+                len(s.spec) < np.ndim(leaf):  # a type: written out in full, as JAX does
+            s = NamedSharding(s.mesh, PartitionSpec(
+                *s.spec, *[None] * (np.ndim(leaf) - len(s.spec))))
         if isinstance(s, NamedSharding):
             check_divisible(s, np.shape(leaf), f"{what} arguments")
         out.append(sharding_constraint(leaf, s))
