@@ -360,3 +360,30 @@ else:
         np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-5)
         np.testing.assert_allclose(np.asarray(ours), (fw("fluxion").host["a"] * 2).sum(0),
                                    rtol=1e-5)
+
+    def _mlp_grads(f, jit):
+        mod, fnp_ = f.mod, f.np
+        rng = np.random.default_rng(3)
+        w1 = mod.device_put(rng.standard_normal((4, 16)).astype(np.float32), NS(f))
+        w2 = mod.device_put(rng.standard_normal((16, 2)).astype(np.float32), NS(f, None, "y"))
+        x = f.arrays["b"]  # batch over "x"
+
+        def loss(params, x):
+            a, b = params
+            return (fnp_.tanh(x @ a) @ b).sum()
+        g = mod.grad(loss)
+        with mod.set_mesh(f.mesh):
+            return (mod.jit(g) if jit else g)((w1, w2), x)
+
+    @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+    def test_data_parallel_gradients(jit):
+        """The weight gradients contract the batch sharded over "x" (a backward pass may, a
+        user's contraction may not). Eagerly each gradient takes its parameter's sharding, as
+        in JAX; under jit the rules give the second a replicated layout where JAX's backward
+        pass gives it its parameter's (docs/differences.md)."""
+        ours, theirs = (_mlp_grads(fw(n), jit) for n in ("fluxion", "jax"))
+        for o, t in zip(ours, theirs):
+            np.testing.assert_allclose(np.asarray(o), np.asarray(t), rtol=2e-5, atol=2e-5)
+        assert norm(ours[0]) == norm(theirs[0]) == ((), ())
+        assert norm(theirs[1]) == ((), ("y",))
+        assert norm(ours[1]) == (((), ()) if jit else ((), ("y",)))

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import ad, core, dtypes, source_info
+from fluxion._src import ad, core, dtypes, sharding_types, source_info
 from fluxion._src.ad import Zero
 from fluxion._src.api import check_callable, fun_name
 from fluxion._src.traceback_util import api_boundary
@@ -121,9 +122,15 @@ def _vjp_flat(flat_fun, p_leaves):
         out_p, linear, _ = ad.linearize_flat(flat_fun, p_leaves, origin="vjp")
     undefined = [ad.UndefinedPrimal(ad.tangent_aval(core.get_aval(p))) for p in p_leaves]
 
+    # global Arrays among the primals: their cotangents take their shardings (Explicit axes)
+    global_array = sys.modules.get("fluxion._src.global_array")
+    sharded = global_array is not None and any(type(p) is global_array.GlobalArray
+                                               for p in p_leaves)
+
     def backward(cts_out):
         cts = ad.backward_pass(linear.jaxpr, linear.consts, undefined, cts_out)
-        return [_like_primal(ad.instantiate(ct), u.aval) for ct, u in zip(cts, undefined)]
+        cts = [_like_primal(ad.instantiate(ct), u.aval) for ct, u in zip(cts, undefined)]
+        return sharding_types.cotangents_like_primals(cts, p_leaves) if sharded else cts
     return out_p, backward
 
 

@@ -137,6 +137,21 @@ def typeof(x):
     return ShapedArrayWithSharding(aval, sharding, spec)
 
 
+def cotangents_like_primals(cts, primals) -> list:
+    """Eager cotangents laid out (and typed) as their primals on Explicit axes, as JAX's
+    backward pass gives each cotangent its primal's sharding."""
+    from fluxion._src.global_array import GlobalArray
+    out = []
+    for ct, p in zip(cts, primals):
+        s = p._sharding if type(p) is GlobalArray else None
+        if (s is not None and type(ct) is GlobalArray and ct._sharding != s
+                and has_explicit_axes(getattr(s, "mesh", None)) and ct.shape == p.shape):
+            from fluxion._src.sharded_jit import reshard
+            ct = reshard(ct, s)
+        out.append(ct)
+    return out
+
+
 class Context:
     """The mesh a pass runs on: its explicit axes and their sizes."""
 
@@ -154,8 +169,11 @@ rules: dict = {}
 
 
 def infer_primitive(prim, params, in_avals, in_specs, ctx: Context) -> list:
-    """The out specs of one application of `prim` (Deferred entries where ambiguous)."""
+    """The out specs of one application of `prim` (Deferred entries where ambiguous), run
+    eagerly (in a backward pass if the trace state's location says so)."""
     out_avals = prim.abstract_eval_avals(list(in_avals), params)
+    if prim in _backward_aware and _from_backward_pass(core._trace_state.source_info):
+        params = dict(params, **{_TRANSPOSED: True})
     return _apply(prim, params, list(in_avals), list(out_avals), list(in_specs), ctx)
 
 
@@ -190,8 +208,11 @@ def infer_jaxpr(jaxpr, in_specs, ctx: Context) -> list:
         env[v] = s
     for eqn in jaxpr.eqns:
         ins = [read(v) for v in eqn.invars]
+        params = eqn.params
+        if eqn.primitive in _backward_aware and _from_backward_pass(eqn.source_info):
+            params = dict(params, **{_TRANSPOSED: True})
         try:
-            outs = _apply(eqn.primitive, eqn.params, [v.aval for v in eqn.invars],
+            outs = _apply(eqn.primitive, params, [v.aval for v in eqn.invars],
                           [v.aval for v in eqn.outvars], ins, ctx)
         except ShardingTypeError as e:
             raise ShardingTypeError(_with_location(str(e), eqn)) from None
@@ -309,7 +330,7 @@ def _dot_general_rule(ctx, ins, in_avals, out_avals, params):
     if any(l and r and l != r for l, r in zip(lcs, rcs)):
         return [Deferred(f"dot_general requires contracting dimensions to have consistent "
                          f"sharding, got {_fmt(lcs)} and {_fmt(rcs)}.")]
-    if any(l and r for l, r in zip(lcs, rcs)):
+    if any(l and r for l, r in zip(lcs, rcs)) and not params.get(_TRANSPOSED):
         return [Deferred("Contracting dimensions are sharded and it is ambiguous how the output "
                          "should be sharded. Please specify the output sharding via the "
                          f"`out_sharding` parameter. Got lhs_contracting_spec={_fmt(lcs)} and "
@@ -322,6 +343,17 @@ def _dot_general_rule(ctx, ins, in_avals, out_avals, params):
         return [Deferred(f"dot_general: the output spec {_fmt(out)} would name a mesh axis "
                          "twice; specify the output sharding via the `out_sharding` parameter")]
     return [out]
+
+
+# A key the pass adds to a dot_general's params when the equation comes from a backward pass.
+# There JAX gives the cotangent its primal's sharding; here the sharded contraction sums over
+# its axes (the layout of a data-parallel weight gradient), where a user's would be an error.
+_TRANSPOSED = "_sharding_types_transposed"
+
+
+def _from_backward_pass(source_info) -> bool:
+    stack = getattr(source_info, "name_stack", "") or ""
+    return "transpose" in stack
 
 
 def _transpose_rule(ctx, ins, in_avals, out_avals, params):
@@ -628,6 +660,7 @@ def _shard_map_rule(ctx, ins, in_avals, out_avals, params):
 # ambiguous dot keeps it resolvable by the out_sharding constraint that follows)
 _passes_deferred: set = set()
 _resolves_deferred: set = set()
+_backward_aware: set = set()
 
 
 def _register():
@@ -659,6 +692,7 @@ def _register():
               reductions.reduce_xor_p, sorting.argmax_p, sorting.argmin_p):
         rules[p] = _reduce_axes_rule
     rules[contractions.dot_general_p] = _dot_general_rule
+    _backward_aware.add(contractions.dot_general_p)
     rules[structural.transpose_p] = _transpose_rule
     rules[shapes.broadcast_in_dim_p] = _broadcast_in_dim_rule
     rules[shapes.reshape_p] = _reshape_rule
