@@ -130,7 +130,7 @@ def reshard(x, shardings):
     return _constrain(x, shardings, "reshard")
 
 
-def apply_out_sharding(fun, out_sharding, what: str = "out_sharding"):
+def apply_out_sharding(fun, out_sharding):
     """`fun()` with its result laid out (and typed) as `out_sharding` (a NamedSharding or a
     PartitionSpec of the current mesh; None: as it comes). An ambiguous result sharding
     inside takes it rather than raising ShardingTypeError."""
