@@ -322,6 +322,9 @@ else:
 
     def test_out_sharding_partition_spec_needs_a_mesh():
         f = fw("fluxion")
+        for m, d in ((fluxion, fluxion.devices()[0]), (jax, jax.devices()[0])):
+            with pytest.raises(ValueError, match="Only one of `device` or `out_sharding`"):
+                m.numpy.zeros(8, device=d, out_sharding=NS(fw(m.__name__), "x"))
         with pytest.raises(ValueError, match="not under a mesh context"):
             fnp.dot(f.arrays["a"], f.arrays["a"].T, out_sharding=P("x"))
         with fluxion.set_mesh(f.mesh):

@@ -298,6 +298,9 @@ def accepts_out_sharding(fun):
         try:
             if out_sharding is None:
                 return fun(*args, **kwargs)
+            if kwargs.get("device") is not None:
+                raise ValueError(f"Only one of `device` or `out_sharding` can be set. Got "
+                                 f"device={kwargs['device']} and out_sharding={out_sharding}")
             from fluxion._src.sharded_jit import apply_out_sharding
             return apply_out_sharding(lambda: fun(*args, **kwargs), out_sharding)
         except Exception as e:  # leaves with the user's line, not fluxion's frames
