@@ -84,6 +84,45 @@ ad.deflinear(sharding_constraint_p,
 batching.primitive_batchers[sharding_constraint_p] = _constraint_batch
 
 
+# ---------------------------------------------------------------------------------------------
+# sharding_like: a cotangent typed as its primal on Explicit axes
+
+sharding_like_p = core.Primitive("sharding_like")
+
+
+def sharding_like(x, like):
+    """`x`, laid out (on Explicit mesh axes) as `like`, an array of its shape: how a backward
+    pass under `jit` gives each gradient its parameter's sharding, as JAX's does. It lowers to
+    nothing; the sharding pass (sharding_rules.py) reads it."""
+    return sharding_like_p.bind(x, like)
+
+
+def _sharding_like_impl(x, like):
+    s = getattr(like, "_sharding", None)
+    if type(like) is GlobalArray and sharding_types.has_explicit_axes(getattr(s, "mesh", None)):
+        return reshard(x, s)
+    return x
+
+
+def _sharding_like_jvp(primals, tangents):
+    (x, like), (t, _) = primals, tangents
+    out = sharding_like(x, like)
+    return out, t if type(t) is ad.Zero else sharding_like(t, like)
+
+
+def _sharding_like_transpose(ct, x, like):
+    return [ct if type(ct) is ad.Zero else sharding_like(ct, like), None]
+
+
+sharding_like_p.def_impl(_sharding_like_impl)
+sharding_like_p.def_abstract_eval(lambda x, like: x)
+lowering.register_lowering(sharding_like_p, lambda ctx, x, like: x)
+ad.primitive_jvps[sharding_like_p] = _sharding_like_jvp
+ad.primitive_transposes[sharding_like_p] = _sharding_like_transpose
+# under vmap the hint is dropped (the batched value keeps its own layout)
+batching.primitive_batchers[sharding_like_p] = lambda args, dims: (args[0], dims[0])
+
+
 def with_sharding_constraint(x, shardings):
     """Ask that the values of `x` (a pytree) be laid out as `shardings` (a Sharding or a
     PartitionSpec of the current mesh, or a pytree of them): inside `jit` it steers XLA's
@@ -494,10 +533,23 @@ def in_shardings_of(jit_fun, dyn_args, kwargs) -> list:
     return [None if s is None else sharding_impls.canonicalize(s, "jit in_shardings") for s in flat]
 
 
+def _trace_on_args_mesh(jit_fun, leaves, in_tree, static_pos, static_kw):
+    """jit's trace; with arguments on Explicit mesh axes and no mesh in effect, it is traced
+    under their abstract mesh (as JAX does: gradients then take their parameters' types)."""
+    from fluxion._src.mesh import get_abstract_mesh, use_abstract_mesh
+    mesh = program_mesh([x._sharding for x in leaves if type(x) is GlobalArray])
+    if not sharding_types.has_explicit_axes(mesh) or not get_abstract_mesh().empty:
+        return jit_fun._get_traced(leaves, in_tree, static_pos, static_kw)
+    from fluxion._src.api import abstractify_args, trace_flat
+    avals = abstractify_args(jit_fun._fun, leaves, in_tree, static_pos)
+    with use_abstract_mesh(mesh.abstract_mesh):  # once per compiled program: not cached
+        return trace_flat(jit_fun._fun, in_tree, list(avals), static_pos, static_kw, "jit")
+
+
 def _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args):
     """The traced function, mesh and shardings of a partitioned jit call (None: no mesh)."""
     from fluxion._src.tree_util import tree_unflatten
-    traced = jit_fun._get_traced(leaves, in_tree, static_pos, static_kw)
+    traced = _trace_on_args_mesh(jit_fun, leaves, in_tree, static_pos, static_kw)
     mask = jit_fun._donate_mask(args, static_pos, dyn_args, kwargs)
     dyn_kwargs = {k: v for k, v in kwargs.items() if k not in dict(static_kw)}
     in_sh = in_shardings_of(jit_fun, dyn_args, dyn_kwargs)

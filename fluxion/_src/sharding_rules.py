@@ -317,6 +317,10 @@ def _scatter_rule(ctx, ins, in_avals, out_avals, params):
                      f"updates={type_string(in_avals[2], updates)}")]
 
 
+def _sharding_like_rule(ctx, ins, in_avals, out_avals, params):
+    return [ins[1]] if in_avals[0].shape == in_avals[1].shape else [ins[0]]
+
+
 def _constraint_rule(ctx, ins, in_avals, out_avals, params):
     from fluxion._src.sharding_impls import AxesTypes
     sharding = params["sharding"]
@@ -460,6 +464,8 @@ def register():
     if split is not None:
         rules[split] = _split_rule
     rules[sharded_jit.sharding_constraint_p] = _constraint_rule
+    rules[sharded_jit.sharding_like_p] = _sharding_like_rule
+    _resolves_deferred.add(sharded_jit.sharding_like_p)
     _resolves_deferred.add(sharded_jit.sharding_constraint_p)
     rules[control_flow.cond_p] = _cond_rule
     rules[control_flow.while_p] = _while_rule

@@ -138,6 +138,11 @@ def typeof(x):
     return ShapedArrayWithSharding(aval, sharding, spec)
 
 
+def current_abstract_mesh():
+    from fluxion._src.mesh import get_abstract_mesh
+    return get_abstract_mesh()
+
+
 def cotangents_like_primals(cts, primals) -> list:
     """Eager cotangents laid out (and typed) as their primals on Explicit axes, as JAX's
     backward pass gives each cotangent its primal's sharding."""
