@@ -17,12 +17,6 @@ from fluxion._src.api import (jit, make_jaxpr, eval_shape, ShapeDtypeStruct, dev
 from fluxion._src.config import (debug_nans, debug_infs, log_compiles,  # noqa: F401
                                  explain_cache_misses, check_tracer_leaks, checking_leaks)
 from fluxion._src.dtypes import float0  # noqa: F401
-from fluxion._src.core import get_aval as _get_aval
-
-
-def typeof(x):
-    """The abstract value (shape, dtype, weak type) of `x`: an array, tracer or scalar."""
-    return _get_aval(x)
 from fluxion._src.ad_api import grad, value_and_grad, jvp, vjp, linearize  # noqa: F401
 from fluxion._src.ad_api import jacfwd, jacrev, jacobian, hessian  # noqa: F401
 from fluxion._src.vmap import vmap  # noqa: F401
@@ -88,3 +82,4 @@ from fluxion._src import grad_refs as _grad_refs  # noqa: E402
 import types as _types  # noqa: E402
 ad = _types.SimpleNamespace(DontWant=_grad_refs.DontWant, DidntWant=_grad_refs.DidntWant,
                             GradRef=_grad_refs.GradRef, GradValue=_grad_refs.GradValue)
+from fluxion._src.sharding_types import typeof  # noqa: E402,F401

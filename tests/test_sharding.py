@@ -31,8 +31,13 @@ def test_device_put_with_single_device_and_one_device_mesh():
     assert y.sharding == NamedSharding(mesh, P("x"))
     assert y.is_fully_replicated
     np.testing.assert_array_equal(np.asarray(jax.jit(lambda t: t * 2)(y)), a * 2)
-    z = jax.jit(lambda t: jax.lax.with_sharding_constraint(t + 1, NamedSharding(mesh, P("x"))))(a)
+    z = jax.jit(lambda t: jax.sharding.reshard(t + 1, NamedSharding(mesh, P("x"))))(a)
     np.testing.assert_array_equal(np.asarray(z), a + 1)
+    auto = jax.make_mesh((1,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    z = jax.jit(lambda t: jax.lax.with_sharding_constraint(t + 1, NamedSharding(auto, P("x"))))(a)
+    np.testing.assert_array_equal(np.asarray(z), a + 1)
+    with pytest.raises(ValueError, match="only refer to Auto axes"):  # Explicit: as JAX
+        jax.lax.with_sharding_constraint(y, NamedSharding(mesh, P("x")))
 
 
 def test_abstract_mesh_and_errors():

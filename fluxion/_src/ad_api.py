@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import ad, core, dtypes, source_info, vjp_function
+from fluxion._src import ad, core, dtypes, sharding_types, source_info, vjp_function
 from fluxion._src.ad import Zero
 from fluxion._src.api import check_callable, fun_name
 from fluxion._src.traceback_util import api_boundary
@@ -122,9 +123,26 @@ def _vjp_flat(flat_fun, p_leaves):
         out_p, linear, _ = ad.linearize_flat(flat_fun, p_leaves, origin="vjp")
     undefined = [ad.UndefinedPrimal(ad.tangent_aval(core.get_aval(p))) for p in p_leaves]
 
+    # Primals on Explicit mesh axes: their cotangents take their shardings, as in JAX (global
+    # Arrays eagerly; traced ones when the mesh in effect has Explicit axes)
+    global_array = sys.modules.get("fluxion._src.global_array")
+    sharded = global_array is not None and any(type(p) is global_array.GlobalArray
+                                               for p in p_leaves)
+    traced = sharded or (global_array is not None and sharding_types.has_explicit_axes(
+        sharding_types.current_abstract_mesh()) and any(isinstance(p, core.Tracer)
+                                                        for p in p_leaves))
+
     def backward(cts_out):
         cts = ad.backward_pass(linear.jaxpr, linear.consts, undefined, cts_out)
-        return [_like_primal(ad.instantiate(ct), u.aval) for ct, u in zip(cts, undefined)]
+        cts = [_like_primal(ad.instantiate(ct), u.aval) for ct, u in zip(cts, undefined)]
+        if sharded:
+            cts = sharding_types.cotangents_like_primals(cts, p_leaves)
+        if traced:
+            from fluxion._src.sharded_jit import sharding_like
+            cts = [sharding_like(ct, p) if isinstance(p, core.Tracer) and
+                   core.get_aval(ct).shape == core.get_aval(p).shape else ct
+                   for ct, p in zip(cts, p_leaves)]
+        return cts
     return out_p, backward
 
 

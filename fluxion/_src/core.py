@@ -100,7 +100,8 @@ class ShapedArray:
         weak = ", weak_type=True" if self.weak_type else ""
         return f"ShapedArray({self.str_short(short_dtypes=False)}{weak})"
 
-    __str__ = __repr__
+    def __str__(self):
+        return ("~" if self.weak_type else "") + self.str_short(short_dtypes=False)
 
     def __len__(self):
         if not self.shape:
@@ -406,7 +407,7 @@ class Tracer:
         raise TypeError(f"unhashable type: {type(self).__name__} (traced arrays are not hashable)")
 
     def __repr__(self):
-        return f"Traced<{self.aval}>with<{self._trace!r}>"
+        return f"Traced<{self.aval!r}>with<{self._trace!r}>"
 
     def __reduce__(self):
         raise TypeError("traced values cannot be pickled")

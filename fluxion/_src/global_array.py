@@ -222,12 +222,20 @@ def device_put_sharded_value(x, sharding: Sharding, weak_type=None):
                           device=sharding._device, committed=True)
     if type(x) is GlobalArray and x._sharding == sharding:
         return x
+    if type(x) is GlobalArray and _same_layout(x._sharding, sharding):
+        return GlobalArray(x._garr, x._aval, sharding)  # only the mesh's axis types differ
     aval = core.get_aval(x)
     if weak_type is not None:
         aval = aval.update(weak_type=weak_type)
     check_divisible(sharding, aval.shape, "device_put arguments")
     host = np.asarray(x, dtype=aval.dtype)
     return make_array_from_callback(aval.shape, sharding, lambda idx: host[idx], aval=aval)
+
+
+def _same_layout(a, b) -> bool:
+    mesh_a, mesh_b = getattr(a, "mesh", None), getattr(b, "mesh", None)
+    return (mesh_a is not None and mesh_b is not None and type(a) is type(b)
+            and mesh_a._device_key == mesh_b._device_key and a.spec == b.spec)
 
 
 def _addressable(sharding: Sharding, shape) -> list:

@@ -39,7 +39,8 @@ class DuplicateSpecError(ValueError):
 
 
 class AxisType(enum.Enum):
-    """How a mesh axis takes part in sharding (fluxion partitions every kind as `Auto`)."""
+    """How a mesh axis takes part in sharding: `Auto` (XLA's partitioner chooses), `Explicit`
+    (the sharding is part of each value's type, see sharding_types.py) or `Manual` (shard_map)."""
     Auto = enum.auto()
     Explicit = enum.auto()
     Manual = enum.auto()
@@ -77,15 +78,33 @@ class AbstractMesh:
     def empty(self) -> bool:
         return not self.axis_names
 
+    explicit_axes = property(lambda self: _of_type(self, AxisType.Explicit))
+    auto_axes = property(lambda self: _of_type(self, AxisType.Auto))
+    manual_axes = property(lambda self: _of_type(self, AxisType.Manual))
+
     def __eq__(self, other):
         return (type(other) is AbstractMesh and self.axis_sizes == other.axis_sizes
-                and self.axis_names == other.axis_names)
+                and self.axis_names == other.axis_names and self.axis_types == other.axis_types)
 
     def __hash__(self):
-        return hash((self.axis_sizes, self.axis_names))
+        return hash((self.axis_sizes, self.axis_names, self.axis_types))
+
+    def update_axis_types(self, name_to_type: dict) -> "AbstractMesh":
+        return AbstractMesh(self.axis_sizes, self.axis_names,
+                            tuple(name_to_type.get(n, t)
+                                  for n, t in zip(self.axis_names, self.axis_types)))
 
     def __repr__(self):
-        return f"AbstractMesh({', '.join(f'{n!r}: {s}' for n, s in self.shape_tuple)})"
+        axes = ", ".join(f"{n!r}: {s}" for n, s in self.shape_tuple) or "()"
+        return f"AbstractMesh({axes}, axis_types={_types_text(self.axis_types)})"
+
+
+def _of_type(mesh, kind) -> tuple:
+    return tuple(n for n, t in zip(mesh.axis_names, mesh.axis_types) if t is kind)
+
+
+def _types_text(types) -> str:
+    return "(" + ", ".join(t.name for t in types) + ("," if len(types) == 1 else "") + ")"
 
 
 def _axis_types(axis_types, n):
@@ -94,6 +113,8 @@ def _axis_types(axis_types, n):
     if isinstance(axis_types, AxisType):
         return (axis_types,) * n
     axis_types = tuple(axis_types)
+    if not all(isinstance(t, AxisType) for t in axis_types):
+        raise TypeError(f"axis_types must be AxisType values, got {axis_types}")
     if len(axis_types) != n:
         raise ValueError(f"Number of axis_types ({len(axis_types)}) must match the number of "
                          f"mesh axes ({n})")
@@ -119,7 +140,11 @@ class Mesh:
         if len(set(self.axis_names)) != len(self.axis_names):
             raise ValueError(f"Mesh axis names must be unique, got {self.axis_names}")
         self.axis_types = _axis_types(axis_types, len(self.axis_names))
-        self._key = (tuple(d.id for d in self.devices.flat), self.devices.shape, self.axis_names)
+        # Meshes that differ only in axis types hold data alike (`_device_key`) but type it
+        # differently, so they are not equal (as in JAX).
+        self._device_key = (tuple(d.id for d in self.devices.flat), self.devices.shape,
+                            self.axis_names)
+        self._key = self._device_key + (self.axis_types,)
         self._hash = hash(self._key)
 
     @property
@@ -178,6 +203,16 @@ class Mesh:
     def abstract_mesh(self) -> AbstractMesh:
         return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types)
 
+    explicit_axes = property(lambda self: _of_type(self, AxisType.Explicit))
+    auto_axes = property(lambda self: _of_type(self, AxisType.Auto))
+    manual_axes = property(lambda self: _of_type(self, AxisType.Manual))
+
+    def update_axis_types(self, name_to_type: dict) -> "Mesh":
+        """This mesh with the types of the named axes replaced."""
+        return Mesh(self.devices, self.axis_names,
+                    tuple(name_to_type.get(n, t)
+                          for n, t in zip(self.axis_names, self.axis_types)))
+
     def __eq__(self, other):
         return type(other) is Mesh and self._key == other._key
 
@@ -193,11 +228,18 @@ class Mesh:
         return False
 
     def __repr__(self):
-        return f"Mesh(axis_sizes={self.axis_sizes}, axis_names={self.axis_names})"
+        return (f"Mesh(axis_sizes={self.axis_sizes}, axis_names={self.axis_names}, "
+                f"axis_types={_types_text(self.axis_types)})")
+
+    def __str__(self):
+        return (f"Mesh({', '.join(f'{n!r}: {s}' for n, s in self.shape_tuple)}, "
+                f"axis_types={_types_text(self.axis_types)})")
 
 
 def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
-    """A mesh of the first prod(axis_shapes) devices, in device order."""
+    """A mesh of the first prod(axis_shapes) devices, in device order.
+
+    Its axes are `AxisType.Explicit` unless `axis_types` says otherwise (as in JAX 0.10)."""
     from fluxion._src.compiler import backend
     axis_shapes = tuple(axis_shapes)
     if isinstance(axis_names, str):
@@ -212,6 +254,8 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
                          f"{axis_shapes}")
     arr = np.empty(n, dtype=object)
     arr[:] = devices[:n]
+    if axis_types is None:
+        axis_types = (AxisType.Explicit,) * len(axis_shapes)
     return Mesh(arr.reshape(axis_shapes), axis_names, axis_types)
 
 
@@ -254,3 +298,41 @@ class set_mesh:
 
 
 use_mesh = set_mesh
+
+
+_abstract_state = threading.local()
+
+
+class use_abstract_mesh:
+    """Inside `with use_abstract_mesh(abstract_mesh):`, `get_abstract_mesh()` is that mesh."""
+
+    def __init__(self, mesh):
+        if not isinstance(mesh, AbstractMesh):
+            raise ValueError(f"Expected mesh of type AbstractMesh, got {type(mesh).__name__}")
+        self.mesh = mesh
+
+    def __enter__(self):
+        stack = _abstract_stack()
+        stack.append(self.mesh)
+        return self.mesh
+
+    def __exit__(self, *exc):
+        _abstract_stack().pop()
+        return False
+
+
+def _abstract_stack() -> list:
+    stack = getattr(_abstract_state, "stack", None)
+    if stack is None:
+        stack = _abstract_state.stack = []
+    return stack
+
+
+def get_abstract_mesh() -> AbstractMesh:
+    """The abstract mesh of `use_abstract_mesh`, else that of the mesh set with `set_mesh` or
+    `with mesh:` (an empty AbstractMesh when there is none)."""
+    stack = _abstract_stack()
+    if stack:
+        return stack[-1]
+    mesh = get_mesh()
+    return mesh.abstract_mesh if mesh is not None else AbstractMesh((), ())

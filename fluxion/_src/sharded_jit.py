@@ -18,7 +18,7 @@ from fluxion._src.core import ClosedJaxpr, Jaxpr, ShapedArray
 from fluxion._src.global_array import (GlobalArray, check_divisible, device_put_sharded_value,
                                        jaxlib_sharding)
 from fluxion._src.mesh import Mesh, PartitionSpec
-from fluxion._src import ad, batching, sharding_impls
+from fluxion._src import ad, batching, sharding_impls, sharding_types
 from fluxion._src.sharding_impls import NamedSharding, Sharding
 
 # ---------------------------------------------------------------------------------------------
@@ -36,6 +36,11 @@ def sharding_constraint(x, sharding: Sharding):
 
 
 def _constraint_impl(x, *, sharding):
+    if isinstance(sharding, sharding_impls.AxesTypes):
+        s = getattr(x, "_sharding", None)
+        if type(x) is not GlobalArray or not isinstance(s, NamedSharding):
+            return x
+        return device_put_sharded_value(x, NamedSharding(sharding.retype(s.mesh), s.spec))
     return device_put_sharded_value(x, sharding)
 
 
@@ -79,29 +84,116 @@ ad.deflinear(sharding_constraint_p,
 batching.primitive_batchers[sharding_constraint_p] = _constraint_batch
 
 
+# ---------------------------------------------------------------------------------------------
+# sharding_like: a cotangent typed as its primal on Explicit axes
+
+sharding_like_p = core.Primitive("sharding_like")
+
+
+def sharding_like(x, like):
+    """`x`, laid out (on Explicit mesh axes) as `like`, an array of its shape: how a backward
+    pass under `jit` gives each gradient its parameter's sharding, as JAX's does. It lowers to
+    nothing; the sharding pass (sharding_rules.py) reads it."""
+    return sharding_like_p.bind(x, like)
+
+
+def _sharding_like_impl(x, like):
+    s = getattr(like, "_sharding", None)
+    if type(like) is GlobalArray and sharding_types.has_explicit_axes(getattr(s, "mesh", None)):
+        return reshard(x, s)
+    return x
+
+
+def _sharding_like_jvp(primals, tangents):
+    (x, like), (t, _) = primals, tangents
+    out = sharding_like(x, like)
+    return out, t if type(t) is ad.Zero else sharding_like(t, like)
+
+
+def _sharding_like_transpose(ct, x, like):
+    return [ct if type(ct) is ad.Zero else sharding_like(ct, like), None]
+
+
+sharding_like_p.def_impl(_sharding_like_impl)
+sharding_like_p.def_abstract_eval(lambda x, like: x)
+lowering.register_lowering(sharding_like_p, lambda ctx, x, like: x)
+ad.primitive_jvps[sharding_like_p] = _sharding_like_jvp
+ad.primitive_transposes[sharding_like_p] = _sharding_like_transpose
+# under vmap the hint is dropped (the batched value keeps its own layout)
+batching.primitive_batchers[sharding_like_p] = lambda args, dims: (args[0], dims[0])
+
+
 def with_sharding_constraint(x, shardings):
     """Ask that the values of `x` (a pytree) be laid out as `shardings` (a Sharding or a
     PartitionSpec of the current mesh, or a pytree of them): inside `jit` it steers XLA's
-    partitioner; applied eagerly it moves the data."""
+    partitioner; applied eagerly it moves the data. On Explicit mesh axes use `reshard`."""
+    return _constrain(x, shardings, "with_sharding_constraint")
+
+
+def _check_auto(s: Sharding) -> None:
+    if not isinstance(s, NamedSharding):
+        return
+    types = dict(zip(s.mesh.axis_names, s.mesh.axis_types))
+    if any(types[a] is not sharding_impls.AxisType.Auto for a in s.spec.used_axes()):
+        raise ValueError(f"The spec of NamedSharding passed to with_sharding_constraint can "
+                         f"only refer to Auto axes of the mesh. Got spec={s.spec} and "
+                         f"mesh={s.mesh.abstract_mesh}. You probably meant to use `reshard` "
+                         "API?")
+
+
+def _constrain(x, shardings, what):
     from fluxion._src.tree_util import tree_flatten, tree_unflatten
     leaves, tree = tree_flatten(x)
-    flat = flat_shardings(shardings, x, "with_sharding_constraint")
+    flat = flat_shardings(shardings, x, what)
     out = []
     for leaf, s in zip(leaves, flat):
         if s is None:
             out.append(leaf)
             continue
-        s = sharding_impls.canonicalize(s, "with_sharding_constraint")
+        s = sharding_impls.canonicalize(s, what)
+        if what == "with_sharding_constraint":
+            _check_auto(s)
+        elif isinstance(s, NamedSharding) and sharding_types.has_explicit_axes(s.mesh) and \
+                len(s.spec) < np.ndim(leaf):  # a type: written out in full, as JAX does
+            s = NamedSharding(s.mesh, PartitionSpec(
+                *s.spec, *[None] * (np.ndim(leaf) - len(s.spec))))
         if isinstance(s, NamedSharding):
-            check_divisible(s, np.shape(leaf), "with_sharding_constraint arguments")
+            check_divisible(s, np.shape(leaf), f"{what} arguments")
         out.append(sharding_constraint(leaf, s))
     return tree_unflatten(tree, out)
 
 
 def reshard(x, shardings):
     """`x` laid out as `shardings` (a Sharding or PartitionSpec, or a pytree of them), eagerly
-    or inside `jit`."""
-    return with_sharding_constraint(x, shardings)
+    or inside `jit`. On Explicit mesh axes it sets the arrays' sharding type."""
+    return _constrain(x, shardings, "reshard")
+
+
+def apply_out_sharding(fun, out_sharding):
+    """`fun()` with its result laid out (and typed) as `out_sharding` (a NamedSharding or a
+    PartitionSpec of the current mesh; None: as it comes). An ambiguous result sharding
+    inside takes it rather than raising ShardingTypeError."""
+    if out_sharding is None:
+        return fun()
+    s = canonical_out_sharding(out_sharding)
+    with sharding_types.pending_out_sharding(s):
+        out = fun()
+    return _constrain(out, s, "out_sharding")
+
+
+def canonical_out_sharding(out_sharding):
+    if isinstance(out_sharding, PartitionSpec):
+        from fluxion._src.mesh import get_mesh
+        mesh = get_mesh()
+        if mesh is None:
+            raise ValueError("Using PartitionSpec when you are not under a mesh context is not "
+                             "allowed. Please pass a NamedSharding instance or enter into a "
+                             f"mesh context via `jax.set_mesh`. Got {out_sharding}")
+        return NamedSharding(mesh, out_sharding)
+    if isinstance(out_sharding, Sharding):
+        return out_sharding
+    raise TypeError(f"out_sharding must be a NamedSharding or a PartitionSpec, got "
+                    f"{out_sharding!r}")
 
 
 def _is_sharding_leaf(s) -> bool:
@@ -159,7 +251,7 @@ def program_mesh(shardings) -> Mesh | None:
         if isinstance(s, NamedSharding):
             if mesh is None:
                 mesh = s.mesh
-            elif s.mesh != mesh:
+            elif s.mesh._device_key != mesh._device_key:
                 raise ValueError(f"Received incompatible devices for jitted computation: "
                                  f"shardings use the meshes {mesh!r} and {s.mesh!r}")
     return mesh
@@ -202,6 +294,8 @@ def arg_sharding(x, mesh: Mesh) -> NamedSharding:
     s = x._sharding if type(x) is GlobalArray else None
     if isinstance(s, NamedSharding) and s.mesh == mesh:
         return s
+    if isinstance(s, NamedSharding) and s.mesh._device_key == mesh._device_key:
+        return NamedSharding(mesh, s.spec)  # the same layout, typed on the program's axes
     if s is not None and not isinstance(s, NamedSharding) or isinstance(s, NamedSharding) \
             and s.mesh.flat_devices != mesh.flat_devices:
         if not s.is_fully_replicated and not isinstance(s, sharding_impls.GSPMDSharding):
@@ -286,15 +380,15 @@ def needs_partitioning(closed: ClosedJaxpr) -> Mesh | None:
 def compile_for_constraints(closed: ClosedJaxpr, name: str, mesh: Mesh, donated=None,
                             text: str | None = None):
     """A program whose only shardings are constraints inside it: plain inputs replicated."""
-    return compile_sharded(closed, name, mesh,
-                           [NamedSharding(mesh, PartitionSpec())] * len(closed.in_avals),
-                           [None] * len(closed.out_avals), donated, text=text)
+    in_sh = [NamedSharding(mesh, PartitionSpec())] * len(closed.in_avals)
+    return compile_sharded(closed, name, mesh, in_sh, explicit_out_shardings(
+        closed, mesh, in_sh, [None] * len(closed.out_avals)), donated, text=text)
 
 
 def lower_for_constraints(closed: ClosedJaxpr, name: str, mesh: Mesh, donated=None) -> str:
-    return lower_sharded(closed, name, mesh,
-                         [NamedSharding(mesh, PartitionSpec())] * len(closed.in_avals),
-                         [None] * len(closed.out_avals), donated)
+    in_sh = [NamedSharding(mesh, PartitionSpec())] * len(closed.in_avals)
+    return lower_sharded(closed, name, mesh, in_sh, explicit_out_shardings(
+        closed, mesh, in_sh, [None] * len(closed.out_avals)), donated)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,20 +420,67 @@ def apply_primitive(prim: core.Primitive, args, params):
     try:
         structural = core.structural_params_key(params)
         key = (prim, tuple(params.items()) if structural is None else structural,
-               config.trace_key, avals, tuple(shardings))
+               config.trace_key, avals, tuple(shardings), sharding_types.current_pending())
         exe = _primitive_cache.get(key)
     except TypeError:
         key, exe = None, None
     if exe is None:
         jaxpr = dispatch.primitive_jaxpr(prim, avals, params)
-        exe = compile_sharded(jaxpr, prim.name, mesh, [arg_sharding(x, mesh) for x in args],
-                              [None] * len(jaxpr.out_avals))
+        in_sh = [arg_sharding(x, mesh) for x in args]
+        exe = compile_sharded(jaxpr, prim.name, mesh, in_sh,
+                              _explicit_out_shardings_of_primitive(prim, params, avals, in_sh,
+                                                                   mesh))
         if key is not None:
             if len(_primitive_cache) > 1024:
                 _primitive_cache.clear()
             _primitive_cache[key] = exe
     outs = exe(args)
     return outs if prim.multiple_results else outs[0]
+
+
+def _explicit_out_shardings_of_primitive(prim, params, avals, in_sh, mesh) -> list:
+    """The result shardings of one eager primitive: on Explicit axes its sharding rule's,
+    else XLA's choice (None)."""
+    n_out = len(prim.abstract_eval_avals(list(avals), params))
+    if not sharding_types.has_explicit_axes(mesh):
+        return [None] * n_out
+    sharding_types.ensure_rules()
+    ctx = sharding_types.Context(mesh)
+    specs = sharding_types.infer_primitive(
+        prim, params, avals, [sharding_types.spec_of(s, len(a.shape), ctx.explicit)
+                              for s, a in zip(in_sh, avals)], ctx)
+    pending = sharding_types.current_pending()
+    out = []
+    for s, aval in zip(specs, prim.abstract_eval_avals(list(avals), params)):
+        if isinstance(s, sharding_types.Deferred):
+            if pending is None or len(pending.spec) > len(aval.shape):
+                raise s.error()
+            s = sharding_types.spec_of(pending, len(aval.shape), ctx.explicit)
+        out.append(NamedSharding(mesh, sharding_types.to_partition_spec(s)))
+    return out
+
+
+def explicit_out_shardings(closed, mesh, in_sh, out_sh) -> list:
+    """jit's output shardings: those given, else on Explicit axes the sharding rules'."""
+    if not sharding_types.has_explicit_axes(mesh) or all(s is not None for s in out_sh):
+        return out_sh
+    sharding_types.ensure_rules()
+    ctx = sharding_types.Context(mesh)
+    specs = sharding_types.infer_jaxpr(
+        closed, [sharding_types.spec_of(s, len(a.shape), ctx.explicit)
+                 for s, a in zip(in_sh, closed.in_avals)], ctx)
+    out = []
+    for given, spec, aval in zip(out_sh, specs, closed.out_avals):
+        if given is not None:
+            out.append(given)
+            continue
+        if isinstance(spec, sharding_types.Deferred):
+            pending = sharding_types.current_pending()  # an eager call with out_sharding
+            if pending is None or len(pending.spec) > len(aval.shape):
+                raise spec.error()
+            spec = sharding_types.spec_of(pending, len(aval.shape), ctx.explicit)
+        out.append(NamedSharding(mesh, sharding_types.to_partition_spec(spec)))
+    return out
 
 
 def jit_call(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args):
@@ -351,7 +492,7 @@ def jit_call(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_
     arg_sh = tuple(x._sharding if type(x) is GlobalArray else None for x in leaves)
     key = ("sharded", in_tree, static_pos, static_kw,
            abstractify_args(jit_fun._fun, leaves, in_tree, static_pos), config.trace_key,
-           arg_sh, _current_mesh_key(jit_fun))
+           arg_sh, _current_mesh_key(jit_fun), sharding_types.current_pending())
     entry = jit_fun._cache.get(key)
     if entry is None:
         with compile_lock:
@@ -392,10 +533,23 @@ def in_shardings_of(jit_fun, dyn_args, kwargs) -> list:
     return [None if s is None else sharding_impls.canonicalize(s, "jit in_shardings") for s in flat]
 
 
+def _trace_on_args_mesh(jit_fun, leaves, in_tree, static_pos, static_kw):
+    """jit's trace; with arguments on Explicit mesh axes and no mesh in effect, it is traced
+    under their abstract mesh (as JAX does: gradients then take their parameters' types)."""
+    from fluxion._src.mesh import get_abstract_mesh, use_abstract_mesh
+    mesh = program_mesh([x._sharding for x in leaves if type(x) is GlobalArray])
+    if not sharding_types.has_explicit_axes(mesh) or not get_abstract_mesh().empty:
+        return jit_fun._get_traced(leaves, in_tree, static_pos, static_kw)
+    from fluxion._src.api import abstractify_args, trace_flat
+    avals = abstractify_args(jit_fun._fun, leaves, in_tree, static_pos)
+    with use_abstract_mesh(mesh.abstract_mesh):  # once per compiled program: not cached
+        return trace_flat(jit_fun._fun, in_tree, list(avals), static_pos, static_kw, "jit")
+
+
 def _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args):
     """The traced function, mesh and shardings of a partitioned jit call (None: no mesh)."""
     from fluxion._src.tree_util import tree_unflatten
-    traced = jit_fun._get_traced(leaves, in_tree, static_pos, static_kw)
+    traced = _trace_on_args_mesh(jit_fun, leaves, in_tree, static_pos, static_kw)
     mask = jit_fun._donate_mask(args, static_pos, dyn_args, kwargs)
     dyn_kwargs = {k: v for k, v in kwargs.items() if k not in dict(static_kw)}
     in_sh = in_shardings_of(jit_fun, dyn_args, dyn_kwargs)
@@ -415,6 +569,7 @@ def _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn
     for s, aval in zip(in_sh, traced.jaxpr.in_avals):
         check_divisible(s, aval.shape, "pjit arguments")
     out_sh = [s if isinstance(s, NamedSharding) else None for s in out_sh]
+    out_sh = explicit_out_shardings(traced.jaxpr, mesh, in_sh, out_sh)
     for s, aval in zip(out_sh, traced.jaxpr.out_avals):
         if s is not None:
             check_divisible(s, aval.shape, "pjit outputs")

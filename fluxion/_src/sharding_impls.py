@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from fluxion._src.mesh import Mesh, PartitionSpec, get_mesh
+from fluxion._src.mesh import AxisType, Mesh, PartitionSpec, get_mesh
 
 
 class Sharding:
@@ -154,7 +154,7 @@ class NamedSharding(Sharding):
         return self._hash
 
     def __repr__(self):
-        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+        return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r})"
 
 
 class GSPMDSharding(Sharding):
@@ -301,25 +301,100 @@ def make_single_device_sharding(device) -> SingleDeviceSharding:
 
 
 def get_abstract_mesh():
-    """The abstract mesh of the mesh set with `set_mesh` (an empty one when none is)."""
-    from fluxion._src.mesh import AbstractMesh
-    mesh = get_mesh()
-    return mesh.abstract_mesh if mesh is not None else AbstractMesh((), ())
+    """The abstract mesh in effect (`use_abstract_mesh`, `set_mesh`); empty when none is."""
+    from fluxion._src.mesh import get_abstract_mesh as current
+    return current()
+
+
+class AxesTypes:
+    """The `sharding` of a sharding constraint that changes only the types of mesh axes: its
+    value keeps its layout, typed with `axes` of its mesh as `axis_type` (auto_axes and
+    explicit_axes). It adds nothing to the lowered program."""
+
+    def __init__(self, axes, axis_type):
+        self.axes = None if axes is None else tuple(axes)
+        self.axis_type = axis_type
+
+    def retype(self, mesh):
+        names = mesh.axis_names if self.axes is None else self.axes
+        return mesh.update_axis_types({n: self.axis_type for n in names})
+
+    def __eq__(self, other):
+        return (type(other) is AxesTypes and self.axes == other.axes
+                and self.axis_type == other.axis_type)
+
+    def __hash__(self):
+        return hash((self.axes, self.axis_type))
+
+    def __repr__(self):
+        return f"AxesTypes({self.axes}, {self.axis_type!r})"
+
+
+def _retype(tree, axes, axis_type):
+    from fluxion._src import core
+    from fluxion._src.array import Array
+    from fluxion._src.sharded_jit import sharding_constraint
+    from fluxion._src.tree_util import tree_map
+    marker = AxesTypes(axes, axis_type)
+    return tree_map(lambda x: sharding_constraint(x, marker)
+                    if isinstance(x, (Array, core.Tracer)) else x, tree)
+
+
+def _typed_mesh(axes, axis_type):
+    from fluxion._src.mesh import use_abstract_mesh
+    mesh = get_abstract_mesh()
+    if mesh.empty:
+        return None
+    names = mesh.axis_names if axes is None else axes
+    return use_abstract_mesh(mesh.update_axis_types({n: axis_type for n in names}))
+
+
+def _axes_tuple(axes):
+    return None if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
 
 
 def auto_axes(fun=None, *, axes=None, out_sharding=None):
-    """`fun` with its outputs laid out as `out_sharding`. fluxion partitions every mesh axis
-    as `Auto` already, so this only adds the output constraint."""
+    """`fun` run with the mesh axes `axes` (default: all) of type `Auto`: on them XLA's
+    partitioner lays out its values, so no ShardingTypeError arises there; its outputs are
+    then laid out (and typed) as `out_sharding`."""
     if fun is None:
         return lambda f: auto_axes(f, axes=axes, out_sharding=out_sharding)
+    from fluxion._src.mesh import AxisType
+    names = _axes_tuple(axes)
 
     def wrapped(*args, **kwargs):
-        out = fun(*args, **kwargs)
+        from fluxion._src.sharded_jit import reshard
+        args, kwargs = _retype((args, kwargs), names, AxisType.Auto)
+        ctx = _typed_mesh(names, AxisType.Auto)
+        if ctx is None:
+            out = fun(*args, **kwargs)
+        else:
+            with ctx:
+                out = fun(*args, **kwargs)
         if out_sharding is None:
             return out
-        from fluxion._src.sharded_jit import with_sharding_constraint
-        return with_sharding_constraint(out, out_sharding)
+        return reshard(out, out_sharding)
     return wrapped
 
 
-explicit_axes = auto_axes
+def explicit_axes(fun=None, *, axes=None, in_sharding=None):
+    """`fun` run with the mesh axes `axes` (default: all) of type `Explicit`, its inputs laid
+    out as `in_sharding`; its outputs go back to `Auto` on those axes."""
+    if fun is None:
+        return lambda f: explicit_axes(f, axes=axes, in_sharding=in_sharding)
+    from fluxion._src.mesh import AxisType
+    names = _axes_tuple(axes)
+
+    def wrapped(*args, **kwargs):
+        from fluxion._src.sharded_jit import reshard
+        if in_sharding is not None:
+            args = reshard(args, in_sharding)
+        args, kwargs = _retype((args, kwargs), names, AxisType.Explicit)
+        ctx = _typed_mesh(names, AxisType.Explicit)
+        if ctx is None:
+            out = fun(*args, **kwargs)
+        else:
+            with ctx:
+                out = fun(*args, **kwargs)
+        return _retype(out, names, AxisType.Auto)
+    return wrapped

@@ -16,3 +16,18 @@ from fluxion._src.random.discrete import (  # noqa: F401
 from fluxion._src.random.gamma import (  # noqa: F401
     gamma, loggamma, beta, dirichlet, chisquare, f, t, generalized_normal, ball, random_gamma_p)
 from fluxion._src.random.counts import poisson, binomial, multinomial  # noqa: F401
+
+
+def _take_out_sharding():
+    """Samplers whose signature has `out_sharding` get it as a constraint on their result."""
+    import inspect
+    from fluxion._src.sharding_types import accepts_out_sharding
+    g = globals()
+    for name, f in list(g.items()):
+        if name.startswith("_") or not inspect.isfunction(f):
+            continue
+        if "out_sharding" in inspect.signature(f).parameters:
+            g[name] = accepts_out_sharding(f)
+
+
+_take_out_sharding()

@@ -23,7 +23,9 @@ def _x(shape, seed=0, dtype=np.float32):
 
 @pytest.fixture(scope="module")
 def mesh():
-    return jax.make_mesh((4, 2), ("x", "y"))
+    # Auto axes: unsharded inputs to these shard_maps are partitioned by XLA (JAX's Explicit
+    # axes would require inputs already laid out as in_specs)
+    return jax.make_mesh((4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
 
 
 def _blocks(f, mesh):

@@ -14,7 +14,7 @@ import fluxion as jax
 import fluxion.numpy as jnp
 from fluxion import lax
 from fluxion.sharding import (AbstractMesh, Mesh, NamedSharding, PartitionSpec as P,
-                              Sharding)
+                              Sharding, AxisType)
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 CPU devices")
 
@@ -25,7 +25,9 @@ def _x(shape, seed=0):
 
 @pytest.fixture(scope="module")
 def mesh():
-    return jax.make_mesh((4, 2), ("x", "y"))
+    # Auto axes: these cases compare with JAX's partitioner (Explicit axes:
+    # tests/test_explicit_axes.py)
+    return jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
 
 
 # ---- the same programs under JAX (Auto axes: XLA's partitioner picks unspecified layouts)
@@ -260,7 +262,9 @@ def test_shardings_and_meshes(mesh):
     s = NamedSharding(mesh, P("x", None))
     assert s.shard_shape((8, 6)) == (2, 6)
     assert s.num_devices == 8 and s.device_set == set(mesh.devices.flat)
-    assert s == NamedSharding(jax.make_mesh((4, 2), ("x", "y")), P("x", None))
+    assert s == NamedSharding(jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2),
+                              P("x", None))
+    assert s != NamedSharding(jax.make_mesh((4, 2), ("x", "y")), P("x", None))  # Explicit
     assert hash(s) == hash(NamedSharding(mesh, P("x", None)))
     assert s.is_equivalent_to(NamedSharding(mesh, P("x")), 2)
     assert mesh.abstract_mesh == AbstractMesh((4, 2), ("x", "y"))

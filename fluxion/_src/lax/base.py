@@ -123,10 +123,17 @@ def hlo_elementwise(op_name: str) -> Callable:
     return rule
 
 
+# every primitive made by naryop (their sharding rule is broadcasting's: sharding_types.py)
+elementwise_primitives: list = []
+
+
 def naryop(name: str, operand_dtypes: Sequence, lowering_rule: Callable | str,
            result_dtype: Callable | None = None, same_dtypes: bool = True) -> core.Primitive:
     rule = hlo_elementwise(lowering_rule) if isinstance(lowering_rule, str) else lowering_rule
-    return standard_primitive(name, naryop_abstract_eval(name, operand_dtypes, result_dtype, same_dtypes), rule)
+    prim = standard_primitive(name, naryop_abstract_eval(name, operand_dtypes, result_dtype,
+                                                         same_dtypes), rule)
+    elementwise_primitives.append(prim)
+    return prim
 
 
 def unop(name: str, allowed, lowering_rule, result_dtype=None) -> core.Primitive:

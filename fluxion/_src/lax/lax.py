@@ -16,6 +16,7 @@ from fluxion._src.array import Array, make_array, scalar_array
 from fluxion._src.lax import contractions, elementwise as ew, reductions, shapes
 from fluxion._src.lax.contractions import Precision, canonicalize_precision
 from fluxion._src.lax.elementwise import RoundingMethod
+from fluxion._src.sharding_types import accepts_out_sharding
 
 
 def _unary(prim, doc):
@@ -228,6 +229,7 @@ def bitcast_convert_type(operand, new_dtype):
 # ---------------------------------------------------------------------------------------------
 # Shapes
 
+@accepts_out_sharding
 def broadcast_in_dim(operand, shape: Sequence[int], broadcast_dimensions: Sequence[int]):
     """Broadcast `operand` to `shape`, mapping its dimension i to broadcast_dimensions[i]."""
     shape = tuple(map(core.canonicalize_dim, shape))
@@ -255,6 +257,7 @@ def broadcast_to_rank(x, rank: int):
     return broadcast(x, (1,) * (rank - ndim))
 
 
+@accepts_out_sharding
 def reshape(operand, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None):
     """Reshape to `new_sizes`; `dimensions` first transposes the operand."""
     new_sizes = tuple(map(core.canonicalize_dim, new_sizes))
@@ -317,6 +320,10 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     dimension_numbers = ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)); the
     result has the batch dimensions, then lhs free dimensions, then rhs free dimensions.
     """
+    if out_sharding is not None:
+        from fluxion._src.sharded_jit import apply_out_sharding
+        return apply_out_sharding(lambda: dot_general(lhs, rhs, dimension_numbers, precision,
+                                                      preferred_element_type), out_sharding)
     (lc, rc), (lb, rb) = dimension_numbers
     dn = ((tuple(int(d) for d in lc), tuple(int(d) for d in rc)),
           (tuple(int(d) for d in lb), tuple(int(d) for d in rb)))
@@ -326,6 +333,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
                                            preferred_element_type=pet, out_sharding=None)
 
 
+@accepts_out_sharding
 def dot(lhs, rhs, precision=None, preferred_element_type=None):
     """Vector/matrix products: contracts the last axis of lhs with the first axis of rhs."""
     l, r = core.get_aval(lhs), core.get_aval(rhs)

@@ -20,6 +20,7 @@ from fluxion._src.compiler.hlo import i64_array
 from fluxion._src.core import ShapedArray
 from fluxion._src.lax import lax
 from fluxion._src.lax.base import FLOAT, check_dtype, standard_primitive
+from fluxion._src.sharding_types import accepts_out_sharding
 
 __all__ = [
     "squeeze", "expand_dims", "transpose", "slice", "rev", "concatenate", "select_n", "select",
@@ -1066,6 +1067,7 @@ def _canonical_user_dtype(dtype) -> np.dtype:
     return dtypes.canonicalize_dtype(dtypes.dtype(dtype))
 
 
+@accepts_out_sharding
 def broadcasted_iota(dtype, shape: Sequence[int], dimension: int):
     """An array of `shape` whose elements count 0, 1, ... along `dimension`."""
     shape = _int_tuple("broadcasted_iota", "shape", shape)
@@ -1178,8 +1180,12 @@ def reduce_precision(operand, exponent_bits: int, mantissa_bits: int):
 # ---------------------------------------------------------------------------------------------
 # full, full_like, zeros_like_array, collapse
 
-def full(shape: Sequence[int], fill_value, dtype=None):
-    """An array of `shape` filled with the scalar `fill_value` (cast to `dtype` if given)."""
+def full(shape: Sequence[int], fill_value, dtype=None, *, sharding=None):
+    """An array of `shape` filled with the scalar `fill_value` (cast to `dtype` if given),
+    laid out as `sharding` if given."""
+    if sharding is not None:
+        from fluxion._src.sharded_jit import apply_out_sharding
+        return apply_out_sharding(lambda: full(shape, fill_value, dtype), sharding)
     shape = _int_tuple("full", "shape", shape)
     if np.shape(fill_value):
         raise TypeError(f"full must be called with scalar fill_value, got fill_value.shape "
@@ -1193,8 +1199,11 @@ def full(shape: Sequence[int], fill_value, dtype=None):
     return lax.broadcast(fill_value, shape)
 
 
-def full_like(x, fill_value, dtype=None, shape: Sequence[int] | None = None):
+def full_like(x, fill_value, dtype=None, shape: Sequence[int] | None = None, sharding=None):
     """An array like `x` (its shape and dtype, unless given) filled with `fill_value`."""
+    if sharding is not None:
+        from fluxion._src.sharded_jit import apply_out_sharding
+        return apply_out_sharding(lambda: full_like(x, fill_value, dtype, shape), sharding)
     fill_shape = np.shape(x) if shape is None else shape
     weak_type = dtype is None and dtypes.is_weakly_typed(x)
     fill_dtype = dtypes.dtype(x if dtype is None else dtype, canonicalize=True)

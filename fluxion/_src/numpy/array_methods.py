@@ -159,9 +159,15 @@ def _shape_args(args):
     return args
 
 
-def _reshape(self, *args, order="C"):
+_plain_reshape = manipulation.reshape.__wrapped__  # without the out_sharding keyword's layer
+
+
+def _reshape(self, *args, order="C", out_sharding=None):
     """The array with a new shape: `x.reshape(2, 3)` or `x.reshape((2, 3))`."""
-    return manipulation.reshape(self, _shape_args(args), order=order)
+    if out_sharding is not None:
+        return manipulation.reshape(self, _shape_args(args), order=order,
+                                    out_sharding=out_sharding)
+    return _plain_reshape(self, _shape_args(args), order=order)
 
 
 def _transpose(self, *args):

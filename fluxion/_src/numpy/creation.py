@@ -12,6 +12,7 @@ from fluxion._src.lax import lax
 from fluxion._src.lax import structural
 from fluxion._src.numpy import ufuncs, util
 from fluxion._src.numpy.util import canonicalize_shape
+from fluxion._src.sharding_types import accepts_out_sharding, has_explicit_axes
 
 
 def user_dtype(dtype) -> np.dtype | None:
@@ -64,6 +65,7 @@ def _check_int_fits(value: int, dtype) -> None:
         raise OverflowError(f"Python integer {value} out of bounds for {np.dtype(dtype).name}")
 
 
+@accepts_out_sharding
 @_with_device
 def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin: int = 0, *,
           device=None):
@@ -103,6 +105,7 @@ def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin:
     return out
 
 
+@accepts_out_sharding
 def asarray(a, dtype=None, order: str | None = None, *, copy: bool | None = None, device=None):
     """Convert `a` to an array without copying when it already is one (see `array`)."""
     return array(a, dtype=dtype, copy=bool(copy), order=order, device=device)
@@ -122,6 +125,7 @@ def _check_shape_arg(name: str, shape) -> tuple:
     raise TypeError(f"{name} requires a shape (an int or a sequence of ints), got {shape!r}")
 
 
+@accepts_out_sharding
 @_with_device
 def zeros(shape, dtype=None, *, device=None):
     """An array of zeros (dtype defaults to the default float type)."""
@@ -129,6 +133,7 @@ def zeros(shape, dtype=None, *, device=None):
     return _filled(shape, 0, user_dtype(dtype) or dtypes.default_float_dtype())
 
 
+@accepts_out_sharding
 @_with_device
 def ones(shape, dtype=None, *, device=None):
     """An array of ones (dtype defaults to the default float type)."""
@@ -136,11 +141,13 @@ def ones(shape, dtype=None, *, device=None):
     return _filled(shape, 1, user_dtype(dtype) or dtypes.default_float_dtype())
 
 
+@accepts_out_sharding
 def empty(shape, dtype=None, *, device=None):
     """An array of the given shape; XLA has no uninitialized memory, so it holds zeros."""
     return zeros(shape, dtype, device=device)
 
 
+@accepts_out_sharding
 @_with_device
 def full(shape, fill_value, dtype=None, *, device=None):
     """An array of `shape` filled with `fill_value` (broadcast if it is an array)."""
@@ -159,15 +166,22 @@ def _like(name, a, fill_value, dtype, shape):
     weak = dtype is None and dtypes.is_weakly_typed(a)
     dtype = user_dtype(dtype) or aval.dtype
     shape = aval.shape if shape is None else canonicalize_shape(shape)
-    return _filled(shape, fill_value, dtype, weak)
+    out = _filled(shape, fill_value, dtype, weak)
+    sharding = getattr(a, "_sharding", None)  # a global Array's
+    if shape == aval.shape and has_explicit_axes(getattr(sharding, "mesh", None)):
+        from fluxion._src.sharded_jit import reshard
+        out = reshard(out, sharding)  # like `a`, as its type says (JAX's rule)
+    return out
 
 
+@accepts_out_sharding
 @_with_device
 def zeros_like(a, dtype=None, shape=None, *, device=None):
     """Zeros with the shape and dtype (and weak type) of `a`."""
     return _like("zeros_like", a, 0, dtype, shape)
 
 
+@accepts_out_sharding
 @_with_device
 def ones_like(a, dtype=None, shape=None, *, device=None):
     """Ones with the shape and dtype (and weak type) of `a`."""
@@ -180,6 +194,7 @@ def empty_like(prototype, dtype=None, shape=None, *, device=None):
     return _like("empty_like", prototype, 0, dtype, shape)
 
 
+@accepts_out_sharding
 @_with_device
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
     """`fill_value` broadcast to the shape of `a`, in a's dtype unless `dtype` is given."""
@@ -199,6 +214,7 @@ def iota(dtype, shape, dimension: int):
     return structural.broadcasted_iota(dtype, tuple(shape), dimension)
 
 
+@accepts_out_sharding
 @_with_device
 def arange(start, stop=None, step=None, dtype=None, *, device=None):
     """Evenly spaced values in [start, stop) (all arguments must be concrete).

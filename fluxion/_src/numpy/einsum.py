@@ -13,6 +13,7 @@ from fluxion._src.lax import lax
 from fluxion._src.lax import structural as ls
 from fluxion._src.numpy import ufuncs, util
 from fluxion._src.numpy.creation import user_dtype
+from fluxion._src.sharding_types import accepts_out_sharding
 
 
 def _shape(x) -> tuple:
@@ -41,6 +42,7 @@ def _contraction_path(optimize):
     return optimize
 
 
+@accepts_out_sharding
 def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
            preferred_element_type=None):
     """Einstein summation, e.g. einsum('ij,jk->ik', a, b); repeated indices in one operand

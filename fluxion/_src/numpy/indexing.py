@@ -546,8 +546,14 @@ class _IndexUpdateRef:
         return f"_IndexUpdateRef({self.array!r}, {self.index!r})"
 
     def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None,
-            wrap_negative_indices=True):
-        """`x[idx]`; with mode='fill', out-of-bounds positions read `fill_value`."""
+            wrap_negative_indices=True, out_sharding=None):
+        """`x[idx]`; with mode='fill', out-of-bounds positions read `fill_value`;
+        `out_sharding` lays the result out (and settles an ambiguous sharding)."""
+        if out_sharding is not None:
+            from fluxion._src.sharded_jit import apply_out_sharding
+            return apply_out_sharding(lambda: self.get(
+                indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+                fill_value=fill_value, wrap_negative_indices=wrap_negative_indices), out_sharding)
         return rewriting_take(self.array, self.index, indices_are_sorted=indices_are_sorted,
                               unique_indices=unique_indices, mode=mode, fill_value=fill_value,
                               wrap_negative_indices=wrap_negative_indices)

@@ -24,6 +24,12 @@ def _ndim(x) -> int:
     return core.get_aval(x).ndim
 
 
+def _apply_out_sharding(fun, out_sharding):
+    """`fun()` laid out as `out_sharding` (sharded_jit.apply_out_sharding)."""
+    from fluxion._src.sharded_jit import apply_out_sharding as apply
+    return apply(fun, out_sharding)
+
+
 def _promote_for_product(name, a, b, preferred_element_type):
     """Promoted operands, the dot's output dtype, and the result's weak type."""
     a, b = util.ensure_arraylike(name, a, b)
@@ -41,9 +47,13 @@ def _dot_general(a, b, contracting, batch, precision, out_dtype, weak):
 
 
 @eager_compiled(static_argnames=('precision', 'preferred_element_type'))
-def dot(a, b, *, precision=None, preferred_element_type=None):
+def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
     """NumPy's dot: contracts the last axis of a with the second-to-last axis of b (its only
-    axis if b is 1-D); scalars multiply."""
+    axis if b is 1-D); scalars multiply. `out_sharding` lays the result out."""
+    if out_sharding is not None:  # (a keyword here, not a wrapper: jnp.dot is hot)
+        return _apply_out_sharding(lambda: dot(a, b, precision=precision,
+                                               preferred_element_type=preferred_element_type),
+                                   out_sharding)
     a, b, out_dtype, weak = _promote_for_product("dot", a, b, preferred_element_type)
     if _ndim(a) == 0 or _ndim(b) == 0:
         return lax._convert_element_type(ufuncs.multiply(a, b), out_dtype, weak)
@@ -90,8 +100,13 @@ def _matmul_plan(a_batch, b_batch):
 
 
 @eager_compiled(static_argnames=('precision', 'preferred_element_type'))
-def matmul(a, b, *, precision=None, preferred_element_type=None):
-    """Matrix product with broadcast batch dimensions; 1-D operands are vectors."""
+def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
+    """Matrix product with broadcast batch dimensions; 1-D operands are vectors.
+    `out_sharding` lays the result out."""
+    if out_sharding is not None:
+        return _apply_out_sharding(
+            lambda: matmul(a, b, precision=precision,
+                           preferred_element_type=preferred_element_type), out_sharding)
     a, b, out_dtype, weak = _promote_for_product("matmul", a, b, preferred_element_type)
     a_shape, b_shape = _shape(a), _shape(b)
     for i, shape in enumerate((a_shape, b_shape)):

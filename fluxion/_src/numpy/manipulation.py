@@ -17,6 +17,7 @@ from fluxion._src.lax import structural as ls
 from fluxion._src.numpy import ufuncs, util
 from fluxion._src.numpy.eager import eager_compiled
 from fluxion._src.numpy.creation import asarray, user_dtype, zeros
+from fluxion._src.sharding_types import accepts_out_sharding
 
 
 def _aval(x):
@@ -60,6 +61,7 @@ def _new_shape(name, old_shape, new_shape) -> tuple:
     return tuple(dims)
 
 
+@accepts_out_sharding
 def reshape(a, shape, order: str = "C", *, copy=None):
     """Give `a` a new shape with the same size; one dimension may be -1 (inferred).
 

@@ -81,9 +81,11 @@ def check_safe_to_cast(name: str, dtype, *args) -> None:
 
 
 def check_out_sharding(out_sharding) -> None:
+    """The public samplers (fluxion.random) take `out_sharding` themselves (a sharding
+    constraint on their result, see sharding_types.accepts_out_sharding)."""
     if out_sharding is not None:
-        raise NotImplementedError("fluxion.random does not support out_sharding (fluxion has no "
-                                  "sharding); pass out_sharding=None.")
+        raise NotImplementedError("out_sharding is handled by the public fluxion.random "
+                                  "functions")
 
 
 def static_jit(fun, num_static: int):
