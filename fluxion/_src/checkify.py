@@ -758,9 +758,10 @@ def _custom_vjp_rule(eqn, ins, state, table):
     n, nconsts, rules = len(state.values), p["num_consts"], p["rules"]
     state_avals = [core.get_aval(v) for v in state.values]
 
-    def fwd(*xs):
+    def fwd(*xs, perturbed=None):
+        own = None if perturbed is None else list(perturbed[n + nconsts:])
         with _own_lines():
-            out, res, res_tree = rules.fwd(*xs[n + nconsts:])
+            out, res, res_tree = rules.fwd(*xs[n + nconsts:], perturbed=own)
         return [*xs[:n], *out], list(res), res_tree
 
     def bwd(res_tree, res, cts):

@@ -128,15 +128,14 @@ def _one_array_fast_path(general, fast_by_key, trace_state, eval_trace):
 
     @functools.wraps(general.__wrapped__)
     def one_array(x, /):
+        call = None
         if type(x) is Array and trace_state.trace is eval_trace and not config.disable_jit:
             call = fast_by_key[config.trace_key].get(x.aval)
-            if call is not None:
-                try:
-                    return call((x,))
-                except Exception as e:
-                    strip_internal_frames(e)
-                    raise
-        return general(x)
+        try:
+            return call((x,)) if call is not None else general(x)
+        except Exception as e:  # leaves with the user's line, not fluxion's frames
+            strip_internal_frames(e)
+            raise
     return one_array
 
 
