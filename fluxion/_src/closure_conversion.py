@@ -39,16 +39,8 @@ def closure_convert(fun: Callable, *example_args):
     check_callable(fun)
     leaves, in_tree = tree_flatten(example_args)
     in_avals = [core.get_aval(x) for x in leaves]
-    box = []
-
-    def flat_fun(*xs):
-        out = fun(*tree_unflatten(in_tree, xs))
-        out_leaves, out_tree = tree_flatten(out)
-        box.append(out_tree)
-        return out_leaves
-
-    closed = staging.trace_to_jaxpr(flat_fun, in_avals, origin=f"closure_convert({fun_name(fun)})")
-    out_tree = box[0]
+    closed, out_tree = staging.trace_pytree_to_jaxpr(
+        fun, in_tree, in_avals, origin=f"closure_convert({fun_name(fun)})")
     consts = list(closed.consts)
     hoisted = [_maybe_perturbed(c) for c in consts]
     kept = [c for c, h in zip(consts, hoisted) if not h]

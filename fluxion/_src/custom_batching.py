@@ -71,18 +71,9 @@ class custom_vmap:
         if core.current_trace() is core.eval_trace:  # nothing to batch: run it as it is
             return self.fun(*args)
         leaves, in_tree = tree_flatten(args)
-        box = []
-
-        def flat_fun(*xs):
-            out = self.fun(*tree_unflatten(in_tree, xs))
-            out_leaves, out_tree = tree_flatten(out)
-            box.append(out_tree)
-            return out_leaves
-
-        closed = staging.trace_to_jaxpr(flat_fun, [core.get_aval(x) for x in leaves],
-                                        origin=f"custom_vmap({name})")
+        closed, out_tree = staging.trace_pytree_to_jaxpr(
+            self.fun, in_tree, [core.get_aval(x) for x in leaves], origin=f"custom_vmap({name})")
         call, consts = closure_convert(closed)
-        out_tree = box[0]
         rule = _FlatRule(self.vmap_rule, in_tree, out_tree, len(consts))
         outs = custom_vmap_p.bind(*consts, *leaves, call=call, rule=rule)
         return tree_unflatten(out_tree, outs)

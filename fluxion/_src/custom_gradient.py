@@ -43,18 +43,10 @@ def custom_gradient(fun: Callable) -> custom_vjp:
     def fwd(*args, **kwargs):
         ans, rule = fun(*args, **kwargs)
         ans_flat, out_tree = tree_flatten((ans,))
-        box = []
-
-        def flat_rule(*cts):
-            out = rule(*tree_unflatten(out_tree, cts))
-            leaves, in_tree = tree_flatten(out)
-            box.append(in_tree)
-            return leaves
-
         ct_avals = [ad.tangent_aval(core.get_aval(x)) for x in ans_flat]
-        closed = staging.trace_to_jaxpr(flat_rule, ct_avals,
-                                        origin=f"custom_gradient({fun_name(fun)})")
-        return ans, _Residuals(closed.jaxpr, box[0], out_tree, list(closed.consts))
+        closed, in_tree = staging.trace_pytree_to_jaxpr(
+            rule, out_tree, ct_avals, origin=f"custom_gradient({fun_name(fun)})")
+        return ans, _Residuals(closed.jaxpr, in_tree, out_tree, list(closed.consts))
 
     def bwd(res, cts):
         cts_flat, out_tree = tree_flatten((cts,))

@@ -21,17 +21,9 @@ linear_call_p.multiple_results = True
 def _stage(fun, in_tree, avals, origin):
     """`fun` (of the pytree `in_tree`) as a jaxpr taking its consts first; (jaxpr, consts,
     out_tree)."""
-    box = []
-
-    def flat(*xs):
-        out = fun(*tree_unflatten(in_tree, xs))
-        leaves, out_tree = tree_flatten(out)
-        box.append(out_tree)
-        return leaves
-
-    closed = staging.trace_to_jaxpr(flat, list(avals), origin=origin)
+    closed, out_tree = staging.trace_pytree_to_jaxpr(fun, in_tree, list(avals), origin=origin)
     jaxpr, consts = closure_convert(closed)
-    return jaxpr, consts, box[0]
+    return jaxpr, consts, out_tree
 
 
 class _Thunk:

@@ -40,16 +40,8 @@ def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
     name = fun_name(fun)
     leaves, in_tree = tree_flatten(primals)
     in_avals = [core.get_aval(x) for x in leaves]
-    box = []
-
-    def flat_fun(*xs):
-        out = fun(*tree_unflatten(in_tree, xs))
-        out_leaves, out_tree = tree_flatten(out)
-        box.append(out_tree)
-        return out_leaves
-
-    closed = staging.trace_to_jaxpr(flat_fun, in_avals, origin=f"linear_transpose({name})")
-    out_tree = box[0]
+    closed, out_tree = staging.trace_pytree_to_jaxpr(fun, in_tree, in_avals,
+                                                     origin=f"linear_transpose({name})")
     out_avals = closed.out_avals
     in_dtypes = [a.dtype for a in in_avals]
     out_dtypes = [a.dtype for a in out_avals]

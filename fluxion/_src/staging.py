@@ -93,10 +93,7 @@ def _scalar_value(x, aval):
 
 
 def trace_to_jaxpr(fun: Callable, in_avals: Sequence[ShapedArray], origin: str = "make_jaxpr"):
-    """Trace `fun` (flat arrays in, flat list out) on abstract arguments.
-
-    Returns (closed_jaxpr, outputs) where outputs are the raw Python outputs of `fun`.
-    """
+    """Trace `fun` (flat arrays in, flat list out) on abstract arguments: a ClosedJaxpr."""
     trace = JaxprTrace(origin)
     args = [trace.new_arg(a) for a in in_avals]
     try:
@@ -109,6 +106,22 @@ def trace_to_jaxpr(fun: Callable, in_avals: Sequence[ShapedArray], origin: str =
         del args, outs
         _check_tracer_leaks(trace)
     return closed
+
+
+def trace_pytree_to_jaxpr(fun: Callable, in_tree, in_avals: Sequence[ShapedArray],
+                          origin: str):
+    """Trace `fun`, called with the pytree `in_tree` of abstract leaves `in_avals` and
+    returning any pytree: (closed_jaxpr, out_tree)."""
+    from fluxion._src.tree_util import tree_flatten, tree_unflatten
+    box = []
+
+    def flat_fun(*leaves):
+        out_leaves, out_tree = tree_flatten(fun(*tree_unflatten(in_tree, leaves)))
+        box.append(out_tree)
+        return out_leaves
+
+    closed = trace_to_jaxpr(flat_fun, in_avals, origin=origin)
+    return closed, box[0]
 
 
 def _check_tracer_leaks(trace: JaxprTrace) -> None:
