@@ -213,26 +213,35 @@ def _check_scalar_output(out, holomorphic: bool):
     return aval
 
 
-def _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic, allow_int):
-    """(the differentiated arguments, a function of just those) for argnums; checks them."""
-    n = len(args)
+def diff_positions(n: int, argnums_t: tuple, argnums) -> list:
+    """The positions among `n` positional arguments that `argnums` names (negative ones
+    counted from the end); JAX's TypeError when one is out of range."""
     for a in argnums_t:
         if not -n <= a < n:
             raise TypeError(f"differentiating with respect to argnums={argnums} requires at "
                             f"least {max(argnums_t) + 1} positional arguments to be passed "
                             f"by the caller, but got only {n} positional arguments.")
-    nums = [a % n for a in argnums_t]
-    diff_args = tuple(args[i] for i in nums)
-    for leaf in tree_flatten(diff_args)[0]:
-        _check_jax_leaves([leaf], "a differentiated argument", name)
-        _check_input_dtype(leaf, holomorphic, allow_int, name)
+    return [a % n for a in argnums_t]
 
+
+def fun_of_diff_args(fun, args, kwargs, nums):
+    """`fun` as a function of the arguments at positions `nums`, the others fixed."""
     def partial_fun(*diff):
         full = list(args)
         for i, d in zip(nums, diff):
             full[i] = d
         return fun(*full, **kwargs)
-    return diff_args, partial_fun
+    return partial_fun
+
+
+def _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic, allow_int):
+    """(the differentiated arguments, a function of just those) for argnums; checks them."""
+    nums = diff_positions(len(args), argnums_t, argnums)
+    diff_args = tuple(args[i] for i in nums)
+    for leaf in tree_flatten(diff_args)[0]:
+        _check_jax_leaves([leaf], "a differentiated argument", name)
+        _check_input_dtype(leaf, holomorphic, allow_int, name)
+    return diff_args, fun_of_diff_args(fun, args, kwargs, nums)
 
 
 def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from fluxion._src.ad_api import vjp
+from fluxion._src.ad_api import diff_positions, fun_of_diff_args, vjp
 from fluxion._src.api import check_callable, jit
 
 
@@ -26,20 +26,9 @@ def fwd_and_bwd(fun: Callable, argnums: int | Sequence[int], has_aux: bool = Fal
             raise TypeError(f"argnums must be an int or a sequence of ints, got {argnums!r}")
 
     def fwd(*args, **kwargs):
-        n = len(args)
-        for a in nums:
-            if not -n <= a < n:
-                raise TypeError(f"differentiating with respect to argnums={argnums} requires at "
-                                f"least {max(nums) + 1} positional arguments to be passed by the "
-                                f"caller, but got only {n} positional arguments.")
-        idx = [a % n for a in nums]
-
-        def partial_fun(*diff):
-            full = list(args)
-            for i, d in zip(idx, diff):
-                full[i] = d
-            return fun(*full, **kwargs)
-        return vjp(partial_fun, *[args[i] for i in idx], has_aux=has_aux)
+        idx = diff_positions(len(args), nums, argnums)
+        return vjp(fun_of_diff_args(fun, args, kwargs, idx), *[args[i] for i in idx],
+                   has_aux=has_aux)
 
     def bwd(f_vjp, outgrad):
         g = f_vjp(outgrad)
