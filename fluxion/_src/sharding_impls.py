@@ -340,13 +340,17 @@ def _retype(tree, axes, axis_type):
                     if isinstance(x, (Array, core.Tracer)) else x, tree)
 
 
-def _typed_mesh(axes, axis_type):
+def _call_with_axis_types(fun, args, kwargs, axes, axis_type):
+    """`fun(*args, **kwargs)` with the mesh axes `axes` (default: all) of type `axis_type`,
+    in its arguments' types and in the abstract mesh in effect."""
     from fluxion._src.mesh import use_abstract_mesh
+    args, kwargs = _retype((args, kwargs), axes, axis_type)
     mesh = get_abstract_mesh()
     if mesh.empty:
-        return None
+        return fun(*args, **kwargs)
     names = mesh.axis_names if axes is None else axes
-    return use_abstract_mesh(mesh.update_axis_types({n: axis_type for n in names}))
+    with use_abstract_mesh(mesh.update_axis_types({n: axis_type for n in names})):
+        return fun(*args, **kwargs)
 
 
 def _axes_tuple(axes):
@@ -364,13 +368,7 @@ def auto_axes(fun=None, *, axes=None, out_sharding=None):
 
     def wrapped(*args, **kwargs):
         from fluxion._src.sharded_jit import reshard
-        args, kwargs = _retype((args, kwargs), names, AxisType.Auto)
-        ctx = _typed_mesh(names, AxisType.Auto)
-        if ctx is None:
-            out = fun(*args, **kwargs)
-        else:
-            with ctx:
-                out = fun(*args, **kwargs)
+        out = _call_with_axis_types(fun, args, kwargs, names, AxisType.Auto)
         if out_sharding is None:
             return out
         return reshard(out, out_sharding)
@@ -389,12 +387,6 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
         from fluxion._src.sharded_jit import reshard
         if in_sharding is not None:
             args = reshard(args, in_sharding)
-        args, kwargs = _retype((args, kwargs), names, AxisType.Explicit)
-        ctx = _typed_mesh(names, AxisType.Explicit)
-        if ctx is None:
-            out = fun(*args, **kwargs)
-        else:
-            with ctx:
-                out = fun(*args, **kwargs)
+        out = _call_with_axis_types(fun, args, kwargs, names, AxisType.Explicit)
         return _retype(out, names, AxisType.Auto)
     return wrapped
