@@ -47,6 +47,14 @@ def closure_convert(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
     return ClosedJaxpr(converted, []), list(closed.consts)
 
 
+def trace_closure_converted(fun, in_tree, in_avals, origin: str):
+    """`fun` (taking the pytree arguments `in_tree` describes) traced on `in_avals`:
+    (jaxpr taking its captured constants first, those constants, out_tree)."""
+    closed, out_tree = staging.trace_pytree_to_jaxpr(fun, in_tree, list(in_avals), origin)
+    jaxpr, consts = closure_convert(closed)
+    return jaxpr, consts, out_tree
+
+
 @memoized
 def jvp_jaxpr(closed: ClosedJaxpr, nonzero: Sequence[bool], instantiate: bool | Sequence[bool] = False):
     """A jaxpr taking (primals, tangents of the `nonzero` inputs) and returning (primal outs,

@@ -11,9 +11,9 @@ import functools
 import inspect
 from typing import Callable
 
-from fluxion._src import ad, batching, core, staging
+from fluxion._src import ad, batching, core
 from fluxion._src.api import fun_name
-from fluxion._src.call_transforms import closure_convert, jvp_jaxpr
+from fluxion._src.call_transforms import jvp_jaxpr, trace_closure_converted
 from fluxion._src.compiler import lowering
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import tree_flatten, tree_map, tree_unflatten
@@ -71,9 +71,8 @@ class custom_vmap:
         if core.current_trace() is core.eval_trace:  # nothing to batch: run it as it is
             return self.fun(*args)
         leaves, in_tree = tree_flatten(args)
-        closed, out_tree = staging.trace_pytree_to_jaxpr(
+        call, consts, out_tree = trace_closure_converted(
             self.fun, in_tree, [core.get_aval(x) for x in leaves], origin=f"custom_vmap({name})")
-        call, consts = closure_convert(closed)
         rule = _FlatRule(self.vmap_rule, in_tree, out_tree, len(consts))
         outs = custom_vmap_p.bind(*consts, *leaves, call=call, rule=rule)
         return tree_unflatten(out_tree, outs)

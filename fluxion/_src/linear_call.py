@@ -10,20 +10,12 @@ from typing import Callable
 
 from fluxion._src import ad, batching, core, staging
 from fluxion._src.api import fun_name
-from fluxion._src.call_transforms import batch_jaxpr, closure_convert
+from fluxion._src.call_transforms import batch_jaxpr, trace_closure_converted
 from fluxion._src.compiler import lowering
 from fluxion._src.tree_util import tree_flatten, tree_unflatten
 
 linear_call_p = core.Primitive("linear_call")
 linear_call_p.multiple_results = True
-
-
-def _stage(fun, in_tree, avals, origin):
-    """`fun` (of the pytree `in_tree`) as a jaxpr taking its consts first; (jaxpr, consts,
-    out_tree)."""
-    closed, out_tree = staging.trace_pytree_to_jaxpr(fun, in_tree, list(avals), origin=origin)
-    jaxpr, consts = closure_convert(closed)
-    return jaxpr, consts, out_tree
 
 
 class _Thunk:
@@ -63,13 +55,13 @@ def linear_call(fun: Callable, fun_transpose: Callable, residual_args, linear_ar
     res_avals = [core.get_aval(x) for x in res]
     lin_avals = [core.get_aval(x) for x in lin]
     f_in_tree = tree_flatten((residual_args, linear_args))[1]
-    callee, f_consts, out_tree = _stage(lambda r, a: fun(r, a), f_in_tree,
-                                        res_avals + lin_avals, f"linear_call({fun_name(fun)})")
+    callee, f_consts, out_tree = trace_closure_converted(
+        lambda r, a: fun(r, a), f_in_tree, res_avals + lin_avals, f"linear_call({fun_name(fun)})")
     out_avals = callee.out_avals
 
     def make_transpose():
         t_in_tree = tree_flatten((residual_args, tree_unflatten(out_tree, list(out_avals))))[1]
-        t_jaxpr, t_consts, t_out_tree = _stage(
+        t_jaxpr, t_consts, t_out_tree = trace_closure_converted(
             lambda r, ct: fun_transpose(r, ct), t_in_tree, res_avals + list(out_avals),
             f"linear_call transpose({fun_name(fun_transpose)})")
         if t_out_tree != lin_tree:

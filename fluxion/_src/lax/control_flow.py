@@ -19,6 +19,7 @@ from fluxion._src.export import shape_poly
 from fluxion._src import ad, batching, core, dtypes, staging
 from fluxion._src.array import Array
 from fluxion._src.call_transforms import closure_convert, jvp_jaxpr, memoized, partial_eval_jaxpr
+from fluxion._src.call_transforms import trace_closure_converted as _trace_fun
 from fluxion._src.compiler import lowering
 from fluxion._src.config import config
 from fluxion._src.core import ClosedJaxpr, Jaxpr, ShapedArray, Var
@@ -67,24 +68,6 @@ def _fun_description(fun) -> str:
     name = getattr(fun, "__name__", type(fun).__name__)
     code = getattr(inspect.unwrap(fun), "__code__", None)
     return name if code is None else f"{name} at {code.co_filename}:{code.co_firstlineno}"
-
-
-def _trace_fun(fun: Callable, in_tree, in_avals, origin: str):
-    """Trace `fun` (taking the pytree arguments `in_tree` describes) on abstract values.
-
-    Returns (jaxpr, consts, out_tree): the closed jaxpr takes the captured constants as its
-    leading arguments, and `consts` are their values."""
-    out_trees = []
-
-    def flat(*leaves):
-        out = fun(*tree_unflatten(in_tree, leaves))
-        out_leaves, out_tree = tree_flatten(out)
-        out_trees.append(out_tree)
-        return out_leaves
-
-    closed = staging.trace_to_jaxpr(flat, list(in_avals), origin=origin)
-    jaxpr, consts = closure_convert(closed)
-    return jaxpr, consts, out_trees[0]
 
 
 def _trace_flat(fun: Callable, avals, origin: str) -> ClosedJaxpr:
