@@ -677,3 +677,18 @@ def test_cache_miss_explanation_names_a_user_context(caplog):
     with caplog.at_level("WARNING", logger="fluxion"), fluxion.explain_cache_misses(), ctx(3):
         f(1.)
     assert "changed from 0 to 3" in caplog.text and "make_user_context" in caplog.text
+
+
+def test_custom_vmap_closing_over_a_batched_value_is_a_clear_error():
+    """JAX fails here with a bare AssertionError; fluxion names the problem."""
+    def outer(c):
+        @fluxion.custom_batching.custom_vmap
+        def f(x):
+            return x * c
+
+        @f.def_vmap
+        def rule(axis_size, in_batched, x):
+            return x * c, in_batched[0]
+        return f(2.0)
+    with pytest.raises(NotImplementedError, match="closes over a value batched by vmap"):
+        fluxion.vmap(outer)(np.arange(3.0, dtype=np.float32))
