@@ -290,6 +290,13 @@ def current_pending():
 # ---------------------------------------------------------------------------------------------
 # The `out_sharding=` keyword of array-making functions
 
+def apply_out_sharding(fun, out_sharding):
+    """`fun()` laid out (and typed) as `out_sharding` (sharded_jit.apply_out_sharding, which
+    builds on this module)."""
+    from fluxion._src.sharded_jit import apply_out_sharding as apply
+    return apply(fun, out_sharding)
+
+
 def accepts_out_sharding(fun):
     """Decorator: give `fun` JAX's keyword `out_sharding` (a NamedSharding, or a PartitionSpec
     of the current mesh): its result is laid out, and typed, as it says."""
@@ -306,7 +313,6 @@ def accepts_out_sharding(fun):
             if kwargs.get("device") is not None:
                 raise ValueError(f"Only one of `device` or `out_sharding` can be set. Got "
                                  f"device={kwargs['device']} and out_sharding={out_sharding}")
-            from fluxion._src.sharded_jit import apply_out_sharding
             return apply_out_sharding(lambda: fun(*args, **kwargs), out_sharding)
         except Exception as e:  # leaves with the user's line, not fluxion's frames
             strip_internal_frames(e)

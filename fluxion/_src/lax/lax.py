@@ -16,7 +16,7 @@ from fluxion._src.array import Array, make_array, scalar_array
 from fluxion._src.lax import contractions, elementwise as ew, reductions, shapes
 from fluxion._src.lax.contractions import Precision, canonicalize_precision
 from fluxion._src.lax.elementwise import RoundingMethod
-from fluxion._src.sharding_types import accepts_out_sharding
+from fluxion._src.sharding_types import accepts_out_sharding, apply_out_sharding
 
 
 def _unary(prim, doc):
@@ -229,9 +229,13 @@ def bitcast_convert_type(operand, new_dtype):
 # ---------------------------------------------------------------------------------------------
 # Shapes
 
-@accepts_out_sharding
-def broadcast_in_dim(operand, shape: Sequence[int], broadcast_dimensions: Sequence[int]):
-    """Broadcast `operand` to `shape`, mapping its dimension i to broadcast_dimensions[i]."""
+def broadcast_in_dim(operand, shape: Sequence[int], broadcast_dimensions: Sequence[int], *,
+                     out_sharding=None):
+    """Broadcast `operand` to `shape`, mapping its dimension i to broadcast_dimensions[i];
+    `out_sharding` lays the result out."""
+    if out_sharding is not None:  # (a keyword here, not a wrapper: fluxion calls this a lot)
+        return apply_out_sharding(lambda: broadcast_in_dim(operand, shape, broadcast_dimensions),
+                                  out_sharding)
     shape = tuple(map(core.canonicalize_dim, shape))
     broadcast_dimensions = tuple(int(d) for d in broadcast_dimensions)
     aval = core.get_aval(operand)
@@ -257,9 +261,12 @@ def broadcast_to_rank(x, rank: int):
     return broadcast(x, (1,) * (rank - ndim))
 
 
-@accepts_out_sharding
-def reshape(operand, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None):
-    """Reshape to `new_sizes`; `dimensions` first transposes the operand."""
+def reshape(operand, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None, *,
+            out_sharding=None):
+    """Reshape to `new_sizes`; `dimensions` first transposes the operand. `out_sharding` lays
+    the result out."""
+    if out_sharding is not None:  # (a keyword here, not a wrapper: fluxion calls this a lot)
+        return apply_out_sharding(lambda: reshape(operand, new_sizes, dimensions), out_sharding)
     new_sizes = tuple(map(core.canonicalize_dim, new_sizes))
     aval = core.get_aval(operand)
     dims = None if dimensions is None or tuple(dimensions) == tuple(range(aval.ndim)) else tuple(dimensions)
@@ -321,7 +328,6 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     result has the batch dimensions, then lhs free dimensions, then rhs free dimensions.
     """
     if out_sharding is not None:
-        from fluxion._src.sharded_jit import apply_out_sharding
         return apply_out_sharding(lambda: dot_general(lhs, rhs, dimension_numbers, precision,
                                                       preferred_element_type), out_sharding)
     (lc, rc), (lb, rb) = dimension_numbers

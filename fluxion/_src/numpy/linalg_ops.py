@@ -14,6 +14,7 @@ from fluxion._src.lax import structural as ls
 from fluxion._src.numpy import ufuncs, util
 from fluxion._src.numpy.creation import user_dtype
 from fluxion._src.numpy.eager import eager_compiled
+from fluxion._src.sharding_types import apply_out_sharding
 
 
 def _shape(x) -> tuple:
@@ -22,12 +23,6 @@ def _shape(x) -> tuple:
 
 def _ndim(x) -> int:
     return core.get_aval(x).ndim
-
-
-def _apply_out_sharding(fun, out_sharding):
-    """`fun()` laid out as `out_sharding` (sharded_jit.apply_out_sharding)."""
-    from fluxion._src.sharded_jit import apply_out_sharding as apply
-    return apply(fun, out_sharding)
 
 
 def _promote_for_product(name, a, b, preferred_element_type):
@@ -51,9 +46,9 @@ def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None)
     """NumPy's dot: contracts the last axis of a with the second-to-last axis of b (its only
     axis if b is 1-D); scalars multiply. `out_sharding` lays the result out."""
     if out_sharding is not None:  # (a keyword here, not a wrapper: jnp.dot is hot)
-        return _apply_out_sharding(lambda: dot(a, b, precision=precision,
-                                               preferred_element_type=preferred_element_type),
-                                   out_sharding)
+        return apply_out_sharding(lambda: dot(a, b, precision=precision,
+                                              preferred_element_type=preferred_element_type),
+                                  out_sharding)
     a, b, out_dtype, weak = _promote_for_product("dot", a, b, preferred_element_type)
     if _ndim(a) == 0 or _ndim(b) == 0:
         return lax._convert_element_type(ufuncs.multiply(a, b), out_dtype, weak)
@@ -104,7 +99,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
     """Matrix product with broadcast batch dimensions; 1-D operands are vectors.
     `out_sharding` lays the result out."""
     if out_sharding is not None:
-        return _apply_out_sharding(
+        return apply_out_sharding(
             lambda: matmul(a, b, precision=precision,
                            preferred_element_type=preferred_element_type), out_sharding)
     a, b, out_dtype, weak = _promote_for_product("matmul", a, b, preferred_element_type)
