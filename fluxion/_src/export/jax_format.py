@@ -288,9 +288,10 @@ def _read_exported(t: _Table, depth: int = 0):
     checks = []
     for c in t.tables(_F_DISABLED_CHECKS):
         kind = c.scalar(0, "b")
-        checks.append("platform" if kind == _CHECK_PLATFORM else
-                      f"custom_call:{c.string(1)}" if kind == _CHECK_CUSTOM_CALL else
-                      "shape_assertions")
+        checks.append(registrations.DisabledSafetyCheck.platform() if kind == _CHECK_PLATFORM
+                      else registrations.DisabledSafetyCheck.custom_call(c.string(1))
+                      if kind == _CHECK_CUSTOM_CALL
+                      else registrations.DisabledSafetyCheck.shape_assertions())
     vjp_table = t.table(_F_VJP)
     if vjp_table is not None:
         vjp = _read_exported(vjp_table, depth + 1)   # read now: damage shows at deserialize
@@ -414,13 +415,12 @@ def _write_effect(b, type_name) -> int:
     return b.EndObject()
 
 
-def _write_check(b, check: str) -> int:
-    check = str(check)
+def _write_check(b, check: registrations.DisabledSafetyCheck) -> int:
     target = None
-    if check == "platform":
+    if check == registrations.DisabledSafetyCheck.platform():
         kind = _CHECK_PLATFORM
-    elif check.startswith("custom_call:"):
-        kind, target = _CHECK_CUSTOM_CALL, b.CreateString(check[len("custom_call:"):])
+    elif check.is_custom_call() is not None:
+        kind, target = _CHECK_CUSTOM_CALL, b.CreateString(check.is_custom_call())
     else:
         raise ValueError(f"Cannot write the disabled safety check {check!r} in jax.export's "
                          "format")
