@@ -574,11 +574,7 @@ def _pad_widths(pad_width, nd) -> list[tuple[int, int]]:
     widths = np.asarray(core.concrete_or_error(pad_width, "The pad_width argument of jnp.pad"))
     if widths.dtype.kind not in "iub":
         raise TypeError(f"`pad_width` must be of integral type, got {pad_width!r}")
-    try:
-        widths = np.broadcast_to(widths, (nd, 2))
-    except ValueError:
-        raise ValueError(f"jnp.pad: pad_width with shape {widths.shape} cannot be broadcast to "
-                         f"({nd}, 2) for an array of rank {nd}") from None
+    widths = _pad_pairs(widths, nd, "pad_width")
     if np.any(widths < 0):
         raise ValueError("index can't contain negative values")
     return [(int(lo), int(hi)) for lo, hi in widths]
@@ -589,8 +585,7 @@ def _pad_constant(a, widths, constant_values):
     if np.ndim(constant_values) == 0:
         fill = util.scalar_like(a, constant_values)
         return ls.pad(a, fill, [(lo, hi, 0) for lo, hi in widths])
-    values = np.broadcast_to(np.asarray(core.concrete_or_error(
-        constant_values, "The constant_values argument of jnp.pad")), (_ndim(a), 2))
+    values = _pad_pairs(constant_values, _ndim(a), "constant_values")
     # Like NumPy, pad one axis at a time, so later axes' values fill the corners.
     for axis, ((lo, hi), (v_lo, v_hi)) in enumerate(zip(widths, values)):
         for side, (amount, value) in enumerate(((lo, v_lo), (hi, v_hi))):
