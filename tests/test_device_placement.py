@@ -2,22 +2,15 @@
 `default_device`, `jit(device=/backend=)`, compared with JAX (8 host devices) in the same
 process.
 
-This process's backends have one device, so the cases run in a fresh subprocess with
-FLUXION_NUM_CPU_DEVICES=8 and JAX_NUM_CPU_DEVICES=8 (as tests/test_parallel.py does)."""
-import os
+The cases need 8 CPU devices: tests/test_eight_devices.py runs this file, with the suite's
+other 8-device files, in one fresh process that has them (for fluxion and JAX)."""
 
 import numpy as np
 import pytest
 
-from _eight_devices import assert_file_passes_on_8_devices, run_on_8_devices
+from _eight_devices import ON_8_DEVICES, run_on_8_devices
 
-_CHILD = "FLUXION_TEST_DEVICE_PLACEMENT_CHILD"
-
-
-if os.environ.get(_CHILD) != "1":
-    def test_device_placement_cases_on_8_cpu_devices():
-        assert_file_passes_on_8_devices(__file__, {_CHILD: "1"})
-
+if not ON_8_DEVICES:
     def test_default_device_path_stays_unplaced():
         """Without commitment or a default device, dispatch never enters placement (the
         fast paths stay as they were) and every result is uncommitted on device 0."""

@@ -1,23 +1,15 @@
 """Explicit mesh axes (sharding in types) against JAX 0.10's: result shardings of ~40 programs
 eager and under jit, `typeof` strings, ShardingTypeError cases, `out_sharding=`, auto_axes.
 
-This process's backends have one device, so the cases run in a fresh subprocess with 8 CPU
-devices for both fluxion and JAX (tests/_eight_devices.py), in the same process."""
-import os
+The cases need 8 CPU devices: tests/test_eight_devices.py runs this file, with the suite's
+other 8-device files, in one fresh process that has them (for fluxion and JAX)."""
 
 import numpy as np
 import pytest
 
-from _eight_devices import assert_file_passes_on_8_devices
+from _eight_devices import ON_8_DEVICES
 
-_CHILD = "FLUXION_TEST_EXPLICIT_AXES_CHILD"
-
-
-if os.environ.get(_CHILD) != "1":
-    def test_explicit_axes_cases_on_8_cpu_devices():
-        assert_file_passes_on_8_devices(__file__, {_CHILD: "1"})
-
-else:
+if ON_8_DEVICES:
     import jax
     import jax.numpy as jnp
     from jax._src.core import ShardingTypeError as JaxShardingTypeError

@@ -1,28 +1,18 @@
 """pmap under jit, grad, vmap and nested pmap (the `xla_pmap` equation).
 
-These need 8 CPU devices; a process with fewer runs this file again in a subprocess with
-FLUXION_NUM_CPU_DEVICES=8 (and JAX, the oracle, with 8 host devices too)."""
-import os
+The cases need 8 CPU devices: tests/test_eight_devices.py runs this file, with the suite's
+other 8-device files, in one fresh process that has them (for fluxion and JAX)."""
 
 import numpy as np
 import pytest
 
-from _eight_devices import assert_file_passes_on_8_devices
+from _eight_devices import ON_8_DEVICES as ON_8
 
 N = 8
-ON_8 = os.environ.get("FLUXION_NUM_CPU_DEVICES") == str(N)
-
-
-def test_runs_on_8_cpu_devices():
-    if ON_8:
-        import fluxion
-        assert fluxion.device_count() == N
-        return
-    assert_file_passes_on_8_devices(__file__)
 
 
 def on_8_devices(test):
-    """The test itself where 8 devices exist; elsewhere test_runs_on_8_cpu_devices runs it."""
+    """The test itself where 8 devices exist (tests/test_eight_devices.py runs this file so)."""
     return test if ON_8 else None
 
 

@@ -2,22 +2,15 @@
 axis the output may vary over is JAX's ValueError, with JAX's message; bodies JAX accepts run
 and agree with JAX; `check_vma=False` skips the check. On a 2x4 mesh of 8 CPU devices.
 
-The pytest process has one device, so the one test it collects reruns this file in a fresh
-subprocess with 8 CPU devices for both fluxion and JAX; the cases below are defined there."""
-import os
+The cases need 8 CPU devices: tests/test_eight_devices.py runs this file, with the suite's
+other 8-device files, in one fresh process that has them (for fluxion and JAX)."""
 
 import numpy as np
 import pytest
 
-from _eight_devices import assert_file_passes_on_8_devices
+from _eight_devices import ON_8_DEVICES
 
-_CHILD = "FLUXION_SHARD_MAP_CHECK_VMA_CHILD"
-
-if os.environ.get(_CHILD) != "1":
-    def test_check_vma_cases_on_8_cpu_devices():
-        assert_file_passes_on_8_devices(__file__, {_CHILD: "1"}, timeout=500)
-
-else:
+if ON_8_DEVICES:
     import jax as jjax
     import jax.numpy as jjnp
     from jax.experimental.shard_map import shard_map as jold_shard_map

@@ -1,22 +1,15 @@
 """shard_map manual over a subset of the mesh axes (`axis_names`), the others left to XLA's
 partitioner, on a 2x4 mesh of 8 CPU devices, against NumPy and JAX.
 
-The pytest process has one device, so the one test it collects reruns this file in a fresh
-subprocess with 8 CPU devices for both fluxion and JAX; the cases below are defined there."""
-import os
+The cases need 8 CPU devices: tests/test_eight_devices.py runs this file, with the suite's
+other 8-device files, in one fresh process that has them (for fluxion and JAX)."""
 
 import numpy as np
 import pytest
 
-from _eight_devices import assert_file_passes_on_8_devices
+from _eight_devices import ON_8_DEVICES
 
-_CHILD = "FLUXION_SHARD_MAP_PARTIAL_CHILD"
-
-if os.environ.get(_CHILD) != "1":
-    def test_partial_shard_map_cases_on_8_cpu_devices():
-        assert_file_passes_on_8_devices(__file__, {_CHILD: "1"}, timeout=500)
-
-else:
+if ON_8_DEVICES:
     import jax as jjax
     import jax.numpy as jjnp
     from jax.sharding import NamedSharding as JNamedSharding, PartitionSpec as JP

@@ -1,5 +1,5 @@
 """Several local processes on 127.0.0.1 (each with one CPU device) joined by
-fluxion.distributed; run by tests/test_parallel.py."""
+fluxion.distributed; run by tests/test_eight_devices.py."""
 import os
 import pathlib
 import socket

@@ -1,4 +1,4 @@
-"""shard_map cases; run by tests/test_parallel.py in a process with 8 CPU devices."""
+"""shard_map cases; run by tests/test_eight_devices.py in a process with 8 CPU devices."""
 import numpy as np
 import pytest
 

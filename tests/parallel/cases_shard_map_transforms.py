@@ -1,5 +1,5 @@
 """shard_map under jit, grad and vmap (one partitioned program, `sdy.manual_computation`);
-run by tests/test_parallel.py in a process with 8 CPU devices."""
+run by tests/test_eight_devices.py in a process with 8 CPU devices."""
 import json
 import os
 import subprocess

@@ -1,5 +1,5 @@
 """Sharding cases (global arrays, jit with shardings, constraints); run by
-tests/test_parallel.py in a process with 8 CPU devices. JAX, run in a subprocess with 8 host
+tests/test_eight_devices.py in a process with 8 CPU devices. JAX, run in a subprocess with 8 host
 devices, is the oracle for the shardings XLA picks."""
 import json
 import os
