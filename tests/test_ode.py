@@ -118,3 +118,27 @@ def test_errors():
         odeint(decay, np.ones(2, np.float32), np.arange(3), 0.5)
     with pytest.raises(TypeError, match="must be arrays or scalars"):
         odeint(decay, np.ones(2, np.float32), TS, "a")
+
+
+def test_ravel_pytree_as_jax():
+    from jax.flatten_util import ravel_pytree as jax_ravel
+    from fluxion.flatten_util import ravel_pytree
+    tree = {"a": np.ones((2, 3), np.float32), "b": (np.arange(3, dtype=np.int32), 2.5)}
+    flat, unravel = ravel_pytree(tree)
+    jflat, _ = jax_ravel(tree)
+    assert flat.dtype == jflat.dtype and flat.shape == (10,)
+    np.testing.assert_array_equal(np.asarray(flat), np.asarray(jflat))
+    back = unravel(flat * 2)
+    assert back["b"][0].dtype == np.int32 and back["a"].shape == (2, 3)
+    np.testing.assert_array_equal(np.asarray(back["b"][0]), [0, 2, 4])
+    with pytest.raises(TypeError, match="expected dtype float32"):
+        unravel(np.zeros(10, np.int32))
+    assert ravel_pytree({})[0].shape == (0,) and ravel_pytree({})[0].dtype == np.float32
+    # equal layouts give equal unravel functions; jacobians and vmap go through them
+    assert ravel_pytree({"a": np.zeros((2, 3), np.float32), "b": (np.ones(3, np.int32), 0.)})[1] \
+        == unravel
+    same, undo = ravel_pytree((np.ones(2, np.float32), np.ones((), np.float32)))
+    jac = fluxion.jacobian(lambda v: ravel_pytree(tuple(x * 3 for x in undo(v)))[0])(same)
+    np.testing.assert_array_equal(np.asarray(jac), 3 * np.eye(3))
+    rows = fluxion.vmap(undo)(np.arange(6, dtype=np.float32).reshape(2, 3))
+    np.testing.assert_array_equal(np.asarray(rows[1]), [2., 5.])
