@@ -3,7 +3,6 @@ CPU/GPU devices (the functions read only a device's platform, kind, id and granu
 A real 8-device mesh is checked in tests/test_explicit_axes.py's 8-device child."""
 import dataclasses
 
-import jax
 import jax.experimental.mesh_utils as jax_mesh_utils
 import numpy as np
 import pytest
