@@ -387,3 +387,15 @@ if ON_8_DEVICES:
         assert norm(g) == ((), ("y",))
         expected = (1 - np.tanh(f.host["b"] @ np.ones((4, 6))) ** 2)
         np.testing.assert_allclose(np.asarray(g), f.host["b"].T @ expected, rtol=1e-4)
+
+    def test_mesh_utils_on_8_devices():
+        from fluxion.experimental import mesh_utils
+        from jax.experimental import mesh_utils as jax_mesh_utils
+        mesh = mesh_utils.create_device_mesh((4, 2))
+        want = jax_mesh_utils.create_device_mesh((4, 2))
+        assert [[d.id for d in r] for r in mesh] == [[d.id for d in r] for r in want]
+        m = fluxion.sharding.Mesh(mesh, ("x", "y"))
+        x = fluxion.device_put(np.arange(16.).reshape(8, 2),
+                               fluxion.sharding.NamedSharding(m, P("x", "y")))
+        assert len(x.addressable_shards) == 8
+        np.testing.assert_array_equal(np.asarray(x), np.arange(16.).reshape(8, 2))
