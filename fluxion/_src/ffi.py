@@ -261,6 +261,11 @@ def _encode_attributes(kwargs: dict) -> tuple:
         if isinstance(v, core.Tracer) or hasattr(v, "_buf"):
             raise TypeError(f"Non-hashable keyword argument to ffi_call {k}: {v}. Attributes "
                             "are static: pass NumPy values, not (traced) arrays")
+        if not isinstance(v, (np.ndarray, dict)):
+            try:
+                hash(v)
+            except TypeError as e:
+                raise TypeError(f"Non-hashable keyword argument to ffi_call {k}: {v}") from e
         out.append((k, attribute_text(v)))
     return tuple(out)
 
