@@ -271,3 +271,22 @@ def test_has_side_effect_keeps_unused_call(kernel):
     assert kernel.fx_calls() == before  # dead code: never ran
     fluxion.jit(lambda v: (rms_norm(v, has_side_effect=True), v + 1)[1])(x)
     assert kernel.fx_calls() == before + 1
+
+
+def test_ffi_lowering_for_a_users_primitive(kernel):
+    from fluxion.extend.core import Primitive
+    from fluxion.interpreters import mlir
+    prim = Primitive("fx_test_rms_norm_prim")
+    prim.def_abstract_eval(lambda x, **_: x)
+    mlir.register_lowering(prim, ffi.ffi_lowering("fx_test_rms_norm"), platform="cpu")
+    x = RNG.randn(2, 6).astype(np.float32)
+    got = fluxion.jit(lambda v: prim.bind(v, eps=np.float32(1e-5)))(x)
+    np.testing.assert_allclose(np.asarray(got), _rms_want(x), rtol=1e-5)
+
+
+def test_registration_helpers():
+    with pytest.raises(ValueError, match="register_ffi_type_id"):
+        ffi.register_ffi_type_id("t", None)
+    ffi.register_ffi_target_as_batch_partitionable("lapack_sgetrf_ffi")
+    capsule = ffi.pycapsule(ctypes.cast(ctypes.pythonapi.Py_IncRef, ctypes.c_void_p).value)
+    assert type(capsule).__name__ == "PyCapsule"
