@@ -57,7 +57,7 @@ def test_lapack_getrf_batched_dims_are_leading():
 
 
 @pytest.mark.parametrize("method", ["sequential", "sequential_unrolled", "expand_dims",
-                                    "broadcast_all"])
+                                    "broadcast_all", "legacy_vectorized"])
 def test_vmap_methods(method):
     lu, piv, info = fluxion.vmap(lambda x: getrf(x, vmap_method=method))(A_BATCH)
     assert lu.shape == (3, 4, 4) and piv.shape == (3, 4) and info.shape == (3,)
@@ -290,3 +290,28 @@ def test_registration_helpers():
     ffi.register_ffi_target_as_batch_partitionable("lapack_sgetrf_ffi")
     capsule = ffi.pycapsule(ctypes.cast(ctypes.pythonapi.Py_IncRef, ctypes.c_void_p).value)
     assert type(capsule).__name__ == "PyCapsule"
+
+
+def test_side_effect_inside_control_flow_and_sequential_vmap(kernel):
+    from fluxion import lax
+    x = RNG.randn(3, 5).astype(np.float32)
+    before = kernel.fx_calls()
+    fluxion.jit(lambda v: lax.fori_loop(
+        0, 2, lambda i, c: (rms_norm(c, has_side_effect=True), c)[1], v))(x)
+    assert kernel.fx_calls() == before + 2
+    fluxion.jit(fluxion.vmap(
+        lambda v: (rms_norm(v, has_side_effect=True, vmap_method="sequential"), v)[1]))(x)
+    assert kernel.fx_calls() == before + 5  # once per batch element
+
+
+def test_export_with_symbolic_batch(kernel):
+    from fluxion import export
+    spec = fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 5"), np.float32)
+    with pytest.raises(ValueError, match="fx_test_rms_norm"):
+        export.export(fluxion.jit(rms_norm))(spec)  # no compatibility guarantee by default
+    exp = export.export(fluxion.jit(rms_norm), disabled_checks=[
+        export.DisabledSafetyCheck.custom_call("fx_test_rms_norm")])(spec)
+    exp = export.deserialize(exp.serialize())
+    for n in (2, 7):
+        x = RNG.randn(n, 5).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(exp.call(x)), _rms_want(x), rtol=1e-5)

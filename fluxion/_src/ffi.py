@@ -250,7 +250,8 @@ def _result_avals(results) -> tuple:
         if not hasattr(r, "shape") or not hasattr(r, "dtype"):
             raise ValueError("All elements of result_shape_dtypes must have 'shape' and "
                              f"'dtype' attributes. Got {r} at position {i}.")
-        avals.append(ShapedArray(tuple(int(d) for d in r.shape), np.dtype(r.dtype)))
+        shape = tuple(int(d) if isinstance(d, (int, np.integer)) else d for d in r.shape)
+        avals.append(ShapedArray(shape, np.dtype(r.dtype)))
     return tuple(avals)
 
 
