@@ -96,6 +96,10 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def __dir__():
+    return sorted(set(globals()) | set(_PROFILE_DATA_NAMES))
+
+
 def register_subprocess(pid: int, port: int):
     """Profile the process `pid`, whose profiler server listens on `port`, along with this
     one; returns a function that unregisters it. RuntimeError if it cannot be registered."""
