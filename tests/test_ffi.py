@@ -226,7 +226,7 @@ def kernel(tmp_path_factory):
     d = tmp_path_factory.mktemp("ffi_kernel")
     src, lib_path = d / "kernel.cc", d / "libkernel.so"
     src.write_text(KERNEL)
-    subprocess.run([compiler, "-std=c++17", "-O1", "-w", "-shared", "-fPIC",
+    subprocess.run([compiler, "-std=c++17", "-O0", "-w", "-shared", "-fPIC",
                     f"-I{ffi.include_dir()}", str(src), "-o", str(lib_path)], check=True)
     lib = ctypes.cdll.LoadLibrary(str(lib_path))
     lib.fx_calls.restype = ctypes.c_int64

@@ -49,6 +49,9 @@ def test_round_trip_in_process():
     _check(out)
     ref = compiled(X, Y, scale=np.float32(2.0))
     np.testing.assert_array_equal(np.asarray(out["a"]), np.asarray(ref["a"]))
+    explicit = se.deserialize_and_load(blob, in_tree, out_tree, backend="cpu",
+                                       execution_devices=fluxion.devices()[:1])
+    _check(explicit(X, Y, scale=np.float32(2.0)))
     # A loaded executable serializes again.
     again = se.deserialize_and_load(se.serialize(loaded)[0], in_tree, out_tree)
     _check(again(X, Y, scale=np.float32(2.0)))
