@@ -199,6 +199,8 @@ def deserialize_and_load(serialized: bytes, in_tree, out_tree, backend=None,
         constvars=[SimpleNamespace(aval=a) for _, a in consts]))
     traced = Traced(stub, in_tree, out_tree, in_avals, name,
                     None if mask is None else tuple(mask))
-    out = Compiled(fn, traced, device if meta["pinned"] else None)
+    # Loaded on a device other than the default one, it runs there (arguments move to it).
+    pinned = meta["pinned"] or device != b.devices[0]
+    out = Compiled(fn, traced, device if pinned else None)
     out._executable_bytes = payload
     return out
