@@ -84,3 +84,4 @@ ad = _types.SimpleNamespace(DontWant=_grad_refs.DontWant, DidntWant=_grad_refs.D
                             GradRef=_grad_refs.GradRef, GradValue=_grad_refs.GradValue)
 from fluxion._src.sharding_types import typeof  # noqa: E402,F401
 from fluxion import ops  # noqa: E402,F401
+from fluxion import ffi  # noqa: E402,F401

@@ -83,6 +83,29 @@ def trace(log_dir, create_perfetto_link: bool = False, create_perfetto_trace: bo
         stop_trace()
 
 
+_PROFILE_DATA_NAMES = ("ProfileData", "ProfileEvent", "ProfilePlane")
+
+
+def __getattr__(name):
+    # jaxlib's readers of XSpace profiles (`ProfileData.from_file(".../host.xplane.pb")`,
+    # `.from_serialized_xspace(bytes)`, `.planes`, `.find_plane_with_name(name)`), loaded on
+    # first use so that importing fluxion does not load the profiler.
+    if name in _PROFILE_DATA_NAMES:
+        from jaxlib import _profile_data
+        return getattr(_profile_data, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_PROFILE_DATA_NAMES))
+
+
+def register_subprocess(pid: int, port: int):
+    """Profile the process `pid`, whose profiler server listens on `port`, along with this
+    one; returns a function that unregisters it. RuntimeError if it cannot be registered."""
+    return _profiler().register_subprocess(pid, port)
+
+
 def ProfileOptions():  # noqa: N802 - JAX's name
     """jaxlib's profiler options (host_tracer_level, python_tracer_level, ...)."""
     return _profiler().ProfileOptions()

@@ -128,6 +128,48 @@ def test_profiler_trace_parses_and_has_phases(tmp_path):
         profiler.stop_trace()
 
 
+def test_profile_data_reads_the_trace(tmp_path):
+    from fluxion import profiler
+    with profiler.trace(str(tmp_path)):
+        with profiler.TraceAnnotation("fx_profile_data_region"):
+            jax.jit(lambda v: jnp.tanh(v) * 2)(jnp.ones((8, 8))).block_until_ready()
+    (path,) = glob.glob(str(tmp_path / "plugins/profile/*/*.xplane.pb"))
+    data = profiler.ProfileData.from_file(path)
+    assert isinstance(data, profiler.ProfileData)
+    same = profiler.ProfileData.from_serialized_xspace(open(path, "rb").read())
+    assert [p.name for p in same.planes] == [p.name for p in data.planes]
+    host = data.find_plane_with_name("/host:CPU")
+    assert isinstance(host, profiler.ProfilePlane)
+    events = [e for line in host.lines for e in line.events]
+    assert all(isinstance(e, profiler.ProfileEvent) for e in events)
+    region = [e for e in events if e.name == "fx_profile_data_region"]
+    assert len(region) == 1 and region[0].duration_ns > 0
+    assert region[0].end_ns - region[0].start_ns == pytest.approx(region[0].duration_ns, abs=1)
+    assert any(e.name == "fluxion.execute" for e in events)
+
+
+def test_register_subprocess_with_a_profiler_server():
+    import socket
+    import subprocess
+    import sys
+    from fluxion import profiler
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from jaxlib import _profiler; "
+         f"s = _profiler.start_server({port}); print('up', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "up"
+        unregister = profiler.register_subprocess(child.pid, port)
+        assert callable(unregister)
+        unregister()
+    finally:
+        child.kill()
+        child.communicate()
+
+
 def test_device_memory_profile(tmp_path):
     from fluxion import profiler
     keep = jnp.ones((256, 256))

@@ -12,13 +12,30 @@ _HELPER = "an import inside JAX's module, not part of its API"
 NOT_PROVIDED = {
     "example_libraries.optimizers": {n: _HELPER for n in [
         "jax", "map", "partial", "safe_map", "safe_zip", "unzip2", "zip"]},
+    "experimental.serialize_executable": {n: _HELPER for n in [
+        "Sequence", "annotations", "io", "jax", "pickle", "xc"]},
+    "experimental.multihost_utils": {
+        **{n: _HELPER for n in [
+            "Any", "P", "ad", "array", "batching", "core", "distributed", "dtypes", "jax",
+            "jnp", "lru_cache", "mlir", "partial", "pjit_lib", "prng", "pxla", "safe_zip",
+            "sharding_impls", "tree_flatten", "tree_unflatten", "xla_bridge", "xla_client",
+            "zlib"]},
+        **{n: "JAX's internal primitives and rules of host_local_array_to_global_array and "
+              "its inverse (fluxion's are functions, not primitives)" for n in [
+            "global_array_to_host_local_array_impl", "global_array_to_host_local_array_p",
+            "gtl_abstract_eval", "host_local_array_to_global_array_impl",
+            "host_local_array_to_global_array_p", "ltg_abstract_eval", "ltg_batcher"]},
+        "reached_preemption_sync_point": "needs the coordination service's preemption "
+                                         "sync manager, which fluxion.distributed does not set up",
+    },
 }
 
 NAMESPACES = ["numpy", "numpy.linalg", "numpy.fft", "lax", "lax.linalg", "nn", "nn.initializers",
               "random", "tree", "tree_util", "image", "scipy.special", "scipy.stats",
               "scipy.linalg", "scipy.fft", "scipy.signal", "scipy.optimize", "scipy.sparse.linalg", "scipy.ndimage",
               "scipy.integrate", "scipy.interpolate", "scipy.cluster.vq", "scipy.spatial.transform",
-              "example_libraries.stax", "example_libraries.optimizers"]
+              "example_libraries.stax", "example_libraries.optimizers", "ffi", "profiler",
+              "experimental.serialize_executable", "experimental.multihost_utils"]
 
 
 def _public(module):

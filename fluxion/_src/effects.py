@@ -48,10 +48,15 @@ no_effects: frozenset = frozenset()
 _effect_rules: dict[core.Primitive, Callable[[dict], frozenset]] = {}
 
 
-def declare_effects(prim: core.Primitive, rule: Callable[[dict], frozenset]) -> None:
-    """Declare that `prim` has the effects `rule(params)`; such equations are never dead code."""
+def declare_effects(prim: core.Primitive, rule: Callable[[dict], frozenset],
+                    always: bool = True) -> None:
+    """Declare that `prim` has the effects `rule(params)`; such equations are never dead code.
+
+    With `always=False` the rule may give no effects for some params (then the equation is
+    an ordinary one)."""
     _effect_rules[prim] = rule
-    prim.has_side_effect = True  # what staging's dead-code elimination reads
+    if always:
+        prim.has_side_effect = True  # what staging's dead-code elimination reads
 
 
 def eqn_effects(eqn) -> frozenset:
@@ -81,7 +86,8 @@ def jaxpr_effects(jaxpr) -> frozenset:
 
 def has_effects(eqn) -> bool:
     """True when `eqn` must be kept though nothing reads its outputs."""
-    if eqn.primitive in _effect_rules:
+    rule = _effect_rules.get(eqn.primitive)
+    if rule is not None and rule(eqn.params):
         return True
     for sub in core.subjaxprs(eqn.params):
         if jaxpr_effects(sub):

@@ -1,6 +1,8 @@
 """Utilities for multi-process runs, built on pmap collectives over every process's devices."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from fluxion._src.tree_util import tree_map
@@ -39,10 +41,14 @@ def process_allgather(in_tree, tiled: bool = False):
     from fluxion import lax
     from fluxion._src.array import Array
 
+    import fluxion as fx
+
     def gather(x):
         if isinstance(x, Array) and not x.is_fully_addressable:
             return _gather_global(x, tiled)
         x = np.asarray(x)
+        if fx.process_count() == 1:  # as JAX: this process's value, stacked unless tiled
+            return x if tiled else np.expand_dims(x, 0)
 
         def body(v, k):
             allv = lax.all_gather(v, "_mh")          # (k * processes, ...)
@@ -159,3 +165,88 @@ def _specs_for(pspecs, tree, n):
     if pspecs is None or isinstance(pspecs, PartitionSpec):
         return [pspecs] * n
     return flat_shardings(pspecs, tree, "pspecs")
+
+
+def assert_equal(in_tree, fail_message: str = ""):
+    """Check that every process holds the same pytree of values; AssertionError otherwise.
+
+    As in JAX each process's leaves are gathered and compared with this process's, so a
+    leaf that is not equal to itself (a NaN) fails even with one process."""
+    import fluxion as fx
+    from fluxion._src.array import Array
+    from fluxion._src.tree_util import tree_leaves
+
+    def expected(x):
+        if isinstance(x, Array) and not x.is_fully_addressable:
+            return np.asarray(x.addressable_data(0))
+        x = np.asarray(x)
+        if x.ndim == 0:
+            x = np.expand_dims(x, axis=0)
+        return np.concatenate([x] * fx.process_count())
+
+    out = process_allgather(in_tree, tiled=True)
+    want = tree_map(expected, in_tree)
+    if not all(tree_leaves(tree_map(lambda a, b: bool(np.all(np.equal(a, b))), want, out))):
+        raise AssertionError(f"{fail_message}. Expected: {out}; got: {in_tree}.")
+
+
+class ProcessFailureError(Exception):
+    """Raised by `live_devices` when processes failed inside its block; `failed_devices`
+    holds their devices."""
+
+    def __init__(self, failed_devices):
+        self.failed_devices = failed_devices
+        super().__init__(f"Devices failed: {failed_devices}")
+
+
+def _live_devices(client, devices) -> dict:
+    """The given devices whose processes are alive: device -> its process's incarnation."""
+    import fluxion as fx
+    process_ids = {d.process_index for d in devices}
+    if fx.process_index() not in process_ids:
+        raise ValueError("Provided devices do not have any local devices.")
+    live = client.get_live_nodes(sorted(process_ids))
+    return {d: live[d.process_index] for d in devices if d.process_index in live}
+
+
+class _LiveDevices:
+    """`with live_devices(devices) as alive:` runs the block on the devices (of those given)
+    whose processes are alive, agreed on by every such process (a barrier among them). If a
+    process fails or restarts during the block, every surviving process raises
+    `ProcessFailureError` when leaving it.
+
+    Needs `fluxion.distributed.initialize` (RuntimeError otherwise); `devices` must include
+    one of this process's devices (ValueError otherwise).
+    """
+
+    def __init__(self):
+        self.devices = None
+
+    @contextlib.contextmanager
+    def __call__(self, devices):
+        from fluxion._src import distributed
+        if not distributed._state:
+            raise RuntimeError("Distributed JAX not initialized: call "
+                               "fluxion.distributed.initialize() first.")
+        client = distributed._state["client"]
+        if not devices:
+            raise ValueError("No devices provided.")
+        if self.devices is None:
+            self.devices = _live_devices(client, devices)
+        exception = None
+        try:
+            yield sorted(self.devices, key=lambda d: d.id)
+        except Exception as e:  # noqa: BLE001 - re-raised below, after the check
+            exception = e
+        finally:
+            old = self.devices
+            new = _live_devices(client, devices)
+            self.devices = new
+            failed = {d for d in old if d not in new or new[d] != old[d]}
+            if failed:
+                raise ProcessFailureError(failed) from exception
+            if exception is not None:
+                raise exception
+
+
+live_devices = _LiveDevices()

@@ -344,3 +344,16 @@ def test_multihost_utils_local_global_in_one_process(mesh):
     back = multihost_utils.global_array_to_host_local_array(g, mesh, P())
     np.testing.assert_array_equal(np.asarray(back[0]), a)
     np.testing.assert_array_equal(np.asarray(back[1]), b)
+
+
+def test_serialized_executable_loads_on_another_device():
+    from fluxion.experimental import serialize_executable as se
+    x = _x((6,))
+    compiled = jax.jit(lambda v: jnp.sin(v) * 3 + np.arange(6, dtype=np.float32)).lower(x).compile()
+    blob, in_tree, out_tree = se.serialize(compiled)
+    loaded = se.deserialize_and_load(blob, in_tree, out_tree,
+                                     execution_devices=[jax.devices()[3]])
+    out = loaded(x)
+    assert out.device == jax.devices()[3]
+    np.testing.assert_allclose(np.asarray(out), np.sin(x) * 3 + np.arange(6), rtol=1e-6)
+    assert loaded(jax.device_put(x, jax.devices()[3])).device == jax.devices()[3]

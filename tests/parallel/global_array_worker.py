@@ -133,6 +133,28 @@ for _ in range(3):
     ref = ref - 0.1 * (2 * X.T @ (X @ ref - Y) / len(Y))
 np.testing.assert_allclose(np.asarray(w), ref, rtol=1e-4, atol=1e-5)
 
+# assert_equal: equal pytrees pass; a leaf that differs between the processes fails on both.
+mh.assert_equal({"a": np.arange(3), "b": 1.5, "c": jnp.ones(2)}, "same")
+try:
+    mh.assert_equal({"r": np.array([rank, 7])}, "ranks differ")
+except AssertionError as e:
+    assert str(e).startswith("ranks differ. Expected: {'r': array([0, 7, 1, 7]"), str(e)
+else:
+    raise AssertionError("assert_equal passed on values that differ between processes")
+
+# live_devices: both processes are alive, so every device is; a list without this process's
+# devices is refused.
+with mh.live_devices(jax.devices()) as alive:
+    assert alive == sorted(jax.devices(), key=lambda d: d.id), alive
+others = [d for d in jax.devices() if d.process_index != rank]
+try:
+    with mh.live_devices(others):
+        pass
+except ValueError as e:
+    assert "local devices" in str(e), str(e)
+else:
+    raise AssertionError("live_devices accepted devices of other processes only")
+
 mh.sync_global_devices("done")
 print("DONE", rank, flush=True)
 jax.distributed.shutdown()
