@@ -284,6 +284,16 @@ def _compatible(a, b) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype
 
 
+
+def _layouts(given, avals, what: str, layouts_what: str) -> tuple:
+    """Minor-to-major layouts for `avals`: the row-major default, or `given` checked."""
+    if given is None:
+        return tuple(map(_default_layout, avals))
+    if len(given) != len(avals):
+        raise ValueError(f"The number of {what} ({len(avals)}) must equal the number of "
+                         f"{layouts_what} ({len(given)}).")
+    return tuple(_minor_to_major(a, l, True) for a, l in zip(avals, given))
+
 def ffi_call(target_name: str, result_shape_dtypes, *, has_side_effect: bool = False,
              vmap_method: str | None = None, input_layouts=None, output_layouts=None,
              input_output_aliases: dict[int, int] | None = None,
@@ -330,22 +340,8 @@ def ffi_call(target_name: str, result_shape_dtypes, *, has_side_effect: bool = F
     def wrapped(*args, **kwargs):
         args = [_as_operand(x) for x in args]
         in_avals = [core.get_aval(x) for x in args]
-        if input_layouts is None:
-            in_layouts = tuple(map(_default_layout, in_avals))
-        else:
-            if len(input_layouts) != len(in_avals):
-                raise ValueError(f"The number of input arguments ({len(in_avals)}) must equal "
-                                 f"the number of input layouts ({len(input_layouts)}).")
-            in_layouts = tuple(_minor_to_major(a, l, True)
-                               for a, l in zip(in_avals, input_layouts))
-        if output_layouts_ is None:
-            out_layouts = tuple(map(_default_layout, result_avals))
-        else:
-            if len(output_layouts_) != len(result_avals):
-                raise ValueError(f"The number of outputs ({len(result_avals)}) must equal the "
-                                 f"number of output layouts ({len(output_layouts_)}).")
-            out_layouts = tuple(_minor_to_major(a, l, True)
-                                for a, l in zip(result_avals, output_layouts_))
+        in_layouts = _layouts(input_layouts, in_avals, "input arguments", "input layouts")
+        out_layouts = _layouts(output_layouts_, result_avals, "outputs", "output layouts")
         aliases = []
         for i, o in sorted((input_output_aliases or {}).items()):
             i, o = int(i), int(o)
