@@ -214,3 +214,17 @@ def test_errors():
         jet(lax.lgamma, (X,), (SX,))
     with pytest.raises(KeyError):  # what JAX raises
         jet(lax.lgamma, (X,), (SX,))
+
+
+def test_composes_with_grad_and_itself():
+    def f(m):
+        return lambda x: m.sum(m.sin(x) ** 2)
+    s = SX[:2]
+    check_series(jet(fluxion.grad(f(jnp)), (X,), (s,)), jjet.jet(jax.grad(f(jjnp)), (X,), (s,)))
+    close(fluxion.grad(lambda x: jet(f(jnp), (x,), (s,))[1][1])(X),
+          jax.grad(lambda x: jjet.jet(f(jjnp), (x,), (s,))[1][1])(X))
+
+    def nested(m, jet_fn):  # an inner jet under an outer one: no confusion of the two
+        return lambda y: jet_fn(lambda x: m.sin(x * y), (X,), (s,))[1][1].sum()
+    check_series(jet(nested(jnp, jet), (2.0,), ((1.0, 0.0),)),
+                 jjet.jet(nested(jjnp, jjet.jet), (2.0,), ((1.0, 0.0),)))
