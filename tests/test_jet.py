@@ -8,6 +8,7 @@ import pytest
 import fluxion
 import fluxion.numpy as jnp
 from fluxion import lax
+from fluxion.ad_checkpoint import checkpoint_name
 from fluxion._src import ad, core
 from fluxion.experimental.jet import jet, jet_rules
 
@@ -116,13 +117,20 @@ def _nested_jvp(f, x, v, order):
 
 
 @pytest.mark.parametrize("fname", ["tan", "arctan", "arcsin", "arccos", "sin_exp", "exp2",
-                                   "rem", "clamp"])
+                                   "rem", "clamp", "lgamma", "digamma", "polygamma", "cbrt",
+                                   "barrier_name_device_put"])
 def test_matches_nested_jvp(fname):
     # tan, atan, asin, acos and exp2 have no rule in JAX's jet, and its rem and clamp (scalar
     # bounds) are wrong or fail: nested jvp is the truth.
     f = {"sin_exp": lambda x: jnp.sin(jnp.exp(x)) * x,
          "rem": lambda x: lax.rem(x * 3.0 - 2.0, 0.7),
-         "clamp": lambda x: lax.clamp(0.3, jnp.sin(x), 0.6)}.get(fname) or getattr(jnp, fname)
+         "clamp": lambda x: lax.clamp(0.3, jnp.sin(x), 0.6),
+         "lgamma": lax.lgamma, "digamma": lax.digamma,
+         "polygamma": lambda x: lax.polygamma(jnp.full_like(x, 2.0), x + 1.0),
+         "cbrt": lambda x: lax.cbrt(x - 0.55),  # negative operands too
+         "barrier_name_device_put": lambda x: jnp.sin(fluxion.device_put(
+             checkpoint_name(lax.optimization_barrier(x * x), "a")))
+         }.get(fname) or getattr(jnp, fname)
     v = SX[0]
     primal, series = jet(f, (X,), ([v] + [jnp.zeros_like(v)] * (ORDER - 1),))
     close(primal, f(X))
@@ -210,10 +218,10 @@ def test_errors():
         jet(lambda x: x, ((X,),), ([SX[0]],))
     with pytest.raises(ValueError, match="term 0 for argument 0 is not an array"):
         jet(lambda x: x, (X,), ([(SX[0],)],))
-    with pytest.raises(NotImplementedError, match="Jet rule for 'lgamma' not implemented"):
-        jet(lax.lgamma, (X,), (SX,))
+    with pytest.raises(NotImplementedError, match="Jet rule for 'bessel_i0e' not implemented"):
+        jet(lax.bessel_i0e, (X,), (SX,))
     with pytest.raises(KeyError):  # what JAX raises
-        jet(lax.lgamma, (X,), (SX,))
+        jet(lax.bessel_i0e, (X,), (SX,))
 
 
 def test_composes_with_grad_and_itself():

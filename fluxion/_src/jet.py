@@ -238,17 +238,24 @@ def deflinear(prim) -> None:
     jet_rules[prim] = partial(linear_prop, prim)
 
 
-def deriv_prop(prim, deriv, primals_in, series_in, **params):
-    # y' = f'(x) x': k y_k = sum_{j=1..k} j x_j c_{k-j}, where c is the series of f'(x).
-    x, = primals_in
-    series, = series_in
-    primal_out = prim.bind(x, **params)
-    c0, cs = jet2(deriv, (x,), (series,))
+def deriv_series(y0, deriv: Callable, x, series) -> list:
+    """Coefficients ``[y_0, ..., y_K]`` of y = f(x) from y_0 = f(x_0), f's derivative `deriv`
+    (jet-traced) and x's coefficients."""
+    # y' = f'(x) x': k y_k = sum_{j=1..k} j x_j c_{k-j}, where c is the series of f'(x). The
+    # last coefficient of c is never used, so c is one order lower: a derivative defined
+    # through further such rules (lgamma -> digamma -> polygamma) recurses to order zero.
+    c0, cs = jet2(deriv, (x,), (list(series[:-1]),))
     c = [c0] + list(cs)
     u = [x] + list(series)
-    v = [primal_out] + [None] * len(series)
+    v = [y0] + [None] * len(series)
     for k in range(1, len(v)):
         v[k] = sum(j * c[k - j] * u[j] for j in range(1, k + 1)) / k
+    return v
+
+
+def deriv_prop(prim, deriv, primals_in, series_in, **params):
+    x, = primals_in
+    v = deriv_series(prim.bind(x, **params), deriv, x, series_in[0])
     return v[0], v[1:]
 
 

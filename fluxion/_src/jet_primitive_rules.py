@@ -13,11 +13,12 @@ import numpy as np
 from fluxion import lax
 from fluxion._src import core
 from fluxion._src.call_transforms import memoized
-from fluxion._src.checkpoint import checkpoint_p
+from fluxion._src.checkpoint import checkpoint_p, name_p as checkpoint_name_p
 from fluxion._src.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p
 from fluxion._src.dispatch import jit_p
 from fluxion._src import staging
-from fluxion._src.jet import (def_comp, def_deriv, deflinear, defzero, instantiate_series, jet2,
+from fluxion._src.jet import (def_comp, def_deriv, deflinear, defzero, deriv_series,
+                              instantiate_series, jet2,
                               jet_flat, jet_rules, jet_trace_rules, zero_series, zero_term)
 
 
@@ -37,7 +38,8 @@ for _p in (lax.le_p, lax.lt_p, lax.gt_p, lax.ge_p, lax.eq_p, lax.ne_p, lax.not_p
 for _p in (lax.add_p, lax.sub_p, lax.neg_p, lax.convert_element_type_p, lax.broadcast_in_dim_p,
            lax.concatenate_p, lax.pad_p, lax.reshape_p, lax.squeeze_p, lax.rev_p,
            lax.transpose_p, lax.slice_p, lax.reduce_sum_p, lax.reduce_window_sum_p, lax.cumsum_p,
-           lax.copy_p, lax.real_p, lax.imag_p, lax.complex_p, lax.conj_p, lax.fft_p):
+           lax.copy_p, lax.real_p, lax.imag_p, lax.complex_p, lax.conj_p, lax.fft_p,
+           lax.device_put_p, lax.optimization_barrier_p, checkpoint_name_p):
     deflinear(_p)
 
 
@@ -304,7 +306,18 @@ def _rem_rule(primals, series, **_):
     return out, [a - q * b for a, b in zip(*series)]
 
 
+def _polygamma_rule(primals, series, **_):
+    # The order m has no derivative (as in JAX's jvp); d/dx polygamma(m, x) = polygamma(m+1, x).
+    m, x = primals
+    v = deriv_series(lax.polygamma(m, x), lambda x: lax.polygamma(m + 1, x), x, series[1])
+    return v[0], v[1:]
+
+
 def_deriv(lax.erf_p, _erf_deriv)
+def_deriv(lax.lgamma_p, lax.digamma)
+def_deriv(lax.digamma_p, lambda x: lax.polygamma(lax.full_like(x, 1), x))
+jet_rules[lax.polygamma_p] = _polygamma_rule
+def_deriv(lax.cbrt_p, lambda x: 1 / (3 * lax.square(lax.cbrt(x))))
 def_comp(lax.erfc_p, lambda x: 1 - lax.erf(x))
 jet_rules[lax.erf_inv_p] = _erf_inv_rule
 jet_rules[lax.rem_p] = _rem_rule
