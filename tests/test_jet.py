@@ -236,3 +236,24 @@ def test_composes_with_grad_and_itself():
         return lambda y: jet_fn(lambda x: m.sin(x * y), (X,), (s,))[1][1].sum()
     check_series(jet(nested(jnp, jet), (2.0,), ((1.0, 0.0),)),
                  jjet.jet(nested(jjnp, jjet.jet), (2.0,), ((1.0, 0.0),)))
+
+
+CONTROL_FLOW = {
+    "cond": lambda x: lax.cond(x[0] > 0, lambda y: jnp.sin(y) * x, lambda y: y + 1., x * 2.),
+    "scan": lambda x: lax.scan(lambda c, a: (c * jnp.sin(a) + x[0], jnp.exp(c) * a), 1.0, x)[1],
+    "fori_scan": lambda x: lax.fori_loop(0, 3, lambda i, c: jnp.sin(c) * c + i, x),
+    "while": lambda x: lax.while_loop(lambda c: c[1] < 3,
+                                      lambda c: (jnp.sin(c[0]) * x, c[1] + 1), (x, 0))[0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL_FLOW))
+def test_control_flow_matches_nested_jvp(name):
+    # JAX 0.10.2's jet has no rule for cond, scan or while: nested jvp is the truth.
+    f = CONTROL_FLOW[name]
+    v = SX[0]
+    zero = np.zeros_like(v)
+    primal, series = fluxion.jit(lambda x: jet(f, (x,), ([v, zero, zero],)))(X)
+    close(primal, f(X))
+    for got, want in zip(series, _nested_jvp(f, X, v, 3)):
+        close(got, want, rtol=1e-3)

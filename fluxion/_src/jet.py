@@ -269,4 +269,6 @@ def def_comp(prim, comp: Callable) -> None:
     jet_rules[prim] = lambda primals, series, **_: jet2(comp, primals, series)
 
 
-from fluxion._src import jet_primitive_rules as _rules  # noqa: E402,F401  (registers the rules)
+# Register the rules.
+from fluxion._src import jet_primitive_rules as _rules  # noqa: E402,F401
+from fluxion._src import jet_control_flow as _control_flow_rules  # noqa: E402,F401
