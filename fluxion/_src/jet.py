@@ -10,7 +10,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable, Sequence
 
-import numpy as np
 
 from fluxion._src import ad, core
 from fluxion._src.core import Trace, Tracer
