@@ -257,3 +257,13 @@ def test_control_flow_matches_nested_jvp(name):
     close(primal, f(X))
     for got, want in zip(series, _nested_jvp(f, X, v, 3)):
         close(got, want, rtol=1e-3)
+
+
+def test_x64_keeps_float32(x64):
+    # Constants inside the rules are weakly typed: float32 series stay float32.
+    fs = [jnp.exp2, lax.erf_inv, jnp.arcsin, lax.lgamma, CONTROL_FLOW["scan"],
+          UNARY["logsumexp"](jnp, lax), BINARY["pow"](jnp, lax)]
+    for f in fs:
+        args = (X, Y)[:f.__code__.co_argcount if hasattr(f, "__code__") else 1]
+        p, s = jet(f, args, (SX[:2], SY[:2])[:len(args)])
+        assert p.dtype == np.float32 and all(t.dtype == np.float32 for t in s), f

@@ -159,7 +159,7 @@ def _exp_rule(primals, series, **_):
 
 def _exp2_rule(primals, series, **_):
     x, = primals
-    ln2 = np.log(2.)
+    ln2 = float(np.log(2.))
     v = _exp_series(lax.exp2(x), [x] + [t * ln2 for t in series[0]])
     return v[0], v[1:]
 
@@ -287,7 +287,7 @@ def _erf_inv_rule(primals, series, **_):
     v = [lax.erf_inv(x)] + [None] * (n - 1)
     sq = [v[0] * v[0]] + [None] * (n - 1)      # y^2
     ex = [lax.exp(sq[0])] + [None] * (n - 1)   # exp(y^2)
-    const = np.sqrt(np.pi) / 2.
+    const = float(np.sqrt(np.pi) / 2.)
     c = [const * ex[0]] + [None] * (n - 1)
     for k in range(1, n):
         v[k] = _conv(c, u, k)
