@@ -267,3 +267,16 @@ def test_x64_keeps_float32(x64):
         args = (X, Y)[:f.__code__.co_argcount if hasattr(f, "__code__") else 1]
         p, s = jet(f, args, (SX[:2], SY[:2])[:len(args)])
         assert p.dtype == np.float32 and all(t.dtype == np.float32 for t in s), f
+
+
+@pytest.mark.parametrize("name", ["cond", "while"])
+def test_vmap_of_jet_of_control_flow(name):
+    # A batched predicate: cond becomes a select, while runs until every lane is done.
+    f = CONTROL_FLOW[name]
+    xs, ss = np.stack([X, -X]), [np.stack([a, b]) for a, b in zip(SX[:2], SY[:2])]
+    p, s = fluxion.vmap(lambda x, a, b: jet(f, (x,), ([a, b],)))(xs, *ss)
+    for i in range(2):  # a Python loop is the truth
+        pi, si = jet(f, (xs[i],), ([t[i] for t in ss],))
+        close(p[i], pi)
+        for a, b in zip(s, si):
+            close(a[i], b)

@@ -55,7 +55,8 @@ class JetRuleError(NotImplementedError, KeyError):
 # zero_series. Multiple-result primitives return lists of both.
 jet_rules: dict[core.Primitive, Callable] = {}
 # primitive -> rule(trace, args, **params) -> outputs: call-like primitives whose body is
-# evaluated under this very trace (custom_jvp_call, checkpoint, ...).
+# evaluated under this very trace (custom_jvp_call, checkpoint, ...). Used only when some
+# argument has a series.
 jet_trace_rules: dict[core.Primitive, Callable] = {}
 
 
@@ -97,13 +98,14 @@ class JetTrace(Trace):
         return JetTracer(self, primal, list(terms))
 
     def process_primitive(self, primitive, args, params):
+        primals, series = zip(*map(self.to_primal_terms_pair, args)) if args else ((), ())
+        if all(s is zero_series for s in series):
+            with core.set_current_trace(self.parent):
+                return primitive.bind(*primals, **params)
         trace_rule = jet_trace_rules.get(primitive)
         if trace_rule is not None:
             return trace_rule(self, args, **params)
-        primals, series = zip(*map(self.to_primal_terms_pair, args)) if args else ((), ())
         with core.set_current_trace(self.parent):
-            if all(s is zero_series for s in series):
-                return primitive.bind(*primals, **params)
             rule = jet_rules.get(primitive) or _fallback_rule(primitive)
             series = [instantiate_series(x, s, self.order) for x, s in zip(primals, series)]
             primal_out, series_out = rule(list(primals), series, **params)
@@ -270,4 +272,4 @@ def def_comp(prim, comp: Callable) -> None:
 
 # Register the rules.
 from fluxion._src import jet_primitive_rules as _rules  # noqa: E402,F401
-from fluxion._src import jet_control_flow as _control_flow_rules  # noqa: E402,F401
+from fluxion._src import jet_call_rules as _call_rules  # noqa: E402,F401

@@ -1,4 +1,4 @@
-"""Jet rules of lax's primitives and of the call primitives (jit, custom_jvp_call, ...).
+"""Jet rules of lax's primitives (those holding jaxprs are in jet_call_rules).
 
 Every rule works on unscaled Taylor coefficients: ``u = [x_0, x_1, ..., x_K]``. Most
 nonlinear rules solve the recurrence that ``y' = f'(x) x'`` gives coefficient by coefficient:
@@ -12,14 +12,9 @@ import numpy as np
 
 from fluxion import lax
 from fluxion._src import core
-from fluxion._src.call_transforms import memoized
-from fluxion._src.checkpoint import checkpoint_p, name_p as checkpoint_name_p
-from fluxion._src.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p
-from fluxion._src.dispatch import jit_p
-from fluxion._src import staging
-from fluxion._src.jet import (def_comp, def_deriv, deflinear, defzero, deriv_series,
-                              instantiate_series, jet2,
-                              jet_flat, jet_rules, jet_trace_rules, zero_series, zero_term)
+from fluxion._src.checkpoint import name_p as checkpoint_name_p
+from fluxion._src.jet import (def_comp, def_deriv, deflinear, defzero, deriv_series, jet2,
+                              jet_rules, zero_series)
 
 
 def _conv(c, u, k):
@@ -302,7 +297,7 @@ def _rem_rule(primals, series, **_):
     # rem(x, y) = x - y trunc(x / y); trunc(x / y) is piecewise constant.
     x, y = primals
     out = lax.rem(x, y)
-    q = lax.div(x - out, y)
+    q = lax.round(lax.div(x - out, y))  # trunc(x / y), exactly an integer
     return out, [a - q * b for a, b in zip(*series)]
 
 
@@ -372,74 +367,3 @@ jet_rules[lax.max_p] = partial(_chooser_rule, True)
 jet_rules[lax.min_p] = partial(_chooser_rule, False)
 jet_rules[lax.reduce_max_p] = partial(_reduce_chooser_rule, lax.reduce_max_p)
 jet_rules[lax.reduce_min_p] = partial(_reduce_chooser_rule, lax.reduce_min_p)
-
-
-# ---------------------------------------------------------------------------------------------
-# Call primitives
-
-def _has_series(trace, args) -> bool:
-    return any(trace.to_primal_terms_pair(a)[1] is not zero_series for a in args)
-
-
-def _call_rule(prim, jaxpr_param):
-    def rule(trace, args, **params):
-        if not _has_series(trace, args):
-            primals = [trace.to_primal_terms_pair(a)[0] for a in args]
-            with core.set_current_trace(trace.parent):
-                return prim.bind(*primals, **params)
-        closed = params[jaxpr_param]
-        with core.set_current_trace(trace):
-            return core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
-    return rule
-
-
-jet_trace_rules[custom_jvp_call_p] = _call_rule(custom_jvp_call_p, "call_jaxpr")
-jet_trace_rules[custom_vjp_call_p] = _call_rule(custom_vjp_call_p, "call_jaxpr")
-jet_trace_rules[checkpoint_p] = _call_rule(checkpoint_p, "jaxpr")
-
-
-@memoized
-def jet_jaxpr(closed, nonzero, term_avals, order: int):
-    """A jaxpr taking (primals, the terms of the `nonzero` inputs, input by input) and
-    returning (primal outs, the terms of outputs whose series is not zero); plus that mask."""
-    n = len(closed.in_avals)
-    out_mask: list[bool] = []
-
-    def fun(*args):
-        primals, flat_terms = args[:n], iter(args[n:])
-        series = [[next(flat_terms) for _ in range(order)] if nz else zero_series
-                  for nz in nonzero]
-        outs, out_series = jet_flat(
-            lambda *xs: core.eval_jaxpr(closed.jaxpr, closed.consts, *xs), primals, series, order)
-        out_mask[:] = [s is not zero_series and not all(t is zero_term for t in s)
-                       for s in out_series]
-        terms = [t for p, s, nz in zip(outs, out_series, out_mask) if nz
-                 for t in instantiate_series(p, s, order)]
-        return list(outs) + terms
-
-    in_avals = list(closed.in_avals) + list(term_avals)
-    return staging.trace_to_jaxpr(fun, in_avals, origin="jet_jaxpr"), out_mask
-
-
-def _jit_rule(trace, args, *, jaxpr, name, **params):
-    if not _has_series(trace, args):
-        primals = [trace.to_primal_terms_pair(a)[0] for a in args]
-        with core.set_current_trace(trace.parent):
-            return jit_p.bind(*primals, jaxpr=jaxpr, name=name, **params)
-    order = trace.order
-    pairs = [trace.to_primal_terms_pair(a) for a in args]
-    nonzero = tuple(s is not zero_series for _, s in pairs)
-    with core.set_current_trace(trace.parent):
-        terms = [t for p, s in pairs if s is not zero_series
-                 for t in instantiate_series(p, s, order)]
-        term_avals = tuple(core.get_aval(t) for t in terms)
-        closed, out_mask = jet_jaxpr(jaxpr, nonzero, term_avals, order)
-        outs = jit_p.bind(*[p for p, _ in pairs], *terms, jaxpr=closed, name=f"jet({name})",
-                          **params)
-    n = len(jaxpr.out_avals)
-    out_terms = iter(outs[n:])
-    return [trace.wrap(p, [next(out_terms) for _ in range(order)] if nz else zero_series)
-            for p, nz in zip(outs[:n], out_mask)]
-
-
-jet_trace_rules[jit_p] = _jit_rule

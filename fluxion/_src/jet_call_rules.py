@@ -1,7 +1,7 @@
-"""Jet rules of cond, scan and while (JAX 0.10.2's jet has none).
-
-The body of each is replaced by its jet, with every series instantiated: a carry then needs no
-fixpoint over which series are zero, at the price of carrying zeros.
+"""Jet rules of the primitives holding jaxprs: jit keeps one call, of the jet of its body;
+custom_jvp/custom_vjp calls and checkpoint are inlined; cond, scan and while (which JAX
+0.10.2's jet lacks) get the jet of their bodies with every series instantiated, so a carry
+needs no fixpoint over which series are zero, at the price of carrying zeros.
 """
 from __future__ import annotations
 
@@ -10,8 +10,70 @@ from typing import Sequence
 from fluxion._src import core, staging
 from fluxion._src.call_transforms import memoized
 from fluxion._src.core import ClosedJaxpr, Jaxpr, Var
-from fluxion._src.jet import instantiate_series, jet_flat, jet_trace_rules, zero_series
+from fluxion._src.checkpoint import checkpoint_p
+from fluxion._src.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p
+from fluxion._src.dispatch import jit_p
+from fluxion._src.jet import (instantiate_series, jet_flat, jet_trace_rules, zero_series,
+                              zero_term)
 from fluxion._src.lax.control_flow import cond_p, scan_p, while_p
+
+
+def _inline_call_rule(jaxpr_param):
+    def rule(trace, args, **params):
+        closed = params[jaxpr_param]
+        with core.set_current_trace(trace):
+            return core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
+    return rule
+
+
+# The body of a custom_jvp/custom_vjp function is differentiated, its rule ignored (as JAX);
+# checkpointing means nothing to forward mode.
+jet_trace_rules[custom_jvp_call_p] = _inline_call_rule("call_jaxpr")
+jet_trace_rules[custom_vjp_call_p] = _inline_call_rule("call_jaxpr")
+jet_trace_rules[checkpoint_p] = _inline_call_rule("jaxpr")
+
+
+@memoized
+def jet_jaxpr(closed, nonzero, term_avals, order: int):
+    """A jaxpr taking (primals, the terms of the `nonzero` inputs, input by input) and
+    returning (primal outs, the terms of outputs whose series is not zero); plus that mask."""
+    n = len(closed.in_avals)
+    out_mask: list[bool] = []
+
+    def fun(*args):
+        primals, flat_terms = args[:n], iter(args[n:])
+        series = [[next(flat_terms) for _ in range(order)] if nz else zero_series
+                  for nz in nonzero]
+        outs, out_series = jet_flat(
+            lambda *xs: core.eval_jaxpr(closed.jaxpr, closed.consts, *xs), primals, series, order)
+        out_mask[:] = [s is not zero_series and not all(t is zero_term for t in s)
+                       for s in out_series]
+        terms = [t for p, s, nz in zip(outs, out_series, out_mask) if nz
+                 for t in instantiate_series(p, s, order)]
+        return list(outs) + terms
+
+    in_avals = list(closed.in_avals) + list(term_avals)
+    return staging.trace_to_jaxpr(fun, in_avals, origin="jet_jaxpr"), out_mask
+
+
+def _jit_rule(trace, args, *, jaxpr, name, **params):
+    order = trace.order
+    pairs = [trace.to_primal_terms_pair(a) for a in args]
+    nonzero = tuple(s is not zero_series for _, s in pairs)
+    with core.set_current_trace(trace.parent):
+        terms = [t for p, s in pairs if s is not zero_series
+                 for t in instantiate_series(p, s, order)]
+        term_avals = tuple(core.get_aval(t) for t in terms)
+        closed, out_mask = jet_jaxpr(jaxpr, nonzero, term_avals, order)
+        outs = jit_p.bind(*[p for p, _ in pairs], *terms, jaxpr=closed, name=f"jet({name})",
+                          **params)
+    n = len(jaxpr.out_avals)
+    out_terms = iter(outs[n:])
+    return [trace.wrap(p, [next(out_terms) for _ in range(order)] if nz else zero_series)
+            for p, nz in zip(outs[:n], out_mask)]
+
+
+jet_trace_rules[jit_p] = _jit_rule
 
 
 @memoized
@@ -86,20 +148,8 @@ def _wrap_groups(trace, outs, groups):
     return result
 
 
-def _no_series(trace, args) -> bool:
-    return all(trace.to_primal_terms_pair(a)[1] is zero_series for a in args)
-
-
-def _bind_plain(trace, prim, args, params):
-    primals = [trace.to_primal_terms_pair(a)[0] for a in args]
-    with core.set_current_trace(trace.parent):
-        return prim.bind(*primals, **params)
-
-
 def _cond_rule(trace, args, *, branches):
     index, *ops = args
-    if _no_series(trace, ops):
-        return _bind_plain(trace, cond_p, args, dict(branches=branches))
     n_in, n_out = len(ops), len(branches[0].out_avals)
     with core.set_current_trace(trace.parent):
         new = tuple(jet_jaxpr_grouped(b, trace.order, (n_in,), (n_out,)) for b in branches)
@@ -110,10 +160,6 @@ def _cond_rule(trace, args, *, branches):
 
 
 def _scan_rule(trace, args, *, jaxpr, length, reverse, num_consts, num_carry, unroll):
-    params = dict(jaxpr=jaxpr, length=length, reverse=reverse, num_consts=num_consts,
-                  num_carry=num_carry, unroll=unroll)
-    if _no_series(trace, args):
-        return _bind_plain(trace, scan_p, args, params)
     order = trace.order
     num_xs = len(args) - num_consts - num_carry
     num_ys = len(jaxpr.out_avals) - num_carry
@@ -132,10 +178,6 @@ def _scan_rule(trace, args, *, jaxpr, length, reverse, num_consts, num_carry, un
 
 
 def _while_rule(trace, args, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
-    params = dict(cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr, cond_nconsts=cond_nconsts,
-                  body_nconsts=body_nconsts)
-    if _no_series(trace, args):
-        return _bind_plain(trace, while_p, args, params)
     order = trace.order
     cond_consts = [trace.to_primal_terms_pair(a)[0] for a in args[:cond_nconsts]]
     rest = args[cond_nconsts:]
