@@ -74,6 +74,11 @@ UNARY = {
     "dynamic_slice_gather": lambda m, l: lambda x: l.dynamic_slice(m.exp(x), (1,), (2,))
     * x[np.array([2, 0])],
     "dot_general": lambda m, l: lambda x: m.dot(m.outer(x, m.sin(x)), m.cos(x)),
+    "scatter_add_update_slice": lambda m, l: lambda x: l.dynamic_update_slice(
+        x.at[np.array([0, 0, 2])].add(m.sin(x)), x[:1] * x[2:], (1,)),
+    "reduce_min_cummax_cumprod": lambda m, l: lambda x: m.min(m.sin(x)) + l.cummax(x * x)
+    + l.cumprod(x, reverse=True),
+    "conv_erfc_rev": lambda m, l: lambda x: m.convolve(x, m.exp(x), mode="same") + l.erfc(x)[::-1],
     "clamp": lambda m, l: lambda x: l.clamp(m.full(3, 0.3), m.sin(x), m.full(3, 0.6)),
 }
 
