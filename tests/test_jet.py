@@ -285,3 +285,18 @@ def test_vmap_of_jet_of_control_flow(name):
         close(p[i], pi)
         for a, b in zip(s, si):
             close(a[i], b)
+
+
+def test_public_names_of_jax_jet():
+    import fluxion.experimental.jet as ours
+    helpers = {"Any", "Callable", "ad_util", "api_util", "core", "dispatch", "jnp", "lax",
+               "lax_internal", "lu", "np", "partial", "pe", "pjit", "register_pytree_node",
+               "safe_zip", "sharding_impls", "tree_flatten", "tree_structure", "tree_unflatten",
+               "treedef_is_leaf", "unzip2", "weakref_lru_cache"}  # imports inside JAX's module
+    # JAX's linear_util transformations and call-primitive hooks: fluxion's trace is built
+    # differently (jet_flat; rules for call primitives take the trace).
+    internals = {"jet_fun", "jet_subtrace", "traceable", "call_param_updaters"}
+    theirs = {n for n in dir(jjet) if not n.startswith("_")}
+    mine = {n for n in dir(ours) if not n.startswith("_")}
+    assert sorted(theirs - mine - helpers - internals) == []
+    assert not (internals | helpers) & mine
