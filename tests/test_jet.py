@@ -123,16 +123,22 @@ def _nested_jvp(f, x, v, order):
 
 @pytest.mark.parametrize("fname", ["tan", "arctan", "arcsin", "arccos", "sin_exp", "exp2",
                                    "rem", "clamp", "lgamma", "digamma", "polygamma", "cbrt",
-                                   "barrier_name_device_put"])
+                                   "barrier_name_device_put", "prod", "prod_with_zero", "sort"])
 def test_matches_nested_jvp(fname):
-    # tan, atan, asin, acos and exp2 have no rule in JAX's jet, and its rem and clamp (scalar
-    # bounds) are wrong or fail: nested jvp is the truth.
+    # tan, atan, asin, acos, exp2, cbrt, the gamma family, reduce_prod and sort have no rule in
+    # JAX's jet, and its rem and clamp (scalar bounds) are wrong or fail: nested jvp is the truth.
     f = {"sin_exp": lambda x: jnp.sin(jnp.exp(x)) * x,
          "rem": lambda x: lax.rem(x * 3.0 - 2.0, 0.7),
          "clamp": lambda x: lax.clamp(0.3, jnp.sin(x), 0.6),
          "lgamma": lax.lgamma, "digamma": lax.digamma,
          "polygamma": lambda x: lax.polygamma(jnp.full_like(x, 2.0), x + 1.0),
          "cbrt": lambda x: lax.cbrt(x - 0.55),  # negative operands too
+         # Products of 5 and of 3 (odd: padded by ones); one factor zero (log would fail).
+         "prod": lambda x: jnp.prod(jnp.stack([x, x - 0.5, x * x, jnp.sin(x), x + 1]), axis=0)
+         + jnp.prod(x),
+         "prod_with_zero": lambda x: jnp.prod(x - X[1]) * x  # (and scatter)
+         + jnp.asarray(x).at[1].set(x[0] * x[2]) ** 2,
+         "sort": lambda x: jnp.sort(jnp.sin(x * 7.0)) * jnp.argsort(x).astype(x.dtype),
          "barrier_name_device_put": lambda x: jnp.sin(fluxion.device_put(
              checkpoint_name(lax.optimization_barrier(x * x), "a")))
          }.get(fname) or getattr(jnp, fname)

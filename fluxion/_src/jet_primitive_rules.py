@@ -57,11 +57,13 @@ def _gather_rule(primals, series, **params):
     return out, [lax.gather_p.bind(t, indices, **params) for t in series[0]]
 
 
-def _scatter_add_rule(primals, series, **params):
+def _scatter_linear_rule(prim, primals, series, **params):
+    # scatter-add, and scatter (overwrite) taken as linear in (operand, updates) jointly: each
+    # coefficient is scattered as the primal is (for repeated indices, the same writer wins
+    # as long as XLA orders the writes alike).
     operand, indices, updates = primals
-    out = lax.scatter_add_p.bind(operand, indices, updates, **params)
-    return out, [lax.scatter_add_p.bind(a, indices, b, **params)
-                 for a, b in zip(series[0], series[2])]
+    out = prim.bind(operand, indices, updates, **params)
+    return out, [prim.bind(a, indices, b, **params) for a, b in zip(series[0], series[2])]
 
 
 def _select_n_rule(primals, series, **params):
@@ -79,7 +81,8 @@ def _cumulative_rule(combine, primals, series, *, axis, reverse):
 jet_rules[lax.dynamic_slice_p] = _dynamic_slice_rule
 jet_rules[lax.dynamic_update_slice_p] = _dynamic_update_slice_rule
 jet_rules[lax.gather_p] = _gather_rule
-jet_rules[lax.scatter_add_p] = _scatter_add_rule
+jet_rules[lax.scatter_add_p] = partial(_scatter_linear_rule, lax.scatter_add_p)
+jet_rules[lax.scatter_p] = partial(_scatter_linear_rule, lax.scatter_p)
 jet_rules[lax.select_n_p] = _select_n_rule
 jet_rules[lax.cumprod_p] = partial(_cumulative_rule, lax.mul)
 jet_rules[lax.cummax_p] = partial(_cumulative_rule, lax.max)
@@ -362,6 +365,44 @@ def _reduce_chooser_rule(prim, primals, series, *, axes, **params):
     return out, [lax.div(lax.reduce_sum(lax.mul(t, hits), axes), counts) for t in terms]
 
 
+def _reduce_prod_rule(primals, series, *, axes, **params):
+    # A product tree of halvings: log2(n) products, each by the bilinear rule (JAX has none;
+    # exp(sum(log x)) would fail at zeros).
+    x, = primals
+    out = lax.reduce_prod_p.bind(x, axes=axes, **params)
+    shape = np.shape(x)
+    kept = [d for d in range(len(shape)) if d not in axes]
+    n = int(np.prod([shape[d] for d in axes], dtype=np.int64))
+    rest = tuple(shape[d] for d in kept)
+    if n == 0:
+        return out, zero_series
+
+    def product(x):
+        x = lax.reshape(lax.transpose(x, tuple(axes) + tuple(kept)), (n,) + rest)
+        while x.shape[0] > 1:
+            if x.shape[0] % 2:
+                x = lax.concatenate([x, lax.full((1,) + rest, 1, x.dtype)], 0)
+            strides = (2,) + (1,) * len(rest)
+            x = (lax.slice(x, (0,) * x.ndim, x.shape, strides)
+                 * lax.slice(x, (1,) + (0,) * len(rest), x.shape, strides))
+        return lax.reshape(x, rest)
+    _, terms = jet2(product, primals, series)
+    return out, terms
+
+
+def _sort_rule(primals, series, *, dimension, is_stable, num_keys):
+    # Sort with an iota riding along; its result is the permutation the series follow.
+    from fluxion._src.numpy.indexing import take_along_axis
+    iota = lax.broadcasted_iota(np.int32, np.shape(primals[0]), dimension)
+    outs = lax.sort_p.bind(*primals, iota, dimension=dimension, is_stable=is_stable,
+                           num_keys=num_keys)
+    perm = outs[-1]
+    return list(outs[:-1]), [[take_along_axis(t, perm, axis=dimension) for t in terms]
+                             for terms in series]
+
+
+jet_rules[lax.reduce_prod_p] = _reduce_prod_rule
+jet_rules[lax.sort_p] = _sort_rule
 jet_rules[lax.abs_p] = _abs_rule
 jet_rules[lax.max_p] = partial(_chooser_rule, True)
 jet_rules[lax.min_p] = partial(_chooser_rule, False)
