@@ -23,6 +23,10 @@ jvp_on_zero_tangents: set = set()
 # Rewrites applied to a linear jaxpr before it is transposed: fun(jaxpr, consts) -> (jaxpr,
 # consts), or None to leave it (the state module discharges local Refs here).
 linear_jaxpr_rewrites: list[Callable] = []
+# Primitives declared linear (deflinear) or with zero derivative (defjvp_zero): other
+# transformations (jet) reuse these facts.
+linear_primitives: set = set()
+zero_jvp_primitives: set = set()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,6 +378,7 @@ def defjvp_zero(primitive: core.Primitive) -> None:
             return out, [Zero.from_primal_value(o) for o in out]
         return out, Zero.from_primal_value(out)
     primitive_jvps[primitive] = rule
+    zero_jvp_primitives.add(primitive)
 
 
 def deflinear(primitive: core.Primitive, transpose_rule: Callable) -> None:
@@ -385,4 +390,5 @@ def deflinear(primitive: core.Primitive, transpose_rule: Callable) -> None:
         return out, primitive.bind(*tangents, **params)
     primitive_jvps[primitive] = jvp
     primitive_transposes[primitive] = transpose_rule
+    linear_primitives.add(primitive)
 
