@@ -1,9 +1,9 @@
 """Exception classes raised for tracer misuse and runtime failures (`jax.errors`' names)."""
 from fluxion._src.core import JaxprTypeError  # noqa: F401
 from fluxion._src.errors import (ConcretizationTypeError, FluxionTypeError,  # noqa: F401
-                                 KeyReuseError, TracerArrayConversionError,
-                                 TracerBoolConversionError, TracerIntegerConversionError,
-                                 UnexpectedTracerError)
+                                 JAXIndexError, KeyReuseError, NonConcreteBooleanIndexError,
+                                 TracerArrayConversionError, TracerBoolConversionError,
+                                 TracerIntegerConversionError, UnexpectedTracerError)
 
 from fluxion._src.export.shape_poly import InconclusiveDimensionOperation  # noqa: F401,E402
 
