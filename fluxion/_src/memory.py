@@ -26,11 +26,6 @@ class MemorySpace(enum.Enum):
 Space = MemorySpace
 
 
-def kind_to_space(memory_kind: str | None) -> MemorySpace:
-    """The space of a memory kind string ("pinned_host" is Host, anything else Device)."""
-    return MemorySpace.Host if memory_kind == "pinned_host" else Space.Device
-
-
 def space_to_kind(space: MemorySpace) -> str:
     """The memory kind string of `Device` or `Host`."""
     if space is MemorySpace.Device:
