@@ -136,17 +136,29 @@ def _check_tracer_leaks(trace: JaxprTrace) -> None:
             "return it from the function instead.")
 
 
+# primitive -> rule(used_outputs, eqn) -> an equation computing only the used outputs (for
+# primitives that can do better than keeping the whole equation, e.g. custom_dce_call)
+dce_rules: dict = {}
+
+
 def dce_jaxpr(jaxpr: Jaxpr) -> Jaxpr:
     """Drop equations whose outputs nothing uses (and constvars left unused)."""
     live = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
     kept = []
+    changed = False
     for eqn in reversed(jaxpr.eqns):
-        if (any(id(v) in live for v in eqn.outvars) or getattr(eqn.primitive, "has_side_effect", False)
-                or effects.has_effects(eqn)):
-            kept.append(eqn)
-            live.update(id(v) for v in eqn.invars if isinstance(v, Var))
+        effectful = getattr(eqn.primitive, "has_side_effect", False) or effects.has_effects(eqn)
+        used = [id(v) in live for v in eqn.outvars]
+        if not (any(used) or effectful):
+            continue
+        rule = dce_rules.get(eqn.primitive)
+        if rule is not None and not effectful and not all(used):
+            eqn = rule(used, eqn)
+            changed = True
+        kept.append(eqn)
+        live.update(id(v) for v in eqn.invars if isinstance(v, Var))
     kept.reverse()
-    if len(kept) == len(jaxpr.eqns):
+    if not changed and len(kept) == len(jaxpr.eqns):
         return jaxpr
     return Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, kept, jaxpr.effects, jaxpr.debug_info)
 
