@@ -17,3 +17,7 @@ def __getattr__(name):
         from fluxion._src.compiler import backend
         return backend.runtime_error_class()
     raise AttributeError(f"module 'fluxion.errors' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), "JaxRuntimeError"])
