@@ -80,6 +80,7 @@ def test_debug_print_carries_debug_effect(ordered):
 # memory spaces and ManualAxisType
 
 def test_memory_space_members_and_device_put():
+    assert fluxion.memory is memory  # `fluxion.memory.Space` after `import fluxion`, as in JAX
     assert [m.name for m in memory.Space] == [m.name for m in jax.memory.Space]
     assert repr(memory.Space.Host) == repr(jax.memory.Space.Host)
     x = np.arange(4.0, dtype=np.float32)
