@@ -147,14 +147,16 @@ def dce_jaxpr(jaxpr: Jaxpr) -> Jaxpr:
     kept = []
     changed = False
     for eqn in reversed(jaxpr.eqns):
-        effectful = getattr(eqn.primitive, "has_side_effect", False) or effects.has_effects(eqn)
         used = [id(v) in live for v in eqn.outvars]
-        if not (any(used) or effectful):
-            continue
-        rule = dce_rules.get(eqn.primitive)
-        if rule is not None and not effectful and not all(used):
-            eqn = rule(used, eqn)
-            changed = True
+        if not used or not all(used):
+            effectful = (getattr(eqn.primitive, "has_side_effect", False)
+                         or effects.has_effects(eqn))
+            if not (any(used) or effectful):
+                continue
+            rule = dce_rules.get(eqn.primitive)
+            if rule is not None and not effectful and any(used):
+                eqn = rule(used, eqn)
+                changed = True
         kept.append(eqn)
         live.update(id(v) for v in eqn.invars if isinstance(v, Var))
     kept.reverse()
