@@ -362,3 +362,49 @@ def test_stats_import_statement_forms():
                                np.asarray(jax.scipy.stats.t.logpdf(x, 3.0)), rtol=1e-6)
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("fluxion.scipy.stats.no_such_distribution")
+
+
+# ---------------------------------------------------------------------------------------------
+# interpreters.partial_eval: dce_jaxpr and dce_rules
+
+def _two_outputs_primitive(extend_core, pe, np_):
+    """A primitive with outputs (2x, sin x) whose DCE rule keeps just the used one."""
+    p = extend_core.Primitive("two_outputs")
+    p.multiple_results = True
+    p.def_impl(lambda x, which: [v for v, w in zip([x * 2, np_.sin(x)], which) if w])
+    p.def_abstract_eval(lambda x, which: [x] * sum(which))
+    calls = []
+
+    def rule(used, eqn):
+        calls.append(list(used))
+        which = tuple(u for u in used)
+        return [True], eqn.replace(outvars=[v for v, u in zip(eqn.outvars, used) if u],
+                                   params={"which": which})
+    pe.dce_rules[p] = rule
+    return p, calls
+
+
+@pytest.mark.parametrize("used", [[True, False, False], [False, True, True], [False, False, True]])
+def test_dce_jaxpr_and_dce_rules_match_jax(used):
+    import jax.extend.core as jax_core
+    from jax.interpreters import partial_eval as jax_pe
+    import fluxion.extend.core as flux_core
+    from fluxion.interpreters import partial_eval as flux_pe
+
+    def results(lib, extend_core, pe, np_):
+        p, calls = _two_outputs_primitive(extend_core, pe, np_)
+        try:
+            def f(x, y, z):
+                a, b = p.bind(x, which=(True, True))
+                return a, b * y, z
+            jaxpr = lib.make_jaxpr(f)(1.0, 2.0, 3.0).jaxpr
+            calls.clear()  # fluxion's tracing runs DCE too (all outputs used)
+            new, used_inputs = pe.dce_jaxpr(jaxpr, used, instantiate=[False, False, True])
+            eqns = [(e.primitive.name, dict(e.params).get("which")) for e in new.eqns]
+            return used_inputs, len(new.invars), len(new.outvars), eqns, calls
+        finally:
+            del pe.dce_rules[p]
+
+    ours = results(fluxion, flux_core, flux_pe, jnp)
+    theirs = results(jax, jax_core, jax_pe, jnp_jax)
+    assert ours == theirs

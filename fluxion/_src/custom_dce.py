@@ -12,11 +12,11 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
-from fluxion._src import ad, batching, core, staging
+from fluxion._src import ad, batching, core, effects, staging
 from fluxion._src.api import fun_name
 from fluxion._src.call_transforms import batch_jaxpr, jvp_jaxpr, trace_closure_converted
 from fluxion._src.compiler import lowering
-from fluxion._src.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal
+from fluxion._src.core import ClosedJaxpr, Jaxpr, JaxprEqn
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import tree_flatten, tree_unflatten
 
@@ -176,14 +176,14 @@ def _batched_all(closed: ClosedJaxpr, in_dims, axis_size: int) -> ClosedJaxpr:
     return staging.trace_to_jaxpr(fun, list(batched.in_avals), origin="custom_dce vmap")
 
 
-def _live_inputs(jaxpr: Jaxpr) -> list[bool]:
-    used = {id(v) for e in jaxpr.eqns for v in e.invars if type(v) is not Literal}
-    used.update(id(v) for v in jaxpr.outvars if type(v) is not Literal)
-    return [id(v) in used for v in jaxpr.invars]
-
-
-def _dce_rule(used_outs: list, eqn: JaxprEqn) -> JaxprEqn:
-    """The equation computing only the used outputs, from only the inputs that needs."""
+def _dce_rule(used_outs: list, eqn: JaxprEqn) -> tuple[list, JaxprEqn]:
+    """(used inputs, the equation computing only the used outputs from those inputs)."""
+    if all(used_outs):
+        return [True] * len(eqn.invars), eqn
+    if not any(used_outs):
+        if effects.has_effects(eqn):
+            return [True] * len(eqn.invars), eqn
+        return [False] * len(eqn.invars), None
     params = eqn.params
     rule = params["rule"]
     if rule is not None:
@@ -193,13 +193,13 @@ def _dce_rule(used_outs: list, eqn: JaxprEqn) -> JaxprEqn:
         closed = ClosedJaxpr(staging.dce_jaxpr(Jaxpr(
             j.constvars, j.invars, [v for v, u in zip(j.outvars, used_outs) if u], j.eqns)),
             params["fun_jaxpr"].consts)
-    live = _live_inputs(closed.jaxpr)
+    live = staging.used_invars(closed.jaxpr)
     j = closed.jaxpr
     pruned = ClosedJaxpr(Jaxpr(j.constvars, [v for v, l in zip(j.invars, live) if l],
                                j.outvars, j.eqns, j.effects, j.debug_info), closed.consts)
-    return JaxprEqn([v for v, l in zip(eqn.invars, live) if l],
-                    [v for v, u in zip(eqn.outvars, used_outs) if u], custom_dce_p,
-                    dict(params, fun_jaxpr=pruned, rule=None), eqn.source_info)
+    return live, JaxprEqn([v for v, l in zip(eqn.invars, live) if l],
+                          [v for v, u in zip(eqn.outvars, used_outs) if u], custom_dce_p,
+                          dict(params, fun_jaxpr=pruned, rule=None), eqn.source_info)
 
 
 def _impl(*args, fun_jaxpr, rule):
