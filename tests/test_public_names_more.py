@@ -2,6 +2,7 @@
 memory spaces, ManualAxisType, remat policy answers and print_saved_residuals, checkify's
 debug_check / init_error, key_reuse, custom_dce, and scipy.stats distribution modules."""
 import contextlib
+import functools
 import importlib
 import io
 import pickle
@@ -310,13 +311,13 @@ def test_custom_dce_vmap_and_grad():
 
 
 def test_custom_dce_static_argnums_and_errors():
-    @custom_dce
+    @functools.partial(custom_dce, static_argnums=(1,))
     def h(x, n):
         return x * n, x + n
 
-    h.static_argnums = (1,)
     h.def_dce(lambda used, x, n: (x * n if used[0] else None, x + n if used[1] else None))
     assert float(fluxion.jit(lambda x: h(x, 3)[0])(2.0)) == 6.0
+    assert float(fluxion.jit(lambda x: h(x, n=3)[1])(2.0)) == 5.0
 
     @custom_dce
     def k(x):

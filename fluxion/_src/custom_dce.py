@@ -10,6 +10,7 @@ does not reach derivatives).
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Callable
 
 from fluxion._src import ad, batching, core, effects, staging
@@ -60,8 +61,16 @@ class custom_dce:
     def __call__(self, *args, **kwargs):
         name = fun_name(self.fun)
         if kwargs:
-            raise TypeError(f"custom_dce function {name} takes positional arguments only, got "
-                            f"keyword arguments {sorted(kwargs)}")
+            try:
+                bound = inspect.signature(self.fun).bind(*args, **kwargs)
+                if bound.kwargs:
+                    raise TypeError("The following keyword arguments could not be resolved to "
+                                    f"positions: {', '.join(bound.kwargs)}")
+                args = bound.args
+            except TypeError as e:
+                raise TypeError(f"The input arguments to the custom_dce-decorated function "
+                                f"{name} could not be resolved to positional-only arguments. "
+                                f"Binding failed with the error:\n{e}") from e
         if self.dce_rule is None:
             raise AttributeError(f"No DCE rule defined for custom_dce function {name} using "
                                  "def_dce.")
