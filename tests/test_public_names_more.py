@@ -285,7 +285,8 @@ def test_custom_dce_prunes_under_jit():
     hlo = fluxion.jit(lambda x, y: f(x, y)[1]).lower(x, y).as_text()
     assert "cosine" in hlo and "sine" not in hlo.replace("cosine", "")
     # nothing used: the call disappears
-    assert "custom_dce_call" not in _prims(fluxion.make_jaxpr(lambda x, y: (f(x, y), 2.0)[1])(x, y).jaxpr)
+    unused = fluxion.make_jaxpr(lambda x, y: (f(x, y), 2.0)[1])(x, y).jaxpr
+    assert "custom_dce_call" not in _prims(unused)
 
 
 def test_custom_dce_drops_inputs_the_rule_does_not_read():
@@ -409,3 +410,22 @@ def test_dce_jaxpr_and_dce_rules_match_jax(used):
     ours = results(fluxion, flux_core, flux_pe, jnp)
     theirs = results(jax, jax_core, jax_pe, jnp_jax)
     assert ours == theirs
+
+
+def test_offloadable_answer_saves_in_place():
+    # fluxion has one memory space per device: an offloaded value is saved where it is (JAX
+    # lists a device_put to host memory instead); the gradient is JAX's
+    def run(lib, np_, ac):
+        f = lib.checkpoint(_model(lib, np_, ac), policy=lib.checkpoint_policies.
+                           save_and_offload_only_these_names(
+                               names_which_can_be_saved=[], names_which_can_be_offloaded=["c"],
+                               offload_src="device", offload_dst="pinned_host"))
+        x = np.linspace(0.1, 0.9, 9, dtype=np.float32).reshape(3, 3)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            ac.print_saved_residuals(f, x, x)
+        return out.getvalue(), np.asarray(lib.grad(f)(x, x))
+
+    printed, g_ours = run(fluxion, jnp, ad_checkpoint)
+    assert "named 'c'" in printed
+    np.testing.assert_allclose(g_ours, run(jax, jnp_jax, jax.ad_checkpoint)[1], rtol=1e-5)
