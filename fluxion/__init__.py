@@ -85,3 +85,4 @@ ad = _types.SimpleNamespace(DontWant=_grad_refs.DontWant, DidntWant=_grad_refs.D
 from fluxion._src.sharding_types import typeof  # noqa: E402,F401
 from fluxion import ops  # noqa: E402,F401
 from fluxion import ffi  # noqa: E402,F401
+from fluxion import memory  # noqa: E402,F401

@@ -1,9 +1,9 @@
 """Exception classes raised for tracer misuse and runtime failures (`jax.errors`' names)."""
 from fluxion._src.core import JaxprTypeError  # noqa: F401
 from fluxion._src.errors import (ConcretizationTypeError, FluxionTypeError,  # noqa: F401
-                                 KeyReuseError, TracerArrayConversionError,
-                                 TracerBoolConversionError, TracerIntegerConversionError,
-                                 UnexpectedTracerError)
+                                 JAXIndexError, KeyReuseError, NonConcreteBooleanIndexError,
+                                 TracerArrayConversionError, TracerBoolConversionError,
+                                 TracerIntegerConversionError, UnexpectedTracerError)
 
 from fluxion._src.export.shape_poly import InconclusiveDimensionOperation  # noqa: F401,E402
 
@@ -17,3 +17,7 @@ def __getattr__(name):
         from fluxion._src.compiler import backend
         return backend.runtime_error_class()
     raise AttributeError(f"module 'fluxion.errors' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), "JaxRuntimeError"])

@@ -8,3 +8,4 @@ from fluxion._src.sharded_jit import reshard  # noqa: F401
 from fluxion._src.runtime_names import AbstractDevice  # noqa: E402,F401
 from fluxion._src.smap import Infer  # noqa: E402,F401
 from fluxion._src.sharding_types import ShardingTypeError  # noqa: F401
+from fluxion._src.shard_map_vma import ManualAxisType  # noqa: E402,F401

@@ -35,7 +35,9 @@ NAMESPACES = ["numpy", "numpy.linalg", "numpy.fft", "lax", "lax.linalg", "nn", "
               "scipy.linalg", "scipy.fft", "scipy.signal", "scipy.optimize", "scipy.sparse.linalg", "scipy.ndimage",
               "scipy.integrate", "scipy.interpolate", "scipy.cluster.vq", "scipy.spatial.transform",
               "example_libraries.stax", "example_libraries.optimizers", "ffi", "profiler",
-              "experimental.serialize_executable", "experimental.multihost_utils"]
+              "experimental.serialize_executable", "experimental.multihost_utils",
+              "errors", "debug", "sharding", "ad_checkpoint", "experimental.checkify",
+              "experimental.key_reuse"]
 
 
 def _public(module):

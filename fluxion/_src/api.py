@@ -893,9 +893,13 @@ def device_put(x, device=None, *, donate=False, may_alias=None):
     """Copy a pytree of values to `device` (default: the first device) as Arrays.
 
     `device` may also be a Sharding (or a PartitionSpec of the mesh set with `set_mesh`), or
-    a pytree of them matching `x`: the result is then laid out over that sharding's devices."""
-    from fluxion._src import sharding_impls
+    a pytree of them matching `x`: the result is then laid out over that sharding's devices.
+    A `fluxion.memory.Space` (Device or Host) places `x` as `device=None` does."""
+    from fluxion._src import memory, sharding_impls
     from fluxion._src.mesh import PartitionSpec
+    if isinstance(device, memory.Space):
+        memory.space_to_kind(device)  # raises for Space.Any
+        device = None  # one memory space per device here: Device and Host place alike
     if device is not None and not hasattr(device, "platform") and _is_sharding_tree(device):
         return _device_put_sharded(x, device)
     _check_device(device, "device_put")

@@ -29,12 +29,17 @@ class JaxRuntimeError(ValueError):
 # Error kinds (the `errors=` sets)
 
 class ErrorKind:
+    """A kind of check (`FailedCheckError`, `NaNError`, ...): the members of the `errors=`
+    sets that `checkify` takes."""
+
     def __init__(self, name):
         self.name = name
 
     def __repr__(self):
         return self.name
 
+
+ErrorCategory = ErrorKind  # JAX's name for the type of an error set's members
 
 FailedCheckError = ErrorKind("FailedCheckError")
 NaNError = ErrorKind("NaNError")
@@ -64,8 +69,8 @@ def _format_message(fmt: str, tree, values) -> str:
     return fmt.format(*args, **kwargs)
 
 
-def _check_impl(pred, *fmt_args, msg, fmt_tree, where):
-    if not bool(np.all(np.asarray(pred))):
+def _check_impl(pred, *fmt_args, msg, fmt_tree, where, debug):
+    if not debug and not bool(np.all(np.asarray(pred))):
         raise JaxRuntimeError(_format_message(msg, fmt_tree, fmt_args) + _at(where))
     return []
 
@@ -78,6 +83,12 @@ def _check_lowering(ctx, *args, **params):
     raise ValueError("Cannot abstractly evaluate a checkify.check which was not functionalized. "
                      "This probably means you tried to stage (jit/scan/pmap/...) a `check` "
                      "without functionalizing it through `checkify.checkify`.")
+
+
+def _user_check_lowering(ctx, *args, debug, **params):
+    if debug:  # a debug_check outside checkify is dropped
+        return []
+    return _check_lowering(ctx, *args, **params)
 
 
 def _check_jvp(primals, tangents, **params):
@@ -111,7 +122,7 @@ def _check_batch(args, dims, **params):
 
 check_p.def_impl(_check_impl)
 check_p.def_abstract_eval(lambda *avals, **params: [])
-lowering.register_lowering(check_p, _check_lowering)
+lowering.register_lowering(check_p, _user_check_lowering)
 ad.primitive_jvps[check_p] = _check_jvp
 batching.primitive_batchers[check_p] = _check_batch
 effects.declare_effects(check_p, lambda params: frozenset([error_check_effect]))
@@ -123,6 +134,16 @@ def check(pred, msg: str, *fmt_args, **fmt_kwargs) -> None:
 
     Eagerly a failing check raises at once; under `checkify` it becomes part of the returned
     Error; staged (jit, scan, ...) without `checkify` it is an error."""
+    _check(pred, msg, False, fmt_args, fmt_kwargs)
+
+
+def debug_check(pred, msg: str, *fmt_args, **fmt_kwargs) -> None:
+    """Check that `pred` holds when running under `checkify` (as `check` does); anywhere else
+    (eagerly, or staged without `checkify`) the check is dropped."""
+    _check(pred, msg, True, fmt_args, fmt_kwargs)
+
+
+def _check(pred, msg: str, debug: bool, fmt_args, fmt_kwargs) -> None:
     from fluxion import tree_util
     from fluxion._src import source_info
     import fluxion.numpy as jnp
@@ -136,7 +157,7 @@ def check(pred, msg: str, *fmt_args, **fmt_kwargs) -> None:
     leaves = [jnp.asarray(x) for x in leaves]
     info = source_info.current()
     where = info.summary() if info is not None else None
-    check_p.bind(pred, *leaves, msg=msg, fmt_tree=tree, where=where)
+    check_p.bind(pred, *leaves, msg=msg, fmt_tree=tree, where=where, debug=debug)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,6 +257,8 @@ def _register_error_pytree():
 
 
 _register_error_pytree()
+
+init_error = Error(np.int32(-1), [], ())  # the Error of no failure
 
 
 def check_error(error: Error) -> None:

@@ -7,7 +7,9 @@ other value the backward part needs is recomputed there from the saved ones.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from typing import Callable, NamedTuple
+
+import numpy as np
 
 from fluxion._src import ad, batching, core, staging
 from fluxion._src.api import fun_name
@@ -22,7 +24,50 @@ checkpoint_p.multiple_results = True
 
 
 # ---------------------------------------------------------------------------------------------
-# Policies: policy(primitive, *input_avals, **params) -> whether the output may be saved.
+# Policies: policy(primitive, *input_avals, **params) -> whether the output may be saved: a
+# bool, or one of JAX's cases `Saveable`, `Recompute` or `Offloadable(src, dst)`.
+
+class RecomputeType:
+    """The type of `Recompute`: a policy's answer that a value is recomputed, not saved."""
+
+    def __repr__(self):
+        return "Recompute"
+
+
+class SaveableType:
+    """The type of `Saveable`: a policy's answer that a value is saved as a residual."""
+
+    def __repr__(self):
+        return "Saveable"
+
+
+Recompute = RecomputeType()
+Saveable = SaveableType()
+
+
+class Offloadable(NamedTuple):
+    """A policy's answer that a value is saved, moved from memory kind `src` to `dst` (e.g.
+    "device" to "pinned_host") until the backward pass. fluxion keeps one memory space per
+    device, so an offloaded value is saved where it is (docs/differences.md)."""
+    src: str
+    dst: str
+
+
+def _saves(case) -> bool:
+    """Whether a policy's answer saves the value (Offloadable does: it saves it elsewhere)."""
+    if isinstance(case, (bool, np.bool_)):
+        return bool(case)
+    if isinstance(case, (SaveableType, Offloadable)):
+        return True
+    if isinstance(case, RecomputeType):
+        return False
+    msg = ("Value returned by a remat policy should be a bool or `ad_checkpoint.Recompute`, "
+           f"`ad_checkpoint.Saveable` or `ad_checkpoint.Offloadable(...)`. Got {case} of type "
+           f"{type(case)}.")
+    if case is Offloadable:
+        msg += " Did you return `Offloadable` instead of an instantiated `Offloadable(...)`?"
+    raise TypeError(msg)
+
 
 def everything_saveable(prim, *avals, **params) -> bool:
     return True
@@ -67,6 +112,59 @@ def save_any_names_but_these(*names) -> Callable:
     return policy
 
 
+def save_anything_except_these_names(*names) -> Callable:
+    """Save every value except those tagged with `checkpoint_name` for one of `names`."""
+    excluded = set(names)
+
+    def policy(prim, *avals, **params):
+        return not (prim is name_p and params["name"] in excluded)
+    return policy
+
+
+def save_from_both_policies(policy_1: Callable, policy_2: Callable) -> Callable:
+    """Save a value when either policy saves it (both must answer with a bool)."""
+    def policy(prim, *avals, **params):
+        out1 = policy_1(prim, *avals, **params)
+        out2 = policy_2(prim, *avals, **params)
+        if not (isinstance(out1, bool) and isinstance(out2, bool)):
+            raise ValueError(f"The return value of the policies should be a boolean. Got: {out1} "
+                             f"and {out2}. Please write a custom policy function directly, "
+                             "rather than using this helper function.")
+        return out1 or out2
+    return policy
+
+
+def save_and_offload_only_these_names(*, names_which_can_be_saved, names_which_can_be_offloaded,
+                                      offload_src, offload_dst) -> Callable:
+    """Save values named in `names_which_can_be_saved`, offload (from memory kind
+    `offload_src` to `offload_dst`) those in `names_which_can_be_offloaded`, recompute the
+    rest."""
+    saved, offloaded = set(names_which_can_be_saved), set(names_which_can_be_offloaded)
+    if saved & offloaded:
+        raise ValueError("The names should be exclusive and should not intersect in "
+                         "`names_which_can_be_saved` and `names_which_can_be_offloaded`. Got "
+                         f"names_which_can_be_saved={saved}, names_which_can_be_offloaded="
+                         f"{offloaded} and the intersection={saved & offloaded}")
+
+    def policy(prim, *avals, **params):
+        if prim is name_p and params["name"] in saved:
+            return Saveable
+        if prim is name_p and params["name"] in offloaded:
+            return Offloadable(src=offload_src, dst=offload_dst)
+        return Recompute
+    return policy
+
+
+def offload_dot_with_no_batch_dims(offload_src, offload_dst) -> Callable:
+    """As `dots_with_no_batch_dims_saveable`, offloading those dots' results (from memory kind
+    `offload_src` to `offload_dst`) instead of keeping them in place."""
+    def policy(prim, *avals, **params):
+        if dots_with_no_batch_dims_saveable(prim, *avals, **params):
+            return Offloadable(src=offload_src, dst=offload_dst)
+        return Recompute
+    return policy
+
+
 class checkpoint_policies:
     """Namespace of the built-in remat policies (`jax.checkpoint_policies`)."""
     everything_saveable = staticmethod(everything_saveable)
@@ -77,6 +175,10 @@ class checkpoint_policies:
     checkpoint_dots_with_no_batch_dims = staticmethod(dots_with_no_batch_dims_saveable)
     save_only_these_names = staticmethod(save_only_these_names)
     save_any_names_but_these = staticmethod(save_any_names_but_these)
+    save_anything_except_these_names = staticmethod(save_anything_except_these_names)
+    save_from_both_policies = staticmethod(save_from_both_policies)
+    save_and_offload_only_these_names = staticmethod(save_and_offload_only_these_names)
+    offload_dot_with_no_batch_dims = staticmethod(offload_dot_with_no_batch_dims)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,7 +285,7 @@ def partial_eval_with_policy(closed: ClosedJaxpr, unknown, policy):
         if i is None:  # an input or a const
             return True
         eqn = jaxpr.eqns[i]
-        return bool(policy(eqn.primitive, *[x.aval for x in eqn.invars], **eqn.params))
+        return _saves(policy(eqn.primitive, *[x.aval for x in eqn.invars], **eqn.params))
 
     needed = [v for i in sorted(unknown_eqns) for v in jaxpr.eqns[i].invars
               if type(v) is not Literal and id(v) not in unknown_ids]

@@ -30,10 +30,14 @@ class OrderedIOEffect(Effect):
 
 
 class DebugEffect(Effect):
-    pass
+    """The effect of `fluxion.debug.callback` / `print` / `breakpoint`: never dead code, but
+    free to run in any order with other debug callbacks (`jax.debug.DebugEffect`)."""
 
 
 class OrderedDebugEffect(Effect):
+    """The effect of a debug callback with `ordered=True`: it keeps program order with the
+    other ordered effects (`jax.debug.OrderedDebugEffect`)."""
+
     ordered = True
 
 

@@ -6,6 +6,25 @@ class FluxionTypeError(TypeError):
     pass
 
 
+class JAXIndexError(IndexError):
+    """An `IndexError` specific to tracing (`jax.errors.JAXIndexError`)."""
+
+
+class NonConcreteBooleanIndexError(JAXIndexError):
+    """A boolean mask used as an index is traced: the result's shape would depend on its values.
+
+    Under `jit` every array has a static shape, so `x[mask]` (and `x.at[mask]`) needs a
+    concrete mask; `where(mask, x, other)` is the traceable way to select elementwise.
+    """
+
+    def __init__(self, aval_str: str):
+        super().__init__(
+            f"Array boolean indices must be concrete; got {aval_str}\n\nThe shape of x[mask] "
+            "depends on the values of mask, which are not known while tracing. Use "
+            "fluxion.numpy.where(mask, x, other) to select elementwise, or pass the mask as a "
+            "static (concrete) value.")
+
+
 class ConcretizationTypeError(FluxionTypeError):
     """A traced (abstract) value was used where a concrete Python value is needed."""
 

@@ -11,7 +11,54 @@ scan/while iterate their carries to a fixpoint.
 """
 from __future__ import annotations
 
+import weakref
+
 from fluxion._src import core
+
+
+class ManualAxisType:
+    """How a value inside shard_map relates to the manual mesh axes (`jax.sharding.
+    ManualAxisType`): the axes it may vary over (`varying`), those over which it holds
+    partial sums still to be reduced (`unreduced`) and those already reduced (`reduced`).
+
+    Instances are interned: equal sets give the same object. An axis cannot be both varying
+    and unreduced, nor both varying and reduced. fluxion's avals do not carry this type;
+    `jaxpr_vma` computes the `varying` part over a jaxpr.
+    """
+    __slots__ = ("varying", "unreduced", "reduced", "__weakref__")
+    _interned: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+    def __new__(cls, *, varying=frozenset(), unreduced=frozenset(), reduced=frozenset()):
+        varying, unreduced, reduced = map(frozenset, (varying, unreduced, reduced))
+        if varying & unreduced:
+            raise ValueError("varying and unreduced cannot have common mesh axes. Got "
+                             f"varying={varying} and unreduced={unreduced}")
+        if varying & reduced:
+            raise ValueError("varying and reduced cannot have common mesh axes. Got "
+                             f"varying={varying} and reduced={reduced}")
+        key = (varying, unreduced, reduced)
+        obj = cls._interned.get(key)
+        if obj is None:
+            obj = object.__new__(cls)
+            object.__setattr__(obj, "varying", varying)
+            object.__setattr__(obj, "unreduced", unreduced)
+            object.__setattr__(obj, "reduced", reduced)
+            cls._interned[key] = obj
+        return obj
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"ManualAxisType is immutable (cannot set {name!r})")
+
+    def __reduce__(self):
+        return _manual_axis_type, (self.varying, self.unreduced, self.reduced)
+
+    def __repr__(self):
+        return (f"ManualAxisType(varying={self.varying}, unreduced={self.unreduced}, "
+                f"reduced={self.reduced})")
+
+
+def _manual_axis_type(varying, unreduced, reduced):
+    return ManualAxisType(varying=varying, unreduced=unreduced, reduced=reduced)
 
 _REDUCTIONS = frozenset({"psum", "pmax", "pmin"})
 

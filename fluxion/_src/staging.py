@@ -136,19 +136,44 @@ def _check_tracer_leaks(trace: JaxprTrace) -> None:
             "return it from the function instead.")
 
 
+# primitive -> rule(used_outputs, eqn) -> (used_inputs, new_eqn or None), asked for each of
+# the primitive's equations (JAX's `pe.dce_rules`; e.g. custom_dce_call): new_eqn computes
+# the used outputs, None drops the equation. Without a rule an equation is kept whole when
+# an output is used or it has effects.
+dce_rules: dict = {}
+
+
 def dce_jaxpr(jaxpr: Jaxpr) -> Jaxpr:
     """Drop equations whose outputs nothing uses (and constvars left unused)."""
     live = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
     kept = []
+    changed = False
     for eqn in reversed(jaxpr.eqns):
-        if (any(id(v) in live for v in eqn.outvars) or getattr(eqn.primitive, "has_side_effect", False)
-                or effects.has_effects(eqn)):
-            kept.append(eqn)
-            live.update(id(v) for v in eqn.invars if isinstance(v, Var))
+        used = [id(v) in live for v in eqn.outvars]
+        rule = dce_rules.get(eqn.primitive)
+        if rule is not None:
+            _, new = rule(used, eqn)
+            changed = changed or new is not eqn
+            if new is None:
+                continue
+            eqn = new
+        elif not used or not all(used):
+            if not (any(used) or getattr(eqn.primitive, "has_side_effect", False)
+                    or effects.has_effects(eqn)):
+                continue
+        kept.append(eqn)
+        live.update(id(v) for v in eqn.invars if isinstance(v, Var))
     kept.reverse()
-    if len(kept) == len(jaxpr.eqns):
+    if not changed and len(kept) == len(jaxpr.eqns):
         return jaxpr
     return Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, kept, jaxpr.effects, jaxpr.debug_info)
+
+
+def used_invars(jaxpr: Jaxpr) -> list[bool]:
+    """Whether each input of `jaxpr` is read (by an equation or as an output)."""
+    used = {id(v) for e in jaxpr.eqns for v in e.invars if isinstance(v, Var)}
+    used.update(id(v) for v in jaxpr.outvars if isinstance(v, Var))
+    return [id(v) in used for v in jaxpr.invars]
 
 
 def prune_consts(closed: ClosedJaxpr) -> ClosedJaxpr:

@@ -17,6 +17,7 @@ import numpy as np
 
 from fluxion._src.export import shape_poly
 from fluxion._src import core, dtypes
+from fluxion._src.errors import NonConcreteBooleanIndexError
 from fluxion._src.array import Array
 from fluxion._src.lax import indexing as lax_indexing
 from fluxion._src.lax import lax, structural
@@ -24,17 +25,6 @@ from fluxion._src.lax.indexing import GatherDimensionNumbers, GatherScatterMode,
 from fluxion._src.numpy import array_methods, ufuncs, util
 
 __all__ = ["take", "take_along_axis"]
-
-
-class NonConcreteBooleanIndexError(IndexError):
-    """A boolean mask used as an index is traced: the result's shape would depend on its values."""
-
-    def __init__(self, aval):
-        super().__init__(
-            f"Array boolean indices must be concrete; got {aval}. The shape of x[mask] depends "
-            "on the values of mask, which are not known while tracing. Use "
-            "fluxion.numpy.where(mask, x, other) to select elementwise, or pass the mask as a "
-            "static (concrete) value.")
 
 
 # ---------------------------------------------------------------------------------------------

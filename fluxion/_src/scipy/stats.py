@@ -27,8 +27,10 @@ def _standardize(x, loc, scale):
 
 
 def _namespace(name, **functions):
-    module = types.SimpleNamespace(**functions)
-    module.__name__ = name
+    """A distribution's functions as a module (in JAX each distribution is a submodule of
+    `jax.scipy.stats`; fluxion/scipy/stats.py names these and makes them importable)."""
+    module = types.ModuleType(name, f"The {name} distribution.")
+    vars(module).update(functions)
     return module
 
 
