@@ -396,6 +396,41 @@ def test_debug_key_reuse_each_sampler_consumes_once():
             sample(k)
             with pytest.raises(fluxion.errors.KeyReuseError):
                 sample(k)
+            fluxion.make_jaxpr(sample)(r.key(i))  # once inside a trace: no error
+            with pytest.raises(fluxion.errors.KeyReuseError, match="already consumed"):
+                fluxion.make_jaxpr(lambda k: (sample(k), sample(k)))(r.key(i))
+
+
+_TRACED_REUSE_CASES = [
+    ("normal then uniform", lambda m, k: (m.random.normal(k), m.random.uniform(k))),
+    ("split then normal", lambda m, k: (m.random.split(k), m.random.normal(k))),
+    ("split key reused", lambda m, k: (lambda k2: (m.random.normal(k2), m.random.bits(k2)))(
+        m.random.split(k)[0])),
+    ("normal then split", lambda m, k: m.random.normal(k) + m.vmap(m.random.normal)(
+        m.random.split(k, 2)).sum()),
+    ("cond operand", lambda m, k: m.lax.cond(True, m.random.normal, m.random.uniform, k)),
+    ("cond closure", lambda m, k: m.lax.cond(True, lambda: m.random.normal(k),
+                                             lambda: m.random.uniform(k))),
+    ("key_data then normal", lambda m, k: (m.random.normal(k), m.random.key_data(k))),
+    ("fold_in twice", lambda m, k: (m.random.fold_in(k, 1), m.random.fold_in(k, 2))),
+    ("split three", lambda m, k: m.random.split(k, 3)),
+    ("vmap body reuse", lambda m, k: m.vmap(lambda kk: (m.random.normal(kk), m.random.normal(kk)))(
+        m.random.split(k, 2))),
+    ("scan carry reuse", lambda m, k: m.lax.scan(
+        lambda c, _: (m.random.split(c)[0], m.random.normal(c)), k, None, length=3)),
+]
+
+
+@pytest.mark.parametrize("name", [c[0] for c in _TRACED_REUSE_CASES])
+def test_debug_key_reuse_inside_jit_matches_jax(name):
+    """A key consumed twice in one traced function raises in jit, as JAX's jaxpr analysis."""
+    case = dict(_TRACED_REUSE_CASES)[name]
+    results = []
+    for mod in (fluxion, jax):
+        with mod.debug_key_reuse(True):
+            err = _raised(lambda: mod.jit(lambda k: case(mod, k))(mod.random.key(0)))
+        results.append(err if err is None else (err[0], err[1].splitlines()[0]))
+    assert results[0] == results[1]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -257,14 +257,25 @@ def check_key(name: str, key, allow_batched: bool = False):
 
 
 def _consume(name: str, key) -> None:
-    """KeyReuseError if an eager key was consumed before; else mark it consumed. Keys inside
-    jit and other traces are not tracked (see docs/differences.md)."""
-    if type(key._base_array) is not Array:
-        return
-    if key._consumed:
-        where = "random_split" if name == "split" else "jit-compiled function"
-        raise KeyReuseError(f"Previously-consumed key passed to {where} at index 0")
-    key._consumed = True
+    """KeyReuseError if `key` was consumed before; else mark it consumed.
+
+    An eager key is marked for good. A traced key (inside jit, vmap, a loop body, ...) is
+    marked with the trace that consumed it, and only a second use in that same trace is
+    reuse: the branches of a `cond` each use a key it closes over once. Consumption does not
+    flow out of a trace to the caller's key (see docs/differences.md)."""
+    base = key._base_array
+    if type(base) is Array:
+        if key._consumed:
+            where = "random_split" if name == "split" else "jit-compiled function"
+            raise KeyReuseError(f"Previously-consumed key passed to {where} at index 0")
+        key._consumed = True
+    elif isinstance(base, core.Tracer):
+        trace = core.current_trace()
+        if key._consumed is trace:
+            # JAX names the reusing equation: its samplers are jitted functions.
+            where = {"split": "random_split", "bits": "random_bits"}.get(name, "jit")
+            raise KeyReuseError(f"In {where}, argument 0 is already consumed.")
+        key._consumed = trace
 
 
 _LEGACY_KEY_MESSAGE = ("Legacy uint32 key array passed as key to jax.random function. Please "
