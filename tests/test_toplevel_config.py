@@ -421,6 +421,31 @@ _TRACED_REUSE_CASES = [
 ]
 
 
+_JIT_CONSUMES_CASES = [
+    ("jit then eager", lambda m, k: (m.jit(m.random.normal)(k), m.random.uniform(k))),
+    ("eager then jit", lambda m, k: (m.random.normal(k), m.jit(m.random.normal)(k))),
+    ("jit twice, key second", lambda m, k: [m.jit(lambda x, kk: m.random.normal(kk) + x)(1.0, k)
+                                            for _ in range(2)]),
+    ("jit of a dict", lambda m, k: [m.jit(lambda d: m.random.normal(d["k"]))({"k": k})
+                                    for _ in range(2)]),
+    ("jit reading key_data", lambda m, k: (m.jit(m.random.key_data)(k), m.random.normal(k))),
+    ("nested jit", lambda m, k: m.jit(lambda kk: (m.jit(m.random.normal)(kk),
+                                                  m.random.uniform(kk)))(k)),
+]
+
+
+@pytest.mark.parametrize("name", [c[0] for c in _JIT_CONSUMES_CASES])
+def test_debug_key_reuse_jit_consumes_its_arguments_as_jax(name):
+    """A jitted function consumes the keys its trace consumed, every time it is called."""
+    case = dict(_JIT_CONSUMES_CASES)[name]
+    results = []
+    for mod in (fluxion, jax):
+        with mod.debug_key_reuse(True):
+            err = _raised(lambda: case(mod, mod.random.key(0)))
+        results.append(err if err is None else (err[0], err[1].splitlines()[0]))
+    assert results[0] == results[1]
+
+
 @pytest.mark.parametrize("name", [c[0] for c in _TRACED_REUSE_CASES])
 def test_debug_key_reuse_inside_jit_matches_jax(name):
     """A key consumed twice in one traced function raises in jit, as JAX's jaxpr analysis."""

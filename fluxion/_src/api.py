@@ -214,12 +214,16 @@ class Traced:
     """A traced function (`jit(f).trace(...)`): its closed jaxpr and the pytree structure of
     its inputs and outputs. `lower()` continues to StableHLO."""
 
-    __slots__ = ("jaxpr", "in_tree", "out_tree", "in_avals", "name", "donate_mask")
+    __slots__ = ("jaxpr", "in_tree", "out_tree", "in_avals", "name", "donate_mask",
+                 "consumed_keys")
 
-    def __init__(self, jaxpr, in_tree, out_tree, in_avals, name, donate_mask=None):
+    def __init__(self, jaxpr, in_tree, out_tree, in_avals, name, donate_mask=None,
+                 consumed_keys=()):
         self.jaxpr, self.in_tree, self.out_tree, self.in_avals, self.name = (
             jaxpr, in_tree, out_tree, in_avals, name)
         self.donate_mask = donate_mask
+        # with `debug_key_reuse`: the input leaves that are typed keys the function consumes
+        self.consumed_keys = consumed_keys
 
     @property
     def fun_name(self) -> str:
@@ -262,9 +266,14 @@ def fun_name(fun) -> str:
     return getattr(fun, "__name__", None) or type(fun).__name__
 
 
+# `debug_key_reuse`: (consumed_in_trace(args), consume_arguments(args, positions)), set by
+# fluxion._src.random.keys, where typed keys live.
+key_reuse_hooks = None
+
+
 def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit") -> Traced:
     config_flags.check_tracing_allowed(fun, origin)
-    out_tree_box = []
+    out_tree_box, consumed_box = [], []
     name = fun_name(fun)
 
     def flat_fun(*leaves):
@@ -277,6 +286,8 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
                                 f"{type(leaf).__name__} ({leaf!r}), which is not a valid JAX "
                                 "type; return arrays, scalars or pytrees of them.")
         out_tree_box.append(out_tree)
+        if config.debug_key_reuse and key_reuse_hooks is not None:
+            consumed_box.append(key_reuse_hooks[0]((dyn_args, dyn_kwargs)))
         return out_leaves
 
     start = time.perf_counter()
@@ -288,7 +299,8 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
     if config.log_compiles:
         logger.warning("Finished tracing + transforming %s for %s in %.3f sec", name, origin,
                        time.perf_counter() - start)
-    return Traced(closed, in_tree, out_tree_box[0], in_avals, name)
+    return Traced(closed, in_tree, out_tree_box[0], in_avals, name,
+                  consumed_keys=consumed_box[0] if consumed_box else ())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -516,6 +528,8 @@ class JitFunction:
                 leaves = self._constrain(leaves, sharded_jit.in_shardings_of(
                     self, dyn_args, tree_unflatten(in_tree, leaves)[1]))
             traced = self._get_traced(leaves, in_tree, static_pos, static_kw)
+            if config.debug_key_reuse:
+                self._consume_keys(args, kwargs, traced)
             closed, consts = closure_convert(traced.jaxpr)
             pinned = {} if self._device is None else {"device": self._device}
             outs = jit_p.bind(*consts, *leaves, jaxpr=closed, name=traced.name, **pinned)
@@ -546,7 +560,8 @@ class JitFunction:
                     entry = self._compile(args, kwargs, leaves, in_tree, static_pos, static_kw,
                                           dyn_args)
                     self._cache[key] = entry
-            if self._fast_path_ok and not kwargs and not nan_checks.enabled():
+            if (self._fast_path_ok and not kwargs and not nan_checks.enabled()
+                    and not config.debug_key_reuse):
                 if all(type(x) is Array for x in args):
                     self._fast_cache[tuple(x.aval for x in args) + (config.trace_key,)] = (
                         entry.fast_call)
@@ -555,10 +570,19 @@ class JitFunction:
                                       config.trace_key)] = entry.fast_call
         if config.no_execution:  # part of trace_key: the fast path missed
             config_flags.check_execution_allowed(f"jit({fun_name(self._fun)})")
+        if config.debug_key_reuse:
+            self._consume_keys(args, kwargs, entry.traced)
         outs = _run(entry.compiled, leaves, entry.donate_mask, entry.device)
         if config.debug_nans or config.debug_infs:
             nan_checks.check_jit_outputs(entry.traced, leaves, outs)
         return entry.out_tree.unflatten(outs)
+
+    def _consume_keys(self, args, kwargs, traced) -> None:
+        """`debug_key_reuse`: the typed keys this call consumes (KeyReuseError if one was)."""
+        if traced.consumed_keys and key_reuse_hooks is not None:
+            dyn_args, dyn_kwargs, _, _ = _split_args(args, kwargs, self._static_argnums,
+                                                     self._static_argnames)
+            key_reuse_hooks[1]((dyn_args, dyn_kwargs), traced.consumed_keys)
 
     @staticmethod
     def _constrain(values, shardings):

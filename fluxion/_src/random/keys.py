@@ -18,13 +18,14 @@ import fluxion.numpy as jnp
 from fluxion._src import core, dtypes
 from fluxion._src.array import Array
 from fluxion._src.errors import KeyReuseError
+from fluxion._src import api as api_module
 from fluxion._src.api import jit
 from fluxion._src.random._common import static_jit
 from fluxion._src.numpy.util import is_arraylike
 from fluxion._src.config import config
 from fluxion._src.lax import lax
 from fluxion._src.random import prng
-from fluxion._src.tree_util import register_pytree_node
+from fluxion._src.tree_util import register_pytree_node, tree_leaves
 
 IMPL_NAME = "threefry2x32"
 # The PRNG implementations JAX registers; only threefry2x32 exists in fluxion.
@@ -256,26 +257,49 @@ def check_key(name: str, key, allow_batched: bool = False):
     return data, typed
 
 
-def _consume(name: str, key) -> None:
+def _consume(name: str, key, index: int = 0) -> None:
     """KeyReuseError if `key` was consumed before; else mark it consumed.
 
     An eager key is marked for good. A traced key (inside jit, vmap, a loop body, ...) is
     marked with the trace that consumed it, and only a second use in that same trace is
-    reuse: the branches of a `cond` each use a key it closes over once. Consumption does not
-    flow out of a trace to the caller's key (see docs/differences.md)."""
+    reuse: the branches of a `cond` each use a key it closes over once. A jitted function
+    consumes the keys its trace consumed (`consume_arguments`); other traces (cond, grad, a
+    scan's closure) do not pass consumption out (see docs/differences.md)."""
     base = key._base_array
     if type(base) is Array:
         if key._consumed:
             where = "random_split" if name == "split" else "jit-compiled function"
-            raise KeyReuseError(f"Previously-consumed key passed to {where} at index 0")
+            raise KeyReuseError(f"Previously-consumed key passed to {where} at index {index}")
         key._consumed = True
     elif isinstance(base, core.Tracer):
         trace = core.current_trace()
         if key._consumed is trace:
             # JAX names the reusing equation: its samplers are jitted functions.
             where = {"split": "random_split", "bits": "random_bits"}.get(name, "jit")
-            raise KeyReuseError(f"In {where}, argument 0 is already consumed.")
+            raise KeyReuseError(f"In {where}, argument {index} is already consumed.")
         key._consumed = trace
+
+
+def _keys_by_leaf(args) -> list:
+    """(leaf index, key) for the typed keys among `args` (each key is one leaf of data)."""
+    leaves = tree_leaves(args, is_leaf=lambda x: isinstance(x, PRNGKeyArray))
+    return [(i, x) for i, x in enumerate(leaves) if isinstance(x, PRNGKeyArray)]
+
+
+def _consumed_in_trace(args) -> tuple:
+    """The leaf indices of the keys among a traced function's arguments that it consumed."""
+    return tuple(i for i, key in _keys_by_leaf(args) if isinstance(key._consumed, core.Trace))
+
+
+def _consume_arguments(args, positions) -> None:
+    """A jitted function called on `args` consumes its keys at leaf indices `positions`."""
+    keys = dict(_keys_by_leaf(args))
+    for i in positions:
+        if i in keys:
+            _consume("jit", keys[i], i)
+
+
+api_module.key_reuse_hooks = (_consumed_in_trace, _consume_arguments)
 
 
 _LEGACY_KEY_MESSAGE = ("Legacy uint32 key array passed as key to jax.random function. Please "
