@@ -55,6 +55,13 @@ if ON_8_DEVICES:
             return str(e)
         return None
 
+    def _type_error(run):
+        try:
+            run()
+        except TypeError as e:
+            return str(e)
+        return None
+
     def _normal(msg):
         return msg.replace("`jax.shard_map`", "`fluxion.shard_map`").replace(
             "'theirs'", "'ours'")
@@ -196,20 +203,67 @@ if ON_8_DEVICES:
             assert (got is None if want is None else
                     got.split("\n(fluxion removed")[0] == _normal(want)), (want, got)
 
-    def test_carry_made_varying_by_the_body_is_inferred():
-        # JAX rejects a carry whose type changes (TypeError, needs pcast on the initial
-        # value); fluxion's analysis iterates to a fixpoint instead, then checks out_specs.
-        def body(c):
-            return lax.scan(lambda s, _: (s + lax.axis_index("x"), None), c, None, length=3)[0]
-        with pytest.raises(ValueError, match="not infer replication"):
-            jax.shard_map(body, mesh=MESH, in_specs=P(), out_specs=P("y"))(C)
-        out = jax.shard_map(body, mesh=MESH, in_specs=P(), out_specs=P("x"))(C)
-        np.testing.assert_allclose(np.asarray(out),
-                                   np.concatenate([C + 3 * k for k in range(2)]), rtol=1e-6)
-        with pytest.raises(TypeError):
-            jjax.shard_map(lambda c: jjax.lax.scan(
-                lambda s, _: (s + jjax.lax.axis_index("x"), None), c, None, length=3)[0],
-                mesh=JMESH, in_specs=JP(), out_specs=JP("x"))(C)
+    def test_carry_made_varying_by_the_body_is_jaxs_type_error():
+        # As in JAX, a carry must leave the body with the varying axes it entered with: the
+        # fix is pcast on the initial value, after which both agree.
+        def body(lib, lax_, pcast):
+            def f(c):
+                c0 = lax_.pcast(c, ("x",), to="varying") if pcast else c
+                return lax_.scan(lambda s, _: (s + lax_.axis_index("x"), None), c0, None,
+                                 length=3)[0]
+            return f
+        theirs = _type_error(lambda: jjax.shard_map(body(jjnp, jjax.lax, False), mesh=JMESH,
+                                               in_specs=JP(), out_specs=JP("x"))(C))
+        ours = _type_error(lambda: jax.shard_map(body(jnp, lax, False), mesh=MESH, in_specs=P(),
+                                            out_specs=P("x"))(C))
+        assert theirs is not None and ours is not None
+        assert ours.splitlines()[0] == theirs.splitlines()[0]
+        assert "{V:x}" in ours and "pcast(..., ('x',), to='varying')" in ours
+        out = jax.shard_map(body(jnp, lax, True), mesh=MESH, in_specs=P(), out_specs=P("x"))(C)
+        want = jjax.shard_map(body(jjnp, jjax.lax, True), mesh=JMESH, in_specs=JP(),
+                              out_specs=JP("x"))(C)
+        np.testing.assert_allclose(np.asarray(out), np.asarray(want), rtol=1e-6)
+
+    def test_loop_carries_and_branches_must_keep_their_varying_axes_as_jax():
+        """scan/fori/while carries and cond/switch branches whose varying axes differ: JAX's
+        TypeError (same first line); programs whose types agree run as in JAX."""
+        x = np.arange(8.0, dtype=np.float32)
+        bodies = {
+            "scan more varying": lambda l, x: l.scan(
+                lambda c, _: (c + x.sum(), None), 0.0, None, length=3)[0],
+            "scan less varying": lambda l, x: l.scan(
+                lambda c, _: (l.psum(c, "x"), None), x, None, length=3)[0],
+            "fori": lambda l, x: l.fori_loop(0, 3, lambda i, c: c + x.sum(), 0.0),
+            "while": lambda l, x: l.while_loop(lambda c: c < 10, lambda c: c + x.sum() + 1, 0.0),
+            "cond": lambda l, x: l.cond(x.sum() > 0, lambda: x.sum(), lambda: 0.0),
+            "cond less varying": lambda l, x: l.cond(True, lambda: l.psum(x, "x"), lambda: x),
+            "switch": lambda l, x: l.switch(1, [lambda: x.sum(), lambda: 1.0, lambda: 2.0]),
+            "cond both axes": lambda l, x: l.cond(True, lambda: x.sum() + l.axis_index("y"),
+                                                  lambda: x.sum()),
+            "scan ok": lambda l, x: l.scan(lambda c, _: (c + x, None), x, None, length=3)[0],
+            "while ok": lambda l, x: l.while_loop(lambda c: c[1] < 3,
+                                                  lambda c: (c[0] + x, c[1] + 1), (x, 0))[0],
+            "cond ok": lambda l, x: l.cond(True, lambda: x * 2, lambda: x),
+            "scan psum ok": lambda l, x: l.scan(lambda c, _: (c + l.psum(x.sum(), "x"), None),
+                                                0.0, None, length=3)[0],
+        }
+        def both_errors(run):
+            try:
+                run()
+            except (TypeError, ValueError) as e:
+                return f"{type(e).__name__}: {e}"
+            return None
+
+        for name, body in bodies.items():
+            theirs = both_errors(lambda: jjax.shard_map(lambda a: body(jjax.lax, a) * x[:1],
+                                                        mesh=JMESH, in_specs=JP("x"),
+                                                        out_specs=JP("x"))(x))
+            ours = both_errors(lambda: jax.shard_map(lambda a: body(lax, a) * x[:1], mesh=MESH,
+                                                     in_specs=P("x"), out_specs=P("x"))(x))
+            assert (theirs is None) == (ours is None), (name, theirs, ours)
+            if theirs is not None:
+                assert ours.splitlines()[0] == theirs.splitlines()[0], (name, theirs, ours)
+                assert "so the manual axis types do not match" in ours, (name, ours)
 
     def test_grad_through_pcast():
         # pcast(to='varying') is the identity on values and derivatives in fluxion's model.

@@ -6,8 +6,9 @@ The analysis runs over the traced body jaxpr. An input varies over the mesh axes
 names; an equation's outputs vary over the union of its inputs' axes, except that psum, pmean,
 pmax and pmin over `a` remove `a`, and axis_index, all_gather, ppermute, all_to_all,
 psum_scatter and `pcast(..., to='varying')` over `a` add it (as JAX's rules do). Calls (jit,
-checkpoint, custom_jvp/vjp) are analysed through their jaxprs, cond joins its branches, and
-scan/while iterate their carries to a fixpoint.
+checkpoint, custom_jvp/vjp) are analysed through their jaxprs. As in JAX, where vma is part of
+a value's type, a loop's carry must come out of its body varying over exactly the axes it went
+in with, and the branches of a cond must agree: otherwise JAX's TypeError.
 """
 from __future__ import annotations
 
@@ -75,6 +76,66 @@ def _closed_parts(j):
     return j, ()
 
 
+# The mesh's axis order while `check_out_vma` runs, for printing types as JAX does.
+_axis_order: tuple = ()
+
+
+def _vma_type(aval, vma) -> str:
+    """`float32[2]{V:x}`: the aval and its varying manual axes, as JAX prints them."""
+    axes = [a for a in _axis_order if a in vma] + sorted(set(vma) - set(_axis_order), key=str)
+    text = aval.str_short(short_dtypes=False)
+    if not axes:
+        return text
+    return text + "{V:" + (str(axes[0]) if len(axes) == 1 else f"({','.join(map(str, axes))})") + "}"
+
+
+def _pcast_hint(missing) -> str:
+    axes = tuple(a for a in _axis_order if a in missing)
+    return f"`jax.lax.pcast(..., {axes!r}, to='varying')`"
+
+
+def _check_loop_carry(api: str, avals, carry_in, carry_out) -> None:
+    """TypeError (JAX's) unless every carry leaves the body with the vma it entered with."""
+    diffs = [(i, a, m_in, m_out) for i, (a, m_in, m_out) in
+             enumerate(zip(avals, carry_in, carry_out)) if m_in != m_out]
+    if not diffs:
+        return
+    lines = []
+    for i, aval, m_in, m_out in diffs:
+        what = f"the input carry component [{i}]" if len(avals) > 1 else "the input carry"
+        line = (f"{what[0].upper()}{what[1:]} has type {_vma_type(aval, m_in)} but the corresponding output carry "
+                f"component has type {_vma_type(aval, m_out)}, so the manual axis types do "
+                "not match.")
+        if m_out - m_in:
+            line += (f"\n\nThis might be fixed by applying {_pcast_hint(m_out - m_in)}, to the "
+                     f"initial carry value corresponding to {what}.")
+        lines.append(line)
+    raise TypeError(f"{api} body function carry input and carry output must have equal types, "
+                    "but they differ:\n\n" + "\n\n".join(lines) + "\n\nRevise the function so "
+                    "that all output types match the corresponding input types.")
+
+
+def _check_branches(avals, branch_outs) -> None:
+    """TypeError (JAX's) unless every branch of a cond/switch gives each output the same vma."""
+    two = len(branch_outs) == 2
+    for i, aval in enumerate(avals):
+        first = branch_outs[0][i]
+        for b, outs in enumerate(branch_outs[1:], 1):
+            if outs[i] == first:
+                continue
+            if two:  # cond(pred, true_fun, false_fun): branches are (false_fun, true_fun)
+                api, (n1, m1), (n2, m2) = "cond", ("true_fun", outs[i]), ("false_fun", first)
+            else:
+                api, (n1, m1), (n2, m2) = "switch", ("branch 0", first), (f"branch {b}", outs[i])
+            where = f" at index {i}" if len(avals) > 1 else ""
+            raise TypeError(
+                f"{api} branches must have equal output types but they differ.\n\nThe output "
+                f"of {n1}{where} has type {_vma_type(aval, m1)} but the corresponding output of "
+                f"{n2} has type {_vma_type(aval, m2)}, so the manual axis types do not match."
+                "\n\nRevise the branches so that all output types match (`jax.lax.pcast(..., "
+                "to='varying')` makes a value vary over more axes).")
+
+
 def jaxpr_vma(jaxpr, in_vma, manual: frozenset) -> list:
     """The vma of each output of `jaxpr` (a Jaxpr or ClosedJaxpr) given its inputs' vmas."""
     jaxpr, _ = _closed_parts(jaxpr)
@@ -90,6 +151,9 @@ def jaxpr_vma(jaxpr, in_vma, manual: frozenset) -> list:
     for eqn in jaxpr.eqns:
         ins = [read(a) for a in eqn.invars]
         outs = _eqn_vma(eqn, ins, manual)
+        if eqn.primitive.name == "cond":
+            _check_branches([v.aval for v in eqn.outvars],
+                            [jaxpr_vma(br, ins[1:], manual) for br in eqn.params["branches"]])
         for v, m in zip(eqn.outvars, outs):
             env[v] = m
     return [read(a) for a in jaxpr.outvars]
@@ -146,24 +210,20 @@ def _nested_jaxprs(params):
 def _scan_vma(params, ins, manual) -> list:
     nc, nk = params["num_consts"], params["num_carry"]
     consts, carry, xs = ins[:nc], list(ins[nc:nc + nk]), ins[nc + nk:]
-    while True:
-        outs = jaxpr_vma(params["jaxpr"], [*consts, *carry, *xs], manual)
-        new = [c | o for c, o in zip(carry, outs[:nk])]
-        if new == carry:
-            return [*carry, *outs[nk:]]
-        carry = new
+    outs = jaxpr_vma(params["jaxpr"], [*consts, *carry, *xs], manual)
+    body, _ = _closed_parts(params["jaxpr"])
+    _check_loop_carry("scan", [v.aval for v in body.invars[nc:nc + nk]], carry, outs[:nk])
+    return [*carry, *outs[nk:]]
 
 
 def _while_vma(params, ins, manual) -> list:
     nb = params["body_nconsts"]
     start = params["cond_nconsts"]
     bconsts, carry = ins[start:start + nb], list(ins[start + nb:])
-    while True:
-        outs = jaxpr_vma(params["body_jaxpr"], [*bconsts, *carry], manual)
-        new = [c | o for c, o in zip(carry, outs)]
-        if new == carry:
-            return carry
-        carry = new
+    outs = jaxpr_vma(params["body_jaxpr"], [*bconsts, *carry], manual)
+    body, _ = _closed_parts(params["body_jaxpr"])
+    _check_loop_carry("while_loop", [v.aval for v in body.invars[nb:]], carry, outs)
+    return carry
 
 
 def _shard_map_vma(params, ins, manual) -> list:
@@ -189,9 +249,14 @@ def _axes_text(mesh, names) -> str:
 def check_out_vma(fun, mesh, manual, in_specs, out_specs, out_paths, closed):
     """Raise JAX's ValueError when an output of the body `closed` may vary over a manual mesh
     axis its out_spec leaves out."""
+    global _axis_order
     manual = frozenset(manual)
     in_vma = [frozenset(s.used_axes()) & manual for s in in_specs]
-    out_vma = jaxpr_vma(closed, in_vma, manual)
+    _axis_order = tuple(mesh.axis_names)
+    try:
+        out_vma = jaxpr_vma(closed, in_vma, manual)
+    finally:
+        _axis_order = ()
     msgs = []
     for spec, path, vma in zip(out_specs, out_paths, out_vma):
         used = set(spec.used_axes())
