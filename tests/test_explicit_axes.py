@@ -100,6 +100,12 @@ if ON_8_DEVICES:
         "cumsum": lambda f, a: f.np.cumsum(a["b"], axis=1),
         "scatter_set": lambda f, a: a["b"].at[:, 0].set(1.0),
         "scatter_add_rows": lambda f, a: a["w"].at[1].add(2.0),
+        "fft_batch_sharded": lambda f, a: f.np.fft.fft(a["b"]),
+        "fft_axis_sharded": lambda f, a: f.np.fft.fft(a["a"]),
+        "rfft": lambda f, a: f.np.fft.rfft(a["b"]),
+        "fft2_batch": lambda f, a: f.np.fft.fft2(a["t"].transpose(2, 0, 1)),
+        "top_k_values": lambda f, a: f.lax.top_k(a["b"], 2)[0],
+        "top_k_indices": lambda f, a: f.lax.top_k(a["b"], 2)[1],
     }
 
 
@@ -213,6 +219,8 @@ if ON_8_DEVICES:
                                 "unsharded over the axis being reduced"),
         "concatenate_mixed": (lambda f, a: f.np.concatenate([a["a"], a["b"]]),
                               "All operands should have the same sharding"),
+        "top_k_sharded_axis": (lambda f, a: f.lax.top_k(a["a"], 2),
+                               "unsharded over the axis along which to compute the top_k"),
     }
 
 

@@ -301,6 +301,15 @@ def _cumulative_rule(ctx, ins, in_avals, out_avals, params):
     return [ins[0]]
 
 
+def _top_k_rule(ctx, ins, in_avals, out_avals, params):
+    axis = len(in_avals[0].shape) - 1
+    if ins[0][axis]:
+        raise ShardingTypeError("The input should be unsharded over the axis along which to "
+                                "compute the top_k values. Got input type="
+                                f"{type_string(in_avals[0], ins[0], False)} and axis={axis}")
+    return [ins[0]] * len(out_avals)
+
+
 def _scatter_rule(ctx, ins, in_avals, out_avals, params):
     # The operand's sharding when only unsharded dimensions are scattered into and the
     # indices and updates are unsharded (a simplification of JAX's rule).
@@ -453,6 +462,9 @@ def register():
     rules[structural.select_n_p] = _select_n_rule
     rules[structural.iota_p] = _iota_rule
     rules[sorting.sort_p] = _sort_rule
+    rules[sorting.top_k_p] = _top_k_rule
+    from fluxion._src.lax import fft
+    rules[fft.fft_p] = _same_as_operand_rule  # as JAX's: the layout is kept, FFT axes too
     for p in (windowed.cumsum_p, windowed.cumprod_p, windowed.cummax_p, windowed.cummin_p,
               windowed.cumlogsumexp_p):
         rules[p] = _cumulative_rule
