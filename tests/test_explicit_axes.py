@@ -106,6 +106,8 @@ if ON_8_DEVICES:
         "fft2_batch": lambda f, a: f.np.fft.fft2(a["t"].transpose(2, 0, 1)),
         "top_k_values": lambda f, a: f.lax.top_k(a["b"], 2)[0],
         "top_k_indices": lambda f, a: f.lax.top_k(a["b"], 2)[1],
+        "argsort": lambda f, a: f.np.argsort(a["b"], axis=1),
+        "argsort_descending": lambda f, a: f.np.argsort(a["b"], axis=1, descending=True),
     }
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from fluxion import lax
 from fluxion._src import core
 from fluxion._src.checkpoint import name_p as checkpoint_name_p
+from fluxion._src.sharded_jit import sharding_like_p
 from fluxion._src.jet import (def_comp, def_deriv, deflinear, defzero, deriv_series, jet2,
                               jet_rules, zero_series)
 
@@ -78,7 +79,13 @@ def _cumulative_rule(combine, primals, series, *, axis, reverse):
     return jet2(scan, primals, series)
 
 
+def _sharding_like_rule(primals, series, **params):
+    x, like = primals  # a layout hint: linear in x, `like` only lends its sharding
+    return sharding_like_p.bind(x, like), [sharding_like_p.bind(t, like) for t in series[0]]
+
+
 jet_rules[lax.dynamic_slice_p] = _dynamic_slice_rule
+jet_rules[sharding_like_p] = _sharding_like_rule
 jet_rules[lax.dynamic_update_slice_p] = _dynamic_update_slice_rule
 jet_rules[lax.gather_p] = _gather_rule
 jet_rules[lax.scatter_add_p] = partial(_scatter_linear_rule, lax.scatter_add_p)

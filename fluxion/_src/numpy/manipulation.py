@@ -785,7 +785,9 @@ def argsort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = T
     """Indices that sort `a` along `axis`; a stable sort keeps equal elements in order."""
     arr, axis = _sort_axis("argsort", util.ensure_arraylike("argsort", a), axis, kind, order)
     index_dtype = user_dtype(dtype) if dtype is not None else dtypes.default_int_dtype()
-    indices = ls.broadcasted_iota(index_dtype, _shape(arr), axis)
+    # laid out as `arr` on Explicit mesh axes (sort wants its operands sharded alike), as JAX
+    from fluxion._src.sharded_jit import sharding_like
+    indices = sharding_like(ls.broadcasted_iota(index_dtype, _shape(arr), axis), arr)
     if descending and stable:
         # Reversing first keeps equal elements in their original order after the final reversal.
         arr, indices = ls.rev(arr, (axis,)), ls.rev(indices, (axis,))
