@@ -2,6 +2,7 @@
 JVP of a jaxpr, partial evaluation of a jaxpr into known and unknown parts, transposition."""
 from __future__ import annotations
 
+import inspect
 from typing import Sequence
 
 from fluxion._src import ad, core, staging
@@ -10,6 +11,24 @@ from fluxion._src.core import ClosedJaxpr, Jaxpr
 
 _memo: dict = {}
 
+
+
+def positional_args(fun, args: tuple, kwargs: dict, decorator: str) -> tuple:
+    """`args` and `kwargs` of a call of `fun` as positional arguments only (custom_vmap and
+    custom_dce take no keywords), or JAX's TypeError naming the `decorator`."""
+    if not kwargs:
+        return args
+    try:
+        bound = inspect.signature(fun).bind(*args, **kwargs)
+        if bound.kwargs:
+            raise TypeError("The following keyword arguments could not be resolved to "
+                            f"positions: {', '.join(bound.kwargs)}")
+        return bound.args
+    except TypeError as e:
+        name = getattr(fun, "__name__", None) or type(fun).__name__
+        raise TypeError(f"The input arguments to the {decorator}-decorated function {name} "
+                        "could not be resolved to positional-only arguments. Binding failed "
+                        f"with the error:\n{e}") from e
 
 def memoized(transform):
     """Cache a jaxpr transformation on (the jaxpr's identity, the other arguments), so that

@@ -8,12 +8,11 @@ supported, as in JAX.
 from __future__ import annotations
 
 import functools
-import inspect
 from typing import Callable
 
 from fluxion._src import ad, batching, core
 from fluxion._src.api import fun_name
-from fluxion._src.call_transforms import jvp_jaxpr, trace_closure_converted
+from fluxion._src.call_transforms import jvp_jaxpr, positional_args, trace_closure_converted
 from fluxion._src.compiler import lowering
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import tree_flatten, tree_map, tree_unflatten
@@ -54,17 +53,7 @@ class custom_vmap:
     @api_boundary
     def __call__(self, *args, **kwargs):
         name = fun_name(self.fun)
-        if kwargs:
-            try:
-                bound = inspect.signature(self.fun).bind(*args, **kwargs)
-                if bound.kwargs:
-                    raise TypeError("The following keyword arguments could not be resolved to "
-                                    f"positions: {', '.join(bound.kwargs)}")
-                args = bound.args
-            except TypeError as e:
-                raise TypeError(f"The input arguments to the custom_vmap-decorated function "
-                                f"{name} could not be resolved to positional-only arguments. "
-                                f"Binding failed with the error:\n{e}") from e
+        args = positional_args(self.fun, args, kwargs, "custom_vmap")
         if not self.vmap_rule:
             raise AttributeError(f"No batching rule defined for custom_vmap function {name} "
                                  "using def_vmap.")

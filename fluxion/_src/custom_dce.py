@@ -10,12 +10,12 @@ does not reach derivatives).
 from __future__ import annotations
 
 import functools
-import inspect
 from typing import Callable
 
 from fluxion._src import ad, batching, core, effects, staging
 from fluxion._src.api import fun_name
-from fluxion._src.call_transforms import batch_jaxpr, jvp_jaxpr, trace_closure_converted
+from fluxion._src.call_transforms import (batch_jaxpr, jvp_jaxpr, positional_args,
+                                         trace_closure_converted)
 from fluxion._src.compiler import lowering
 from fluxion._src.core import ClosedJaxpr, Jaxpr, JaxprEqn
 from fluxion._src.traceback_util import api_boundary
@@ -60,17 +60,7 @@ class custom_dce:
     @api_boundary
     def __call__(self, *args, **kwargs):
         name = fun_name(self.fun)
-        if kwargs:
-            try:
-                bound = inspect.signature(self.fun).bind(*args, **kwargs)
-                if bound.kwargs:
-                    raise TypeError("The following keyword arguments could not be resolved to "
-                                    f"positions: {', '.join(bound.kwargs)}")
-                args = bound.args
-            except TypeError as e:
-                raise TypeError(f"The input arguments to the custom_dce-decorated function "
-                                f"{name} could not be resolved to positional-only arguments. "
-                                f"Binding failed with the error:\n{e}") from e
+        args = positional_args(self.fun, args, kwargs, "custom_dce")
         if self.dce_rule is None:
             raise AttributeError(f"No DCE rule defined for custom_dce function {name} using "
                                  "def_dce.")
