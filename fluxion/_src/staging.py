@@ -157,10 +157,9 @@ def dce_jaxpr(jaxpr: Jaxpr) -> Jaxpr:
             if new is None:
                 continue
             eqn = new
-        elif not used or not all(used):
-            if not (any(used) or getattr(eqn.primitive, "has_side_effect", False)
-                    or effects.has_effects(eqn)):
-                continue
+        elif not any(used) and not (getattr(eqn.primitive, "has_side_effect", False)
+                                    or effects.has_effects(eqn)):
+            continue
         kept.append(eqn)
         live.update(id(v) for v in eqn.invars if isinstance(v, Var))
     kept.reverse()
@@ -169,18 +168,23 @@ def dce_jaxpr(jaxpr: Jaxpr) -> Jaxpr:
     return Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, kept, jaxpr.effects, jaxpr.debug_info)
 
 
+def _read_var_ids(jaxpr: Jaxpr) -> set:
+    """The ids of the vars of `jaxpr` that an equation or an output reads."""
+    read = {id(v) for e in jaxpr.eqns for v in e.invars if isinstance(v, Var)}
+    read.update(id(v) for v in jaxpr.outvars if isinstance(v, Var))
+    return read
+
+
 def used_invars(jaxpr: Jaxpr) -> list[bool]:
     """Whether each input of `jaxpr` is read (by an equation or as an output)."""
-    used = {id(v) for e in jaxpr.eqns for v in e.invars if isinstance(v, Var)}
-    used.update(id(v) for v in jaxpr.outvars if isinstance(v, Var))
-    return [id(v) in used for v in jaxpr.invars]
+    read = _read_var_ids(jaxpr)
+    return [id(v) in read for v in jaxpr.invars]
 
 
 def prune_consts(closed: ClosedJaxpr) -> ClosedJaxpr:
     """Remove constvars that no equation or output uses."""
     jaxpr = closed.jaxpr
-    used = {id(v) for e in jaxpr.eqns for v in e.invars if isinstance(v, Var)}
-    used.update(id(v) for v in jaxpr.outvars if isinstance(v, Var))
+    used = _read_var_ids(jaxpr)
     pairs = [(v, c) for v, c in zip(jaxpr.constvars, closed.consts) if id(v) in used]
     if len(pairs) == len(jaxpr.constvars):
         return closed
