@@ -103,9 +103,9 @@ def _check_loop_carry(api: str, avals, carry_in, carry_out) -> None:
     lines = []
     for i, aval, m_in, m_out in diffs:
         what = f"the input carry component [{i}]" if len(avals) > 1 else "the input carry"
-        line = (f"{what[0].upper()}{what[1:]} has type {_vma_type(aval, m_in)} but the corresponding output carry "
-                f"component has type {_vma_type(aval, m_out)}, so the manual axis types do "
-                "not match.")
+        line = (f"{what[0].upper()}{what[1:]} has type {_vma_type(aval, m_in)} but the "
+                f"corresponding output carry component has type {_vma_type(aval, m_out)}, so "
+                "the manual axis types do not match.")
         if m_out - m_in:
             line += (f"\n\nThis might be fixed by applying {_pcast_hint(m_out - m_in)}, to the "
                      f"initial carry value corresponding to {what}.")
@@ -151,9 +151,6 @@ def jaxpr_vma(jaxpr, in_vma, manual: frozenset) -> list:
     for eqn in jaxpr.eqns:
         ins = [read(a) for a in eqn.invars]
         outs = _eqn_vma(eqn, ins, manual)
-        if eqn.primitive.name == "cond":
-            _check_branches([v.aval for v in eqn.outvars],
-                            [jaxpr_vma(br, ins[1:], manual) for br in eqn.params["branches"]])
         for v, m in zip(eqn.outvars, outs):
             env[v] = m
     return [read(a) for a in jaxpr.outvars]
@@ -173,10 +170,9 @@ def _eqn_vma(eqn, ins, manual) -> list:
         return [ins[0] - frozenset(_names(params))]
     if name == "cond":
         # As in JAX, a varying predicate (of cond or while) does not make the outputs vary.
-        outs = [frozenset()] * n_out
-        for br in params["branches"]:
-            outs = [a | b for a, b in zip(outs, jaxpr_vma(br, ins[1:], manual))]
-        return outs
+        branch_outs = [jaxpr_vma(br, ins[1:], manual) for br in params["branches"]]
+        _check_branches([v.aval for v in eqn.outvars], branch_outs)
+        return branch_outs[0]
     if name == "scan":
         return _scan_vma(params, ins, manual)
     if name == "while":
