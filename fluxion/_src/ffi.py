@@ -31,8 +31,8 @@ VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_a
 # Registration
 
 def _xla_client():
-    from jaxlib import xla_client
-    return xla_client
+    from fluxion._src.compiler import backend
+    return backend._jaxlib()[0]
 
 
 def register_ffi_target(name: str, fn: Any, platform: str = "cpu", api_version: int = 1,
