@@ -13,7 +13,7 @@ import functools
 from typing import Callable
 
 from fluxion._src import ad, batching, core, effects, staging
-from fluxion._src.api import fun_name
+from fluxion._src.api import _merge_args, fun_name
 from fluxion._src.call_transforms import (batch_jaxpr, jvp_jaxpr, positional_args,
                                          trace_closure_converted)
 from fluxion._src.compiler import lowering
@@ -66,8 +66,8 @@ class custom_dce:
                                  "def_dce.")
         statics = {i: args[i] for i in self.static_argnums}
         dyn = [a for i, a in enumerate(args) if i not in statics]
-        fun = _with_statics(self.fun, statics, len(args))
-        rule_fun = _with_statics(self.dce_rule, statics, len(args), leading=1)
+        fun = _with_statics(self.fun, statics)
+        rule_fun = _with_statics(self.dce_rule, statics, leading=1)
         leaves, in_tree = tree_flatten(tuple(dyn))
         call, consts, out_tree = trace_closure_converted(
             lambda *a: fun(*a), in_tree, [core.get_aval(x) for x in leaves],
@@ -78,14 +78,14 @@ class custom_dce:
         return tree_unflatten(out_tree, outs)
 
 
-def _with_statics(f, statics: dict, nargs: int, leading: int = 0):
+def _with_statics(f, statics: dict, leading: int = 0):
     """`f` taking only the dynamic arguments (after `leading` ones), statics put back."""
     if not statics:
         return f
+    static_pos = sorted(statics.items())
 
     def g(*args):
-        head, dyn = args[:leading], iter(args[leading:])
-        return f(*head, *[statics[i] if i in statics else next(dyn) for i in range(nargs)])
+        return f(*args[:leading], *_merge_args(args[leading:], static_pos))
     return g
 
 
