@@ -151,17 +151,52 @@ def _find_cuda_plugin() -> str | None:
     return None
 
 
+def _cuda_plugin_extension():
+    """jaxlib's CUDA plugin extension (custom-call and FFI-type registration), if installed."""
+    import importlib
+    for package in ("jax_cuda13_plugin", "jax_cuda12_plugin", "jaxlib.cuda"):
+        try:
+            return importlib.import_module(f"{package}.cuda_plugin_extension")
+        except ImportError:
+            continue
+    return None
+
+
 def _make_cuda():
     xla_client, _ = _jaxlib()
     path = _find_cuda_plugin()
     if path is None:
         raise RuntimeError("no CUDA PJRT plugin found (install jax-cuda12-pjrt or jax-cuda13-pjrt)")
     if not xla_client.pjrt_plugin_loaded("cuda"):
-        xla_client.load_pjrt_plugin_dynamically("cuda", path)
+        c_api = xla_client.load_pjrt_plugin_dynamically("cuda", path)
+        _register_cuda_custom_calls(xla_client, c_api)
     if not xla_client.pjrt_plugin_initialized("cuda"):
         xla_client.initialize_pjrt_plugin("cuda")
-    client = xla_client.make_c_api_client("cuda", {})
+    # The allocator settings JAX reads (XLA_PYTHON_CLIENT_PREALLOCATE, XLA_CLIENT_MEM_FRACTION,
+    # XLA_PYTHON_CLIENT_ALLOCATOR, ...): without them the plugin takes 75% of the GPU at start.
+    options = xla_client.generate_pjrt_gpu_plugin_options()
+    client = xla_client.make_c_api_client("cuda", options)
     return Backend(client, "cuda")
+
+
+def _register_cuda_custom_calls(xla_client, c_api) -> None:
+    """Route custom-call registrations for "CUDA" to the plugin just loaded, and register the
+    plugin's own FFI handlers (the Python host-callback targets among them).
+
+    When another library loaded the plugin first, it has done this already."""
+    extension = _cuda_plugin_extension()
+    if extension is None:
+        logger.warning("jaxlib's cuda_plugin_extension is missing: host callbacks and "
+                       "linear algebra will not compile for CUDA")
+        return
+    xla_client.register_custom_type_handler(
+        "CUDA", functools.partial(extension.register_custom_type, c_api))
+    xla_client.register_custom_call_handler(
+        "CUDA", functools.partial(extension.register_custom_call_target, c_api))
+    for name, type_id in extension.ffi_types().items():
+        xla_client.register_custom_type(name, type_id, platform="CUDA")
+    for name, handler in extension.ffi_handlers().items():
+        xla_client.register_custom_call_target(name, handler, platform="CUDA", api_version=1)
 
 
 _FACTORIES = {"cpu": _make_cpu, "cuda": _make_cuda}
