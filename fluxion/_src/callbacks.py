@@ -7,7 +7,8 @@ Three primitives share one set of rules:
 - `debug_callback_p`: a debug effect with no results (`fluxion.debug.callback`/`print`).
 
 Eagerly the callback runs directly. Compiled, each equation becomes jaxlib's
-`xla_ffi_python_cpu_callback` custom call; its `index` selects the Python callable in the list
+`xla_ffi_python_cpu_callback` custom call (`xla_ffi_python_gpu_callback` on GPUs, which copies
+operands to the host and results back); its `index` selects the Python callable in the list
 handed to the compiler with the module (`host_callbacks`). Ordered callbacks take and return a
 `!stablehlo.token`, chained through the block they sit in. A Python exception inside a callback
 is stored and re-raised at the caller instead of XLA's error (see `SynchronousExecutable`).
@@ -147,6 +148,11 @@ def _effects_of(prim):
     return rule
 
 
+def _callback_target(platform: str) -> str:
+    return "xla_ffi_python_gpu_callback" if platform in ("cuda", "rocm") else \
+        "xla_ffi_python_cpu_callback"
+
+
 def _lowering(prim):
     side_effect = prim is not pure_callback_p
 
@@ -157,7 +163,7 @@ def _lowering(prim):
         callbacks.append(_host_fn(callback, result_avals, token=ordered))
         config = {"index": f"{index} : ui64"}
         if not ordered:
-            return ctx.custom_call("xla_ffi_python_cpu_callback", args, result_avals,
+            return ctx.custom_call(_callback_target(ctx.platform), args, result_avals,
                                    backend_config=config, has_side_effect=side_effect)
         return _ordered_call(ctx, args, result_avals, index)
     return rule
@@ -176,7 +182,7 @@ def _ordered_call(ctx, args, result_avals, index):
     lhs = base if n == 1 else f"{base}:{n}"
     block.lines.append(
         f'{lhs} = "stablehlo.custom_call"({operands}) {{call_target_name = '
-        f'"xla_ffi_python_cpu_callback", has_side_effect = true, api_version = 4 : i32, '
+        f'"{_callback_target(ctx.platform)}", has_side_effect = true, api_version = 4 : i32, '
         f'backend_config = {{index = {index} : ui64}}}} : ({in_types}) -> '
         + (out_types[0] if n == 1 else "(" + ", ".join(out_types) + ")"))
     block._ordered_token = base if n == 1 else f"{base}#0"
@@ -264,7 +270,7 @@ def _broadcast_front(x, size):
 for _p in _ALL:
     _p.def_impl(_impl)
     _p.def_abstract_eval(_abstract_eval)
-    lowering.register_lowering(_p, _lowering(_p), platform="cpu")
+    lowering.register_lowering(_p, _lowering(_p))  # CPU and GPU (see _callback_target)
     batching.primitive_batchers[_p] = _batch(_p)
     _rule = _effects_of(_p)
     if _rule is not None:

@@ -110,13 +110,14 @@ def _cond_with_token(original):
 
 
 def install() -> None:
-    """Wrap the CPU lowerings of while and cond (the platform with host callbacks)."""
+    """Wrap the lowerings of while and cond on the platforms with host callbacks."""
     from fluxion._src.lax import control_flow
-    for prim, wrap in ((control_flow.while_p, _while_with_token),
-                       (control_flow.cond_p, _cond_with_token)):
-        original = lowering.get_lowering(prim, "cpu")
-        if getattr(original, "_threads_tokens", False):
-            continue
-        rule = wrap(original)
-        rule._threads_tokens = True
-        lowering.register_lowering(prim, rule, platform="cpu")
+    for platform in ("cpu", "cuda"):
+        for prim, wrap in ((control_flow.while_p, _while_with_token),
+                           (control_flow.cond_p, _cond_with_token)):
+            original = lowering.get_lowering(prim, platform)
+            if getattr(original, "_threads_tokens", False):
+                continue
+            rule = wrap(original)
+            rule._threads_tokens = True
+            lowering.register_lowering(prim, rule, platform=platform)
