@@ -65,6 +65,18 @@ def call(ctx, op: str, dtype, operands, result_avals, attrs=None, matrix_operand
     `alias` is an (output, operand) pair, or a list of them, for kernels working in place.
     """
     ensure_initialized()
+    return kernel_call(ctx, target_name(op, dtype), operands, result_avals, attrs,
+                       matrix_operands, matrix_results, alias)
+
+
+def kernel_call(ctx, target: str, operands, result_avals, attrs=None, matrix_operands=None,
+                matrix_results=None, alias=(0, 0), column_major: bool = True):
+    """Emit one FFI call of a linear-algebra kernel (LAPACK on CPU, cuSOLVER on GPUs).
+
+    Matrices (operands and results of rank >= 2, unless `matrix_operands`/`matrix_results` say
+    otherwise) travel column-major when `column_major`; leading dims are batch. `alias` is an
+    (output, operand) pair, or a list of them, for kernels working in place.
+    """
     matrix_operands = matrix_operands or [True] * len(operands)
     matrix_results = matrix_results or [a.ndim >= 2 for a in result_avals]
     extra = None
@@ -75,9 +87,11 @@ def call(ctx, op: str, dtype, operands, result_avals, attrs=None, matrix_operand
             f"[{out if len(result_avals) > 1 else ''}], operand_index = {arg}, "
             f"operand_tuple_indices = []>" for out, arg in pairs) + "]"}
     return ctx.custom_call(
-        target_name(op, dtype), operands, result_avals, backend_config=dict(attrs or {}),
-        operand_layouts=[_layout(x.aval.ndim, m) for x, m in zip(operands, matrix_operands)],
-        result_layouts=[_layout(a.ndim, m) for a, m in zip(result_avals, matrix_results)],
+        target, operands, result_avals, backend_config=dict(attrs or {}),
+        operand_layouts=[_layout(x.aval.ndim, m and column_major)
+                         for x, m in zip(operands, matrix_operands)],
+        result_layouts=[_layout(a.ndim, m and column_major)
+                        for a, m in zip(result_avals, matrix_results)],
         extra_attrs=extra)
 
 
