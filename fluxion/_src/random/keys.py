@@ -18,7 +18,7 @@ import fluxion.numpy as jnp
 from fluxion._src import core, dtypes
 from fluxion._src.array import Array
 from fluxion._src.errors import KeyReuseError
-from fluxion._src import api as api_module
+from fluxion._src import api as api_module, key_flow
 from fluxion._src.api import jit
 from fluxion._src.random._common import static_jit
 from fluxion._src.numpy.util import is_arraylike
@@ -84,14 +84,16 @@ class PRNGKeyArray:
     equality; arithmetic and conversion to NumPy raise TypeError, as in JAX.
     """
 
-    # _consumed: used by a random function while `jax.debug_key_reuse` was set
-    __slots__ = ("_base_array", "_consumed")
+    # With `jax.debug_key_reuse` set: _consumed, whether (or which elements, a bool mask) a
+    # random function used it; _origin, the key_flow scope it was made in.
+    __slots__ = ("_base_array", "_consumed", "_origin")
     __array_priority__ = 100
     __hash__ = None
 
     def __init__(self, key_data):
         self._base_array = key_data
         self._consumed = False
+        self._origin = key_flow.current_scope() if config.debug_key_reuse else None
 
     # ---- array-like attributes
     shape = property(lambda self: tuple(self._base_array.shape[:-1]))
@@ -109,7 +111,8 @@ class PRNGKeyArray:
     def __iter__(self):
         if not self.shape:
             raise TypeError("iteration over a 0-d key array")
-        return (self[i] for i in range(self.shape[0]))
+        # as in JAX, iterating does not consume elements of the array (indexing does)
+        return (PRNGKeyArray(self._base_array[i]) for i in range(self.shape[0]))
 
     def __bool__(self):
         raise TypeError("key array cannot be converted to boolean.")
@@ -125,6 +128,11 @@ class PRNGKeyArray:
     def __getitem__(self, index):
         if not isinstance(index, tuple):
             index = (index,)
+        if config.debug_key_reuse:
+            # JAX's `slice` consumes the elements it takes and makes fresh keys of them.
+            mask = key_flow.index_mask(self.shape, index)
+            if mask is not None:
+                key_flow.consume("slice", self, mask)
         if any(i is Ellipsis for i in index):
             index = index + (slice(None),)  # keep the key words out of the ellipsis
         elif sum(i is not None for i in index) > self.ndim:
@@ -211,6 +219,7 @@ class PRNGKeyArray:
     committed = property(lambda self: self._base_array.committed)
 
 
+key_flow.KEY_TYPE = PRNGKeyArray
 register_pytree_node(PRNGKeyArray, lambda k: ((k._base_array,), None),
                      lambda _, children: PRNGKeyArray(children[0]))
 
@@ -243,8 +252,6 @@ def check_key(name: str, key, allow_batched: bool = False):
     """(raw key data, whether `key` was typed) for a key passed to a random function."""
     if isinstance(key, PRNGKeyArray):
         data, typed, shape = key._base_array, True, key.shape
-        if config.debug_key_reuse and name not in _NOT_CONSUMING:
-            _consume(name, key)
     elif is_arraylike(key):
         check_key_data(key)
         data, typed, shape = key, False, tuple(key.shape)
@@ -254,49 +261,28 @@ def check_key(name: str, key, allow_batched: bool = False):
     if not allow_batched and len(shape) != (0 if typed else 1):
         raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
                          f"{shape} != (). Use jax.vmap for batching.")
+    if typed and config.debug_key_reuse and name not in _NOT_CONSUMING:
+        _consume(name, key)
     return data, typed
 
 
 def _consume(name: str, key, index: int = 0) -> None:
-    """KeyReuseError if `key` was consumed before; else mark it consumed.
-
-    An eager key is marked for good. A traced key (inside jit, vmap, a loop body, ...) is
-    marked with the trace that consumed it, and only a second use in that same trace is
-    reuse: the branches of a `cond` each use a key it closes over once. A jitted function
-    consumes the keys its trace consumed (`consume_arguments`); other traces (cond, grad, a
-    scan's closure) do not pass consumption out (see docs/differences.md)."""
-    base = key._base_array
-    if type(base) is Array:
-        if key._consumed:
-            where = "random_split" if name == "split" else "jit-compiled function"
-            raise KeyReuseError(f"Previously-consumed key passed to {where} at index {index}")
-        key._consumed = True
-    elif isinstance(base, core.Tracer):
-        trace = core.current_trace()
-        if key._consumed is trace:
-            # JAX names the reusing equation: its samplers are jitted functions.
-            where = {"split": "random_split", "bits": "random_bits"}.get(name, "jit")
-            raise KeyReuseError(f"In {where}, argument {index} is already consumed.")
-        key._consumed = trace
-
-
-def _keys_by_leaf(args) -> list:
-    """(leaf index, key) for the typed keys among `args` (each key is one leaf of data)."""
-    leaves = tree_leaves(args, is_leaf=lambda x: isinstance(x, PRNGKeyArray))
-    return [(i, x) for i, x in enumerate(leaves) if isinstance(x, PRNGKeyArray)]
+    """KeyReuseError if `key` was consumed before; else mark it consumed (see key_flow)."""
+    key_flow.consume(name, key, True, index)
 
 
 def _consumed_in_trace(args) -> tuple:
-    """The leaf indices of the keys among a traced function's arguments that it consumed."""
-    return tuple(i for i, key in _keys_by_leaf(args) if isinstance(key._consumed, core.Trace))
+    """(leaf index, mask) for the keys among a traced function's arguments it consumed."""
+    return tuple((i, key._consumed) for i, key in key_flow.keys_by_leaf(args)
+                 if np.any(key._consumed))
 
 
-def _consume_arguments(args, positions) -> None:
-    """A jitted function called on `args` consumes its keys at leaf indices `positions`."""
-    keys = dict(_keys_by_leaf(args))
-    for i in positions:
+def _consume_arguments(args, consumed) -> None:
+    """A jitted function called on `args` consumes its keys as `consumed` says."""
+    keys = dict(key_flow.keys_by_leaf(args))
+    for i, mask in consumed:
         if i in keys:
-            _consume("jit", keys[i], i)
+            key_flow.consume("jit", keys[i], mask, i)
 
 
 api_module.key_reuse_hooks = (_consumed_in_trace, _consume_arguments)
