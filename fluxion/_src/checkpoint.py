@@ -11,7 +11,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from fluxion._src import ad, batching, core, staging
+from fluxion._src import ad, batching, core, key_flow, staging
+from fluxion._src.config import config
 from fluxion._src.api import fun_name
 from fluxion._src.call_transforms import batch_jaxpr, closure_convert, jvp_jaxpr, memoized, transpose_jaxpr
 from fluxion._src.compiler import lowering
@@ -218,12 +219,13 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
         dyn = tuple(a for i, a in enumerate(args) if i not in statics)
         leaves, in_tree = tree_flatten((dyn, kwargs))
         box = []
+        f = key_flow.transparent(fun, (args, kwargs)) if config.debug_key_reuse else fun
 
         def flat(*xs):
             d, kw = tree_unflatten(in_tree, xs)
             it = iter(d)
             full = [statics[i] if i in statics else next(it) for i in range(len(args))]
-            out = fun(*full, **kw)
+            out = f(*full, **kw)
             out_leaves, out_tree = tree_flatten(out)
             box.append(out_tree)
             return out_leaves

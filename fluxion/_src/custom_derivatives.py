@@ -13,7 +13,8 @@ import functools
 import inspect
 from typing import Callable, Sequence
 
-from fluxion._src import ad, batching, core, dtypes, staging
+from fluxion._src import ad, batching, core, dtypes, key_flow, staging
+from fluxion._src.config import config
 from fluxion._src.api import fun_name
 from fluxion._src.call_transforms import closure_convert, jvp_jaxpr
 from fluxion._src.compiler import lowering
@@ -118,9 +119,10 @@ class custom_jvp:
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         leaves, in_tree = tree_flatten(diff)
         out_tree_box = []
+        fun = key_flow.transparent(self.fun, (tuple(args), {})) if config.debug_key_reuse else self.fun
 
         def flat_fun(*xs):
-            out = self.fun(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
+            out = fun(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
             out_leaves, out_tree = tree_flatten(out)
             out_tree_box.append(out_tree)
             return out_leaves
@@ -330,9 +332,12 @@ class custom_vjp:
         leaves, in_tree = tree_flatten(diff)
         name = fun_name(self.fun)
         out_tree_box = []
+        fun, fwd = self.fun, self.fwd
+        if config.debug_key_reuse:
+            fun, fwd = (key_flow.transparent(g, (tuple(args), {})) for g in (fun, fwd))
 
         def flat_fun(*xs):
-            out = self.fun(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
+            out = fun(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
             out_leaves, out_tree = tree_flatten(out)
             out_tree_box.append(out_tree)
             return out_leaves
@@ -341,7 +346,7 @@ class custom_vjp:
             if self.symbolic_zeros:  # each argument leaf as (value, whether it has a tangent)
                 flags = [True] * len(xs) if perturbed is None else perturbed
                 xs = [CustomVJPPrimal(x, bool(p)) for x, p in zip(xs, flags)]
-            res = self.fwd(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
+            res = fwd(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
             if not (isinstance(res, (tuple, list)) and len(res) == 2):
                 raise TypeError(f"Custom VJP fwd rule {fun_name(self.fwd)} for function {name} "
                                 "must produce a pair (list or tuple of length two) representing "
