@@ -219,7 +219,8 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
         dyn = tuple(a for i, a in enumerate(args) if i not in statics)
         leaves, in_tree = tree_flatten((dyn, kwargs))
         box = []
-        f = key_flow.transparent(fun, (args, kwargs)) if config.debug_key_reuse else fun
+        call = key_flow.StagedCall((args, kwargs)) if config.debug_key_reuse else None
+        f = fun if call is None else call.wrap(fun)
 
         def flat(*xs):
             d, kw = tree_unflatten(in_tree, xs)
@@ -232,6 +233,8 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
 
         closed = staging.trace_to_jaxpr(flat, [core.get_aval(x) for x in leaves],
                                         origin=f"checkpoint of {fun_name(fun)}")
+        if call is not None:
+            call.finish("remat2")
         jaxpr, consts = closure_convert(closed)
         outs = checkpoint_p.bind(*consts, *leaves, jaxpr=jaxpr, prevent_cse=prevent_cse,
                                  differentiated=False, policy=policy)

@@ -48,6 +48,14 @@ def _stage(flat_fun, avals, origin) -> tuple[ClosedJaxpr, list]:
     return closure_convert(closed)
 
 
+def _key_reuse_staged(name: str, args) -> None:
+    """`debug_key_reuse`: a staged custom_jvp/custom_vjp call consumes every key passed to
+    it (JAX has no key rule for these equations); run eagerly or differentiated, the
+    function's own consumption passes through (`key_flow.transparent`)."""
+    if config.debug_key_reuse and key_flow.staged():
+        key_flow.consume_all(name, tuple(args))
+
+
 def _forward_attr(self, name):
     """Attributes the object lacks come from the function it wraps (a custom_vmap function's
     `def_vmap`, say), as JAX's custom_api_util.forward_attr."""
@@ -119,7 +127,9 @@ class custom_jvp:
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         leaves, in_tree = tree_flatten(diff)
         out_tree_box = []
-        fun = key_flow.transparent(self.fun, (tuple(args), {})) if config.debug_key_reuse else self.fun
+        fun, keys_flow = self.fun, config.debug_key_reuse and not key_flow.staged()
+        if keys_flow:  # run once, at the caller's level (staged, `_key_reuse_staged` below)
+            fun = key_flow.transparent(fun, (tuple(args), {}))
 
         def flat_fun(*xs):
             out = fun(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
@@ -130,7 +140,11 @@ class custom_jvp:
         def flat_jvp(primals, tangents):
             p = tree_unflatten(in_tree, primals)
             t = tree_unflatten(in_tree, tangents)
+            if keys_flow:
+                key_flow.pass_in(diff, p)
             out_p, out_t = self.jvp(*nondiff, tuple(p), tuple(t))
+            if keys_flow:
+                key_flow.pass_back(diff, p)
             p_leaves, p_tree = tree_flatten(out_p)
             t_leaves, t_tree = tree_flatten(out_t)
             out_tree_box.append(p_tree)
@@ -147,6 +161,7 @@ class custom_jvp:
 
         flat_jvp.__qualname__ = fun_name(self.jvp)
         outs = bind_custom_jvp(flat_fun, flat_jvp, leaves, self.symbolic_zeros, fun_name(self.fun))
+        _key_reuse_staged("custom_jvp_call", args)
         return tree_unflatten(out_tree_box[-1], outs)
 
 
@@ -333,7 +348,7 @@ class custom_vjp:
         name = fun_name(self.fun)
         out_tree_box = []
         fun, fwd = self.fun, self.fwd
-        if config.debug_key_reuse:
+        if config.debug_key_reuse and not key_flow.staged():
             fun, fwd = (key_flow.transparent(g, (tuple(args), {})) for g in (fun, fwd))
 
         def flat_fun(*xs):
@@ -396,6 +411,7 @@ class custom_vjp:
             return out
 
         outs = bind_custom_vjp(flat_fun, flat_fwd, flat_bwd, leaves, name)
+        _key_reuse_staged("custom_vjp_call", args)
         return tree_unflatten(out_tree_box[-1], outs)
 
 

@@ -119,15 +119,14 @@ def current_scope():
 
 
 def state(key):
-    """The consumption of `key` seen from the innermost scope."""
-    extra = False
-    for scope in reversed(_scopes.stack):
-        if scope.owns(key):
-            break
-        entry = scope.closed.get(id(key))
-        if entry is not None:
-            extra = _union(extra, entry[1])
-    return _union(key._consumed, extra)
+    """The consumption of `key` seen from the innermost scope: a staged function sees only
+    its own uses of a key it closes over (JAX analyses each jaxpr alone; the primitive's rule
+    then checks the caller's key)."""
+    stack = _scopes.stack
+    if stack and not stack[-1].owns(key):
+        entry = stack[-1].closed.get(id(key))
+        return False if entry is None else entry[1]
+    return key._consumed
 
 
 def _mark(key, mask) -> None:
@@ -154,11 +153,24 @@ def staged() -> bool:
 # The equation JAX names for reuse by a random function (its samplers are jitted functions).
 _EAGER_NAMES = {"split": "random_split", "jit": "jit-compiled function"}
 _STAGED_NAMES = {"split": "random_split", "bits": "random_bits"}
-_OWN_NAMES = frozenset({"cond", "scan", "while", "slice", "jit-compiled function"})
+_OWN_NAMES = frozenset({"cond", "scan", "while", "slice", "transpose", "remat2",
+                        "custom_jvp_call", "custom_vjp_call", "jit-compiled function"})
+
+
+def forward(parent, child) -> None:
+    """`child` is `parent` seen through an op JAX forwards (a traced index, `take`,
+    `reshape`): in a jaxpr, consuming the child consumes the whole parent; eagerly the child
+    starts as consumed as the parent."""
+    if staged():
+        child._forward = parent
+    else:
+        child._consumed = _any(state(parent))
 
 
 def consume(name: str, key, mask=True, index: int = 0) -> None:
     """KeyReuseError if any element of `key` under `mask` was consumed; else consume them."""
+    while key._forward is not None:
+        key, mask = key._forward, True
     if _any(np.logical_and(state(key), mask)):
         if staged():
             where = name if name in _OWN_NAMES else _STAGED_NAMES.get(name, "jit")
@@ -299,19 +311,64 @@ def transparent(fun, outer):
     """`fun`, called with arguments of the pytree structure of `outer` (the caller's
     (args, kwargs)): its argument keys start as consumed as the caller's, and the caller's
     keys are consumed as the function consumed them."""
-    outer_keys = dict(keys_by_leaf(outer))
-    if not outer_keys:
+    if not keys_by_leaf(outer):
         return fun
 
     @functools.wraps(fun)
     def passing(*args, **kwargs):
-        inner = keys_by_leaf((args, kwargs))
-        for i, key in inner:
-            if i in outer_keys and key is not outer_keys[i]:
-                key._consumed = _same_shape_or_whole(state(outer_keys[i]), key)
+        inner = (args, kwargs)
+        pass_in(outer, inner)
         out = fun(*args, **kwargs)
-        for i, key in inner:
-            if i in outer_keys and key is not outer_keys[i] and _any(key._consumed):
-                _mark(outer_keys[i], _same_shape_or_whole(key._consumed, outer_keys[i]))
+        pass_back(outer, inner)
         return out
     return passing
+
+
+def pass_in(outer, inner) -> None:
+    """The keys of `inner` (a pytree of `outer`'s structure) take the consumption of
+    `outer`'s."""
+    outer_keys = dict(keys_by_leaf(outer))
+    for i, key in keys_by_leaf(inner):
+        if i in outer_keys and key is not outer_keys[i]:
+            key._consumed = _same_shape_or_whole(state(outer_keys[i]), key)
+
+
+def pass_back(outer, inner) -> None:
+    """`outer`'s keys are consumed as the keys of `inner` (of the same structure) were."""
+    outer_keys = dict(keys_by_leaf(outer))
+    for i, key in keys_by_leaf(inner):
+        if i in outer_keys and key is not outer_keys[i] and _any(key._consumed):
+            _mark(outer_keys[i], _same_shape_or_whole(key._consumed, outer_keys[i]))
+
+
+class StagedCall:
+    """A function staged as one equation (`checkpoint`'s remat2): the call consumes the
+    caller's keys the function consumed, checked as that equation's arguments."""
+
+    def __init__(self, outer):
+        self.outer = outer
+        self.inner = []
+
+    def wrap(self, fun):
+        @functools.wraps(fun)
+        def recording(*args, **kwargs):
+            self.inner.append((args, kwargs))
+            return fun(*args, **kwargs)
+        return recording
+
+    def finish(self, name: str) -> None:
+        outer_keys = dict(keys_by_leaf(self.outer))
+        sinks: dict[int, object] = {}
+        for inner in self.inner:
+            for i, key in keys_by_leaf(inner):
+                if _any(key._consumed):
+                    sinks[i] = _union(sinks.get(i, False), key._consumed)
+        for i, mask in sinks.items():
+            if i in outer_keys:
+                consume(name, outer_keys[i], _same_shape_or_whole(mask, outer_keys[i]), i)
+
+
+def consume_all(name: str, args) -> None:
+    """An equation JAX has no key rule for consumes every key passed to it."""
+    for i, key in keys_by_leaf(args):
+        consume(name, key, True, i)

@@ -85,14 +85,16 @@ class PRNGKeyArray:
     """
 
     # With `jax.debug_key_reuse` set: _consumed, whether (or which elements, a bool mask) a
-    # random function used it; _origin, the key_flow scope it was made in.
-    __slots__ = ("_base_array", "_consumed", "_origin")
+    # random function used it; _origin, the key_flow scope it was made in; _forward, the key
+    # it views in a jaxpr (consuming this key consumes that one).
+    __slots__ = ("_base_array", "_consumed", "_origin", "_forward")
     __array_priority__ = 100
     __hash__ = None
 
     def __init__(self, key_data):
         self._base_array = key_data
         self._consumed = False
+        self._forward = None
         self._origin = key_flow.current_scope() if config.debug_key_reuse else None
 
     # ---- array-like attributes
@@ -128,6 +130,7 @@ class PRNGKeyArray:
     def __getitem__(self, index):
         if not isinstance(index, tuple):
             index = (index,)
+        mask = None
         if config.debug_key_reuse:
             # JAX's `slice` consumes the elements it takes and makes fresh keys of them.
             mask = key_flow.index_mask(self.shape, index)
@@ -138,7 +141,10 @@ class PRNGKeyArray:
         elif sum(i is not None for i in index) > self.ndim:
             raise IndexError(f"Too many indices: {self.ndim}-dimensional key array indexed with "
                              f"{len(index)} regular indices.")
-        return PRNGKeyArray(self._base_array[index])
+        out = PRNGKeyArray(self._base_array[index])
+        if config.debug_key_reuse and mask is None:  # a traced index: a gather
+            key_flow.forward(self, out)
+        return out
 
     def __eq__(self, other):
         if not isinstance(other, PRNGKeyArray):
@@ -167,7 +173,7 @@ class PRNGKeyArray:
         if -1 in shape:
             known = math.prod(d for d in shape if d != -1)
             shape = tuple(self.size // max(known, 1) if d == -1 else d for d in shape)
-        return PRNGKeyArray(jnp.reshape(self._base_array, shape + prng.KEY_SHAPE, order=order))
+        return self._forwarded(jnp.reshape(self._base_array, shape + prng.KEY_SHAPE, order=order))
 
     def ravel(self, order="C"):
         return self.reshape((self.size,), order=order)
@@ -179,7 +185,7 @@ class PRNGKeyArray:
             axis = tuple(i for i, d in enumerate(self.shape) if d == 1)
         axes = axis if isinstance(axis, tuple) else (axis,)
         axes = tuple(operator.index(a) % max(self.ndim, 1) for a in axes)
-        return PRNGKeyArray(jnp.squeeze(self._base_array, axes))
+        return self._forwarded(jnp.squeeze(self._base_array, axes))
 
     def transpose(self, *axes):
         if not axes or axes == (None,):
@@ -187,6 +193,8 @@ class PRNGKeyArray:
         elif len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
         axes = tuple(operator.index(a) % self.ndim for a in axes)
+        if config.debug_key_reuse:  # JAX has no key rule for transpose: it consumes
+            key_flow.consume("transpose", self)
         return PRNGKeyArray(jnp.transpose(self._base_array, axes + (self.ndim,)))
 
     T = property(lambda self: self.transpose())
@@ -199,9 +207,16 @@ class PRNGKeyArray:
 
     def take(self, indices, axis=None):
         if axis is None:
-            return PRNGKeyArray(jnp.take(self.ravel()._base_array, indices, axis=0))
-        return PRNGKeyArray(jnp.take(self._base_array, indices,
-                                     axis=operator.index(axis) % self.ndim))
+            return self._forwarded(jnp.take(self.ravel()._base_array, indices, axis=0))
+        return self._forwarded(jnp.take(self._base_array, indices,
+                                        axis=operator.index(axis) % self.ndim))
+
+    def _forwarded(self, data):
+        """A key array of `data`, computed from this one by an op JAX forwards."""
+        out = PRNGKeyArray(data)
+        if config.debug_key_reuse:
+            key_flow.forward(self, out)
+        return out
 
     def copy(self):
         return PRNGKeyArray(self._base_array)
