@@ -165,6 +165,28 @@ _CASES = {
     "reshape, then elements (no error)": lambda m, k: (lambda ks: (
         m.random.normal(ks.reshape(2, 2)[0, 0]), m.random.normal(ks[0])))(
         m.random.split(k, 4)),
+    # ---- keys passed through unchanged are the same key in a jaxpr (JAX's Forward)
+    "jitted closure called twice": lambda m, k: (lambda f: (f(1.0), f(2.0)))(
+        m.jit(lambda x: x + m.random.normal(k))),
+    "cond returns its operand, in jit": lambda m, k: m.jit(lambda p, kk: (lambda k2: (
+        m.random.normal(k2), m.random.normal(kk)))(
+        m.lax.cond(p, lambda q: q, lambda q: q, kk)))(True, k),
+    "nested jit returns its argument": lambda m, k: m.jit(lambda kk: (lambda k2: (
+        m.random.normal(k2), m.random.normal(kk)))(m.jit(lambda q: q)(kk)))(k),
+    "jit passes a consumed key through": lambda m, k: (
+        m.random.normal(k), m.random.normal(m.jit(lambda q: q)(k))),
+    "copy in jit": lambda m, k: m.jit(lambda q: (
+        m.random.normal(q.copy()), m.random.normal(q)))(k),
+    "tree_map identity in jit": lambda m, k: m.jit(lambda q: (
+        m.random.normal(m.tree_util.tree_map(lambda x: x, q)), m.random.normal(q)))(k),
+    "clone in jit (no error)": lambda m, k: m.jit(lambda q: (
+        m.random.normal(m.random.clone(q)), m.random.normal(q)))(k),
+    "wrap_key_data of key_data in jit (no error)": lambda m, k: m.jit(lambda q: (
+        m.random.normal(m.random.wrap_key_data(m.random.key_data(q))),
+        m.random.normal(q)))(k),
+    "make_jaxpr and eval_shape consume nothing (no error)": lambda m, k: (
+        m.make_jaxpr(lambda: m.random.normal(k))(), m.eval_shape(m.random.normal, k),
+        m.random.normal(k)),
     # ---- reads that do not consume
     "fold_in, key_data, clone, passthrough (no error)": lambda m, k: (
         m.random.fold_in(k, 1), m.random.key_data(k), m.random.normal(m.random.clone(k)),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 
 import numpy as np
 
@@ -155,6 +156,29 @@ _EAGER_NAMES = {"split": "random_split", "jit": "jit-compiled function"}
 _STAGED_NAMES = {"split": "random_split", "bits": "random_bits"}
 _OWN_NAMES = frozenset({"cond", "scan", "while", "slice", "transpose", "remat2",
                         "custom_jvp_call", "custom_vjp_call", "jit-compiled function"})
+
+
+class _Registry(threading.local):
+    def __init__(self):
+        # id(traced key data) -> the first key made of it
+        self.by_data = weakref.WeakValueDictionary()
+
+
+_registry = _Registry()
+
+
+def note_key(key) -> None:
+    """Remember the first key made of each traced key data (see `forward_same_data`)."""
+    if isinstance(key._base_array, core.Tracer):
+        _registry.by_data.setdefault(id(key._base_array), key)
+
+
+def forward_same_data(key) -> None:
+    """`key`, rebuilt from traced data another key holds (a pytree passing through jit or a
+    cond unchanged), is that key in the jaxpr: consuming one consumes the other."""
+    first = _registry.by_data.get(id(key._base_array))
+    if first is not None and first is not key and first._base_array is key._base_array:
+        forward(first, key)
 
 
 def forward(parent, child) -> None:

@@ -87,7 +87,7 @@ class PRNGKeyArray:
     # With `jax.debug_key_reuse` set: _consumed, whether (or which elements, a bool mask) a
     # random function used it; _origin, the key_flow scope it was made in; _forward, the key
     # it views in a jaxpr (consuming this key consumes that one).
-    __slots__ = ("_base_array", "_consumed", "_origin", "_forward")
+    __slots__ = ("_base_array", "_consumed", "_origin", "_forward", "__weakref__")
     __array_priority__ = 100
     __hash__ = None
 
@@ -95,7 +95,10 @@ class PRNGKeyArray:
         self._base_array = key_data
         self._consumed = False
         self._forward = None
-        self._origin = key_flow.current_scope() if config.debug_key_reuse else None
+        self._origin = None
+        if config.debug_key_reuse:
+            self._origin = key_flow.current_scope()
+            key_flow.note_key(self)
 
     # ---- array-like attributes
     shape = property(lambda self: tuple(self._base_array.shape[:-1]))
@@ -219,7 +222,7 @@ class PRNGKeyArray:
         return out
 
     def copy(self):
-        return PRNGKeyArray(self._base_array)
+        return self._forwarded(self._base_array)
 
     def block_until_ready(self):
         self._base_array.block_until_ready()
@@ -235,8 +238,14 @@ class PRNGKeyArray:
 
 
 key_flow.KEY_TYPE = PRNGKeyArray
-register_pytree_node(PRNGKeyArray, lambda k: ((k._base_array,), None),
-                     lambda _, children: PRNGKeyArray(children[0]))
+def _unflatten(_, children):
+    key = PRNGKeyArray(children[0])
+    if config.debug_key_reuse:  # rebuilt from the data of a traced key: that key, in a jaxpr
+        key_flow.forward_same_data(key)
+    return key
+
+
+register_pytree_node(PRNGKeyArray, lambda k: ((k._base_array,), None), _unflatten)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,21 +295,51 @@ def _consume(name: str, key, index: int = 0) -> None:
     key_flow.consume(name, key, True, index)
 
 
-def _consumed_in_trace(args) -> tuple:
-    """(leaf index, mask) for the keys among a traced function's arguments it consumed."""
-    return tuple((i, key._consumed) for i, key in key_flow.keys_by_leaf(args)
-                 if np.any(key._consumed))
+class _KeyEffects:
+    """What a traced function does to typed keys: `consumed`, (leaf index, None, mask) for
+    the keys among its arguments and (None, key, mask) for those it closes over; `forwards`,
+    result leaf index -> the argument leaf index it returns unchanged."""
+
+    __slots__ = ("consumed", "forwards")
+
+    def __init__(self, consumed, forwards):
+        self.consumed, self.forwards = consumed, forwards
+
+    def __bool__(self):
+        return bool(self.consumed or self.forwards)
 
 
-def _consume_arguments(args, consumed) -> None:
-    """A jitted function called on `args` consumes its keys as `consumed` says."""
+def _key_effects(args, scope) -> _KeyEffects:
+    """The key effects of a function traced in `scope`, called on (dynamic) `args`."""
+    consumed = (tuple((i, None, key._consumed) for i, key in key_flow.keys_by_leaf(args)
+                      if np.any(key._consumed))
+                + tuple((None, key, mask) for key, mask in scope.closed.values()))
+    return _KeyEffects(consumed, scope.forwards())
+
+
+def _consume_arguments(args, effects) -> None:
+    """A jitted function called on `args` consumes keys as `effects` says (JAX numbers its
+    constants after its arguments)."""
     keys = dict(key_flow.keys_by_leaf(args))
-    for i, mask in consumed:
-        if i in keys:
+    const_index = len(tree_leaves(args))
+    for i, key, mask in effects.consumed:
+        if key is not None:
+            key_flow.consume("jit", key, mask, const_index)
+            const_index += 1
+        elif i in keys:
             key_flow.consume("jit", keys[i], mask, i)
 
 
-api_module.key_reuse_hooks = (_consumed_in_trace, _consume_arguments)
+def _forward_results(args, result, effects) -> None:
+    """The keys a jitted function returns unchanged are its argument keys (JAX's Forward)."""
+    if effects.forwards:
+        ins, outs = dict(key_flow.keys_by_leaf(args)), dict(key_flow.keys_by_leaf(result))
+        for o, i in effects.forwards.items():
+            if i in ins and o in outs:
+                key_flow.forward(ins[i], outs[o])
+
+
+api_module.key_reuse_hooks = (_key_effects, _consume_arguments, _forward_results)
 
 
 _LEGACY_KEY_MESSAGE = ("Legacy uint32 key array passed as key to jax.random function. Please "
@@ -436,5 +475,5 @@ def fold_in(key, data):
 def clone(key):
     """A copy of `key`, not yet consumed (for `jax.debug_key_reuse`)."""
     if isinstance(key, PRNGKeyArray):
-        return key.copy()
+        return PRNGKeyArray(key._base_array)
     return key
