@@ -547,8 +547,8 @@ class JitFunction:
                     for s in sharded_jit.flat_shardings(self._out_shardings, out_struct,
                                                         "jit out_shardings")])
             result = tree_unflatten(traced.out_tree, outs)
-            if config.debug_key_reuse and traced.consumed_keys:
-                key_reuse_hooks[2]((args, kwargs), result, traced.consumed_keys)
+            if config.debug_key_reuse:
+                self._keys_returned(args, kwargs, traced, result)
             return result
         if sharded or (dispatch.sharded_apply_primitive is not None
                        and any(type(x) is not Array and hasattr(x, "_garr") for x in leaves)):
@@ -585,9 +585,15 @@ class JitFunction:
         if config.debug_nans or config.debug_infs:
             nan_checks.check_jit_outputs(entry.traced, leaves, outs)
         result = entry.out_tree.unflatten(outs)
-        if config.debug_key_reuse and entry.traced.consumed_keys:
-            key_reuse_hooks[2]((args, kwargs), result, entry.traced.consumed_keys)
+        if config.debug_key_reuse:
+            self._keys_returned(args, kwargs, entry.traced, result)
         return result
+
+    @staticmethod
+    def _keys_returned(args, kwargs, traced, result) -> None:
+        """`debug_key_reuse`: the keys the call returns unchanged are its argument keys."""
+        if traced.consumed_keys and key_reuse_hooks is not None:
+            key_reuse_hooks[2]((args, kwargs), result, traced.consumed_keys)
 
     def _consume_keys(self, args, kwargs, traced) -> None:
         """`debug_key_reuse`: the typed keys this call consumes (KeyReuseError if one was)."""

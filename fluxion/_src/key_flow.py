@@ -20,7 +20,7 @@ import weakref
 
 import numpy as np
 
-from fluxion._src import core
+from fluxion._src import core, staging
 from fluxion._src.errors import KeyReuseError
 from fluxion._src.tree_util import tree_leaves
 
@@ -123,11 +123,21 @@ def state(key):
     """The consumption of `key` seen from the innermost scope: a staged function sees only
     its own uses of a key it closes over (JAX analyses each jaxpr alone; the primitive's rule
     then checks the caller's key)."""
+    viewed = _viewed(key)
     stack = _scopes.stack
-    if stack and not stack[-1].owns(key):
-        entry = stack[-1].closed.get(id(key))
-        return False if entry is None else entry[1]
-    return key._consumed
+    if stack and not stack[-1].owns(viewed):
+        entry = stack[-1].closed.get(id(viewed))
+        consumed = False if entry is None else entry[1]
+    else:
+        consumed = viewed._consumed
+    return consumed if viewed is key else _any(consumed)
+
+
+def _viewed(key):
+    """The key that `key` views in a jaxpr (itself unless forwarded)."""
+    while key._forward is not None:
+        key = key._forward
+    return key
 
 
 def _mark(key, mask) -> None:
@@ -142,10 +152,9 @@ def _mark(key, mask) -> None:
 def staged() -> bool:
     """Whether a jaxpr is being built (JAX reports reuse found by its jaxpr analysis
     as "In <equation>, argument i is already consumed.")."""
-    from fluxion._src.staging import JaxprTrace
     trace = core.current_trace()
     while trace is not None:
-        if isinstance(trace, JaxprTrace):
+        if isinstance(trace, staging.JaxprTrace):
             return True
         trace = trace.parent
     return False
@@ -193,8 +202,8 @@ def forward(parent, child) -> None:
 
 def consume(name: str, key, mask=True, index: int = 0) -> None:
     """KeyReuseError if any element of `key` under `mask` was consumed; else consume them."""
-    while key._forward is not None:
-        key, mask = key._forward, True
+    if key._forward is not None:  # a view consumes the whole key it views
+        key, mask = _viewed(key), True
     if _any(np.logical_and(state(key), mask)):
         if staged():
             where = name if name in _OWN_NAMES else _STAGED_NAMES.get(name, "jit")
