@@ -221,3 +221,31 @@ def test_flag_off_keys_carry_no_scope():
     ks = fluxion.random.split(k, 2)
     ks[0]
     assert k._consumed is False and ks._consumed is False and ks[0]._origin is None
+
+
+_SAMPLERS = [
+    lambda r, k: r.uniform(k), lambda r, k: r.normal(k, (2,)), lambda r, k: r.bernoulli(k),
+    lambda r, k: r.randint(k, (), 0, 3), lambda r, k: r.choice(k, 4),
+    lambda r, k: r.permutation(k, 4), lambda r, k: r.gamma(k, 2.0),
+    lambda r, k: r.beta(k, 2.0, 3.0), lambda r, k: r.poisson(k, 2.0),
+    lambda r, k: r.t(k, 3.0), lambda r, k: r.binomial(k, 5, 0.5),
+    lambda r, k: r.truncated_normal(k, -1.0, 1.0), lambda r, k: r.orthogonal(k, 2),
+]
+
+
+@pytest.mark.parametrize("i", range(len(_SAMPLERS)))
+def test_samplers_in_transformations_raise_nothing(i):
+    """Samplers fed fresh keys inside jit, vmap, scan, fori_loop, cond and checkpoint: no
+    false KeyReuseError (their internal loops and splits are not reuse)."""
+    f, m = _SAMPLERS[i], fluxion
+    r = m.random
+    with m.debug_key_reuse(True):
+        k = r.key(i)
+        k1, k2, k3, k4, k5 = r.split(k, 5)
+        m.jit(m.vmap(lambda q: f(r, q)))(r.split(k1, 3))
+        m.lax.scan(lambda c, q: (c, f(r, q)), 0.0, r.split(k2, 3))
+        m.lax.fori_loop(0, 2, lambda j, c: (f(r, r.fold_in(k3, j)), c)[1], 0.0)
+        m.lax.cond(True, lambda q: f(r, q), lambda q: f(r, q), k4)
+        m.checkpoint(lambda q: f(r, q))(k5)
+        with pytest.raises(m.errors.KeyReuseError):
+            f(r, k5)
