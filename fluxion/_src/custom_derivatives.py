@@ -127,8 +127,8 @@ class custom_jvp:
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         leaves, in_tree = tree_flatten(diff)
         out_tree_box = []
-        fun, keys_flow = self.fun, config.debug_key_reuse and not key_flow.staged()
-        if keys_flow:  # run once, at the caller's level (staged, `_key_reuse_staged` below)
+        fun, passes_keys = self.fun, config.debug_key_reuse and not key_flow.staged()
+        if passes_keys:  # run once, at the caller's level (staged, `_key_reuse_staged` below)
             fun = key_flow.transparent(fun, (tuple(args), {}))
 
         def flat_fun(*xs):
@@ -140,10 +140,10 @@ class custom_jvp:
         def flat_jvp(primals, tangents):
             p = tree_unflatten(in_tree, primals)
             t = tree_unflatten(in_tree, tangents)
-            if keys_flow:
+            if passes_keys:
                 key_flow.pass_in(diff, p)
             out_p, out_t = self.jvp(*nondiff, tuple(p), tuple(t))
-            if keys_flow:
+            if passes_keys:
                 key_flow.pass_back(diff, p)
             p_leaves, p_tree = tree_flatten(out_p)
             t_leaves, t_tree = tree_flatten(out_t)

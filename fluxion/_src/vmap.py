@@ -94,7 +94,6 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
                 sizes.append((aval.shape[d], d, where, aval))
         size = _mapped_size(sizes, axis_size)
         box = []
-
         f = key_flow.transparent(fun, (args, kwargs)) if config.debug_key_reuse else fun
 
         def flat_fun(*xs):

@@ -16,8 +16,6 @@ import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion._src import core, dtypes
-from fluxion._src.array import Array
-from fluxion._src.errors import KeyReuseError
 from fluxion._src import api as api_module, key_flow
 from fluxion._src.api import jit
 from fluxion._src.random._common import static_jit
@@ -238,6 +236,8 @@ class PRNGKeyArray:
 
 
 key_flow.KEY_TYPE = PRNGKeyArray
+
+
 def _unflatten(_, children):
     key = PRNGKeyArray(children[0])
     if config.debug_key_reuse:  # rebuilt from the data of a traced key: that key, in a jaxpr
