@@ -31,6 +31,19 @@ def _custom_vjp(m):
     return f
 
 
+def _train(m, key, split):
+    update = m.jit(lambda p, s: p + m.random.normal(s, p.shape))
+    params = m.numpy.ones(3)
+    for _ in range(3):
+        if split:
+            key, sub = m.random.split(key)
+        params = update(params, sub if split else key)
+
+
+def _dropout(m, x, key):
+    return m.numpy.where(m.random.bernoulli(key, 0.5, x.shape), x, 0.0)
+
+
 def _split_carry(m):
     def body(c, _):
         a, b = m.random.split(c)
@@ -187,6 +200,21 @@ _CASES = {
     "make_jaxpr and eval_shape consume nothing (no error)": lambda m, k: (
         m.make_jaxpr(lambda: m.random.normal(k))(), m.eval_shape(m.random.normal, k),
         m.random.normal(k)),
+    # ---- everyday patterns
+    "training loop splitting the key (no error)": lambda m, k: _train(m, k, split=True),
+    "training loop reusing the key": lambda m, k: _train(m, k, split=False),
+    "dropout layers with one key, in jit": lambda m, k: m.jit(lambda x: _dropout(
+        m, _dropout(m, x, k), k))(m.numpy.ones(4)),
+    "dropout layers with split keys, in jit (no error)": lambda m, k: (lambda k1, k2: m.jit(
+        lambda x: _dropout(m, _dropout(m, x, k1), k2))(m.numpy.ones(4)))(*m.random.split(k)),
+    "scan with the key in a tuple carry (no error)": lambda m, k: m.lax.scan(
+        lambda c, x: (lambda a, b: ((a, c[1] + x * m.random.normal(b)), None))(
+            *m.random.split(c[0])), (k, 0.0), m.numpy.arange(3.0)),
+    "vmap with an unmapped key, then reuse": lambda m, k: (
+        m.vmap(lambda x, q: x * m.random.normal(q), in_axes=(0, None))(m.numpy.ones(2), k),
+        m.random.normal(k)),
+    "list of split keys, then reuse": lambda m, k: (lambda ks: (
+        [m.random.normal(q) for q in ks], m.random.normal(ks[0])))(list(m.random.split(k, 3))),
     # ---- reads that do not consume
     "fold_in, key_data, clone, passthrough (no error)": lambda m, k: (
         m.random.fold_in(k, 1), m.random.key_data(k), m.random.normal(m.random.clone(k)),
