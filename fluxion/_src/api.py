@@ -17,6 +17,7 @@ import optree
 
 from fluxion._src import cache_misses, nan_checks, profiling, source_info, transfer_guard
 from fluxion._src import config_flags, core, dtypes, monitoring, placement, staging, tree_util
+from fluxion._src import key_flow
 from fluxion._src.array import Array, make_array, unshared
 from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.compiler import backend
@@ -266,8 +267,9 @@ def fun_name(fun) -> str:
     return getattr(fun, "__name__", None) or type(fun).__name__
 
 
-# `debug_key_reuse`: (consumed_in_trace(args), consume_arguments(args, positions)), set by
-# fluxion._src.random.keys, where typed keys live.
+# `debug_key_reuse`: (key_effects(args, scope), consume_arguments(args, effects),
+# forward_results((args, kwargs), result, effects)), set by fluxion._src.random.keys, where
+# typed keys live.
 key_reuse_hooks = None
 
 
@@ -275,10 +277,14 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
     config_flags.check_tracing_allowed(fun, origin)
     out_tree_box, consumed_box = [], []
     name = fun_name(fun)
+    # `debug_key_reuse`: the keys the function closes over are consumed by each call, not by
+    # tracing (make_jaxpr and eval_shape consume none)
+    scope = key_flow.Scope() if config.debug_key_reuse and key_reuse_hooks is not None else None
+    call = fun if scope is None else key_flow.in_scope(fun, scope)
 
     def flat_fun(*leaves):
         dyn_args, dyn_kwargs = tree_unflatten(in_tree, leaves)
-        out = fun(*_merge_args(dyn_args, static_pos), **dyn_kwargs, **dict(static_kw))
+        out = call(*_merge_args(dyn_args, static_pos), **dyn_kwargs, **dict(static_kw))
         out_leaves, out_tree = tree_flatten(out)
         for leaf in out_leaves:
             if not isinstance(leaf, core.Tracer) and not core.valid_jaxtype(leaf):
@@ -286,8 +292,8 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
                                 f"{type(leaf).__name__} ({leaf!r}), which is not a valid JAX "
                                 "type; return arrays, scalars or pytrees of them.")
         out_tree_box.append(out_tree)
-        if config.debug_key_reuse and key_reuse_hooks is not None:
-            consumed_box.append(key_reuse_hooks[0]((dyn_args, dyn_kwargs)))
+        if scope is not None:
+            consumed_box.append(key_reuse_hooks[0]((dyn_args, dyn_kwargs), scope))
         return out_leaves
 
     start = time.perf_counter()
@@ -540,7 +546,10 @@ class JitFunction:
                     None if s is None else sharding_impls.canonicalize(s, "jit out_shardings")
                     for s in sharded_jit.flat_shardings(self._out_shardings, out_struct,
                                                         "jit out_shardings")])
-            return tree_unflatten(traced.out_tree, outs)
+            result = tree_unflatten(traced.out_tree, outs)
+            if config.debug_key_reuse:
+                self._keys_returned(args, kwargs, traced, result)
+            return result
         if sharded or (dispatch.sharded_apply_primitive is not None
                        and any(type(x) is not Array and hasattr(x, "_garr") for x in leaves)):
             from fluxion._src import sharded_jit
@@ -575,7 +584,16 @@ class JitFunction:
         outs = _run(entry.compiled, leaves, entry.donate_mask, entry.device)
         if config.debug_nans or config.debug_infs:
             nan_checks.check_jit_outputs(entry.traced, leaves, outs)
-        return entry.out_tree.unflatten(outs)
+        result = entry.out_tree.unflatten(outs)
+        if config.debug_key_reuse:
+            self._keys_returned(args, kwargs, entry.traced, result)
+        return result
+
+    @staticmethod
+    def _keys_returned(args, kwargs, traced, result) -> None:
+        """`debug_key_reuse`: the keys the call returns unchanged are its argument keys."""
+        if traced.consumed_keys and key_reuse_hooks is not None:
+            key_reuse_hooks[2]((args, kwargs), result, traced.consumed_keys)
 
     def _consume_keys(self, args, kwargs, traced) -> None:
         """`debug_key_reuse`: the typed keys this call consumes (KeyReuseError if one was)."""

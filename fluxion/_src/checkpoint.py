@@ -11,7 +11,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from fluxion._src import ad, batching, core, staging
+from fluxion._src import ad, batching, core, key_flow, staging
+from fluxion._src.config import config
 from fluxion._src.api import fun_name
 from fluxion._src.call_transforms import batch_jaxpr, closure_convert, jvp_jaxpr, memoized, transpose_jaxpr
 from fluxion._src.compiler import lowering
@@ -218,18 +219,22 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
         dyn = tuple(a for i, a in enumerate(args) if i not in statics)
         leaves, in_tree = tree_flatten((dyn, kwargs))
         box = []
+        call = key_flow.StagedCall((args, kwargs)) if config.debug_key_reuse else None
+        f = fun if call is None else call.wrap(fun)
 
         def flat(*xs):
             d, kw = tree_unflatten(in_tree, xs)
             it = iter(d)
             full = [statics[i] if i in statics else next(it) for i in range(len(args))]
-            out = fun(*full, **kw)
+            out = f(*full, **kw)
             out_leaves, out_tree = tree_flatten(out)
             box.append(out_tree)
             return out_leaves
 
         closed = staging.trace_to_jaxpr(flat, [core.get_aval(x) for x in leaves],
                                         origin=f"checkpoint of {fun_name(fun)}")
+        if call is not None:
+            call.finish("remat2")
         jaxpr, consts = closure_convert(closed)
         outs = checkpoint_p.bind(*consts, *leaves, jaxpr=jaxpr, prevent_cse=prevent_cse,
                                  differentiated=False, policy=policy)

@@ -13,7 +13,8 @@ import functools
 import inspect
 from typing import Callable, Sequence
 
-from fluxion._src import ad, batching, core, dtypes, staging
+from fluxion._src import ad, batching, core, dtypes, key_flow, staging
+from fluxion._src.config import config
 from fluxion._src.api import fun_name
 from fluxion._src.call_transforms import closure_convert, jvp_jaxpr
 from fluxion._src.compiler import lowering
@@ -45,6 +46,14 @@ def _resolve_argnums(fun, nondiff_argnums, nondiff_argnames=()):
 def _stage(flat_fun, avals, origin) -> tuple[ClosedJaxpr, list]:
     closed = staging.trace_to_jaxpr(flat_fun, list(avals), origin=origin)
     return closure_convert(closed)
+
+
+def _key_reuse_staged(name: str, args) -> None:
+    """`debug_key_reuse`: a staged custom_jvp/custom_vjp call consumes every key passed to
+    it (JAX has no key rule for these equations); run eagerly or differentiated, the
+    function's own consumption passes through (`key_flow.transparent`)."""
+    if config.debug_key_reuse and key_flow.staged():
+        key_flow.consume_all(name, tuple(args))
 
 
 def _forward_attr(self, name):
@@ -118,9 +127,12 @@ class custom_jvp:
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         leaves, in_tree = tree_flatten(diff)
         out_tree_box = []
+        fun, passes_keys = self.fun, config.debug_key_reuse and not key_flow.staged()
+        if passes_keys:  # run once, at the caller's level (staged, `_key_reuse_staged` below)
+            fun = key_flow.transparent(fun, (tuple(args), {}))
 
         def flat_fun(*xs):
-            out = self.fun(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
+            out = fun(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
             out_leaves, out_tree = tree_flatten(out)
             out_tree_box.append(out_tree)
             return out_leaves
@@ -128,7 +140,11 @@ class custom_jvp:
         def flat_jvp(primals, tangents):
             p = tree_unflatten(in_tree, primals)
             t = tree_unflatten(in_tree, tangents)
+            if passes_keys:
+                key_flow.pass_in(diff, p)
             out_p, out_t = self.jvp(*nondiff, tuple(p), tuple(t))
+            if passes_keys:
+                key_flow.pass_back(diff, p)
             p_leaves, p_tree = tree_flatten(out_p)
             t_leaves, t_tree = tree_flatten(out_t)
             out_tree_box.append(p_tree)
@@ -145,6 +161,7 @@ class custom_jvp:
 
         flat_jvp.__qualname__ = fun_name(self.jvp)
         outs = bind_custom_jvp(flat_fun, flat_jvp, leaves, self.symbolic_zeros, fun_name(self.fun))
+        _key_reuse_staged("custom_jvp_call", args)
         return tree_unflatten(out_tree_box[-1], outs)
 
 
@@ -330,9 +347,12 @@ class custom_vjp:
         leaves, in_tree = tree_flatten(diff)
         name = fun_name(self.fun)
         out_tree_box = []
+        fun, fwd = self.fun, self.fwd
+        if config.debug_key_reuse and not key_flow.staged():
+            fun, fwd = (key_flow.transparent(g, (tuple(args), {})) for g in (fun, fwd))
 
         def flat_fun(*xs):
-            out = self.fun(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
+            out = fun(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
             out_leaves, out_tree = tree_flatten(out)
             out_tree_box.append(out_tree)
             return out_leaves
@@ -341,7 +361,7 @@ class custom_vjp:
             if self.symbolic_zeros:  # each argument leaf as (value, whether it has a tangent)
                 flags = [True] * len(xs) if perturbed is None else perturbed
                 xs = [CustomVJPPrimal(x, bool(p)) for x, p in zip(xs, flags)]
-            res = self.fwd(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
+            res = fwd(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
             if not (isinstance(res, (tuple, list)) and len(res) == 2):
                 raise TypeError(f"Custom VJP fwd rule {fun_name(self.fwd)} for function {name} "
                                 "must produce a pair (list or tuple of length two) representing "
@@ -391,6 +411,7 @@ class custom_vjp:
             return out
 
         outs = bind_custom_vjp(flat_fun, flat_fwd, flat_bwd, leaves, name)
+        _key_reuse_staged("custom_vjp_call", args)
         return tree_unflatten(out_tree_box[-1], outs)
 
 

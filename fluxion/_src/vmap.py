@@ -7,7 +7,8 @@ from typing import Callable
 
 import optree
 
-from fluxion._src import batching, core, source_info
+from fluxion._src import batching, core, key_flow, source_info
+from fluxion._src.config import config
 from fluxion._src.api import check_callable, fun_name
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src import tree_util
@@ -93,10 +94,11 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
                 sizes.append((aval.shape[d], d, where, aval))
         size = _mapped_size(sizes, axis_size)
         box = []
+        f = key_flow.transparent(fun, (args, kwargs)) if config.debug_key_reuse else fun
 
         def flat_fun(*xs):
             a, kw = tree_unflatten(in_tree, xs)
-            out = fun(*a, **kw)
+            out = f(*a, **kw)
             out_leaves, out_tree = tree_flatten(out)
             box.append((out, out_tree))
             return out_leaves

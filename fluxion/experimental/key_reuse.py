@@ -10,5 +10,9 @@ by passing a consumed key to a jitted function) raises `fluxion.errors.KeyReuseE
     ...     a = fluxion.random.normal(key)
     ...     b = fluxion.random.normal(key)  # raises KeyReuseError
 
+Consumption is followed through transformations as JAX's jaxpr analysis does: a key used
+in any `cond` branch is consumed after the cond, a loop body may not consume a key it
+closes over, and ``keys[i]`` consumes one element of a key array.
+
 Split keys (`fluxion.random.split`) to get fresh ones.
 """

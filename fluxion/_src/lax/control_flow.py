@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from fluxion._src.export import shape_poly
-from fluxion._src import ad, batching, core, dtypes, staging
+from fluxion._src import ad, batching, core, dtypes, key_flow, staging
 from fluxion._src.array import Array
 from fluxion._src.call_transforms import closure_convert, jvp_jaxpr, memoized, partial_eval_jaxpr
 from fluxion._src.call_transforms import trace_closure_converted as _trace_fun
@@ -357,7 +357,13 @@ def _trace_branches(funs, operands, api_name):
     """Trace each branch on the operands: (leaves, [(jaxpr, consts, out_tree), ...])."""
     leaves, in_tree = tree_flatten(operands)
     avals = [core.get_aval(x) for x in leaves]
-    return leaves, [_trace_fun(f, in_tree, avals, f"{api_name} branch") for f in funs]
+    if not config.debug_key_reuse:
+        return leaves, [_trace_fun(f, in_tree, avals, f"{api_name} branch") for f in funs]
+    scopes = [key_flow.Scope() for _ in funs]
+    traced = [_trace_fun(key_flow.in_scope(f, s), in_tree, avals, f"{api_name} branch")
+              for f, s in zip(funs, scopes)]
+    key_flow.cond_rule(scopes, operands, _merge_consts([(j, cs) for j, cs, _ in traced])[1])
+    return leaves, traced
 
 
 def _bind_traced_branches(index, traced, leaves):
@@ -690,6 +696,9 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
             pass  # not concrete (e.g. under vmap): run the primitive
     leaves, in_tree = tree_flatten(init_val)
     args_tree = tree_flatten((init_val,))[1]
+    if config.debug_key_reuse:
+        scopes = key_flow.Scope(), key_flow.Scope()
+        cond_fun, body_fun = (key_flow.in_scope(f, s) for f, s in zip((cond_fun, body_fun), scopes))
 
     def trace(values):
         avals = [core.get_aval(x) for x in values]
@@ -706,6 +715,8 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
         if changed:
             avals, cond, body, body_tree = trace(leaves)
     _check_carry_type("while_loop body", body_fun, in_tree, avals, body_tree, body[0].out_avals)
+    if config.debug_key_reuse:
+        key_flow.while_rule(*scopes, init_val)
     (cond_jaxpr, cond_consts), (body_jaxpr, body_consts) = cond, body
     outs = while_p.bind(*cond_consts, *body_consts, *leaves, cond_jaxpr=cond_jaxpr,
                         body_jaxpr=body_jaxpr, cond_nconsts=len(cond_consts),
@@ -1031,7 +1042,11 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
     args_tree = tree_flatten((init, xs))[1]
     x_avals = [_unmapped_aval(core.get_aval(x)) for x in xs_leaves]
     out_trees: list = []
-    body = _pair_body(f, out_trees)
+    if config.debug_key_reuse:
+        scope = key_flow.Scope()
+        body = _pair_body(key_flow.in_scope(f, scope), out_trees)
+    else:
+        body = _pair_body(f, out_trees)
 
     def trace(init_vals):
         carry_avals = [core.get_aval(x) for x in init_vals]
@@ -1045,6 +1060,8 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
             carry_avals, jaxpr, consts, (carry_tree, y_tree) = trace(init_leaves)
     _check_carry_type("scan body", f, init_tree, carry_avals, carry_tree,
                       jaxpr.out_avals[:carry_tree.num_leaves])
+    if config.debug_key_reuse:
+        key_flow.scan_rule(scope, init, xs, len(init_leaves))
     outs = scan_p.bind(*consts, *init_leaves, *xs_leaves, jaxpr=jaxpr, length=length,
                        reverse=bool(reverse), num_consts=len(consts),
                        num_carry=len(init_leaves), unroll=_canonical_unroll(unroll, length))

@@ -16,9 +16,7 @@ import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion._src import core, dtypes
-from fluxion._src.array import Array
-from fluxion._src.errors import KeyReuseError
-from fluxion._src import api as api_module
+from fluxion._src import api as api_module, key_flow
 from fluxion._src.api import jit
 from fluxion._src.random._common import static_jit
 from fluxion._src.numpy.util import is_arraylike
@@ -84,14 +82,21 @@ class PRNGKeyArray:
     equality; arithmetic and conversion to NumPy raise TypeError, as in JAX.
     """
 
-    # _consumed: used by a random function while `jax.debug_key_reuse` was set
-    __slots__ = ("_base_array", "_consumed")
+    # With `jax.debug_key_reuse` set: _consumed, whether (or which elements, a bool mask) a
+    # random function used it; _origin, the key_flow scope it was made in; _forward, the key
+    # it views in a jaxpr (consuming this key consumes that one).
+    __slots__ = ("_base_array", "_consumed", "_origin", "_forward", "__weakref__")
     __array_priority__ = 100
     __hash__ = None
 
     def __init__(self, key_data):
         self._base_array = key_data
         self._consumed = False
+        self._forward = None
+        self._origin = None
+        if config.debug_key_reuse:
+            self._origin = key_flow.current_scope()
+            key_flow.note_key(self)
 
     # ---- array-like attributes
     shape = property(lambda self: tuple(self._base_array.shape[:-1]))
@@ -109,7 +114,8 @@ class PRNGKeyArray:
     def __iter__(self):
         if not self.shape:
             raise TypeError("iteration over a 0-d key array")
-        return (self[i] for i in range(self.shape[0]))
+        # as in JAX, iterating does not consume elements of the array (indexing does)
+        return (PRNGKeyArray(self._base_array[i]) for i in range(self.shape[0]))
 
     def __bool__(self):
         raise TypeError("key array cannot be converted to boolean.")
@@ -125,12 +131,21 @@ class PRNGKeyArray:
     def __getitem__(self, index):
         if not isinstance(index, tuple):
             index = (index,)
+        mask = None
+        if config.debug_key_reuse:
+            # JAX's `slice` consumes the elements it takes and makes fresh keys of them.
+            mask = key_flow.index_mask(self.shape, index)
+            if mask is not None:
+                key_flow.consume("slice", self, mask)
         if any(i is Ellipsis for i in index):
             index = index + (slice(None),)  # keep the key words out of the ellipsis
         elif sum(i is not None for i in index) > self.ndim:
             raise IndexError(f"Too many indices: {self.ndim}-dimensional key array indexed with "
                              f"{len(index)} regular indices.")
-        return PRNGKeyArray(self._base_array[index])
+        out = PRNGKeyArray(self._base_array[index])
+        if config.debug_key_reuse and mask is None:  # a traced index: a gather
+            key_flow.forward(self, out)
+        return out
 
     def __eq__(self, other):
         if not isinstance(other, PRNGKeyArray):
@@ -159,7 +174,7 @@ class PRNGKeyArray:
         if -1 in shape:
             known = math.prod(d for d in shape if d != -1)
             shape = tuple(self.size // max(known, 1) if d == -1 else d for d in shape)
-        return PRNGKeyArray(jnp.reshape(self._base_array, shape + prng.KEY_SHAPE, order=order))
+        return self._forwarded(jnp.reshape(self._base_array, shape + prng.KEY_SHAPE, order=order))
 
     def ravel(self, order="C"):
         return self.reshape((self.size,), order=order)
@@ -171,7 +186,7 @@ class PRNGKeyArray:
             axis = tuple(i for i, d in enumerate(self.shape) if d == 1)
         axes = axis if isinstance(axis, tuple) else (axis,)
         axes = tuple(operator.index(a) % max(self.ndim, 1) for a in axes)
-        return PRNGKeyArray(jnp.squeeze(self._base_array, axes))
+        return self._forwarded(jnp.squeeze(self._base_array, axes))
 
     def transpose(self, *axes):
         if not axes or axes == (None,):
@@ -179,6 +194,8 @@ class PRNGKeyArray:
         elif len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
         axes = tuple(operator.index(a) % self.ndim for a in axes)
+        if config.debug_key_reuse:  # JAX has no key rule for transpose: it consumes
+            key_flow.consume("transpose", self)
         return PRNGKeyArray(jnp.transpose(self._base_array, axes + (self.ndim,)))
 
     T = property(lambda self: self.transpose())
@@ -191,12 +208,19 @@ class PRNGKeyArray:
 
     def take(self, indices, axis=None):
         if axis is None:
-            return PRNGKeyArray(jnp.take(self.ravel()._base_array, indices, axis=0))
-        return PRNGKeyArray(jnp.take(self._base_array, indices,
-                                     axis=operator.index(axis) % self.ndim))
+            return self._forwarded(jnp.take(self.ravel()._base_array, indices, axis=0))
+        return self._forwarded(jnp.take(self._base_array, indices,
+                                        axis=operator.index(axis) % self.ndim))
+
+    def _forwarded(self, data):
+        """A key array of `data`, computed from this one by an op JAX forwards."""
+        out = PRNGKeyArray(data)
+        if config.debug_key_reuse:
+            key_flow.forward(self, out)
+        return out
 
     def copy(self):
-        return PRNGKeyArray(self._base_array)
+        return self._forwarded(self._base_array)
 
     def block_until_ready(self):
         self._base_array.block_until_ready()
@@ -211,8 +235,17 @@ class PRNGKeyArray:
     committed = property(lambda self: self._base_array.committed)
 
 
-register_pytree_node(PRNGKeyArray, lambda k: ((k._base_array,), None),
-                     lambda _, children: PRNGKeyArray(children[0]))
+key_flow.KEY_TYPE = PRNGKeyArray
+
+
+def _unflatten(_, children):
+    key = PRNGKeyArray(children[0])
+    if config.debug_key_reuse:  # rebuilt from the data of a traced key: that key, in a jaxpr
+        key_flow.forward_same_data(key)
+    return key
+
+
+register_pytree_node(PRNGKeyArray, lambda k: ((k._base_array,), None), _unflatten)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,8 +276,6 @@ def check_key(name: str, key, allow_batched: bool = False):
     """(raw key data, whether `key` was typed) for a key passed to a random function."""
     if isinstance(key, PRNGKeyArray):
         data, typed, shape = key._base_array, True, key.shape
-        if config.debug_key_reuse and name not in _NOT_CONSUMING:
-            _consume(name, key)
     elif is_arraylike(key):
         check_key_data(key)
         data, typed, shape = key, False, tuple(key.shape)
@@ -254,52 +285,61 @@ def check_key(name: str, key, allow_batched: bool = False):
     if not allow_batched and len(shape) != (0 if typed else 1):
         raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
                          f"{shape} != (). Use jax.vmap for batching.")
+    if typed and config.debug_key_reuse and name not in _NOT_CONSUMING:
+        _consume(name, key)
     return data, typed
 
 
 def _consume(name: str, key, index: int = 0) -> None:
-    """KeyReuseError if `key` was consumed before; else mark it consumed.
-
-    An eager key is marked for good. A traced key (inside jit, vmap, a loop body, ...) is
-    marked with the trace that consumed it, and only a second use in that same trace is
-    reuse: the branches of a `cond` each use a key it closes over once. A jitted function
-    consumes the keys its trace consumed (`consume_arguments`); other traces (cond, grad, a
-    scan's closure) do not pass consumption out (see docs/differences.md)."""
-    base = key._base_array
-    if type(base) is Array:
-        if key._consumed:
-            where = "random_split" if name == "split" else "jit-compiled function"
-            raise KeyReuseError(f"Previously-consumed key passed to {where} at index {index}")
-        key._consumed = True
-    elif isinstance(base, core.Tracer):
-        trace = core.current_trace()
-        if key._consumed is trace:
-            # JAX names the reusing equation: its samplers are jitted functions.
-            where = {"split": "random_split", "bits": "random_bits"}.get(name, "jit")
-            raise KeyReuseError(f"In {where}, argument {index} is already consumed.")
-        key._consumed = trace
+    """KeyReuseError if `key` was consumed before; else mark it consumed (see key_flow)."""
+    key_flow.consume(name, key, True, index)
 
 
-def _keys_by_leaf(args) -> list:
-    """(leaf index, key) for the typed keys among `args` (each key is one leaf of data)."""
-    leaves = tree_leaves(args, is_leaf=lambda x: isinstance(x, PRNGKeyArray))
-    return [(i, x) for i, x in enumerate(leaves) if isinstance(x, PRNGKeyArray)]
+class _KeyEffects:
+    """What a traced function does to typed keys: `consumed`, (leaf index, None, mask) for
+    the keys among its arguments and (None, key, mask) for those it closes over; `forwards`,
+    result leaf index -> the argument leaf index it returns unchanged."""
+
+    __slots__ = ("consumed", "forwards")
+
+    def __init__(self, consumed, forwards):
+        self.consumed, self.forwards = consumed, forwards
+
+    def __bool__(self):
+        return bool(self.consumed or self.forwards)
 
 
-def _consumed_in_trace(args) -> tuple:
-    """The leaf indices of the keys among a traced function's arguments that it consumed."""
-    return tuple(i for i, key in _keys_by_leaf(args) if isinstance(key._consumed, core.Trace))
+def _key_effects(args, scope) -> _KeyEffects:
+    """The key effects of a function traced in `scope`, called on (dynamic) `args`."""
+    consumed = (tuple((i, None, key._consumed) for i, key in key_flow.keys_by_leaf(args)
+                      if np.any(key._consumed))
+                + tuple((None, key, mask) for key, mask in scope.closed.values()))
+    return _KeyEffects(consumed, scope.forwards())
 
 
-def _consume_arguments(args, positions) -> None:
-    """A jitted function called on `args` consumes its keys at leaf indices `positions`."""
-    keys = dict(_keys_by_leaf(args))
-    for i in positions:
-        if i in keys:
-            _consume("jit", keys[i], i)
+def _consume_arguments(args, effects) -> None:
+    """A jitted function called on `args` consumes keys as `effects` says (JAX numbers its
+    constants after its arguments)."""
+    keys = dict(key_flow.keys_by_leaf(args))
+    const_index = len(tree_leaves(args))
+    for i, key, mask in effects.consumed:
+        if key is not None:
+            key_flow.consume("jit", key, mask, const_index)
+            const_index += 1
+        elif i in keys:
+            key_flow.consume("jit", keys[i], mask, i)
 
 
-api_module.key_reuse_hooks = (_consumed_in_trace, _consume_arguments)
+def _forward_results(args, result, effects) -> None:
+    """The keys a jitted function returns unchanged are its argument keys (JAX's Forward)."""
+    if effects.forwards:
+        ins, outs = dict(key_flow.keys_by_leaf(args)), dict(key_flow.keys_by_leaf(result))
+        for o, i in effects.forwards.items():
+            if i in ins and o in outs:
+                key_flow.forward(ins[i], outs[o])
+
+
+api_module.key_reuse_hooks = (_key_effects, _consume_arguments, _forward_results)
 
 
 _LEGACY_KEY_MESSAGE = ("Legacy uint32 key array passed as key to jax.random function. Please "
@@ -435,5 +475,5 @@ def fold_in(key, data):
 def clone(key):
     """A copy of `key`, not yet consumed (for `jax.debug_key_reuse`)."""
     if isinstance(key, PRNGKeyArray):
-        return key.copy()
+        return PRNGKeyArray(key._base_array)
     return key
