@@ -177,9 +177,7 @@ def deserialize_and_load(serialized: bytes, in_tree, out_tree, backend=None,
     b = _backend_for(backend, meta["platform"])
     device = _pick_device(b, meta, execution_devices)
     text = meta["text"]
-    if "lapack_" in text:  # jaxlib's LAPACK kernels must be registered before they run
-        from fluxion._src.lax.linalg import lapack
-        lapack.ensure_initialized()
+    _backend.ensure_kernels_for(text)  # LAPACK/cuSOLVER kernels are registered before they run
     xla_client, _ = _backend._jaxlib()
     options = xla_client.CompileOptions()
     if device != b.devices[0]:

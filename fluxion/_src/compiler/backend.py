@@ -432,6 +432,24 @@ def check_host_callback_calls(text: str, n_callbacks: int, name: str) -> None:
 _executables = BoundedDict(1024)
 
 
+# Custom-call targets whose handlers a library registers with XLA on first use (jaxlib's
+# LAPACK and cuSOLVER kernels): target-name prefix -> a function registering them.
+_kernel_registrars: dict = {}
+
+
+def register_kernel_registrar(prefix: str, ensure) -> None:
+    """Have `ensure()` run before compiling or loading a module that calls a custom-call target
+    named `prefix...`: a deserialized artifact never lowered those calls in this process."""
+    _kernel_registrars[prefix] = ensure
+
+
+def ensure_kernels_for(text: str) -> None:
+    """Register the handlers of the library kernels `text` calls (once each)."""
+    for prefix, ensure in list(_kernel_registrars.items()):
+        if prefix in text:
+            ensure()
+
+
 def compile_module(text: str, out_avals, device=None, name: str = "main") -> Executable:
     xla_client, jax_ext = _jaxlib()
     backend = get_backend() if device is None else backend_of(device)
@@ -454,6 +472,7 @@ def _compile(backend, text, device, name, host_callbacks):
     if device != backend.devices[0]:  # XLA's default assignment is the first device
         options.device_assignment = xla_client.DeviceAssignment.create(np.array([[device.id]]))
     check_host_callback_calls(text, len(host_callbacks or ()), name)
+    ensure_kernels_for(text)
     cached = False  # loaded from the persistent compilation cache
     try:
         if host_callbacks:

@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from fluxion._src import dtypes
-from fluxion._src.compiler import lowering
+from fluxion._src.compiler import backend, lowering
 from fluxion._src.core import ShapedArray
 from fluxion._src.export.shape_poly import min_dim
 from fluxion._src.lax.linalg import condensed, lapack, ormqr, primitives as p
@@ -42,6 +42,11 @@ def ensure_registered() -> None:
                 xla_client.register_custom_call_target(name, handler, platform="CUDA",
                                                        api_version=api_version)
         _registered = True
+
+
+for _prefix in ("cusolver_", "cusparse_", "cu_lu_pivots_to_permutation",
+                "cu_tridiagonal_solve_perturbed"):
+    backend.register_kernel_registrar(_prefix, ensure_registered)
 
 
 def _call(ctx, target, operands, result_avals, attrs=None, **kwargs):
@@ -290,6 +295,12 @@ def unpack_conjugate_pairs(w, packed):
     return real + 1j * imag.astype(w.dtype)
 
 
+def _zero_unless_finite(a):
+    import fluxion.numpy as jnp
+    finite = jnp.all(jnp.isfinite(a), axis=(-2, -1))
+    return [jnp.where(finite[..., None, None], a, jnp.zeros_like(a)), finite]
+
+
 def _eig(ctx, a, *, compute_left_eigenvectors, compute_right_eigenvectors,
          enable_eigvec_derivs=False, implementation=None):
     if implementation not in (None, p.EigImplementation.CUSOLVER):
@@ -301,10 +312,14 @@ def _eig(ctx, a, *, compute_left_eigenvectors, compute_right_eigenvectors,
     c = p._complex_dtype(a.dtype)
     square = _strong(a.aval)
     w_aval = ShapedArray(a.shape[:-1], c)
+    # cusolverDnXgeev fails outright (an INTERNAL error) on a matrix holding NaN or inf: such
+    # a matrix goes in as zeros and its results come out NaN, as LAPACK's do on the CPU.
+    a, finite = lowering.lower_fun(_zero_unless_finite)(ctx, a)
     _, w, _, vr, info = _call(ctx, "cusolver_geev_ffi", [a],
                               [square, w_aval, square, square, lapack.info_aval(batch)],
                               {"left": "false", "right": _bool(compute_right_eigenvectors)},
                               matrix_results=[True, False, True, True, False])
+    info = ctx.select(finite, info, ctx.constant(1, np.int32, info.shape))
     result = [lapack.nan_where_failed(ctx, info, w, len(batch))]
     if compute_right_eigenvectors:
         if not dtypes.is_complex(a.dtype):

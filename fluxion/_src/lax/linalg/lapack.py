@@ -9,6 +9,7 @@ import threading
 
 import numpy as np
 
+from fluxion._src.compiler import backend
 from fluxion._src.core import ShapedArray
 
 _lock = threading.Lock()
@@ -35,6 +36,10 @@ def ensure_initialized() -> None:
             xla_client.register_custom_call_target(
                 name, capsule, platform="cpu", api_version=1 if name.endswith("_ffi") else 0)
         _ready = True
+
+
+backend.register_kernel_registrar("lapack_", ensure_initialized)
+backend.register_kernel_registrar("tridiagonal_solve_perturbed_ffi", ensure_initialized)
 
 
 def target_name(op: str, dtype) -> str:
