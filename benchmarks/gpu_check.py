@@ -146,6 +146,14 @@ def linear_algebra_checks(fluxion, jnp, lax):
                 order = lambda z: np.lexsort((z.imag, np.round(z.real, 5)))  # noqa: E731
                 close(got[order(got)], want[order(want)], tol, tol)
 
+    @check("eig of a matrix holding NaN or inf gives NaN (cuSOLVER's geev would fail)")
+    def _():
+        a = RNG.standard_normal((3, 4, 4))
+        a[1, 2, 3] = np.nan
+        a[2, 0, 0] = np.inf
+        w, v = (np.asarray(x) for x in jnp.linalg.eig(a))
+        assert np.isnan(w[1:]).all() and np.isnan(v[1:]).all() and np.isfinite(w[0]).all()
+
     @check("lstsq, pinv, matrix_rank, norm(ord=2), cond")
     def _():
         a = RNG.standard_normal((9, 4))
@@ -305,6 +313,15 @@ def core_checks(fluxion, jnp, lax):
         want = y.copy()
         np.add.at(want, idx, 1.0)
         close(jnp.asarray(y).at[idx].add(1.0), want, 1e-12)
+
+    @check("integer dots with a wider result type (XLA:GPU: int8 doubled, int32->f32 fails)")
+    def _():
+        for in_dtype, out_dtype in ((np.int8, np.int32), (np.int32, np.float32),
+                                    (np.uint8, np.int32), (np.int8, np.int16)):
+            x = RNG.integers(0, 100, (3, 16)).astype(in_dtype)
+            y = RNG.integers(0, 100, (16, 5)).astype(in_dtype)
+            got = jnp.matmul(x, y, preferred_element_type=out_dtype)
+            np.testing.assert_array_equal(np.asarray(got), x.astype(out_dtype) @ y.astype(out_dtype))
 
     @check("host callbacks: pure_callback, ordered io_callback, debug.print, under jit/vmap")
     def _():

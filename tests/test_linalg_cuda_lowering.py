@@ -177,3 +177,22 @@ def test_host_callbacks_lower_to_the_gpu_target_with_tokens_through_loops():
     assert {a or b for a, b in targets} == {"xla_ffi_python_gpu_callback"}
     assert len(targets) == 4
     assert text.count("!stablehlo.token") > 4  # the ordered calls thread the token
+
+
+@pytest.mark.parametrize("in_dtype,out_dtype", [(np.int8, np.int32), (np.int32, np.float32),
+                                                (np.uint8, np.int32)])
+def test_integer_dots_take_the_result_type_before_the_gpu_dot(in_dtype, out_dtype):
+    """XLA:GPU gets int8 x int8 -> int32 wrong (doubled) and cannot compile int32 -> float32:
+    on CUDA the operands are converted first (run here on the CPU against NumPy)."""
+    x = RNG.integers(-5 if in_dtype != np.uint8 else 0, 100, (3, 16)).astype(in_dtype)
+    y = RNG.integers(0, 100, (16, 2)).astype(in_dtype)
+    dims = (((1,), (0,)), ((), ()))
+    f = lambda a, b: lax.dot_general(a, b, dims, preferred_element_type=out_dtype)  # noqa: E731
+    closed = staging.trace_to_jaxpr(lambda *xs: [f(*xs)], [core.get_aval(x), core.get_aval(y)])
+    text = lowering.lower_jaxpr_to_module(closed.jaxpr, "cuda")
+    dot_line = next(line for line in text.splitlines() if '"stablehlo.dot_general"' in line)
+    operand_types = re.findall(r"tensor<[^>]*>", dot_line.split("->")[0])
+    out_type = re.findall(r"tensor<[^>]*>", dot_line.split("->")[1])[0]
+    assert {t.split("x")[-1] for t in operand_types} == {out_type.split("x")[-1]}
+    got = _run_cuda_rules_on_cpu(f, x, y)
+    np.testing.assert_array_equal(got, x.astype(out_dtype) @ y.astype(out_dtype))

@@ -6,6 +6,7 @@ import enum
 import numpy as np
 
 from fluxion._src import ad, batching, core, dtypes
+from fluxion._src.compiler import lowering
 from fluxion._src.config import config
 from fluxion._src.core import ShapedArray
 from fluxion._src.lax.base import ANY, check_dtype, standard_primitive
@@ -152,7 +153,18 @@ def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     return ctx.dot_general(lhs, rhs, dimension_numbers, names, out_dtype)
 
 
+def _dot_general_lowering_cuda(ctx, lhs, rhs, **params):
+    """XLA:GPU gets integer dots whose result type differs from the operands' wrong: int8 x
+    int8 -> int32 came out doubled and int32 -> float32 failed to compile (jaxlib 0.11.2 on an
+    H200; JAX emits the same ops and gets the same). The operands take the result type first."""
+    out_dtype = ctx.avals_out[0].dtype
+    if lhs.dtype == rhs.dtype and dtypes.is_integer(lhs.dtype) and out_dtype != lhs.dtype:
+        lhs, rhs = ctx.convert(lhs, out_dtype), ctx.convert(rhs, out_dtype)
+    return _dot_general_lowering(ctx, lhs, rhs, **params)
+
+
 dot_general_p = standard_primitive("dot_general", _dot_general_abstract_eval, _dot_general_lowering)
+lowering.register_lowering(dot_general_p, _dot_general_lowering_cuda, platform="cuda")
 
 
 # ---------------------------------------------------------------------------------------------
