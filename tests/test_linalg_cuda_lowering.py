@@ -52,6 +52,11 @@ CASES = [
      ["cusolver_gesvd_ffi"]),
     ("svd polar", lambda a: lax.linalg.svd(a, algorithm=SvdAlgorithm.POLAR), WIDE,
      ["cusolver_gesvdp_ffi"]),
+    ("svd subset", lambda a: lax.linalg.svd(a, full_matrices=False, subset_by_index=(1, 3)),
+     WIDE, ["cusolver_gesvdj_ffi"]),
+    ("eigh subset", lambda a: lax.linalg.eigh(a, subset_by_index=(2, 4)), A,
+     ["cusolver_syevd_ffi"]),
+    ("svd of an empty matrix", jnp.linalg.svd, np.zeros((0, 3), np.float32), []),
     ("eig", jnp.linalg.eig, A, ["cusolver_geev_ffi"]),
     ("tridiagonal", lax.linalg.tridiagonal, A, ["cusolver_sytrd_ffi"]),
     ("tridiagonal_solve", lambda a: lax.linalg.tridiagonal_solve(

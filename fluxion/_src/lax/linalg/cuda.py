@@ -255,24 +255,15 @@ def _svd_all(ctx, a, *, full_matrices, compute_uv, algorithm):
     return outs
 
 
-def _svd(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
-    m, n = a.shape[-2:]
-    k = min_dim(m, n)
-    lo, hi = p._subset(subset_by_index, k, "svd")
-    if m == 0 or n == 0:
+def _svd_all_or_empty(ctx, a, *, full_matrices, compute_uv, algorithm):
+    if 0 in a.shape[-2:]:  # constants only, no kernel
         return p._svd_cpu_all(ctx, a, full_matrices=full_matrices, compute_uv=compute_uv,
-                              subset_by_index=None)  # constants only, no kernel
-    outs = _svd_all(ctx, a, full_matrices=full_matrices, compute_uv=compute_uv,
+                              subset_by_index=None)
+    return _svd_all(ctx, a, full_matrices=full_matrices, compute_uv=compute_uv,
                     algorithm=algorithm)
-    if (lo, hi) == (0, k):
-        return outs
-    batch = list(a.shape[:-2])
-    z = [0] * len(batch)
-    sliced = [ctx.slice(outs[0], z + [lo], batch + [hi])]
-    if compute_uv:
-        sliced += [ctx.slice(outs[1], z + [0, lo], batch + [m, hi]),
-                   ctx.slice(outs[2], z + [lo, 0], batch + [hi, n])]
-    return sliced
+
+
+_svd = p.svd_rule(_svd_all_or_empty)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -734,22 +734,28 @@ def _svd_cpu_all(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorith
     return outs
 
 
-def _svd_cpu(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
-    m, n = a.shape[-2:]
-    k = min_dim(m, n)
-    lo, hi = _subset(subset_by_index, k, "svd")
-    outs = _svd_cpu_all(ctx, a, full_matrices=full_matrices, compute_uv=compute_uv,
-                        subset_by_index=None, algorithm=algorithm)
-    if (lo, hi) == (0, k):
-        return outs
-    # gesdd computes all of them (descending); keep the asked ones.
-    batch = list(a.shape[:-2])
-    z = [0] * len(batch)
-    sliced = [ctx.slice(outs[0], z + [lo], batch + [hi])]
-    if compute_uv:
-        sliced += [ctx.slice(outs[1], z + [0, lo], batch + [m, hi]),
-                   ctx.slice(outs[2], z + [lo, 0], batch + [hi, n])]
-    return sliced
+def svd_rule(compute_all):
+    """An svd lowering from `compute_all(ctx, a, full_matrices=, compute_uv=, algorithm=)`,
+    which computes every singular value (descending): `subset_by_index` is sliced out."""
+    def rule(ctx, a, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
+        m, n = a.shape[-2:]
+        k = min_dim(m, n)
+        lo, hi = _subset(subset_by_index, k, "svd")
+        outs = compute_all(ctx, a, full_matrices=full_matrices, compute_uv=compute_uv,
+                           algorithm=algorithm)
+        if (lo, hi) == (0, k):
+            return outs
+        batch = list(a.shape[:-2])
+        z = [0] * len(batch)
+        sliced = [ctx.slice(outs[0], z + [lo], batch + [hi])]
+        if compute_uv:
+            sliced += [ctx.slice(outs[1], z + [0, lo], batch + [m, hi]),
+                       ctx.slice(outs[2], z + [lo, 0], batch + [hi, n])]
+        return sliced
+    return rule
+
+
+_svd_cpu = svd_rule(lambda ctx, a, **kw: _svd_cpu_all(ctx, a, subset_by_index=None, **kw))
 
 
 svd_p = _primitive("svd", _svd_abstract_eval, _svd_cpu, multiple_results=True)
