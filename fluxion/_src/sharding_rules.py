@@ -175,27 +175,33 @@ def _sort_rule(ctx, ins, in_avals, out_avals, params):
 
 
 def _gather_rule(ctx, ins, in_avals, out_avals, params):
+    """JAX's gather rule: operand dimensions that are indexed into must be replicated or
+    sliced whole; batching dimensions pair the operand's and the indices' shardings (either
+    may be unsharded); the other dimensions of the indices must be unsharded."""
     operand, indices = ins
     if not any(operand) and not any(indices):
         return [unsharded(len(out_avals[0].shape))]
     dn = params["dimension_numbers"]
     slice_sizes = params["slice_sizes"]
     op_shape = in_avals[0].shape
-    ok = (not getattr(dn, "operand_batching_dims", ()) and not indices[-1:] != ((),)
-          and all(slice_sizes[i] == op_shape[i] or not operand[i] for i in dn.start_index_map))
+    op_batch = tuple(getattr(dn, "operand_batching_dims", ()))
+    idx_batch = tuple(getattr(dn, "start_indices_batching_dims", ()))
+    ok = (all(slice_sizes[i] == op_shape[i] or not operand[i] for i in dn.start_index_map)
+          and all(not operand[o] or not indices[i] or operand[o] == indices[i]
+                  for o, i in zip(op_batch, idx_batch))
+          and not any(e for i, e in enumerate(indices) if i not in idx_batch))
     if ok:
-        offset_src = [i for i in range(len(operand)) if i not in dn.collapsed_slice_dims]
-        batch_src = list(indices[:-1]) if indices else []
-        out, it_off, it_b = [], iter(offset_src), iter(batch_src)
-        for d in range(len(out_avals[0].shape)):
-            if d in dn.offset_dims:
-                i = next(it_off)
-                out.append(operand[i] if slice_sizes[i] == op_shape[i] else ())
-            else:
-                out.append(next(it_b, ()))
+        idx = list(indices)
+        for o, i in zip(op_batch, idx_batch):
+            idx[i] = idx[i] or operand[o]
+        offset_src = iter(i for i in range(len(operand))
+                          if i not in dn.collapsed_slice_dims and i not in op_batch)
+        idx_src = iter(idx)
+        out = tuple(operand[next(offset_src)] if d in dn.offset_dims else next(idx_src)
+                    for d in range(len(out_avals[0].shape)))
         used = [a for e in out for a in e]
         if len(used) == len(set(used)):
-            return [tuple(out)]
+            return [out]
     return [Deferred(
         "Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for the gather "
         "indexing as out sharding could not be resolved unambiguously (or would require "
@@ -311,13 +317,40 @@ def _top_k_rule(ctx, ins, in_avals, out_avals, params):
 
 
 def _scatter_rule(ctx, ins, in_avals, out_avals, params):
-    # The operand's sharding when only unsharded dimensions are scattered into and the
-    # indices and updates are unsharded (a simplification of JAX's rule).
+    """JAX's scatter rule (its gather rule in reverse): batching dimensions resolve between
+    operand, indices and updates; window dimensions resolve between operand and updates
+    (the same or one unsharded when a full slice, unsharded otherwise: fluxion's jnp and
+    backward passes make updates and zero operands unsharded where JAX's give them the other
+    operand's sharding); the rest of the indices and updates and the operand's inserted window
+    dimensions are unsharded."""
     operand, indices, updates = ins[:3]
-    dn = params["dimension_numbers"]
-    touched = set(getattr(dn, "scatter_dims_to_operand_dims", ()))
-    if not any(indices) and not any(updates) and not any(operand[d] for d in touched):
+    if not any(operand) and not any(indices) and not any(updates):
         return [operand]
+    dn = params["dimension_numbers"]
+    op_shape, up_shape = in_avals[0].shape, in_avals[2].shape
+    op_batch = tuple(getattr(dn, "operand_batching_dims", ()))
+    idx_batch = tuple(getattr(dn, "scatter_indices_batching_dims", ()))
+    vector_dim = len(indices) - 1
+    query_dims = [d for d in range(len(updates)) if d not in dn.update_window_dims]
+    up_batch = tuple(query_dims[i] for i in idx_batch)
+    op_window = [i for i in range(len(operand))
+                 if i not in dn.inserted_window_dims and i not in op_batch]
+    ok = (all(len({e for e in (operand[o], indices[i], updates[u]) if e}) <= 1
+              for o, i, u in zip(op_batch, idx_batch, up_batch))
+          and all((up_shape[u] == op_shape[o] and len({updates[u], operand[o]} - {()}) <= 1)
+                  or (not updates[u] and not operand[o])
+                  for u, o in zip(dn.update_window_dims, op_window))
+          and not any(operand[i] for i in dn.inserted_window_dims)
+          and not any(updates[d] for d in query_dims if d not in up_batch)
+          and not any(indices[d] for d in range(vector_dim) if d not in idx_batch)
+          and not indices[vector_dim])
+    if ok:
+        out = list(operand)
+        for o, i, u in zip(op_batch, idx_batch, up_batch):
+            out[o] = out[o] or indices[i] or updates[u]
+        for u, o in zip(dn.update_window_dims, op_window):
+            out[o] = out[o] or updates[u]
+        return [tuple(out)]
     return [Deferred("Use `.at[...].set/add/mul/...(out_sharding=)` to provide output "
                      "PartitionSpec for the scatter update as out sharding could not be "
                      "resolved unambiguously (or would require collectives on inputs). Got "
@@ -482,6 +515,8 @@ def register():
     rules[control_flow.cond_p] = _cond_rule
     rules[control_flow.while_p] = _while_rule
     rules[control_flow.scan_p] = _scan_rule
+    from fluxion._src import sharding_rules_linalg
+    sharding_rules_linalg.register()
     try:
         from fluxion._src.shard_map import shard_map_p
         rules[shard_map_p] = _shard_map_rule
