@@ -94,6 +94,38 @@ def _dot_general_rule(ctx, ins, in_avals, out_avals, params):
     return [out]
 
 
+def _conv_rule(ctx, ins, in_avals, out_avals, params):
+    """JAX's conv_general_dilated rule: with an unsharded kernel and the input's feature
+    dimension unsharded, the output keeps the input's batch and spatial shardings (a
+    spatial one only where the output's size stays a multiple of its axes); otherwise the
+    output sharding must be given (`out_sharding`). JAX copies the input's spec position by
+    position; here dimensions are matched by role (the same where the layouts agree)."""
+    lhs, rhs = ins
+    lhs_dims, rhs_dims, out_dims = params["dimension_numbers"]
+    lhs_shape, out_shape = in_avals[0].shape, out_avals[0].shape
+    if any(rhs) or lhs[lhs_dims[1]]:
+        if params.get(_TRANSPOSED):
+            # A kernel's cotangent: a contraction over the (sharded) batch, as dot_general's.
+            out = [()] * len(out_shape)
+            out[out_dims[0]], out[out_dims[1]] = lhs[lhs_dims[0]], rhs[rhs_dims[0]]
+            used = [a for e in out for a in e]
+            if len(used) == len(set(used)):
+                return [tuple(out)]
+        return [Deferred("Please specify the output sharding via `out_sharding` parameter of "
+                         "`conv_general_dilated`")]
+    out = [()] * len(out_shape)
+    for i, o in zip([lhs_dims[0], *lhs_dims[2:]], [out_dims[0], *out_dims[2:]]):
+        e = lhs[i]
+        if e and lhs_shape[i] != out_shape[o] and out_shape[o] % ctx.size(e):
+            return [Deferred(
+                f"conv_general_dilated on sharded dims where out dim ({out_shape[o]}) is not "
+                f"divisible by mesh axes ({ctx.size(e)}) with spec ({_entry(e)}) is not "
+                f"implemented. Got input type={type_string(in_avals[0], lhs)} and output "
+                f"shape={tuple(out_shape)}")]
+        out[o] = e
+    return [tuple(out)]
+
+
 def _transpose_rule(ctx, ins, in_avals, out_avals, params):
     return [tuple(ins[0][i] for i in params["permutation"])]
 
@@ -484,6 +516,9 @@ def register():
     rules[contractions.dot_general_p] = _dot_general_rule
     _backward_aware.add(contractions.dot_general_p)
     rules[structural.transpose_p] = _transpose_rule
+    from fluxion._src.lax import convolution
+    rules[convolution.conv_general_dilated_p] = _conv_rule
+    _backward_aware.add(convolution.conv_general_dilated_p)
     rules[shapes.broadcast_in_dim_p] = _broadcast_in_dim_rule
     rules[shapes.reshape_p] = _reshape_rule
     rules[structural.squeeze_p] = _squeeze_rule

@@ -16,6 +16,7 @@ from fluxion._src.lax import lax
 from fluxion._src.lax.base import ANY, check_dtype, standard_primitive
 from fluxion._src.lax.contractions import canonicalize_precision
 from fluxion._src.lax.structural import rev, transpose
+from fluxion._src.sharding_types import apply_out_sharding
 
 __all__ = ["ConvDimensionNumbers", "conv", "conv_dimension_numbers",
            "conv_general_dilated", "conv_general_dilated_p", "conv_general_permutations",
@@ -363,7 +364,8 @@ def _spatial_tuple(opname: str, what: str, values, n_spatial: int) -> tuple:
 
 def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, rhs_dilation=None,
                          dimension_numbers=None, feature_group_count: int = 1,
-                         batch_group_count: int = 1, precision=None, preferred_element_type=None):
+                         batch_group_count: int = 1, precision=None, preferred_element_type=None,
+                         out_sharding=None):
     """General n-dimensional convolution with strides, padding and dilation (XLA's Conv).
 
     Parameters
@@ -378,7 +380,14 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
     feature_group_count, batch_group_count : grouped convolution (see XLA's Conv).
     precision : None, a Precision, a precision string or a pair of them.
     preferred_element_type : None or the dtype to accumulate in and return.
+    out_sharding : None, or a NamedSharding or PartitionSpec laying the result out (on
+        Explicit mesh axes, needed where the result's sharding is ambiguous).
     """
+    if out_sharding is not None:
+        return apply_out_sharding(lambda: conv_general_dilated(
+            lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+            feature_group_count, batch_group_count, precision, preferred_element_type),
+            out_sharding)
     lhs_shape, rhs_shape = core.get_aval(lhs).shape, core.get_aval(rhs).shape
     dnums = conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers)
     n_spatial = len(lhs_shape) - 2
