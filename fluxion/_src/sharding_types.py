@@ -221,7 +221,16 @@ def _apply(prim, params, in_avals, out_avals, ins, ctx):
     if any(isinstance(s, Deferred) for s in ins):
         return [next(s for s in ins if isinstance(s, Deferred))] * len(out_avals)
     rule = rules.get(prim, fallback_rule[0])
-    return rule(ctx, ins, in_avals, out_avals, params)
+    outs = rule(ctx, ins, in_avals, out_avals, params)
+    for spec, aval in zip(outs, out_avals):
+        if not isinstance(spec, Deferred):
+            used = [a for e in spec for a in e]
+            if len(used) != len(set(used)):
+                raise ShardingTypeError(
+                    f"{prim.name} operation with inputs: "
+                    f"{', '.join(type_string(a, s) for a, s in zip(in_avals, ins))} produces an "
+                    f"illegally sharded result: {type_string(aval, spec)}")
+    return outs
 
 
 def infer_jaxpr(jaxpr, in_specs, ctx: Context) -> list:
