@@ -214,3 +214,20 @@ if ON_8_DEVICES:
             assert specs(ours) == specs(theirs) == [("x", None, None, None)]
             np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=2e-4,
                                        atol=2e-4)
+
+    def test_conv_matches_dimensions_by_role_across_layouts():
+        """NHWC in, NCHW out: JAX copies the input's spec position by position (H's sharding
+        lands on the 5 output features: an error); fluxion keeps H's sharding on H
+        (docs/differences.md)."""
+        def prog(f, a):
+            return f.lax.conv_general_dilated(put(f, a["nhwc"], None, "y"), a["hwio"], (1, 1),
+                                              "SAME", dimension_numbers=("NHWC", "HWIO", "NCHW"))
+        with pytest.raises(JaxShardingTypeError, match="out dim \\(5\\) is not divisible"):
+            run(jax, prog, True)
+        want = np.asarray(run(jax, lambda f, a: f.lax.conv_general_dilated(
+            a["nhwc"], a["hwio"], (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NCHW")),
+            True))
+        for jit in (False, True):
+            out = run(fluxion, prog, jit)
+            assert specs(out) == [(None, None, "y", None)]
+            np.testing.assert_allclose(np.asarray(out), want, rtol=2e-4, atol=2e-4)
