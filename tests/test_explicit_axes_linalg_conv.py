@@ -107,6 +107,21 @@ if ON_8_DEVICES:
             lambda x: f.lax.conv(x[None], a["ker"], (1, 1), "SAME")[0])(a["img"]),
         "correlate_same": lambda f, a: f.numpy.correlate(a["sig"], f.numpy.ones(3, np.float32),
                                                          "same"),
+        "max_pool": lambda f, a: f.lax.reduce_window(a["img"], -np.inf, f.lax.max, (1, 1, 2, 2),
+                                                     (1, 1, 2, 2), "VALID"),
+        "avg_pool_nhwc": lambda f, a: f.lax.reduce_window(a["nhwc"], 0., f.lax.add,
+                                                          (1, 3, 3, 1), (1, 1, 1, 1), "SAME"),
+        "pool_spatial_sharded": lambda f, a: f.lax.reduce_window(
+            put(f, a["img"], None, None, "y"), 0., f.lax.add, (1, 1, 3, 3), (1, 1, 3, 3),
+            "VALID"),
+        "max_pool_grad": lambda f, a: f.grad(lambda x: f.lax.reduce_window(
+            x, -np.inf, f.lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID").sum())(a["img"]),
+        "avg_pool_grad": lambda f, a: f.grad(lambda x: f.lax.reduce_window(
+            x, 0., f.lax.add, (1, 1, 2, 2), (1, 1, 2, 2), "VALID").sum())(a["img"]),
+        "reduce_two_operands": lambda f, a: f.lax.reduce(
+            (a["m"], a["m"] * 2), (0., 0.), lambda x, y: (x[0] + y[0], x[1] + y[1]), (2,)),
+        "tile": lambda f, a: f.numpy.tile(a["m"], (1, 2, 1)),
+        "grad_of_linear": lambda f, a: f.grad(lambda x: (2 * x).sum())(a["m"]),
     }
 
     _JAX_RESULTS = {}
@@ -189,6 +204,8 @@ if ON_8_DEVICES:
                                                        (1, 1), "SAME"),
         "convolve_not_divisible": lambda f, a: f.numpy.convolve(a["sig"],
                                                                 f.numpy.ones(3, np.float32)),
+        "roll_sharded_batch": lambda f, a: f.numpy.roll(a["m"], 1, axis=0),
+        "map_over_sharded_batch": lambda f, a: f.lax.map(lambda r: r.sum(), a["m"]),
     }
 
     def _message(e):
@@ -198,11 +215,26 @@ if ON_8_DEVICES:
     @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
     @pytest.mark.parametrize("name", sorted(ERRORS))
     def test_sharding_type_errors_as_jax(name, jit):
-        with pytest.raises(JaxShardingTypeError) as theirs:
+        value_error = name == "map_over_sharded_batch"  # JAX's scan raises ValueError
+        with pytest.raises(ValueError if value_error else JaxShardingTypeError) as theirs:
             run(jax, ERRORS[name], True)
-        with pytest.raises(ShardingTypeError) as ours:
+        with pytest.raises(ValueError if value_error else ShardingTypeError) as ours:
             run(fluxion, ERRORS[name], jit)
         assert _message(ours.value) == _message(theirs.value)
+
+    @pytest.mark.parametrize("prog", [
+        lambda f, a: f.numpy.sort(a["m"], axis=0),
+        lambda f, a: f.numpy.argsort(a["m"], axis=0),
+        lambda f, a: f.lax.sort((a["m"], put(f, a["m"], None)), dimension=2, num_keys=1)],
+        ids=["sort_sharded_axis", "argsort_sharded_axis", "sort_mixed_operands"])
+    def test_sort_errors_as_jax(prog):
+        """JAX's messages up to the shardings, which JAX prints as whole NamedShardings."""
+        with pytest.raises(JaxShardingTypeError) as theirs:
+            run(jax, prog, True)
+        with pytest.raises(ShardingTypeError) as ours:
+            run(fluxion, prog, True)
+        head = str(theirs.value).split("sharding")[0]
+        assert head.startswith("Arguments to sort must") and str(ours.value).startswith(head)
 
     def test_conv_out_sharding_resolves_a_sharded_kernel():
         def prog(f, a):

@@ -11,7 +11,7 @@ from fluxion._src.mesh import AxisType, PartitionSpec
 from fluxion._src.sharding_types import (_TRANSPOSED, Deferred, ShardingTypeError,
                                          _backward_aware, _entry, _fmt, _passes_deferred,
                                          _resolves_deferred, explicit_names, infer_jaxpr,
-                                         rules, spec_of, type_string, unsharded)
+                                         pspec_string, rules, spec_of, type_string, unsharded)
 
 
 def _replicated_rule(ctx, ins, in_avals, out_avals, params):
@@ -160,11 +160,38 @@ def _varying_shape_rule(name):
             if n != m and e and m % ctx.size(e):
                 return [Deferred(
                     f"{name} on sharded dims where out dim ({m}) is not divisible by mesh axes "
-                    f"({ctx.size(e)}) with spec ({_entry(e)!r}) is not implemented. Got input "
+                    f"({ctx.size(e)}) with spec ({_entry(e)}) is not implemented. Got input "
                     f"type={type_string(in_avals[0], spec)} and output shape={tuple(out_shape)}")
                     ] * len(out_avals)
         return [spec] * len(out_avals)
     return rule
+
+
+def _operand_at_rule(i):
+    def rule(ctx, ins, in_avals, out_avals, params):
+        return [ins[i]] * len(out_avals)
+    return rule
+
+
+def _select_and_gather_add_rule(ctx, ins, in_avals, out_avals, params):
+    # JAX requires equal shardings; an unsharded tangent or operand dimension (fluxion's
+    # broadcasts make some) gives way to the other's.
+    tangents, operand = ins
+    if any(t and o and t != o for t, o in zip(tangents, operand)):
+        raise ShardingTypeError("select_and_gather_add tangents and operand shardings must "
+                                f"match, got {_fmt(tangents)} and {_fmt(operand)}.")
+    merged = tuple(o or t for t, o in zip(tangents, operand))
+    return _varying_shape_rule("reduce_window")(ctx, [merged], in_avals[1:], out_avals,
+                                                params)
+
+
+def _reduce_rule(ctx, ins, in_avals, out_avals, params):
+    """lax.reduce over several operands: the operands' common sharding less the reduced
+    dimensions."""
+    n = len(ins) // 2
+    spec = broadcast_specs("reduce", ins[:n], in_avals[:n])
+    dims = set(params["dimensions"])
+    return [tuple(e for d, e in enumerate(spec) if d not in dims)] * len(out_avals)
 
 
 def _split_rule(ctx, ins, in_avals, out_avals, params):
@@ -200,9 +227,16 @@ def _iota_rule(ctx, ins, in_avals, out_avals, params):
 
 
 def _sort_rule(ctx, ins, in_avals, out_avals, params):
+    # JAX's messages, with the specs where JAX prints whole NamedShardings
+    dimension = params["dimension"]
+    for s in ins:
+        if s[dimension]:
+            raise ShardingTypeError("Arguments to sort must be unsharded over the sorting "
+                                    f"dimension. Got arg sharding={pspec_string(s)} and "
+                                    f"sorting dimension={dimension}")
     if any(s != ins[0] for s in ins[1:]):
-        raise ShardingTypeError("sort operands must have the same sharding, got "
-                                + ", ".join(_fmt(s) for s in ins))
+        raise ShardingTypeError("Arguments to sort must have equal shardings, got: "
+                                + " ".join(pspec_string(s) for s in ins))
     return [ins[0]] * len(out_avals)
 
 
@@ -309,8 +343,8 @@ def reshape_spec(ctx, spec, shape, new):
             if axes:
                 return None
             out.extend(parts)
-        elif len(dst) == 1:  # merge shape[i:i2] into one
-            entries = [spec[k] for k in src]
+        elif len(dst) == 1:  # merge shape[i:i2] into one (its size-1 dimensions aside)
+            entries = [spec[k] for k in src if shape[k] != 1 or spec[k]]
             if all(not e for e in entries):
                 out.append(())
             else:
@@ -465,10 +499,9 @@ def _while_rule(ctx, ins, in_avals, out_avals, params):
 def _scan_rule(ctx, ins, in_avals, out_avals, params):
     nc, nk = params["num_consts"], params["num_carry"]
     consts, carry, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
-    for s in xs:
-        if s and s[0]:
-            raise ShardingTypeError(f"scan over an axis sharded as {_fmt(s)}: the scanned "
-                                    "dimension must not be sharded")
+    if any(s and s[0] for s in xs):
+        raise ValueError("0th dimension of all xs should be replicated. Got "
+                         + ", ".join(pspec_string(s) for s in xs))
     out = infer_jaxpr(params["jaxpr"], consts + carry + [s[1:] for s in xs], ctx)
     _agree("scan body function carry input and carry output must have equal types",
            carry, out[:nk])
@@ -516,6 +549,14 @@ def register():
     rules[contractions.dot_general_p] = _dot_general_rule
     _backward_aware.add(contractions.dot_general_p)
     rules[structural.transpose_p] = _transpose_rule
+    for p in (windowed.reduce_window_p, windowed.reduce_window_sum_p,
+              windowed.reduce_window_max_p, windowed.reduce_window_min_p):
+        rules[p] = _varying_shape_rule("reduce_window")
+    rules[windowed.select_and_gather_add_p] = _select_and_gather_add_rule
+    rules[windowed.select_and_scatter_add_p] = _operand_at_rule(1)
+    rules[windowed.reduce_p] = _reduce_rule
+    from fluxion._src.lax import jax_names_ops
+    rules[jax_names_ops.select_and_scatter_p] = _operand_at_rule(0)
     from fluxion._src.lax import convolution
     rules[convolution.conv_general_dilated_p] = _conv_rule
     _backward_aware.add(convolution.conv_general_dilated_p)

@@ -4,7 +4,7 @@ sharding, the matrix (or vector) dimensions must be unsharded."""
 from __future__ import annotations
 
 from fluxion._src.sharding_types import (_TRANSPOSED, ShardingTypeError, _backward_aware,
-                                         _entry, rules)
+                                         _entry, pspec_string, rules)
 
 # primitive name -> the rank of each operand's non-batch part
 _RANKS = {
@@ -14,11 +14,6 @@ _RANKS = {
     "schur": (2,), "svd": (2,), "symmetric_product": (2, 2), "tridiagonal": (2,),
     "tridiagonal_solve": (1, 1, 1, 2),
 }
-
-
-def p_string(spec) -> str:
-    """A spec as JAX prints a PartitionSpec: P('x', None)."""
-    return "P(" + ", ".join(repr(_entry(e)) for e in spec) + ")"
 
 
 def _tuple_string(spec) -> str:
@@ -34,7 +29,7 @@ def _linalg_rule(name, ranks):
             batch, rest = spec[:len(spec) - rank], spec[len(spec) - rank:]
             if any(rest):
                 raise ShardingTypeError(f"Input {i} to {name} must be unsharded on non-batch "
-                                        f"dimensions, but got {p_string(spec)}.")
+                                        f"dimensions, but got {pspec_string(spec)}.")
             batch_specs.append(batch)
         batch = _common_batch(batch_specs, params)
         if batch is None:
@@ -74,10 +69,10 @@ def _triangular_solve_rule(ctx, ins, in_avals, out_avals, params):
     flags = f"left_side={left_side} and transpose_a={transpose_a}"
     if a_mat[left_side ^ transpose_a]:
         raise ShardingTypeError("triangular solve input `a` must be unsharded on the "
-                                f"contracting axis, but got {p_string(a)} with {flags}.")
+                                f"contracting axis, but got {pspec_string(a)} with {flags}.")
     if b_mat[not left_side]:
         raise ShardingTypeError("triangular solve input `b` must be unsharded on the "
-                                f"contracting axis, but got {p_string(b)} with {flags}.")
+                                f"contracting axis, but got {pspec_string(b)} with {flags}.")
     out = ((a_mat[transpose_a], b_mat[1]) if left_side
            else (b_mat[0], a_mat[not transpose_a]))
     return [tuple(batch) + out]

@@ -73,6 +73,11 @@ def _fmt(spec: tuple) -> str:
     return repr(tuple(_entry(e) for e in spec))
 
 
+def pspec_string(spec: tuple) -> str:
+    """A spec as JAX prints a PartitionSpec: P('x', None)."""
+    return "P(" + ", ".join(repr(_entry(e)) for e in spec) + ")"
+
+
 def type_string(aval, spec: tuple, short_dtypes: bool = True) -> str:
     """`f32[8@x,4@y]`: the shape with each dimension's mesh axes."""
     dims = []
@@ -145,13 +150,15 @@ def current_abstract_mesh():
 
 def cotangents_like_primals(cts, primals) -> list:
     """Eager cotangents laid out (and typed) as their primals on Explicit axes, as JAX's
-    backward pass gives each cotangent its primal's sharding."""
+    backward pass gives each cotangent its primal's sharding (also a cotangent that never met
+    the primal, as a linear function's, computed on one device)."""
     from fluxion._src.global_array import GlobalArray
     out = []
     for ct, p in zip(cts, primals):
         s = p._sharding if type(p) is GlobalArray else None
-        if (s is not None and type(ct) is GlobalArray and ct._sharding != s
-                and has_explicit_axes(getattr(s, "mesh", None)) and ct.shape == p.shape):
+        placed = ct._sharding != s if type(ct) is GlobalArray else not isinstance(ct, core.Tracer)
+        if (s is not None and placed and has_explicit_axes(getattr(s, "mesh", None))
+                and core.get_aval(ct).shape == p.shape):
             from fluxion._src.sharded_jit import reshard
             ct = reshard(ct, s)
         out.append(ct)
