@@ -76,6 +76,8 @@ if ON_8_DEVICES:
         "norm_2": lambda f, a: la(f).norm(a["m"], ord=2, axis=(1, 2)),
         "matrix_rank": lambda f, a: la(f).matrix_rank(a["m"]),
         "lu": lambda f, a: f.lax.linalg.lu(a["m"]),
+        "lu_solve": lambda f, a: f.scipy.linalg.lu_solve(f.scipy.linalg.lu_factor(a["m"]),
+                                                         a["rhs"]),
         "eigvals": lambda f, a: la(f).eigvals(a["m"]),
         "schur": lambda f, a: f.lax.linalg.schur(a["m"])[0],
         "hessenberg": lambda f, a: f.lax.linalg.hessenberg(a["m"])[0],
