@@ -265,3 +265,23 @@ if ON_8_DEVICES:
             out = run(fluxion, prog, jit)
             assert specs(out) == [(None, None, "y", None)]
             np.testing.assert_allclose(np.asarray(out), want, rtol=2e-4, atol=2e-4)
+
+    def test_depthwise_conv_kernel_gradient_values():
+        """The kernel's gradient of a grouped convolution is a convolution with
+        batch_group_count=4 whose contracted dimensions Shardy splits over "x" on both sides,
+        where XLA's SPMD partitioner gives wrong values (JAX's sharded result here is off by a
+        factor of 2); fluxion keeps the kernel's input features unsplit
+        (convolution._unsplit_rhs_input_features). The truth: the same gradient unsharded."""
+        def prog(f, a):
+            return f.grad(lambda k, x: f.lax.conv_general_dilated(
+                x, k, (1, 1), "SAME", feature_group_count=4).sum(), (0, 1))(a["ker"][:4, :1],
+                                                                            a["img"])
+        truth = jax.grad(lambda k, x: jax.lax.conv_general_dilated(
+            x, k, (1, 1), "SAME", feature_group_count=4).sum(), (0, 1))(HOST["ker"][:4, :1],
+                                                                        HOST["img"])
+        theirs = run(jax, prog, True)
+        for jit in (False, True):
+            ours = run(fluxion, prog, jit)
+            assert specs(ours) == specs(theirs)
+            for o, w in zip(leaves(ours), leaves(truth)):
+                np.testing.assert_allclose(o, w, rtol=1e-4, atol=1e-4)

@@ -318,7 +318,24 @@ def _emit_convolution(ctx, lhs, rhs, out_aval, *, window_strides, padding, lhs_d
         return ctx.op1("stablehlo.dynamic_conv", [lhs, rhs, pads], out_aval, attrs)
     if n_spatial:  # an empty dense attribute does not parse; the default padding is zero
         attrs["padding"] = dense_i64([list(p) for p in padding], (n_spatial, 2))
+    if batch_group_count > 1:
+        rhs = _unsplit_rhs_input_features(ctx, rhs, dimension_numbers.rhs_spec[1])
     return ctx.op1("stablehlo.convolution", [lhs, rhs], out_aval, attrs)
+
+
+def _unsplit_rhs_input_features(ctx, rhs, dim: int):
+    """In a program partitioned over a mesh, keep the kernel's input-feature dimension
+    unsplit: XLA's SPMD partitioner (jaxlib 0.10) gives wrong values for a convolution with
+    batch_group_count > 1 whose lhs feature and rhs input-feature dimensions are split over
+    the same mesh axis (JAX with Auto axes too). Such convolutions are the kernel gradients
+    of grouped convolutions, where Shardy spreads the batch's axis onto the cotangent."""
+    from fluxion._src import sharded_jit
+    state = sharded_jit._lowering
+    if getattr(state, "mesh", None) is None or getattr(state, "manual", ()):
+        return rhs
+    dims = ["{}" if d == dim else "{?}" for d in range(len(rhs.shape))]
+    return ctx.op1("sdy.sharding_constraint", [rhs], rhs.aval,
+                   {"sharding": f"#sdy.sharding<@mesh, [{', '.join(dims)}]>"})
 
 
 def _complex_conv_lowering(ctx, lhs, rhs, **params):
