@@ -94,38 +94,6 @@ def _dot_general_rule(ctx, ins, in_avals, out_avals, params):
     return [out]
 
 
-def _conv_rule(ctx, ins, in_avals, out_avals, params):
-    """JAX's conv_general_dilated rule: with an unsharded kernel and the input's feature
-    dimension unsharded, the output keeps the input's batch and spatial shardings (a
-    spatial one only where the output's size stays a multiple of its axes); otherwise the
-    output sharding must be given (`out_sharding`). JAX copies the input's spec position by
-    position; here dimensions are matched by role (the same where the layouts agree)."""
-    lhs, rhs = ins
-    lhs_dims, rhs_dims, out_dims = params["dimension_numbers"]
-    lhs_shape, out_shape = in_avals[0].shape, out_avals[0].shape
-    if any(rhs) or lhs[lhs_dims[1]]:
-        if params.get(_TRANSPOSED):
-            # A kernel's cotangent: a contraction over the (sharded) batch, as dot_general's.
-            out = [()] * len(out_shape)
-            out[out_dims[0]], out[out_dims[1]] = lhs[lhs_dims[0]], rhs[rhs_dims[0]]
-            used = [a for e in out for a in e]
-            if len(used) == len(set(used)):
-                return [tuple(out)]
-        return [Deferred("Please specify the output sharding via `out_sharding` parameter of "
-                         "`conv_general_dilated`")]
-    out = [()] * len(out_shape)
-    for i, o in zip([lhs_dims[0], *lhs_dims[2:]], [out_dims[0], *out_dims[2:]]):
-        e = lhs[i]
-        if e and lhs_shape[i] != out_shape[o] and out_shape[o] % ctx.size(e):
-            return [Deferred(
-                f"conv_general_dilated on sharded dims where out dim ({out_shape[o]}) is not "
-                f"divisible by mesh axes ({ctx.size(e)}) with spec ({_entry(e)}) is not "
-                f"implemented. Got input type={type_string(in_avals[0], lhs)} and output "
-                f"shape={tuple(out_shape)}")]
-        out[o] = e
-    return [tuple(out)]
-
-
 def _transpose_rule(ctx, ins, in_avals, out_avals, params):
     return [tuple(ins[0][i] for i in params["permutation"])]
 
@@ -165,24 +133,6 @@ def _varying_shape_rule(name):
                     ] * len(out_avals)
         return [spec] * len(out_avals)
     return rule
-
-
-def _operand_at_rule(i):
-    def rule(ctx, ins, in_avals, out_avals, params):
-        return [ins[i]] * len(out_avals)
-    return rule
-
-
-def _select_and_gather_add_rule(ctx, ins, in_avals, out_avals, params):
-    # JAX requires equal shardings; an unsharded tangent or operand dimension (fluxion's
-    # broadcasts make some) gives way to the other's.
-    tangents, operand = ins
-    if any(t and o and t != o for t, o in zip(tangents, operand)):
-        raise ShardingTypeError("select_and_gather_add tangents and operand shardings must "
-                                f"match, got {_fmt(tangents)} and {_fmt(operand)}.")
-    merged = tuple(o or t for t, o in zip(tangents, operand))
-    return _varying_shape_rule("reduce_window")(ctx, [merged], in_avals[1:], out_avals,
-                                                params)
 
 
 def _reduce_rule(ctx, ins, in_avals, out_avals, params):
@@ -392,6 +342,8 @@ def _scatter_rule(ctx, ins, in_avals, out_avals, params):
     operand, indices, updates = ins[:3]
     if not any(operand) and not any(indices) and not any(updates):
         return [operand]
+    if not indices:
+        return [Deferred("scatter indices need an index vector dimension")]
     dn = params["dimension_numbers"]
     op_shape, up_shape = in_avals[0].shape, in_avals[2].shape
     op_batch = tuple(getattr(dn, "operand_batching_dims", ()))
@@ -549,17 +501,7 @@ def register():
     rules[contractions.dot_general_p] = _dot_general_rule
     _backward_aware.add(contractions.dot_general_p)
     rules[structural.transpose_p] = _transpose_rule
-    for p in (windowed.reduce_window_p, windowed.reduce_window_sum_p,
-              windowed.reduce_window_max_p, windowed.reduce_window_min_p):
-        rules[p] = _varying_shape_rule("reduce_window")
-    rules[windowed.select_and_gather_add_p] = _select_and_gather_add_rule
-    rules[windowed.select_and_scatter_add_p] = _operand_at_rule(1)
     rules[windowed.reduce_p] = _reduce_rule
-    from fluxion._src.lax import jax_names_ops
-    rules[jax_names_ops.select_and_scatter_p] = _operand_at_rule(0)
-    from fluxion._src.lax import convolution
-    rules[convolution.conv_general_dilated_p] = _conv_rule
-    _backward_aware.add(convolution.conv_general_dilated_p)
     rules[shapes.broadcast_in_dim_p] = _broadcast_in_dim_rule
     rules[shapes.reshape_p] = _reshape_rule
     rules[structural.squeeze_p] = _squeeze_rule
@@ -591,8 +533,9 @@ def register():
     rules[control_flow.cond_p] = _cond_rule
     rules[control_flow.while_p] = _while_rule
     rules[control_flow.scan_p] = _scan_rule
-    from fluxion._src import sharding_rules_linalg
+    from fluxion._src import sharding_rules_linalg, sharding_rules_windowed
     sharding_rules_linalg.register()
+    sharding_rules_windowed.register()
     try:
         from fluxion._src.shard_map import shard_map_p
         rules[shard_map_p] = _shard_map_rule
