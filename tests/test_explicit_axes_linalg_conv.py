@@ -87,6 +87,10 @@ if ON_8_DEVICES:
             a["m"], a["rhs"], left_side=True, lower=True),
         "tridiagonal_solve": lambda f, a: f.lax.linalg.tridiagonal_solve(
             a["vec"].at[:, 0].set(0.0), a["vec"] + 5, a["vec"].at[:, -1].set(0.0), a["rhs"]),
+        "symmetric_product": lambda f, a: f.lax.linalg.symmetric_product(a["m"], a["spd"]),
+        "tridiagonal": lambda f, a: f.lax.linalg.tridiagonal(a["spd"])[1:3],
+        "householder_product": lambda f, a: f.lax.linalg.householder_product(a["m"],
+                                                                             a["vec"][:, :3]),
         "grad_solve": lambda f, a: f.grad(lambda m: la(f).solve(m, a["rhs"]).sum())(a["m"]),
         "vmap_solve": lambda f, a: f.vmap(la(f).solve)(a["m"], a["rhs"]),
         "take_along_axis": lambda f, a: f.numpy.take_along_axis(
@@ -199,6 +203,8 @@ if ON_8_DEVICES:
             a["m"], put(f, a["rhs"], "x", "y"), left_side=True),
         "tridiagonal_solve_batch": lambda f, a: f.lax.linalg.tridiagonal_solve(
             a["vec"], put(f, a["vec"], None), a["vec"], a["rhs"]),
+        "tridiagonal_solve_matrix_sharded": lambda f, a: f.lax.linalg.tridiagonal_solve(
+            a["vec"], a["vec"], a["vec"], put(f, a["rhs"], "x", None, "y")),
         "symmetrize_illegal": lambda f, a: la(f).cholesky(put(f, a["spd"], None, "x")),
         "conv_feature_sharded": lambda f, a: f.lax.conv(put(f, a["img"], None, "y"), a["ker"],
                                                         (1, 1), "SAME"),
