@@ -291,3 +291,39 @@ if ON_8_DEVICES:
             assert specs(ours) == specs(theirs)
             for o, w in zip(leaves(ours), leaves(truth)):
                 np.testing.assert_allclose(o, w, rtol=1e-4, atol=1e-4)
+
+    def _cnn_loss(f, params, x, y):
+        k1, k2, w = params
+        dn = ("NHWC", "HWIO", "NHWC")
+        h = f.nn.relu(f.lax.conv_general_dilated(x, k1, (1, 1), "SAME", dimension_numbers=dn))
+        h = f.lax.conv_general_dilated(h, k2, (1, 1), "SAME", dimension_numbers=dn,
+                                       feature_group_count=4)
+        h = f.lax.reduce_window(h, -np.inf, f.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+        logp = f.nn.log_softmax(h.reshape(h.shape[0], -1) @ w)
+        return -f.numpy.take_along_axis(logp, y[:, None], axis=1).mean()
+
+    @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+    def test_data_parallel_cnn_step(jit):
+        """A conv / depthwise conv / max-pool / dense classifier on a batch sharded over "x":
+        the gradients' shardings are JAX's, their values the unsharded truth's."""
+        rng = np.random.default_rng(2)
+        host = [rng.standard_normal(s).astype(np.float32) * 0.3
+                for s in ((3, 3, 3, 4), (3, 3, 1, 4), (64, 5))]
+        x = rng.standard_normal((8, 8, 8, 3)).astype(np.float32)
+        y = rng.integers(0, 5, 8).astype(np.int32)
+        truth = jax.value_and_grad(lambda p: _cnn_loss(jax, p, x, y))(tuple(host))
+        results = {}
+        for mod in (fluxion, jax):
+            mesh, _ = setup(mod)
+            S, P = mod.sharding.NamedSharding, mod.sharding.PartitionSpec
+            xs, ys = (mod.device_put(v, S(mesh, P("x"))) for v in (x, y))
+            params = tuple(mod.device_put(p, S(mesh, P())) for p in host)
+            step = mod.value_and_grad(lambda p, a, b: _cnn_loss(mod, p, a, b))
+            with mod.set_mesh(mesh):
+                results[mod.__name__] = (mod.jit(step) if jit or mod is jax else step)(
+                    params, xs, ys)
+        (loss, grads), (_, jax_grads) = results["fluxion"], results["jax"]
+        np.testing.assert_allclose(float(loss), float(truth[0]), rtol=1e-5)
+        assert specs(grads) == specs(jax_grads)
+        for g, t in zip(grads, truth[1]):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(t), rtol=1e-4, atol=1e-5)
