@@ -179,6 +179,13 @@ if ON_8_DEVICES:
         "inv": (lambda f, a: la(f).inv(a["m"]), ValueError, lambda h: np.linalg.inv(h["m"])),
         "einsum_trace": (lambda f, a: f.numpy.einsum("bii->b", a["m"]), JaxShardingTypeError,
                          lambda h: np.einsum("bii->b", h["m"])),
+        "matrix_power_negative": (lambda f, a: la(f).matrix_power(a["m"], -2), ValueError,
+                                  lambda h: np.linalg.matrix_power(h["m"], -2)),
+        "solve_unsharded_rhs": (lambda f, a: la(f).solve(a["m"], put(f, a["rhs"], None)),
+                                ValueError, lambda h: np.linalg.solve(h["m"], h["rhs"])),
+        "solve_one_rhs": (lambda f, a: la(f).solve(a["m"], f.numpy.ones((4, 2), np.float32)),
+                          JaxShardingTypeError,
+                          lambda h: np.linalg.solve(h["m"], np.ones((4, 2), np.float32))),
     }
 
     @pytest.mark.parametrize("name", sorted(JAX_RAISES))
