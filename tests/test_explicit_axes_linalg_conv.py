@@ -334,3 +334,18 @@ if ON_8_DEVICES:
         assert specs(grads) == specs(jax_grads)
         for g, t in zip(grads, truth[1]):
             np.testing.assert_allclose(np.asarray(g), np.asarray(t), rtol=1e-4, atol=1e-5)
+
+    def test_eager_gradients_of_linear_functions_and_integer_inputs():
+        """A gradient computed without touching its primal (a linear function's) still takes
+        the primal's sharding, as in JAX; an integer input's float0 gradient is left alone."""
+        mesh, _ = setup(fluxion)
+        S, P = fluxion.sharding.NamedSharding, fluxion.sharding.PartitionSpec
+        xf = fluxion.device_put(np.ones(8, np.float32), S(mesh, P("x")))
+        xi = fluxion.device_put(np.arange(8, dtype=np.int32), S(mesh, P("x")))
+        with fluxion.set_mesh(mesh):
+            g = fluxion.grad(lambda a: 3.0 * a.sum())(xf)
+            gf, gi = fluxion.grad(lambda a, b: (a * b).sum(), (0, 1), allow_int=True)(xf, xi)
+        assert tuple(g.sharding.spec) == ("x",)
+        np.testing.assert_array_equal(np.asarray(g), np.full(8, 3.0, np.float32))
+        assert tuple(gf.sharding.spec) == ("x",) and gi.dtype == jax.dtypes.float0
+        np.testing.assert_array_equal(np.asarray(gf), np.arange(8, dtype=np.float32))

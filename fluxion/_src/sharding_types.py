@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import threading
 
-from fluxion._src import core
+from fluxion._src import core, dtypes
 from fluxion._src.core import ClosedJaxpr, Literal
 from fluxion._src.mesh import AxisType, PartitionSpec
 
@@ -157,8 +157,9 @@ def cotangents_like_primals(cts, primals) -> list:
     for ct, p in zip(cts, primals):
         s = p._sharding if type(p) is GlobalArray else None
         placed = ct._sharding != s if type(ct) is GlobalArray else not isinstance(ct, core.Tracer)
+        aval = core.get_aval(ct)
         if (s is not None and placed and has_explicit_axes(getattr(s, "mesh", None))
-                and core.get_aval(ct).shape == p.shape):
+                and aval.shape == p.shape and aval.dtype != dtypes.float0):
             from fluxion._src.sharded_jit import reshard
             ct = reshard(ct, s)
         out.append(ct)
