@@ -96,6 +96,16 @@ if ON_8_DEVICES:
         "take_along_axis": lambda f, a: f.numpy.take_along_axis(
             a["m"], f.numpy.argsort(a["m"], axis=2), axis=2),
         "median": lambda f, a: f.numpy.median(a["m"], axis=-1),
+        # vmap's index arrays and sort's iotas: unsharded in fluxion, sharded in JAX
+        "vmap_dynamic_slice": lambda f, a: f.vmap(
+            lambda r, j: f.lax.dynamic_slice_in_dim(r, j, 2, axis=1))(
+                a["m"], f.numpy.argmax(a["vec"], -1)),
+        "vmap_gather_column": lambda f, a: f.vmap(lambda r, j: r[:, j])(
+            a["m"], f.numpy.argmax(a["vec"], -1)),
+        "vmap_nonzero": lambda f, a: f.vmap(lambda r: f.numpy.nonzero(r > 0, size=3)[0])(
+            a["vec"]),
+        "vmap_unique": lambda f, a: f.vmap(
+            lambda r: f.numpy.unique(r, size=4, fill_value=0.0))(f.numpy.round(a["vec"])),
         "conv_nchw": lambda f, a: f.lax.conv(a["img"], a["ker"], (1, 1), "SAME"),
         "conv_nhwc_to_nchw": lambda f, a: f.lax.conv_general_dilated(
             a["nhwc"], a["hwio"], (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NCHW")),
@@ -240,7 +250,7 @@ if ON_8_DEVICES:
     @pytest.mark.parametrize("prog", [
         lambda f, a: f.numpy.sort(a["m"], axis=0),
         lambda f, a: f.numpy.argsort(a["m"], axis=0),
-        lambda f, a: f.lax.sort((a["m"], put(f, a["m"], None)), dimension=2, num_keys=1)],
+        lambda f, a: f.lax.sort((a["m"], put(f, a["m"], "y")), dimension=2, num_keys=1)],
         ids=["sort_sharded_axis", "argsort_sharded_axis", "sort_mixed_operands"])
     def test_sort_errors_as_jax(prog):
         """JAX's messages up to the shardings, which JAX prints as whole NamedShardings."""

@@ -149,11 +149,20 @@ def _split_rule(ctx, ins, in_avals, out_avals, params):
             for a in out_avals]
 
 
+def _common_sharding(ins):
+    """The operands' common spec, None if they differ. A wholly unsharded operand gives way:
+    fluxion's iotas and broadcasts (as vmap's index arrays) come unsharded where JAX's take
+    the other operands' sharding."""
+    sharded = [s for s in ins if any(s)] or [ins[0]]
+    return sharded[0] if all(s == sharded[0] for s in sharded[1:]) else None
+
+
 def _concatenate_rule(ctx, ins, in_avals, out_avals, params):
-    if any(s != ins[0] for s in ins[1:]):
+    spec = _common_sharding(ins)
+    if spec is None:
         raise ShardingTypeError("All operands should have the same sharding. Got shardings "
                                 + ", ".join(_fmt(s) for s in ins))
-    return [ins[0]]
+    return [spec]
 
 
 def _select_n_rule(ctx, ins, in_avals, out_avals, params):
@@ -184,10 +193,11 @@ def _sort_rule(ctx, ins, in_avals, out_avals, params):
             raise ShardingTypeError("Arguments to sort must be unsharded over the sorting "
                                     f"dimension. Got arg sharding={pspec_string(s)} and "
                                     f"sorting dimension={dimension}")
-    if any(s != ins[0] for s in ins[1:]):
+    spec = _common_sharding(ins)
+    if spec is None:
         raise ShardingTypeError("Arguments to sort must have equal shardings, got: "
                                 + " ".join(pspec_string(s) for s in ins))
-    return [ins[0]] * len(out_avals)
+    return [spec] * len(out_avals)
 
 
 def _gather_rule(ctx, ins, in_avals, out_avals, params):
