@@ -189,6 +189,11 @@ if ON_8_DEVICES:
         "inv": (lambda f, a: la(f).inv(a["m"]), ValueError, lambda h: np.linalg.inv(h["m"])),
         "einsum_trace": (lambda f, a: f.numpy.einsum("bii->b", a["m"]), JaxShardingTypeError,
                          lambda h: np.einsum("bii->b", h["m"])),
+        "sort_gradient": (lambda f, a: f.grad(
+            lambda x: (f.numpy.sort(x, axis=-1) * f.numpy.arange(4.0)).sum())(a["m"]),
+            JaxShardingTypeError, lambda h: np.take_along_axis(
+                np.broadcast_to(np.arange(4.0, dtype=np.float32), h["m"].shape),
+                np.argsort(np.argsort(h["m"], -1), -1), -1)),
         "matrix_power_negative": (lambda f, a: la(f).matrix_power(a["m"], -2), ValueError,
                                   lambda h: np.linalg.matrix_power(h["m"], -2)),
         "solve_unsharded_rhs": (lambda f, a: la(f).solve(a["m"], put(f, a["rhs"], None)),

@@ -2,7 +2,9 @@
 the pass of sharding_types.py: each maps its operands' specs to its results' specs, raises
 ShardingTypeError when they are inconsistent, or returns a Deferred error where the result's
 sharding is ambiguous (an `out_sharding` settles it). A primitive without a rule gives
-replicated results; call-like primitives are analysed through their jaxprs."""
+replicated results; call-like primitives are analysed through their jaxprs. The rules of
+the linalg primitives are in sharding_rules_linalg.py, those of convolutions and window
+reductions in sharding_rules_windowed.py."""
 from __future__ import annotations
 
 from fluxion._src import core
