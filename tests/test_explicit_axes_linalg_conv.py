@@ -178,9 +178,11 @@ if ON_8_DEVICES:
         ev = np.sort_complex(np.asarray(run(fluxion, PROGRAMS["eigvals"], True)))
         np.testing.assert_allclose(ev, np.sort_complex(np.linalg.eigvals(m)), atol=1e-4)
 
-    # Programs where JAX 0.10.2 raises for reasons of its own (docs/differences.md): a mask
-    # select inside cholesky and qr, vmap in inv, the mesh of expm's scan. fluxion keeps the
-    # batch sharding; the values are checked against NumPy.
+    # Programs where JAX 0.10.2 raises for reasons of its own (docs/differences.md): a select
+    # with an unsharded iota mask (cholesky, qr, einsum's trace, sort's JVP), a vmap inside
+    # (inv, matrix_power, solve with unsharded right-hand sides), an ambiguous gather (solve
+    # with one shared right-hand side). fluxion keeps the batch sharding; the values are
+    # checked against NumPy.
     JAX_RAISES = {
         "cholesky": (lambda f, a: la(f).cholesky(a["spd"]), JaxShardingTypeError,
                      lambda h: np.linalg.cholesky(h["spd"])),
