@@ -14,7 +14,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 ON_8_DEVICES = os.environ.get("FLUXION_NUM_CPU_DEVICES") == "8"
 EIGHT_DEVICE_FILES = [
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "parallel").glob("cases_*.py")),
-    "tests/test_explicit_axes.py", "tests/test_device_placement.py", "tests/test_pmap_traced.py",
+    "tests/test_explicit_axes.py", "tests/test_explicit_axes_linalg_conv.py",
+    "tests/test_device_placement.py", "tests/test_pmap_traced.py",
     "tests/test_shard_map_check_vma.py", "tests/test_shard_map_partial.py"]
 
 

@@ -401,3 +401,14 @@ def test_matrix_rank_thresholds_and_hermitian_against_jax():
     np.testing.assert_array_equal(np.asarray(fnp.linalg.matrix_rank(h, hermitian=True)), [3, 4])
     with pytest.raises(ValueError, match="only one of tol or rtol"):
         fnp.linalg.matrix_rank(a, 0.1, tol=0.1)
+
+
+@pytest.mark.parametrize("shapes", [[(2, 3, 3), (3, 3)], [(3, 3), (2, 3, 3), (3,)],
+                                    [(3, 4), (3, 2)]])
+def test_multi_dot_shape_errors_as_jax(shapes):
+    arrays = [np.ones(s, np.float32) for s in shapes]
+    with pytest.raises(ValueError) as theirs:
+        jax.numpy.linalg.multi_dot(arrays)
+    with pytest.raises(ValueError) as ours:
+        fnp.linalg.multi_dot(arrays)
+    assert str(ours.value) == str(theirs.value)

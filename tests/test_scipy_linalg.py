@@ -1,4 +1,5 @@
 """scipy.linalg decompositions and solvers against SciPy, gradients, batching."""
+import warnings
 import jax.scipy.linalg as jsl
 import numpy as np
 import pytest
@@ -144,3 +145,29 @@ def test_cholesky_reads_one_triangle_and_its_gradient_matches_jax():
         got = fluxion.grad(lambda m: (fsl.cho_factor(m, lower=lower)[0] * w).sum())(spd)
         want = jax.grad(lambda m: (jsl.cho_factor(m, lower=lower)[0] * w).sum())(spd)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((3, 4, 4), (3, 4, 2)), ((3, 4, 4), (4, 2)),
+                                             ((2, 1, 4, 4), (3, 4, 2)), ((4, 4), (2, 4, 3)),
+                                             ((3, 4, 4), (3, 4))])
+@pytest.mark.parametrize("trans", [0, 1, 2])
+def test_lu_solve_batched_as_jax(a_shape, b_shape, trans):
+    """Batches of factorizations broadcast against b as in JAX (b one dimension short of the
+    factorization and matching its size is a batch of vectors, with JAX's FutureWarning)."""
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
+    with warnings.catch_warnings(record=True) as theirs:
+        warnings.simplefilter("always")
+        want = jsl.lu_solve(jsl.lu_factor(a), b, trans=trans)
+    with warnings.catch_warnings(record=True) as ours:
+        warnings.simplefilter("always")
+        got = fl.lu_solve(fl.lu_factor(a), b, trans=trans)
+    assert [w.category for w in ours if w.category is FutureWarning] == \
+        [w.category for w in theirs if w.category is FutureWarning]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    vector = len(b_shape) == len(a_shape) - 1 and b_shape[-1] == a_shape[-1]
+    op = np.swapaxes(a, -1, -2) if trans else a  # (a is real: trans 2 is trans 1)
+    expected = np.linalg.solve(op, b[..., None] if vector else b)
+    np.testing.assert_allclose(np.asarray(got), expected[..., 0] if vector else expected,
+                               rtol=1e-4, atol=1e-4)  # float32 when x64 is off

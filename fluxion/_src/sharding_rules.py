@@ -2,7 +2,9 @@
 the pass of sharding_types.py: each maps its operands' specs to its results' specs, raises
 ShardingTypeError when they are inconsistent, or returns a Deferred error where the result's
 sharding is ambiguous (an `out_sharding` settles it). A primitive without a rule gives
-replicated results; call-like primitives are analysed through their jaxprs."""
+replicated results; call-like primitives are analysed through their jaxprs. The rules of
+the linalg primitives are in sharding_rules_linalg.py, those of convolutions and window
+reductions in sharding_rules_windowed.py."""
 from __future__ import annotations
 
 from fluxion._src import core
@@ -11,7 +13,7 @@ from fluxion._src.mesh import AxisType, PartitionSpec
 from fluxion._src.sharding_types import (_TRANSPOSED, Deferred, ShardingTypeError,
                                          _backward_aware, _entry, _fmt, _passes_deferred,
                                          _resolves_deferred, explicit_names, infer_jaxpr,
-                                         rules, spec_of, type_string, unsharded)
+                                         pspec_string, rules, spec_of, type_string, unsharded)
 
 
 def _replicated_rule(ctx, ins, in_avals, out_avals, params):
@@ -128,11 +130,20 @@ def _varying_shape_rule(name):
             if n != m and e and m % ctx.size(e):
                 return [Deferred(
                     f"{name} on sharded dims where out dim ({m}) is not divisible by mesh axes "
-                    f"({ctx.size(e)}) with spec ({_entry(e)!r}) is not implemented. Got input "
+                    f"({ctx.size(e)}) with spec ({_entry(e)}) is not implemented. Got input "
                     f"type={type_string(in_avals[0], spec)} and output shape={tuple(out_shape)}")
                     ] * len(out_avals)
         return [spec] * len(out_avals)
     return rule
+
+
+def _reduce_rule(ctx, ins, in_avals, out_avals, params):
+    """lax.reduce over several operands: the operands' common sharding less the reduced
+    dimensions."""
+    n = len(ins) // 2
+    spec = broadcast_specs("reduce", ins[:n], in_avals[:n])
+    dims = set(params["dimensions"])
+    return [tuple(e for d, e in enumerate(spec) if d not in dims)] * len(out_avals)
 
 
 def _split_rule(ctx, ins, in_avals, out_avals, params):
@@ -140,11 +151,20 @@ def _split_rule(ctx, ins, in_avals, out_avals, params):
             for a in out_avals]
 
 
+def _common_sharding(ins):
+    """The operands' common spec, None if they differ. A wholly unsharded operand gives way:
+    fluxion's iotas and broadcasts (as vmap's index arrays) come unsharded where JAX's take
+    the other operands' sharding."""
+    sharded = [s for s in ins if any(s)] or [ins[0]]
+    return sharded[0] if all(s == sharded[0] for s in sharded[1:]) else None
+
+
 def _concatenate_rule(ctx, ins, in_avals, out_avals, params):
-    if any(s != ins[0] for s in ins[1:]):
+    spec = _common_sharding(ins)
+    if spec is None:
         raise ShardingTypeError("All operands should have the same sharding. Got shardings "
                                 + ", ".join(_fmt(s) for s in ins))
-    return [ins[0]]
+    return [spec]
 
 
 def _select_n_rule(ctx, ins, in_avals, out_avals, params):
@@ -168,34 +188,48 @@ def _iota_rule(ctx, ins, in_avals, out_avals, params):
 
 
 def _sort_rule(ctx, ins, in_avals, out_avals, params):
-    if any(s != ins[0] for s in ins[1:]):
-        raise ShardingTypeError("sort operands must have the same sharding, got "
-                                + ", ".join(_fmt(s) for s in ins))
-    return [ins[0]] * len(out_avals)
+    # JAX's messages, with the specs where JAX prints whole NamedShardings
+    dimension = params["dimension"]
+    for s in ins:
+        if s[dimension]:
+            raise ShardingTypeError("Arguments to sort must be unsharded over the sorting "
+                                    f"dimension. Got arg sharding={pspec_string(s)} and "
+                                    f"sorting dimension={dimension}")
+    spec = _common_sharding(ins)
+    if spec is None:
+        raise ShardingTypeError("Arguments to sort must have equal shardings, got: "
+                                + " ".join(pspec_string(s) for s in ins))
+    return [spec] * len(out_avals)
 
 
 def _gather_rule(ctx, ins, in_avals, out_avals, params):
+    """JAX's gather rule: operand dimensions that are indexed into must be replicated or
+    sliced whole; batching dimensions pair the operand's and the indices' shardings (either
+    may be unsharded); the other dimensions of the indices must be unsharded."""
     operand, indices = ins
     if not any(operand) and not any(indices):
         return [unsharded(len(out_avals[0].shape))]
     dn = params["dimension_numbers"]
     slice_sizes = params["slice_sizes"]
     op_shape = in_avals[0].shape
-    ok = (not getattr(dn, "operand_batching_dims", ()) and not indices[-1:] != ((),)
-          and all(slice_sizes[i] == op_shape[i] or not operand[i] for i in dn.start_index_map))
+    op_batch = tuple(getattr(dn, "operand_batching_dims", ()))
+    idx_batch = tuple(getattr(dn, "start_indices_batching_dims", ()))
+    ok = (all(slice_sizes[i] == op_shape[i] or not operand[i] for i in dn.start_index_map)
+          and all(not operand[o] or not indices[i] or operand[o] == indices[i]
+                  for o, i in zip(op_batch, idx_batch))
+          and not any(e for i, e in enumerate(indices) if i not in idx_batch))
     if ok:
-        offset_src = [i for i in range(len(operand)) if i not in dn.collapsed_slice_dims]
-        batch_src = list(indices[:-1]) if indices else []
-        out, it_off, it_b = [], iter(offset_src), iter(batch_src)
-        for d in range(len(out_avals[0].shape)):
-            if d in dn.offset_dims:
-                i = next(it_off)
-                out.append(operand[i] if slice_sizes[i] == op_shape[i] else ())
-            else:
-                out.append(next(it_b, ()))
+        idx = list(indices)
+        for o, i in zip(op_batch, idx_batch):
+            idx[i] = idx[i] or operand[o]
+        offset_src = iter(i for i in range(len(operand))
+                          if i not in dn.collapsed_slice_dims and i not in op_batch)
+        idx_src = iter(idx)
+        out = tuple(operand[next(offset_src)] if d in dn.offset_dims else next(idx_src)
+                    for d in range(len(out_avals[0].shape)))
         used = [a for e in out for a in e]
         if len(used) == len(set(used)):
-            return [tuple(out)]
+            return [out]
     return [Deferred(
         "Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for the gather "
         "indexing as out sharding could not be resolved unambiguously (or would require "
@@ -271,8 +305,8 @@ def reshape_spec(ctx, spec, shape, new):
             if axes:
                 return None
             out.extend(parts)
-        elif len(dst) == 1:  # merge shape[i:i2] into one
-            entries = [spec[k] for k in src]
+        elif len(dst) == 1:  # merge shape[i:i2] into one (its size-1 dimensions aside)
+            entries = [spec[k] for k in src if shape[k] != 1 or spec[k]]
             if all(not e for e in entries):
                 out.append(())
             else:
@@ -311,13 +345,42 @@ def _top_k_rule(ctx, ins, in_avals, out_avals, params):
 
 
 def _scatter_rule(ctx, ins, in_avals, out_avals, params):
-    # The operand's sharding when only unsharded dimensions are scattered into and the
-    # indices and updates are unsharded (a simplification of JAX's rule).
+    """JAX's scatter rule (its gather rule in reverse): batching dimensions resolve between
+    operand, indices and updates; window dimensions resolve between operand and updates
+    (the same or one unsharded when a full slice, unsharded otherwise: fluxion's jnp and
+    backward passes make updates and zero operands unsharded where JAX's give them the other
+    operand's sharding); the rest of the indices and updates and the operand's inserted window
+    dimensions are unsharded."""
     operand, indices, updates = ins[:3]
-    dn = params["dimension_numbers"]
-    touched = set(getattr(dn, "scatter_dims_to_operand_dims", ()))
-    if not any(indices) and not any(updates) and not any(operand[d] for d in touched):
+    if not any(operand) and not any(indices) and not any(updates):
         return [operand]
+    if not indices:
+        return [Deferred("scatter indices need an index vector dimension")]
+    dn = params["dimension_numbers"]
+    op_shape, up_shape = in_avals[0].shape, in_avals[2].shape
+    op_batch = tuple(getattr(dn, "operand_batching_dims", ()))
+    idx_batch = tuple(getattr(dn, "scatter_indices_batching_dims", ()))
+    vector_dim = len(indices) - 1
+    query_dims = [d for d in range(len(updates)) if d not in dn.update_window_dims]
+    up_batch = tuple(query_dims[i] for i in idx_batch)
+    op_window = [i for i in range(len(operand))
+                 if i not in dn.inserted_window_dims and i not in op_batch]
+    ok = (all(len({e for e in (operand[o], indices[i], updates[u]) if e}) <= 1
+              for o, i, u in zip(op_batch, idx_batch, up_batch))
+          and all((up_shape[u] == op_shape[o] and len({updates[u], operand[o]} - {()}) <= 1)
+                  or (not updates[u] and not operand[o])
+                  for u, o in zip(dn.update_window_dims, op_window))
+          and not any(operand[i] for i in dn.inserted_window_dims)
+          and not any(updates[d] for d in query_dims if d not in up_batch)
+          and not any(indices[d] for d in range(vector_dim) if d not in idx_batch)
+          and not indices[vector_dim])
+    if ok:
+        out = list(operand)
+        for o, i, u in zip(op_batch, idx_batch, up_batch):
+            out[o] = out[o] or indices[i] or updates[u]
+        for u, o in zip(dn.update_window_dims, op_window):
+            out[o] = out[o] or updates[u]
+        return [tuple(out)]
     return [Deferred("Use `.at[...].set/add/mul/...(out_sharding=)` to provide output "
                      "PartitionSpec for the scatter update as out sharding could not be "
                      "resolved unambiguously (or would require collectives on inputs). Got "
@@ -400,10 +463,9 @@ def _while_rule(ctx, ins, in_avals, out_avals, params):
 def _scan_rule(ctx, ins, in_avals, out_avals, params):
     nc, nk = params["num_consts"], params["num_carry"]
     consts, carry, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
-    for s in xs:
-        if s and s[0]:
-            raise ShardingTypeError(f"scan over an axis sharded as {_fmt(s)}: the scanned "
-                                    "dimension must not be sharded")
+    if any(s and s[0] for s in xs):
+        raise ValueError("0th dimension of all xs should be replicated. Got "
+                         + ", ".join(pspec_string(s) for s in xs))
     out = infer_jaxpr(params["jaxpr"], consts + carry + [s[1:] for s in xs], ctx)
     _agree("scan body function carry input and carry output must have equal types",
            carry, out[:nk])
@@ -451,6 +513,7 @@ def register():
     rules[contractions.dot_general_p] = _dot_general_rule
     _backward_aware.add(contractions.dot_general_p)
     rules[structural.transpose_p] = _transpose_rule
+    rules[windowed.reduce_p] = _reduce_rule
     rules[shapes.broadcast_in_dim_p] = _broadcast_in_dim_rule
     rules[shapes.reshape_p] = _reshape_rule
     rules[structural.squeeze_p] = _squeeze_rule
@@ -482,6 +545,9 @@ def register():
     rules[control_flow.cond_p] = _cond_rule
     rules[control_flow.while_p] = _while_rule
     rules[control_flow.scan_p] = _scan_rule
+    from fluxion._src import sharding_rules_linalg, sharding_rules_windowed
+    sharding_rules_linalg.register()
+    sharding_rules_windowed.register()
     try:
         from fluxion._src.shard_map import shard_map_p
         rules[shard_map_p] = _shard_map_rule

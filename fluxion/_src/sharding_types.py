@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import threading
 
-from fluxion._src import core
+from fluxion._src import core, dtypes
 from fluxion._src.core import ClosedJaxpr, Literal
 from fluxion._src.mesh import AxisType, PartitionSpec
 
@@ -71,6 +71,11 @@ def _entry(e: tuple):
 def _fmt(spec: tuple) -> str:
     """A spec as JAX writes its partitions in messages: ('x', None)."""
     return repr(tuple(_entry(e) for e in spec))
+
+
+def pspec_string(spec: tuple) -> str:
+    """A spec as JAX prints a PartitionSpec: P('x', None)."""
+    return "P(" + ", ".join(repr(_entry(e)) for e in spec) + ")"
 
 
 def type_string(aval, spec: tuple, short_dtypes: bool = True) -> str:
@@ -145,13 +150,16 @@ def current_abstract_mesh():
 
 def cotangents_like_primals(cts, primals) -> list:
     """Eager cotangents laid out (and typed) as their primals on Explicit axes, as JAX's
-    backward pass gives each cotangent its primal's sharding."""
+    backward pass gives each cotangent its primal's sharding (also a cotangent that never met
+    the primal, as a linear function's, computed on one device)."""
     from fluxion._src.global_array import GlobalArray
     out = []
     for ct, p in zip(cts, primals):
         s = p._sharding if type(p) is GlobalArray else None
-        if (s is not None and type(ct) is GlobalArray and ct._sharding != s
-                and has_explicit_axes(getattr(s, "mesh", None)) and ct.shape == p.shape):
+        placed = ct._sharding != s if type(ct) is GlobalArray else not isinstance(ct, core.Tracer)
+        aval = core.get_aval(ct)
+        if (s is not None and placed and has_explicit_axes(getattr(s, "mesh", None))
+                and aval.shape == p.shape and aval.dtype != dtypes.float0):
             from fluxion._src.sharded_jit import reshard
             ct = reshard(ct, s)
         out.append(ct)
@@ -221,7 +229,16 @@ def _apply(prim, params, in_avals, out_avals, ins, ctx):
     if any(isinstance(s, Deferred) for s in ins):
         return [next(s for s in ins if isinstance(s, Deferred))] * len(out_avals)
     rule = rules.get(prim, fallback_rule[0])
-    return rule(ctx, ins, in_avals, out_avals, params)
+    outs = rule(ctx, ins, in_avals, out_avals, params)
+    for spec, aval in zip(outs, out_avals):
+        if not isinstance(spec, Deferred):
+            used = [a for e in spec for a in e]
+            if len(used) != len(set(used)):
+                raise ShardingTypeError(
+                    f"{prim.name} operation with inputs: "
+                    f"{', '.join(type_string(a, s) for a, s in zip(in_avals, ins))} produces an "
+                    f"illegally sharded result: {type_string(aval, spec)}")
+    return outs
 
 
 def infer_jaxpr(jaxpr, in_specs, ctx: Context) -> list:

@@ -16,6 +16,7 @@ from fluxion._src.lax import lax
 from fluxion._src.lax.base import ANY, check_dtype, standard_primitive
 from fluxion._src.lax.contractions import canonicalize_precision
 from fluxion._src.lax.structural import rev, transpose
+from fluxion._src.sharding_types import apply_out_sharding
 
 __all__ = ["ConvDimensionNumbers", "conv", "conv_dimension_numbers",
            "conv_general_dilated", "conv_general_dilated_p", "conv_general_permutations",
@@ -317,7 +318,24 @@ def _emit_convolution(ctx, lhs, rhs, out_aval, *, window_strides, padding, lhs_d
         return ctx.op1("stablehlo.dynamic_conv", [lhs, rhs, pads], out_aval, attrs)
     if n_spatial:  # an empty dense attribute does not parse; the default padding is zero
         attrs["padding"] = dense_i64([list(p) for p in padding], (n_spatial, 2))
+    if batch_group_count > 1:
+        rhs = _unsplit_rhs_input_features(ctx, rhs, dimension_numbers.rhs_spec[1])
     return ctx.op1("stablehlo.convolution", [lhs, rhs], out_aval, attrs)
+
+
+def _unsplit_rhs_input_features(ctx, rhs, dim: int):
+    """In a program partitioned over a mesh, keep the kernel's input-feature dimension
+    unsplit: XLA's SPMD partitioner (jaxlib 0.10) gives wrong values for a convolution with
+    batch_group_count > 1 whose lhs feature and rhs input-feature dimensions are split over
+    the same mesh axis (JAX with Auto axes too). Such convolutions are the kernel gradients
+    of grouped convolutions, where Shardy spreads the batch's axis onto the cotangent."""
+    from fluxion._src import sharded_jit
+    state = sharded_jit._lowering
+    if getattr(state, "mesh", None) is None or getattr(state, "manual", ()):
+        return rhs
+    dims = ["{}" if d == dim else "{?}" for d in range(len(rhs.shape))]
+    return ctx.op1("sdy.sharding_constraint", [rhs], rhs.aval,
+                   {"sharding": f"#sdy.sharding<@mesh, [{', '.join(dims)}]>"})
 
 
 def _complex_conv_lowering(ctx, lhs, rhs, **params):
@@ -363,7 +381,8 @@ def _spatial_tuple(opname: str, what: str, values, n_spatial: int) -> tuple:
 
 def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, rhs_dilation=None,
                          dimension_numbers=None, feature_group_count: int = 1,
-                         batch_group_count: int = 1, precision=None, preferred_element_type=None):
+                         batch_group_count: int = 1, precision=None, preferred_element_type=None,
+                         out_sharding=None):
     """General n-dimensional convolution with strides, padding and dilation (XLA's Conv).
 
     Parameters
@@ -378,7 +397,14 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
     feature_group_count, batch_group_count : grouped convolution (see XLA's Conv).
     precision : None, a Precision, a precision string or a pair of them.
     preferred_element_type : None or the dtype to accumulate in and return.
+    out_sharding : None, or a NamedSharding or PartitionSpec laying the result out (on
+        Explicit mesh axes, needed where the result's sharding is ambiguous).
     """
+    if out_sharding is not None:
+        return apply_out_sharding(lambda: conv_general_dilated(
+            lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+            feature_group_count, batch_group_count, precision, preferred_element_type),
+            out_sharding)
     lhs_shape, rhs_shape = core.get_aval(lhs).shape, core.get_aval(rhs).shape
     dnums = conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers)
     n_spatial = len(lhs_shape) - 2

@@ -441,6 +441,15 @@ def multi_dot(arrays, *, precision=None):
     arrays = [jnp.asarray(x) for x in arrays]
     if len(arrays) < 2:
         raise ValueError(f"multi_dot requires at least two arrays; got len(arrays)={len(arrays)}")
+    shapes = [tuple(x.shape) for x in arrays]
+    if not (arrays[0].ndim in (1, 2) and arrays[-1].ndim in (1, 2)
+            and all(x.ndim == 2 for x in arrays[1:-1])):
+        raise ValueError("multi_dot: input arrays must all be two-dimensional, except for the "
+                         f"first and last array which may be 1 or 2 dimensional. Got array "
+                         f"shapes {shapes}")
+    if any(a.shape[-1] != b.shape[0] for a, b in zip(arrays[:-1], arrays[1:])):
+        raise ValueError("multi_dot: last dimension of each array must match first dimension "
+                         f"of following array. Got array shapes {shapes}")
     out = arrays[0]
     for x in arrays[1:]:
         out = jnp.matmul(out, x, precision=precision)

@@ -6,6 +6,8 @@ a = P @ L @ U, `qr(mode='r')` returns a 1-tuple.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 import fluxion.numpy as jnp
@@ -108,17 +110,40 @@ def lu_solve(lu_and_piv, b, trans: int = 0, overwrite_b: bool = False,
         raise ValueError(f"Invalid 'trans' value {trans!r}")
     b = jnp.asarray(b).astype(lu.dtype)
     m = lu.shape[-1]
+    if lu.ndim < 2 or lu.shape[-2] != m:
+        raise ValueError(f"last two dimensions of LU decomposition must be equal, got shape "
+                         f"{lu.shape}")
+    if b.ndim < 1:
+        raise ValueError(f"b matrix must have rank >= 1, got shape {b.shape}")
     perm = lax_linalg.lu_pivots_to_permutation(pivots, m)
-    vector = b.ndim == 1
-    rhs = b[:, None] if vector else b
+    # b is a (batch of) vector(s) when 1-D or one dimension short of lu, as in JAX
+    vector = b.ndim == 1 or (lu.ndim == b.ndim + 1 and b.shape[-1] == m)
+    if vector and b.ndim > 1:
+        warnings.warn("jax.scipy.linalg.lu_solve: batched 1D solves with b.ndim > 1 are "
+                      "deprecated, and in the future will be treated as a batched 2D solve. "
+                      "Use lu_solve(lu_and_piv, b[..., None]).squeeze(-1) to avoid this "
+                      "warning.", FutureWarning, stacklevel=2)
+    if (b.shape[-1] if vector else b.shape[-2] if b.ndim > 1 else None) != m:
+        raise ValueError(f"lu_solve: b of shape {b.shape} does not match the LU "
+                         f"decomposition of shape {lu.shape}")
+    rhs = b[..., None] if vector else b
+    batch = jnp.broadcast_shapes(lu.shape[:-2], perm.shape[:-1], rhs.shape[:-2])
+    lu = jnp.broadcast_to(lu, batch + lu.shape[-2:])
+    rhs = jnp.broadcast_to(rhs, batch + rhs.shape[-2:])
+    perm = jnp.broadcast_to(perm, batch + perm.shape[-1:])
+
+    def permute_rows(x, p):  # x[..., p, :] batch by batch
+        return jnp.take_along_axis(x, jnp.broadcast_to(p[..., None], x.shape), axis=-2)
+
     if trans == 0:
-        x = _solve_triangular(lu, rhs[..., perm, :], lower=True, trans=0, unit_diagonal=True)
+        x = _solve_triangular(lu, permute_rows(rhs, perm), lower=True, trans=0,
+                              unit_diagonal=True)
         x = _solve_triangular(lu, x, lower=False, trans=0)
     else:
         x = _solve_triangular(lu, rhs, lower=False, trans=trans)
         x = _solve_triangular(lu, x, lower=True, trans=trans, unit_diagonal=True)
-        x = x[..., jnp.argsort(perm), :]
-    return x[:, 0] if vector else x
+        x = permute_rows(x, jnp.argsort(perm, axis=-1))
+    return x[..., 0] if vector else x
 
 
 def lu(a, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool = True):
