@@ -11,17 +11,18 @@ import functools
 import sys
 import threading
 
-from fluxion._src import core
+from fluxion._src import core, op_attributes
 
 
 class SourceInfo:
-    __slots__ = ("file", "line", "function", "name_stack", "_locs", "_transposed")
+    __slots__ = ("file", "line", "function", "name_stack", "attrs", "_locs", "_transposed")
 
-    def __init__(self, file: str, line: int, function: str, name_stack: str):
+    def __init__(self, file: str, line: int, function: str, name_stack: str, attrs=None):
         self.file = file
         self.line = line
         self.function = function
         self.name_stack = name_stack
+        self.attrs = attrs  # frontend attributes of its ops (op_attributes), or None
         self._locs = None
         self._transposed = None
 
@@ -36,7 +37,8 @@ class SourceInfo:
                 parts[jvps[-1]] = f"transpose({parts[jvps[-1]]})"
             else:
                 parts.append("transpose")
-            t = self._transposed = SourceInfo(self.file, self.line, self.function, "/".join(parts))
+            t = self._transposed = SourceInfo(self.file, self.line, self.function, "/".join(parts),
+                                              self.attrs)
         return t
 
     def __repr__(self):
@@ -80,6 +82,7 @@ def current() -> SourceInfo | None:
     info = core._trace_state.source_info
     if info is not None:
         return info
+    attrs = op_attributes.current.value
     frame = sys._getframe(2)
     internal = _internal
     while frame is not None:
@@ -89,15 +92,17 @@ def current() -> SourceInfo | None:
         if is_internal is None:
             is_internal = internal[filename] = core._is_internal_file(filename)
         if not is_internal:
-            key = (filename, frame.f_lineno, code.co_name, _stack.text)
+            key = (filename, frame.f_lineno, code.co_name, _stack.text, attrs)
             info = _interned.get(key)
             if info is None:  # shared, so its loc(...) texts are built once
                 if len(_interned) > 50000:
                     _interned.clear()
                 info = _interned[key] = SourceInfo(code.co_filename, frame.f_lineno,
-                                                   code.co_name, _stack.text)
+                                                   code.co_name, _stack.text, attrs)
             return info
         frame = frame.f_back
+    if attrs is not None:
+        return SourceInfo("unknown", 0, "", _stack.text, attrs)
     return None
 
 

@@ -5,7 +5,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import core
+from fluxion._src import core, op_attributes
 from fluxion._src.compiler import hlo
 from fluxion._src.compiler.hlo import Block, HloOps, Module, Value
 from fluxion._src.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
@@ -115,6 +115,8 @@ def lower_jaxpr_into(block: Block, jaxpr: Jaxpr | ClosedJaxpr, args: Sequence[Va
             raise TypeError(f"lowering rule of '{eqn.primitive.name}' returned {outs!r}; a rule "
                             "returns a Value or a list of Values (one per result)")
         outs = list(outs)
+        if eqn.source_info is not None and eqn.source_info.attrs:
+            op_attributes.tag_results(lines, first_line, outs, eqn.source_info.attrs)
         if len(outs) != len(eqn.outvars):
             raise ValueError(f"lowering rule of '{eqn.primitive.name}' returned {len(outs)} "
                              f"values, expected {len(eqn.outvars)}")
