@@ -784,6 +784,9 @@ def jit(fun: Callable = _NO_FUNCTION, *, in_shardings=None, out_shardings=None, 
     -------
     A callable with the same signature, plus `.lower(*args)` for ahead-of-time compilation.
     """
+    from fluxion._src.layout import strip_formats  # Format(layout, sharding) leaves
+    in_shardings = strip_formats(in_shardings, "jit in_shardings")
+    out_shardings = strip_formats(out_shardings, "jit out_shardings")
     kwargs = dict(in_shardings=in_shardings, out_shardings=out_shardings,
                   static_argnums=static_argnums, static_argnames=static_argnames,
                   donate_argnums=donate_argnums, donate_argnames=donate_argnames, inline=inline,

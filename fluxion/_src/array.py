@@ -147,6 +147,12 @@ class Array:
         # by the jax package, which fluxion does not import).
         return single_device_sharding(self._buf._sharding._device)
 
+    @property
+    def format(self):
+        """Its `Format`: the default row-major layout and its sharding."""
+        from fluxion._src.layout import Format, default_layout
+        return Format(default_layout(self.ndim), self.sharding)
+
     # A single-device Array is its own only shard (sharded ones: global_array.GlobalArray).
     @property
     def addressable_shards(self) -> list:

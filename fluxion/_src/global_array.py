@@ -68,6 +68,12 @@ class GlobalArray(Array):
         return self._sharding
 
     @property
+    def format(self):
+        """Its `Format`: the default row-major layout and its sharding."""
+        from fluxion._src.layout import Format, default_layout
+        return Format(default_layout(self.ndim), self._sharding)
+
+    @property
     def _buf(self):
         """The whole array on the default device (for code that needs one buffer)."""
         if self._joined is None:
