@@ -13,6 +13,7 @@ import pytest
 import fluxion as jax
 import fluxion.numpy as jnp
 from fluxion import lax
+from fluxion.experimental.shard_alike import shard_alike
 from fluxion.sharding import (AbstractMesh, Mesh, NamedSharding, PartitionSpec as P,
                               Sharding, AxisType)
 
@@ -60,6 +61,9 @@ _ORACLE = textwrap.dedent('''
     rec("wsc", jax.jit(lambda t: jax.lax.with_sharding_constraint(jnp.sin(t), S(None, "y")))(a))
     rec("grad", jax.jit(jax.grad(lambda t: (jnp.tanh(t) ** 2).sum()))(x))
     rec("out_rep", jax.jit(lambda t: t + 1, out_shardings=S())(x))
+    from jax.experimental.shard_alike import shard_alike
+    rec("shard_alike", jax.jit(lambda t, u: shard_alike(t * 2, u + 1)[1])(x, a))
+    rec("shard_alike_xy", jax.jit(lambda t, u: shard_alike(t, u * 3)[1])(jax.device_put(a, S("x", "y")), a))
     print(json.dumps(out))
 ''')
 
@@ -103,12 +107,15 @@ def _programs(mesh):
         "wsc": lambda: jax.jit(lambda t: lax.with_sharding_constraint(jnp.sin(t), S(None, "y")))(a),
         "grad": lambda: jax.jit(jax.grad(lambda t: (jnp.tanh(t) ** 2).sum()))(x),
         "out_rep": lambda: jax.jit(lambda t: t + 1, out_shardings=S())(x),
+        "shard_alike": lambda: jax.jit(lambda t, u: shard_alike(t * 2, u + 1)[1])(x, a),
+        "shard_alike_xy": lambda: jax.jit(lambda t, u: shard_alike(t, u * 3)[1])(
+            jax.device_put(a, S("x", "y")), a),
     }
 
 
 @pytest.mark.parametrize("name", ["put_x", "put_xy", "put_rep", "put_yx", "mul", "sum0",
                                   "transpose", "matmul", "matmul_auto", "wsc", "grad",
-                                  "out_rep"])
+                                  "out_rep", "shard_alike", "shard_alike_xy"])
 def test_shardings_shards_and_values_match_jax(mesh, oracle, name):
     got = _record(_programs(mesh)[name]())
     want = oracle[name]
