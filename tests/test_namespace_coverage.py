@@ -14,6 +14,8 @@ NOT_PROVIDED = {
         "jax", "map", "partial", "safe_map", "safe_zip", "unzip2", "zip"]},
     "experimental.serialize_executable": {n: _HELPER for n in [
         "Sequence", "annotations", "io", "jax", "pickle", "xc"]},
+    "experimental.topologies": {n: _HELPER for n in [
+        "Sequence", "annotations", "jax", "mesh_utils", "xb"]},
     "experimental.multihost_utils": {
         **{n: _HELPER for n in [
             "Any", "P", "ad", "array", "batching", "core", "distributed", "dtypes", "jax",
@@ -37,7 +39,9 @@ NAMESPACES = ["numpy", "numpy.linalg", "numpy.fft", "lax", "lax.linalg", "nn", "
               "example_libraries.stax", "example_libraries.optimizers", "ffi", "profiler",
               "experimental.serialize_executable", "experimental.multihost_utils",
               "errors", "debug", "sharding", "ad_checkpoint", "experimental.checkify",
-              "experimental.key_reuse"]
+              "experimental.key_reuse", "experimental.pjit", "experimental.shard_alike",
+              "experimental.compute_on", "experimental.layout", "experimental.xla_metadata",
+              "experimental.random", "experimental.topologies"]
 
 
 def _public(module):
