@@ -191,6 +191,11 @@ def test_layout_format_of_arrays_and_jit():
         fluxion.jit(lambda x: x, out_shardings=F(L((1, 0)), x.sharding))
     np.testing.assert_allclose(fluxion.jit(
         lambda x: f_layout.with_layout_constraint(x * 2, L((0, 1))))(x), 2 * np.ones((2, 3)))
+    z = fluxion.device_put(np.arange(6.0).reshape(2, 3), F(L((0, 1)), x.sharding))
+    assert z.format == x.format
+    np.testing.assert_array_equal(z, np.arange(6.0).reshape(2, 3))
+    with pytest.raises(NotImplementedError, match="device_put"):
+        fluxion.device_put(x, F(L((1, 0)), x.sharding))
 
 
 @pytest.mark.parametrize("args", [(("L", (1, 0)),), (("L", (1, 0)), "s"), ("bad",), (None, "bad")])

@@ -941,7 +941,9 @@ def device_put(x, device=None, *, donate=False, may_alias=None):
     a pytree of them matching `x`: the result is then laid out over that sharding's devices.
     A `fluxion.memory.Space` (Device or Host) places `x` as `device=None` does."""
     from fluxion._src import memory, sharding_impls
+    from fluxion._src.layout import strip_formats
     from fluxion._src.mesh import PartitionSpec
+    device = strip_formats(device, "device_put")
     if isinstance(device, memory.Space):
         memory.space_to_kind(device)  # raises for Space.Any
         device = None  # one memory space per device here: Device and Host place alike

@@ -111,9 +111,10 @@ def strip_formats(shardings, what: str):
             check_supported(s.layout, what)
             return s.sharding
         return s
-    if shardings is None:
-        return None
-    return tree_util.tree_map(strip, shardings, is_leaf=lambda s: isinstance(s, Format))
+    is_format = lambda s: isinstance(s, Format)  # noqa: E731
+    if shardings is None or not any(map(is_format, tree_util.tree_leaves(shardings, is_format))):
+        return shardings
+    return tree_util.tree_map(strip, shardings, is_leaf=is_format)
 
 
 def with_layout_constraint(x, layouts):
