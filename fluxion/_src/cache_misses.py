@@ -47,7 +47,8 @@ def _flag_changes(old, new) -> list:
     """Lines naming the configuration flags that differ between two `config.trace_key`s."""
     users = config._user_contexts  # make_user_context's, after the flags
     names = ("enable_x64", *config._trace_flags,
-             *(f"user context #{i} (make_user_context)" for i in range(len(users))))
+             *(getattr(c, "label", None) or f"user context #{i} (make_user_context)"
+               for i, c in enumerate(users)))
     defaults = tuple(config._defaults[n] for n in config._trace_flags) + tuple(
         c.default for c in users)
     old = old if type(old) is tuple else (old, *defaults)

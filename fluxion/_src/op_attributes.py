@@ -14,6 +14,7 @@ from fluxion._src.user_context import UserContext
 
 # A tuple of (name, value-as-string) pairs, in the order they were set, or None.
 current = UserContext(None)
+current.label = "XLA metadata (set_xla_metadata / compute_on)"  # named in cache-miss reports
 
 
 def _as_text(v) -> str:
