@@ -101,3 +101,20 @@ def tag_results(lines: list, first_line: int, results, attrs) -> None:
         lhs = line.split(" = ", 1)[0].split(":")[0] if " = " in line else None
         if lhs in wanted:
             lines[j] = add_to_op(line, attrs)
+
+
+_COMPUTE_KEYS = ("_xla_compute_type", "_xla_stream_annotation", "inlineable")
+_BROADCASTS = ('"stablehlo.broadcast_in_dim"(', '"stablehlo.dynamic_broadcast_in_dim"(')
+
+
+def tag_equation(lines: list, first_line: int, results, attrs) -> None:
+    """Add the attributes of an equation to its ops: all of them on the ops defining its
+    `results`; the compute-type ones (`compute_on`) also on its broadcasts, as JAX's lowering
+    helpers add them."""
+    tag_results(lines, first_line, results, attrs)
+    compute = tuple((k, v) for k, v in attrs if k in _COMPUTE_KEYS)
+    if compute:
+        for j in range(first_line, len(lines)):
+            line = lines[j]
+            if "\n" not in line and any(b in line for b in _BROADCASTS):
+                lines[j] = add_to_op(line, compute)

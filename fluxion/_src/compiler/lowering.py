@@ -116,7 +116,7 @@ def lower_jaxpr_into(block: Block, jaxpr: Jaxpr | ClosedJaxpr, args: Sequence[Va
                             "returns a Value or a list of Values (one per result)")
         outs = list(outs)
         if eqn.source_info is not None and eqn.source_info.attrs:
-            op_attributes.tag_results(lines, first_line, outs, eqn.source_info.attrs)
+            op_attributes.tag_equation(lines, first_line, outs, eqn.source_info.attrs)
         if len(outs) != len(eqn.outvars):
             raise ValueError(f"lowering rule of '{eqn.primitive.name}' returned {len(outs)} "
                              f"values, expected {len(eqn.outvars)}")
