@@ -41,9 +41,13 @@ def _escape(s: str) -> str:
     return s.replace("\\", "\\\\").replace('"', '\\"')
 
 
+def _name_text(k: str) -> str:
+    """An attribute name: bare where MLIR allows, else quoted."""
+    return k if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.$]*", k) else f'"{_escape(k)}"'
+
+
 def _dict_text(attrs) -> str:
-    return ", ".join(f'{k if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.$]*", k) else chr(34) + _escape(k) + chr(34)}'
-                     f' = "{_escape(v)}"' for k, v in attrs)
+    return ", ".join(f'{_name_text(k)} = "{_escape(v)}"' for k, v in attrs)
 
 
 def _matching(text: str, i: int) -> int:
