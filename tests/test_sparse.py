@@ -1,0 +1,281 @@
+"""fluxion.experimental.sparse (BCOO) against JAX's jax.experimental.sparse and NumPy."""
+import jax
+import jax.experimental.sparse as jsparse
+import numpy as np
+import pytest
+
+import fluxion
+import fluxion.numpy as jnp
+from fluxion.experimental import sparse
+
+_rng = np.random.default_rng(0)
+
+
+def _sparse_array(shape, density=0.4, dtype=np.float32):
+  x = _rng.normal(size=shape).astype(dtype)
+  return np.where(_rng.random(shape) < density, x, 0).astype(dtype)
+
+
+X = _sparse_array((3, 4))
+X3 = _sparse_array((2, 3, 4))
+LAYOUTS = [(X, 0, 0), (X3, 0, 0), (X3, 1, 0), (X3, 0, 1), (X3, 1, 1), (X3, 2, 0)]
+
+
+def _raises_like(jax_fn, flux_fn):
+  """fluxion raises an exception of the class JAX raises (JAX's own error classes are
+  matched by name: fluxion.errors mirrors them)."""
+  with pytest.raises(Exception) as jax_err:
+    jax_fn()
+  with pytest.raises(Exception) as flux_err:
+    flux_fn()
+  names = {c.__name__ for c in flux_err.type.__mro__}
+  assert jax_err.type.__name__ in names, (jax_err.value, flux_err.value)
+
+
+@pytest.mark.parametrize("x,n_batch,n_dense", LAYOUTS)
+def test_fromdense_matches_jax_buffers(x, n_batch, n_dense):
+  ours = sparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
+  theirs = jsparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
+  assert (ours.shape, ours.nse, ours.n_batch, ours.n_dense, ours.dtype) == (
+      theirs.shape, theirs.nse, theirs.n_batch, theirs.n_dense, theirs.dtype)
+  np.testing.assert_array_equal(ours.data, theirs.data)
+  np.testing.assert_array_equal(ours.indices, theirs.indices)
+  np.testing.assert_array_equal(ours.todense(), x)
+  np.testing.assert_array_equal(sparse.bcoo_todense(ours), x)
+  assert repr(ours) == repr(theirs)
+
+
+def test_fromdense_with_padding_and_jit():
+  ours = fluxion.jit(lambda x: sparse.bcoo_fromdense(x, nse=8))(X)
+  theirs = jsparse.bcoo_fromdense(X, nse=8)
+  np.testing.assert_array_equal(ours.indices, theirs.indices)
+  np.testing.assert_array_equal(ours.data, theirs.data)
+  np.testing.assert_array_equal(fluxion.jit(sparse.todense)(ours), X)
+  _raises_like(lambda: jax.jit(jsparse.bcoo_fromdense)(X),
+               lambda: fluxion.jit(sparse.bcoo_fromdense)(X))
+
+
+def test_empty_eye():
+  for args in [(3,), (3, 4, 1), (4, 3, -2), (2, 2, 5)]:
+    np.testing.assert_array_equal(sparse.eye(*args).todense(), jsparse.eye(*args).todense())
+  e = sparse.empty((2, 3), dtype=np.int32)
+  assert e.nse == 0 and e.dtype == np.int32
+  np.testing.assert_array_equal(e.todense(), np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("x,n_batch,n_dense", LAYOUTS)
+def test_matmul_both_sides(x, n_batch, n_dense):
+  m = sparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
+  y = _rng.normal(size=(4, 5)).astype(np.float32)
+  np.testing.assert_allclose(m @ y, x @ y, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(m @ y[:, 0], x @ y[:, 0], rtol=1e-5, atol=1e-5)
+  z = _rng.normal(size=(5, 3) if x.ndim == 2 else (2, 5, 3)).astype(np.float32)
+  np.testing.assert_allclose(z @ m, np.matmul(z, x), rtol=1e-5, atol=1e-5)
+
+
+DNS = [((3, 4), (4, 5), (((1,), (0,)), ((), ()))),
+       ((3, 4), (5, 3), (((0,), (1,)), ((), ()))),
+       ((2, 3, 4), (2, 4, 5), (((2,), (1,)), ((0,), (0,)))),
+       ((2, 3, 4), (4, 3), (((1, 2), (1, 0)), ((), ()))),
+       ((2, 3, 4), (5, 2), (((0,), (1,)), ((), ())))]
+
+
+@pytest.mark.parametrize("lshape,rshape,dn", DNS)
+@pytest.mark.parametrize("n_batch", [0, 1])
+def test_dot_general_against_jax(lshape, rshape, dn, n_batch):
+  if len(lshape) == 2 and n_batch:
+    pytest.skip("one layout is enough for matrices")
+  x = _sparse_array(lshape)
+  y = _rng.normal(size=rshape).astype(np.float32)
+  m = sparse.BCOO.fromdense(x, n_batch=n_batch)
+  want = jax.lax.dot_general(x, y, dn)
+  got = fluxion.jit(lambda m, y: sparse.bcoo_dot_general(m, y, dimension_numbers=dn))(m, y)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+  # dense @ sparse: swap the roles.
+  (lc, rc), (lb, rb) = dn
+  got = sparse.bcoo_dot_general(y, m, dimension_numbers=((rc, lc), (rb, lb)))
+  np.testing.assert_allclose(got, jax.lax.dot_general(y, x, ((rc, lc), (rb, lb))),
+                             rtol=1e-5, atol=1e-5)
+  # sparse @ sparse
+  ms = sparse.BCOO.fromdense(y)
+  got = sparse.bcoo_spdot_general(m, ms, dimension_numbers=dn)
+  assert isinstance(got, sparse.BCOO)
+  np.testing.assert_allclose(got.todense(), want, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(sparse.bcoo_dot_general(m, ms, dimension_numbers=dn).todense(),
+                             want, rtol=1e-5, atol=1e-5)
+
+
+def test_dot_general_bad_shapes_raise_like_jax():
+  m, jm = sparse.BCOO.fromdense(X), jsparse.BCOO.fromdense(X)
+  y = np.ones((5, 2), np.float32)
+  _raises_like(lambda: jm @ y, lambda: m @ y)
+  dn = (((1,), (0,)), ((), ()))
+  _raises_like(lambda: jsparse.bcoo_dot_general(jm, y, dimension_numbers=dn),
+               lambda: sparse.bcoo_dot_general(m, y, dimension_numbers=dn))
+
+
+def test_grad_wrt_data_and_dense_operand():
+  m, jm = sparse.BCOO.fromdense(X), jsparse.BCOO.fromdense(X)
+  y = _rng.normal(size=(4, 2)).astype(np.float32)
+
+  def ours(d, y):
+    return jnp.sin(sparse.BCOO((d, m.indices), shape=m.shape) @ y).sum()
+
+  def theirs(d, y):
+    return jax.numpy.sin(jsparse.BCOO((d, jm.indices), shape=jm.shape) @ y).sum()
+
+  g = fluxion.jit(fluxion.grad(ours, argnums=(0, 1)))(m.data, y)
+  want = jax.jit(jax.grad(theirs, argnums=(0, 1)))(jm.data, y)
+  for a, b in zip(g, want):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+  def ours_sp(d):  # sparse @ sparse and reductions are differentiable too
+    a = sparse.BCOO((d, m.indices), shape=m.shape)
+    return (sparse.bcoo_spdot_general(a, a.T, dimension_numbers=(((1,), (0,)), ((), ())))
+            .todense() ** 2).sum() + sparse.bcoo_reduce_sum(a * 3.0, axes=(0,)).todense()[1]
+
+  def dense_version(d):
+    a = jnp.zeros(X.shape).at[m.indices[:, 0], m.indices[:, 1]].add(d)
+    return ((a @ a.T) ** 2).sum() + (3 * a).sum(0)[1]
+
+  np.testing.assert_allclose(fluxion.grad(ours_sp)(m.data), fluxion.grad(dense_version)(m.data),
+                             rtol=1e-5)
+
+
+def test_vmap_over_batch_dimension():
+  m = sparse.BCOO.fromdense(X3, n_batch=1)
+  y = _rng.normal(size=(4, 2)).astype(np.float32)
+  got = fluxion.vmap(lambda a: a @ y)(m)
+  np.testing.assert_allclose(got, np.stack([X3[i] @ y for i in range(2)]), rtol=1e-5)
+  scaled = fluxion.vmap(lambda a: -(a * 2.0))(m)
+  assert isinstance(scaled, sparse.BCOO) and scaled.shape == (2, 3, 4)
+  np.testing.assert_allclose(scaled.todense(), -2 * X3)
+  dense = fluxion.vmap(sparse.todense)(m)
+  np.testing.assert_array_equal(dense, X3)
+  with pytest.raises(ValueError):
+    fluxion.vmap(sparse.todense)(sparse.BCOO.fromdense(X))
+
+
+@pytest.mark.parametrize("x,n_batch,n_dense", LAYOUTS[1:])
+@pytest.mark.parametrize("axes", [(0,), (1,), (2,), (0, 2), (0, 1, 2)])
+def test_reduce_sum(x, n_batch, n_dense, axes):
+  m = sparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
+  got = sparse.bcoo_reduce_sum(m, axes=axes)
+  want = jsparse.bcoo_reduce_sum(jsparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense),
+                                 axes=axes)
+  assert got.shape == want.shape
+  np.testing.assert_allclose(got.todense(), want.todense(), rtol=1e-6)
+  np.testing.assert_allclose(m.sum(axes).todense(), x.sum(axes), rtol=1e-5, atol=1e-6)
+
+
+def test_multiply_and_negate():
+  m = sparse.BCOO.fromdense(X3, n_batch=1)
+  v = _rng.normal(size=(4,)).astype(np.float32)
+  jm = jsparse.BCOO.fromdense(X3, n_batch=1)
+  np.testing.assert_allclose(sparse.bcoo_multiply_dense(m, v), jsparse.bcoo_multiply_dense(jm, v))
+  np.testing.assert_allclose((m * v).todense(), X3 * v)
+  np.testing.assert_allclose((2.5 * m).todense(), 2.5 * X3)
+  np.testing.assert_allclose((-m).todense(), -X3)
+  np.testing.assert_allclose((m / 2).todense(), X3 / 2)
+
+
+def test_sum_duplicates_and_sort_match_jax():
+  data = np.array([1., 2., 3., 4., 5.], np.float32)
+  idx = np.array([[2, 1], [0, 3], [2, 1], [0, 0], [3, 4]], np.int32)  # last one is padding
+  m = sparse.BCOO((data, idx), shape=(3, 4))
+  jm = jsparse.BCOO((data, idx), shape=(3, 4))
+  for ours, theirs in [(sparse.bcoo_sum_duplicates(m), jsparse.bcoo_sum_duplicates(jm)),
+                       (sparse.bcoo_sum_duplicates(m, nse=5), jsparse.bcoo_sum_duplicates(jm, nse=5)),
+                       (fluxion.jit(lambda a: sparse.bcoo_sum_duplicates(a, nse=4))(m),
+                        jsparse.bcoo_sum_duplicates(jm, nse=4)),
+                       (sparse.bcoo_sort_indices(m), jsparse.bcoo_sort_indices(jm))]:
+    np.testing.assert_array_equal(ours.indices, theirs.indices)
+    np.testing.assert_array_equal(ours.data, theirs.data)
+    assert ours.indices_sorted
+  s = sparse.bcoo_sum_duplicates(sparse.BCOO.fromdense(X3, n_batch=1, n_dense=1))
+  np.testing.assert_array_equal(s.todense(), X3)
+  z = sparse.BCOO((np.array([0., 1.], np.float32), np.array([[0, 0], [1, 1]], np.int32)),
+                  shape=(2, 2)).sum_duplicates()
+  assert z.nse == 1
+
+
+@pytest.mark.parametrize("x,n_batch,n_dense", LAYOUTS[1:])
+def test_update_layout(x, n_batch, n_dense):
+  m = sparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
+  for nb in range(n_batch + 1):
+    for nd in range(n_dense + 1):
+      out = sparse.bcoo_update_layout(m, n_batch=nb, n_dense=nd)
+      assert (out.n_batch, out.n_dense) == (nb, nd)
+      np.testing.assert_array_equal(out.todense(), x)
+  if n_batch == 0:
+    jm = jsparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
+    _raises_like(lambda: jsparse.bcoo_update_layout(jm, n_batch=1),
+                 lambda: sparse.bcoo_update_layout(m, n_batch=1))
+    out = sparse.bcoo_update_layout(m, n_batch=1, on_inefficient=None)
+    np.testing.assert_array_equal(out.todense(), x)
+
+
+@pytest.mark.parametrize("x,n_batch,n_dense", LAYOUTS[1:])
+def test_structural_ops(x, n_batch, n_dense):
+  m = sparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
+  np.testing.assert_array_equal(sparse.bcoo_reshape(m, new_sizes=(4, 6)).todense(),
+                                x.reshape(4, 6))
+  np.testing.assert_array_equal(m.reshape(6, -1).todense(), x.reshape(6, 4))
+  np.testing.assert_array_equal(
+      sparse.bcoo_reshape(m, new_sizes=(12, 2), dimensions=(2, 1, 0)).todense(),
+      x.transpose(2, 1, 0).reshape(12, 2))
+  sl = sparse.bcoo_slice(m, start_indices=(1, 0, 1), limit_indices=(2, 3, 4), strides=(1, 2, 2))
+  np.testing.assert_array_equal(sl.todense(), x[1:2, 0:3:2, 1:4:2])
+  cat = sparse.bcoo_concatenate([m, sparse.BCOO.fromdense(2 * x)], dimension=1)
+  np.testing.assert_array_equal(cat.todense(), np.concatenate([x, 2 * x], axis=1))
+  b = sparse.bcoo_broadcast_in_dim(m, shape=(2, 2, 3, 4), broadcast_dimensions=(1, 2, 3))
+  np.testing.assert_array_equal(b.todense(), np.broadcast_to(x, (2, 2, 3, 4)))
+  sq = sparse.bcoo_squeeze(sparse.bcoo_slice(m, start_indices=(1, 0, 0), limit_indices=(2, 3, 4)),
+                           dimensions=(0,))
+  np.testing.assert_array_equal(sq.todense(), x[1])
+  ext = sparse.bcoo_extract(m, 10 * x)
+  np.testing.assert_array_equal(ext.todense(), 10 * x)
+  jm = jsparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
+  np.testing.assert_array_equal(ext.data, jsparse.bcoo_extract(jm, 10 * x).data)
+
+
+def test_transpose():
+  m = sparse.BCOO.fromdense(X3, n_batch=1)
+  np.testing.assert_array_equal(m.transpose((0, 2, 1)).todense(), X3.transpose(0, 2, 1))
+  np.testing.assert_array_equal(sparse.BCOO.fromdense(X).T.todense(), X.T)
+  jm = jsparse.BCOO.fromdense(X3, n_batch=1)
+  _raises_like(lambda: jm.transpose((1, 0, 2)), lambda: m.transpose((1, 0, 2)))
+  with pytest.raises(ValueError):
+    m.transpose((0, 0, 1))
+
+
+def test_structural_ops_under_jit_and_grad():
+  m = sparse.BCOO.fromdense(X3, n_batch=1)
+
+  def f(d):
+    a = sparse.BCOO((d, m.indices), shape=m.shape)
+    a = sparse.bcoo_reshape(a, new_sizes=(6, 4))
+    a = sparse.bcoo_concatenate([a, a * 2.0], dimension=0)
+    a = sparse.bcoo_slice(a, start_indices=(1, 0), limit_indices=(11, 4), strides=(2, 1))
+    return (sparse.bcoo_reduce_sum(a, axes=(0,)).todense() * np.arange(4)).sum()
+
+  def f_dense(x):
+    a = x.reshape(6, 4)
+    a = jnp.concatenate([a, a * 2.0])[1:11:2]
+    return (a.sum(0) * np.arange(4)).sum()
+
+  def to_dense(d):
+    return sparse.BCOO((d, m.indices), shape=m.shape).todense()
+
+  want = fluxion.grad(lambda d: f_dense(to_dense(d)))(m.data)
+  np.testing.assert_allclose(fluxion.jit(fluxion.grad(f))(m.data), want, rtol=1e-6)
+  np.testing.assert_allclose(fluxion.jit(f)(m.data), f_dense(X3), rtol=1e-5)
+
+
+def test_bad_construction_raises():
+  with pytest.raises(ValueError):
+    sparse.BCOO((np.zeros(3), np.zeros((4, 2), np.int32)), shape=(3, 4))
+  with pytest.raises(TypeError):
+    sparse.BCOO((np.zeros(3), np.zeros((3, 2))), shape=(3, 4))
+  with pytest.raises(TypeError):
+    sparse.bcoo_reshape(sparse.BCOO.fromdense(X), new_sizes=(5,))
