@@ -215,6 +215,16 @@ class BCOO:
       raise NotImplementedError("division of a BCOO array by a non-scalar")
     return self * (1 / other)
 
+  def __add__(self, other):
+    if not isinstance(other, BCOO):
+      raise NotImplementedError("Addition between sparse and dense array is not implemented")
+    return bcoo_concatenate_entries(self, other)
+
+  __radd__ = __add__
+
+  def __sub__(self, other):
+    return self + (-other)
+
   def __matmul__(self, other):
     return _matmul(self, other)
 
@@ -936,3 +946,18 @@ def eye(N, M=None, k=0, dtype=None, index_dtype="int32", sparse_format="bcoo", *
 def todense(arr):
   """Convert a sparse array to dense; dense input passes through."""
   return bcoo_todense(arr) if isinstance(arr, BCOO) else jnp.asarray(arr)
+
+
+def bcoo_concatenate_entries(x, y):
+  """The sum of two BCOO arrays of one shape: their stored entries side by side."""
+  if x.shape != y.shape:
+    raise ValueError(f"bcoo add: shapes {x.shape} and {y.shape} differ")
+  dtype = jnp.result_type(x.dtype, y.dtype)
+  if (x.n_batch, x.n_dense) != (y.n_batch, y.n_dense):
+    x, y = _coo(x), _coo(y)
+  nb = x.n_batch
+  xd, xi = _batch_bufs(x)
+  yd, yi = _batch_bufs(y)
+  idt = jnp.result_type(xi.dtype, yi.dtype)
+  return BCOO((jnp.concatenate([xd.astype(dtype), yd.astype(dtype)], axis=nb),
+               jnp.concatenate([xi.astype(idt), yi.astype(idt)], axis=nb)), shape=x.shape)

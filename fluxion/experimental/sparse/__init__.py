@@ -25,3 +25,4 @@ from fluxion._src.sparse.bcoo import (  # noqa: F401
     eye as eye,
     todense as todense,
 )
+from fluxion._src.sparse.transform import sparsify as sparsify  # noqa: F401
