@@ -322,3 +322,22 @@ def test_add_sub():
   np.testing.assert_allclose((a - a).todense(), np.zeros_like(X3))
   with pytest.raises(NotImplementedError):
     a + X3
+
+
+def test_multiply_sparse_rev_and_sparse_grad():
+  a = sparse.BCOO.fromdense(X3, n_batch=1)
+  b = sparse.BCOO.fromdense(X3[::-1] + X3)
+  np.testing.assert_allclose(sparse.bcoo_multiply_sparse(a, b).todense(), X3 * (X3[::-1] + X3),
+                             rtol=1e-6)
+  np.testing.assert_array_equal(sparse.bcoo_rev(a, (0, 2)).todense(), X3[::-1, :, ::-1])
+  y = _rng.normal(size=(4,)).astype(np.float32)
+  m, jm = sparse.BCOO.fromdense(X), jsparse.BCOO.fromdense(X)
+  g = sparse.grad(lambda m, y: jnp.sum((m @ y) ** 2), argnums=(0, 1))(m, y)
+  gj = jsparse.grad(lambda m, y: jax.numpy.sum((m @ y) ** 2), argnums=(0, 1))(jm, y)
+  assert isinstance(g[0], sparse.BCOO)
+  np.testing.assert_allclose(g[0].data, gj[0].data, rtol=1e-5)
+  np.testing.assert_array_equal(g[0].indices, gj[0].indices)
+  np.testing.assert_allclose(g[1], gj[1], rtol=1e-5)
+  v, g0 = sparse.value_and_grad(lambda m: m.sum().todense())(m)
+  np.testing.assert_allclose(v, X.sum(), rtol=1e-6)
+  np.testing.assert_allclose(g0.data, np.ones(m.nse))

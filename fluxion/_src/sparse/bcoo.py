@@ -44,8 +44,14 @@ def _ndim_of(x):
   return len(np.shape(x)) if not hasattr(x, "ndim") else x.ndim
 
 
+class JAXSparse:
+  """Base class of fluxion's sparse array types (named as JAX's)."""
+  data: object
+  shape: tuple
+
+
 @tree_util.register_pytree_node_class
-class BCOO:
+class BCOO(JAXSparse):
   """Batched coordinate-format sparse array.
 
   Parameters
@@ -961,3 +967,29 @@ def bcoo_concatenate_entries(x, y):
   idt = jnp.result_type(xi.dtype, yi.dtype)
   return BCOO((jnp.concatenate([xd.astype(dtype), yd.astype(dtype)], axis=nb),
                jnp.concatenate([xi.astype(idt), yi.astype(idt)], axis=nb)), shape=x.shape)
+
+
+def bcoo_multiply_sparse(lhs, rhs):
+  """Elementwise product of two BCOO arrays of one shape (a BCOO array, flat COO layout)."""
+  _check_bcoo(lhs, "bcoo_multiply_sparse")
+  _check_bcoo(rhs, "bcoo_multiply_sparse")
+  if lhs.shape != rhs.shape:
+    raise ValueError(f"bcoo_multiply_sparse: shapes {lhs.shape} and {rhs.shape} differ")
+  dims = tuple(range(lhs.ndim))
+  return bcoo_spdot_general(lhs, rhs, dimension_numbers=(((), ()), (dims, dims)))
+
+
+def bcoo_rev(operand, dimensions):
+  """`lax.rev` for a BCOO operand (the result has the flat COO layout)."""
+  _check_bcoo(operand, "bcoo_rev")
+  dims = tuple(operator.index(d) for d in dimensions)
+  if len(set(dims)) != len(dims) or any(not 0 <= d < operand.ndim for d in dims):
+    raise ValueError(f"rev dimensions must be unique and in range, got {dims} for shape "
+                     f"{operand.shape}")
+  data, indices = _to_coo(operand)
+  pad = _is_padding(indices, operand.shape)
+  for d in dims:
+    indices = indices.at[:, d].set(operand.shape[d] - 1 - indices[:, d])
+  if operand.ndim:
+    indices = jnp.where(pad[:, None], jnp.array(operand.shape, indices.dtype), indices)
+  return BCOO((data, indices), shape=operand.shape)

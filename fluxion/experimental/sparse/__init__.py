@@ -1,6 +1,9 @@
 """Sparse arrays (`jax.experimental.sparse`): the BCOO format and its operations."""
 from fluxion._src.sparse.bcoo import (  # noqa: F401
     BCOO as BCOO,
+    JAXSparse as JAXSparse,
+    bcoo_multiply_sparse as bcoo_multiply_sparse,
+    bcoo_rev as bcoo_rev,
     CuSparseEfficiencyWarning as CuSparseEfficiencyWarning,
     SparseEfficiencyError as SparseEfficiencyError,
     SparseEfficiencyWarning as SparseEfficiencyWarning,
@@ -26,3 +29,4 @@ from fluxion._src.sparse.bcoo import (  # noqa: F401
     todense as todense,
 )
 from fluxion._src.sparse.transform import sparsify as sparsify  # noqa: F401
+from fluxion._src.sparse.ad import grad as grad, value_and_grad as value_and_grad  # noqa: F401
