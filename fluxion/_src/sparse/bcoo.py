@@ -459,12 +459,10 @@ def bcoo_update_layout(mat, *, n_batch=None, n_dense=None, on_inefficient="error
     data, indices = _batch_bufs(mat)
     nb, nd = mat.n_batch, mat.n_dense
     if n_batch < nb:
-      moved = BCOO((data, indices), shape=mat.shape)
-      # Fold the trailing batch dims (from n_batch on) into the entries.
-      lead = mat.shape[:n_batch]
-      sub = _nfold_vmap(lambda d, i: _to_coo_partial(d, i, mat.shape[n_batch:], nb - n_batch, nd),
+      # Fold the batch dims from n_batch on into the entries.
+      sub = _nfold_vmap(lambda d, i: _to_coo_partial(d, i, mat.shape[n_batch:], nb - n_batch),
                         n_batch)
-      data, indices = sub(*_batch_bufs(moved))
+      data, indices = sub(data, indices)
       nb = n_batch
     if n_dense < nd:
       shape = mat.shape[nb:]
@@ -486,9 +484,8 @@ def bcoo_update_layout(mat, *, n_batch=None, n_dense=None, on_inefficient="error
 
 
 def _max_nse_for_layout(mat, n_batch, n_dense):
-  # An upper bound that holds for traced arrays too: every stored entry lands in one
-  # batch, and covers at most prod(new dense shape)/prod(old dense) ... kept simple: the
-  # number of positions of one batch's sparse block, capped by the stored entries.
+  # A static bound (valid for traced arrays): the positions of one batch's sparse block,
+  # capped by the number of stored scalars.
   n_sparse = mat.ndim - n_batch - n_dense
   positions = math.prod(mat.shape[n_batch:n_batch + n_sparse])
   stored = mat.nse * math.prod(mat.shape[:mat.n_batch]) * math.prod(
@@ -496,7 +493,7 @@ def _max_nse_for_layout(mat, n_batch, n_dense):
   return max(1, min(positions, stored)) if n_sparse else 1
 
 
-def _to_coo_partial(data, indices, shape, k, nd):
+def _to_coo_partial(data, indices, shape, k):
   """Fold the first k (batch) dims of an array of the given shape into its entries."""
   mat = BCOO((data, indices), shape=shape)
   nse = mat.nse
@@ -511,16 +508,15 @@ def _to_coo_partial(data, indices, shape, k, nd):
 
 def _dense_to_sparse(data, indices, shape, k):
   """Fold the first k dense dims of unbatched (data, indices) into the sparse indices."""
-  nd = data.ndim - 1
   dense = data.shape[1:1 + k]
   nden = math.prod(dense)
   n = data.shape[0]
   idt = indices.dtype
-  dgrid = jnp.stack([g.ravel() for g in jnp.indices(dense, dtype=idt)], axis=1) if k else None
+  dgrid = jnp.stack([g.ravel() for g in jnp.indices(dense, dtype=idt)], axis=1)
   data = data.reshape((n * nden,) + data.shape[1 + k:])
   indices = jnp.concatenate([jnp.repeat(indices, nden, axis=0), jnp.tile(dgrid, (n, 1))],
                             axis=1)
-  del nd, shape
+  del shape
   return data, indices
 
 
