@@ -41,10 +41,10 @@ NOT_PROVIDED = {
             "coo_matmat_p", "coo_matvec_p", "coo_todense_p", "csr_fromdense_p", "csr_matmat_p",
             "csr_matvec_p", "csr_todense_p", "todense_p"]},
         **{n: "not yet implemented (docs/differences.md, experimental.sparse)" for n in [
-            "BCSR", "COO", "CSC", "CSR", "SparseTracer", "bcoo_conv_general_dilated",
+            "COO", "CSC", "CSR", "SparseTracer", "bcoo_conv_general_dilated",
             "bcoo_dot_general_sampled", "bcoo_dynamic_slice", "bcoo_gather",
-            "bcsr_broadcast_in_dim", "bcsr_concatenate", "bcsr_dot_general", "bcsr_extract",
-            "bcsr_fromdense", "bcsr_sum_duplicates", "bcsr_todense", "coo_fromdense",
+            "bcsr_broadcast_in_dim", "bcsr_concatenate", "bcsr_extract",
+            "bcsr_sum_duplicates", "coo_fromdense",
             "coo_matmat", "coo_matvec", "coo_todense", "csr_fromdense", "csr_matmat",
             "csr_matvec", "csr_todense", "jacfwd", "jacobian", "jacrev", "linalg", "random",
             "random_bcoo"]},

@@ -341,3 +341,25 @@ def test_multiply_sparse_rev_and_sparse_grad():
   v, g0 = sparse.value_and_grad(lambda m: m.sum().todense())(m)
   np.testing.assert_allclose(v, X.sum(), rtol=1e-6)
   np.testing.assert_allclose(g0.data, np.ones(m.nse))
+
+
+@pytest.mark.parametrize("x,n_batch,nse", [(X, 0, 9), (X3, 1, None)])
+def test_bcsr_against_jax(x, n_batch, nse):
+  theirs = jsparse.BCSR.fromdense(x, n_batch=n_batch, nse=nse)
+  ours = sparse.BCSR.fromdense(x, n_batch=n_batch, nse=nse)
+  for a, b in zip(ours._bufs, theirs._bufs):
+    np.testing.assert_array_equal(a, b)
+  assert repr(ours) == repr(theirs)
+  np.testing.assert_array_equal(fluxion.jit(sparse.bcsr_todense)(ours), x)
+  y = _rng.normal(size=(4, 2)).astype(np.float32)
+  np.testing.assert_allclose(fluxion.jit(lambda m, y: m @ y)(ours, y), x @ y, rtol=1e-5, atol=1e-6)
+  dn = (((x.ndim - 1,), (0,)), ((), ()))
+  np.testing.assert_allclose(sparse.bcsr_dot_general(ours, y, dimension_numbers=dn),
+                             jax.lax.dot_general(x, y, dn), rtol=1e-5, atol=1e-6)
+  g = fluxion.grad(lambda d: (sparse.BCSR((d, ours.indices, ours.indptr), shape=x.shape) @ y)
+                   .sum())(ours.data)
+  gj = jax.grad(lambda d: (jsparse.BCSR((d, theirs.indices, theirs.indptr), shape=x.shape) @ y)
+                .sum())(theirs.data)
+  np.testing.assert_allclose(g, gj, rtol=1e-5)
+  np.testing.assert_array_equal(sparse.BCSR.from_bcoo(sparse.BCOO.fromdense(x, n_batch=n_batch))
+                                .todense(), x)

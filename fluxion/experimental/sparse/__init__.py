@@ -30,3 +30,9 @@ from fluxion._src.sparse.bcoo import (  # noqa: F401
 )
 from fluxion._src.sparse.transform import sparsify as sparsify  # noqa: F401
 from fluxion._src.sparse.ad import grad as grad, value_and_grad as value_and_grad  # noqa: F401
+from fluxion._src.sparse.bcsr import (  # noqa: F401
+    BCSR as BCSR,
+    bcsr_dot_general as bcsr_dot_general,
+    bcsr_fromdense as bcsr_fromdense,
+    bcsr_todense as bcsr_todense,
+)
