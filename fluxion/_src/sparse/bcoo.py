@@ -10,6 +10,7 @@ operations first bring the array to the flat COO layout (``n_batch == n_dense ==
 which is why their results can have a different layout from JAX's (see
 docs/differences.md); the values are the same.
 """
+import functools
 import math
 import operator
 
@@ -18,6 +19,7 @@ import numpy as np
 from fluxion import lax
 from fluxion import numpy as jnp
 from fluxion._src.vmap import vmap as _vmap
+from fluxion._src import api as _api
 from fluxion._src import core
 from fluxion import tree_util
 
@@ -32,6 +34,25 @@ class SparseEfficiencyWarning(UserWarning):
 
 class CuSparseEfficiencyWarning(SparseEfficiencyWarning):
   """A cuSPARSE kernel is not used (never raised by fluxion)."""
+
+
+def _hashable(v):
+  if isinstance(v, (list, tuple)):
+    return tuple(_hashable(x) for x in v)
+  return v
+
+
+def _jitted(*static):
+  """Compile the operation as one executable (eager calls then cost one dispatch, not one
+  per lax operation); the keyword arguments named in ``static`` are static."""
+  def deco(f):
+    jf = _api.jit(f, static_argnames=static)
+
+    @functools.wraps(f)
+    def wrapper(*args, **kw):
+      return jf(*args, **{k: _hashable(v) for k, v in kw.items()})
+    return wrapper
+  return deco
 
 
 def _nfold_vmap(f, n):
@@ -306,6 +327,7 @@ def _batch_bufs(mat):
 # ---------------------------------------------------------------------------------------
 # dense <-> sparse
 
+@_jitted()
 def bcoo_todense(mat):
   """Convert a BCOO array to a dense array."""
   _check_bcoo(mat, "bcoo_todense")
@@ -352,6 +374,15 @@ def bcoo_fromdense(mat, *, nse=None, n_batch=0, n_dense=0, index_dtype=jnp.int32
                "jit)")
     nse = _sparse_mask_count(mask, n_batch) if n_sparse else 1
   nse = operator.index(core.concrete_or_error(nse, "nse argument of bcoo_fromdense()"))
+  return _fromdense(mat, nse=nse, n_batch=n_batch, n_dense=n_dense, index_dtype=index_dtype)
+
+
+@_jitted("nse", "n_batch", "n_dense", "index_dtype")
+def _fromdense(mat, *, nse, n_batch, n_dense, index_dtype):
+  n_sparse = mat.ndim - n_batch - n_dense
+  mask = mat != 0
+  if n_dense:
+    mask = mask.any(tuple(range(mat.ndim - n_dense, mat.ndim)))
   sparse_shape = mat.shape[n_batch:n_batch + n_sparse]
 
   def nonzero(m):
@@ -383,6 +414,7 @@ def _extract(indices, mat, n_batch):
   return _nfold_vmap(one, n_batch)(indices, mat)
 
 
+@_jitted('assume_unique')
 def bcoo_extract(sparr, arr, *, assume_unique=None):
   """Extract the entries of dense ``arr`` at the indices of ``sparr``.
 
@@ -439,6 +471,7 @@ def _coo(mat):
   return BCOO((data, indices), shape=mat.shape)
 
 
+@_jitted('n_batch', 'n_dense', 'on_inefficient')
 def bcoo_update_layout(mat, *, n_batch=None, n_dense=None, on_inefficient="error"):
   """Change the number of batch and dense dimensions of a BCOO array.
 
@@ -568,6 +601,15 @@ def bcoo_sum_duplicates(mat, nse=None):
           flat, "bcoo_sum_duplicates: nse must be specified when indices are traced")
     f = np.asarray(flat).reshape(-1, mat.nse) if nb else np.asarray(flat)[None]
     nse = max([1] + [len(set(r[r < total].tolist())) for r in f])
+  return _sum_duplicates(mat, nse=operator.index(nse))
+
+
+@_jitted("nse")
+def _sum_duplicates(mat, *, nse):
+  nb, ns = mat.n_batch, mat.n_sparse
+  sparse_shape = mat.shape[nb:nb + ns]
+  data, indices = _batch_bufs(mat)
+  flat, total = _flat_index(indices, sparse_shape)
 
   def one(d, fl):
     uniq, inv = jnp.unique(fl, size=nse, fill_value=total, return_inverse=True)
@@ -589,6 +631,7 @@ def bcoo_eliminate_zeros(mat, nse=None):
   return bcoo_sum_duplicates(BCOO((data, indices), shape=mat.shape), nse=nse)
 
 
+@_jitted()
 def bcoo_sort_indices(mat):
   """Sort the entries of each batch by their (row-major) indices."""
   _check_bcoo(mat, "bcoo_sort_indices")
@@ -610,6 +653,7 @@ def bcoo_sort_indices(mat):
 # ---------------------------------------------------------------------------------------
 # structural operations
 
+@_jitted('permutation')
 def bcoo_transpose(mat, *, permutation):
   """Transpose; the permutation must map batch, sparse and dense dims within their group."""
   _check_bcoo(mat, "bcoo_transpose")
@@ -632,6 +676,7 @@ def bcoo_transpose(mat, *, permutation):
               unique_indices=mat.unique_indices)
 
 
+@_jitted('axes')
 def bcoo_reduce_sum(mat, *, axes):
   """Sum over ``axes``; the result is a BCOO array."""
   _check_bcoo(mat, "bcoo_reduce_sum")
@@ -664,6 +709,7 @@ def _is_padding(indices, shape):
   return ((indices >= bound) | (indices < 0)).any(-1)
 
 
+@_jitted()
 def bcoo_multiply_dense(sp_mat, v):
   """Elementwise product of a BCOO array and a dense array; returns the new ``data``."""
   _check_bcoo(sp_mat, "bcoo_multiply_dense")
@@ -676,6 +722,7 @@ def bcoo_multiply_dense(sp_mat, v):
   return sp_mat.data * vals
 
 
+@_jitted('shape', 'broadcast_dimensions', 'sharding')
 def bcoo_broadcast_in_dim(mat, *, shape, broadcast_dimensions, sharding=None):
   """`lax.broadcast_in_dim` for a BCOO operand (the result has the flat COO layout)."""
   _check_bcoo(mat, "bcoo_broadcast_in_dim")
@@ -709,6 +756,7 @@ def bcoo_broadcast_in_dim(mat, *, shape, broadcast_dimensions, sharding=None):
   return BCOO((jnp.repeat(data, reps), out_idx), shape=shape)
 
 
+@_jitted('dimension')
 def bcoo_concatenate(operands, *, dimension):
   """Concatenate BCOO arrays along ``dimension`` (the result has the flat COO layout)."""
   operands = list(operands)
@@ -741,6 +789,7 @@ def bcoo_concatenate(operands, *, dimension):
   return BCOO((jnp.concatenate(datas), jnp.concatenate(idxs)), shape=shape)
 
 
+@_jitted('new_sizes', 'dimensions', 'sharding')
 def bcoo_reshape(mat, *, new_sizes, dimensions=None, sharding=None):
   """`lax.reshape` for a BCOO operand (the result has the flat COO layout)."""
   _check_bcoo(mat, "bcoo_reshape")
@@ -768,6 +817,7 @@ def bcoo_squeeze(arr, *, dimensions):
   return bcoo_reshape(arr, new_sizes=tuple(d for i, d in enumerate(arr.shape) if i not in dims))
 
 
+@_jitted('start_indices', 'limit_indices', 'strides')
 def bcoo_slice(mat, *, start_indices, limit_indices, strides=None):
   """`lax.slice` for a BCOO operand (the result has the flat COO layout)."""
   _check_bcoo(mat, "bcoo_slice")
@@ -819,6 +869,7 @@ def _check_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers):
   return (lc, rc), (lb, rb)
 
 
+@_jitted('dimension_numbers')
 def _sparse_dense_dot(lhs, rhs, dimension_numbers):
   """dot_general(BCOO lhs, dense rhs) as gather, multiply, scatter-add over the entries."""
   (lc, rc), (lb, rb) = dimension_numbers
@@ -852,11 +903,11 @@ def bcoo_dot_general(lhs, rhs, *, dimension_numbers, precision=None,
   if isinstance(lhs, BCOO):
     rhs = jnp.asarray(rhs)
     dn = _check_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
-    out = _sparse_dense_dot(lhs, rhs, dn)
+    out = _sparse_dense_dot(lhs, rhs, dimension_numbers=dn)
   elif isinstance(rhs, BCOO):
     lhs = jnp.asarray(lhs)
     (lc, rc), (lb, rb) = _check_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
-    out = _sparse_dense_dot(rhs, lhs, ((rc, lc), (rb, lb)))
+    out = _sparse_dense_dot(rhs, lhs, dimension_numbers=((rc, lc), (rb, lb)))
     nbatch = len(lb)
     n_sp_free = rhs.ndim - len(rc) - len(rb)
     n_de_free = lhs.ndim - len(lc) - len(lb)
@@ -870,6 +921,7 @@ def bcoo_dot_general(lhs, rhs, *, dimension_numbers, precision=None,
   return out
 
 
+@_jitted('dimension_numbers', 'preferred_element_type')
 def bcoo_spdot_general(lhs, rhs, *, dimension_numbers, preferred_element_type=None):
   """`lax.dot_general` of two BCOO arrays; returns a BCOO array (flat COO layout) whose
   entries are all pairs of the operands' entries (``nse = lhs.nse * rhs.nse`` per batch)."""
@@ -950,6 +1002,7 @@ def todense(arr):
   return bcoo_todense(arr) if isinstance(arr, BCOO) else jnp.asarray(arr)
 
 
+@_jitted()
 def bcoo_concatenate_entries(x, y):
   """The sum of two BCOO arrays of one shape: their stored entries side by side."""
   if x.shape != y.shape:
