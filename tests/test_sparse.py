@@ -379,3 +379,30 @@ def test_bcsr_against_jax(x, n_batch, nse):
   np.testing.assert_allclose(g, gj, rtol=1e-5)
   np.testing.assert_array_equal(sparse.BCSR.from_bcoo(sparse.BCOO.fromdense(x, n_batch=n_batch))
                                 .todense(), x)
+
+
+def test_spsolve_values_and_grads():
+  a = (_sparse_array((5, 5), 0.3) + 4 * np.eye(5)).astype(np.float32)
+  b = _rng.normal(size=5).astype(np.float32)
+  m = sparse.BCSR.fromdense(a)
+  x = sparse.linalg.spsolve(m.data, m.indices, m.indptr, b)
+  np.testing.assert_allclose(x, np.linalg.solve(a, b), rtol=1e-5, atol=1e-6)
+
+  def loss(d, b):
+    return jnp.sum(sparse.linalg.spsolve(d, m.indices, m.indptr, b) ** 2)
+
+  def loss_dense(d, b):
+    dense = sparse.BCSR((d, m.indices, m.indptr), shape=a.shape).todense()
+    return jnp.sum(jnp.linalg.solve(dense, b) ** 2)
+
+  g = fluxion.jit(fluxion.grad(loss, argnums=(0, 1)))(m.data, b)
+  want = fluxion.grad(loss_dense, argnums=(0, 1))(m.data, b)
+  for u, v in zip(g, want):
+    np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-5)
+  t = np.ones(m.data.shape, np.float32)
+  _, jv = fluxion.jvp(lambda d: sparse.linalg.spsolve(d, m.indices, m.indptr, b), (m.data,), (t,))
+  _, jv_dense = fluxion.jvp(lambda d: jnp.linalg.solve(
+      sparse.BCSR((d, m.indices, m.indptr), shape=a.shape).todense(), b), (m.data,), (t,))
+  np.testing.assert_allclose(jv, jv_dense, rtol=1e-4, atol=1e-5)
+  with pytest.raises(ValueError):
+    sparse.linalg.spsolve(m.data, m.indices, m.indptr, b.astype(np.int32))

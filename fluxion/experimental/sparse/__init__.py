@@ -36,3 +36,4 @@ from fluxion._src.sparse.bcsr import (  # noqa: F401
     bcsr_fromdense as bcsr_fromdense,
     bcsr_todense as bcsr_todense,
 )
+from fluxion.experimental.sparse import linalg as linalg  # noqa: F401,E402
