@@ -3,7 +3,7 @@ to their stored values, and their gradients come back as BCOO arrays with the sa
 import functools
 import operator
 
-from fluxion._src.ad_api import grad as _grad, value_and_grad as _value_and_grad
+from fluxion._src.ad_api import value_and_grad as _value_and_grad
 from fluxion._src.sparse.bcoo import BCOO
 
 

@@ -462,10 +462,6 @@ def _to_coo(mat):
   return data, indices
 
 
-def _from_coo(data, indices, shape, **kw):
-  return BCOO((data, indices), shape=tuple(shape), **kw)
-
-
 def _coo(mat):
   data, indices = _to_coo(mat)
   return BCOO((data, indices), shape=mat.shape)

@@ -7,7 +7,6 @@ differentiation with respect to the matrix values and the right-hand side).
 import numpy as np
 
 from fluxion import numpy as jnp
-from fluxion._src import core
 from fluxion._src.callbacks import pure_callback
 from fluxion._src.lax.control_flow import custom_linear_solve
 from fluxion._src.api import ShapeDtypeStruct
