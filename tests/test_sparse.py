@@ -317,6 +317,9 @@ def test_sparsify_against_dense_and_jax():
       _j(m), y)
   np.testing.assert_allclose(
       sparse.sparsify(lambda a, y: (jnp.sin(2.0 * a) @ y).sum(0))(m, y), jgot, rtol=1e-5)
+  csr = sparse.BCSR.fromdense(X)
+  np.testing.assert_allclose(sparse.sparsify(lambda a: (a * 2.0).sum(0))(csr).todense(),
+                             2 * X.sum(0), rtol=1e-6)
   # through jit and grad of the stored values
   g = fluxion.grad(lambda d: sparse.sparsify(lambda a: (fluxion.jit(jnp.sin)(a) @ y).sum())(
       sparse.BCOO((d, m.indices), shape=m.shape)))(m.data)

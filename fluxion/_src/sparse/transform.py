@@ -9,9 +9,10 @@ import functools
 
 from fluxion import numpy as jnp
 from fluxion._src import core
-from fluxion._src.api import make_jaxpr
+from fluxion._src.api import ShapeDtypeStruct, make_jaxpr
 from fluxion._src.sparse import bcoo as _b
-from fluxion._src.sparse.bcoo import BCOO
+from fluxion._src.sparse.bcoo import BCOO, JAXSparse
+from fluxion._src.sparse.bcsr import BCSR
 from fluxion import tree_util
 
 # Elementwise primitives with f(0) == 0: applied to the stored values only.
@@ -163,7 +164,7 @@ def _eval_sparse(jaxpr, consts, args):
 
 
 def _is_sparse(x):
-  return isinstance(x, BCOO)
+  return isinstance(x, JAXSparse)
 
 
 def sparsify(f, use_tracer=False):
@@ -186,7 +187,8 @@ def sparsify(f, use_tracer=False):
   @functools.wraps(f)
   def wrapped(*args, **kwargs):
     leaves, in_tree = tree_util.tree_flatten((args, kwargs), is_leaf=_is_sparse)
-    stand_ins = [jnp.zeros(x.shape, x.dtype) if _is_sparse(x) else x for x in leaves]
+    leaves = [x.to_bcoo() if isinstance(x, BCSR) else x for x in leaves]  # BCSR: as BCOO
+    stand_ins = [ShapeDtypeStruct(x.shape, x.dtype) if _is_sparse(x) else x for x in leaves]
 
     def flat_fun(*flat):
       a, k = tree_util.tree_unflatten(in_tree, flat)
