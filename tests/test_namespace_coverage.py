@@ -30,6 +30,27 @@ NOT_PROVIDED = {
         "reached_preemption_sync_point": "needs the coordination service's preemption "
                                          "sync manager, which fluxion.distributed does not set up",
     },
+    "experimental.sparse": {
+        **{n: "submodule of JAX's package layout; fluxion's implementation lives in "
+              "fluxion._src.sparse" for n in ["ad", "api", "bcoo", "bcsr", "coo", "csr",
+                                              "transform", "util"]},
+        **{n: "JAX's internal sparse primitives; fluxion's BCOO operations are compositions "
+              "of lax operations" for n in [
+            "bcoo_dot_general_p", "bcoo_dot_general_sampled_p", "bcoo_extract_p",
+            "bcoo_fromdense_p", "bcoo_sort_indices_p", "bcoo_spdot_general_p",
+            "bcoo_sum_duplicates_p", "bcoo_todense_p", "bcoo_transpose_p", "bcsr_dot_general_p",
+            "bcsr_extract_p", "bcsr_fromdense_p", "bcsr_todense_p", "coo_fromdense_p",
+            "coo_matmat_p", "coo_matvec_p", "coo_todense_p", "csr_fromdense_p", "csr_matmat_p",
+            "csr_matvec_p", "csr_todense_p", "todense_p"]},
+        **{n: "not yet implemented (docs/differences.md, experimental.sparse)" for n in [
+            "COO", "CSC", "CSR", "SparseTracer", "bcoo_conv_general_dilated",
+            "bcoo_dot_general_sampled", "bcoo_dynamic_slice", "bcoo_gather",
+            "bcsr_broadcast_in_dim", "bcsr_concatenate", "bcsr_extract",
+            "bcsr_sum_duplicates", "coo_fromdense",
+            "coo_matmat", "coo_matvec", "coo_todense", "csr_fromdense", "csr_matmat",
+            "csr_matvec", "csr_todense", "jacfwd", "jacobian", "jacrev", "random",
+            "random_bcoo"]},
+    },
 }
 
 NAMESPACES = ["numpy", "numpy.linalg", "numpy.fft", "lax", "lax.linalg", "nn", "nn.initializers",
@@ -41,7 +62,7 @@ NAMESPACES = ["numpy", "numpy.linalg", "numpy.fft", "lax", "lax.linalg", "nn", "
               "errors", "debug", "sharding", "ad_checkpoint", "experimental.checkify",
               "experimental.key_reuse", "experimental.pjit", "experimental.shard_alike",
               "experimental.compute_on", "experimental.layout", "experimental.xla_metadata",
-              "experimental.random", "experimental.topologies"]
+              "experimental.random", "experimental.topologies", "experimental.sparse"]
 
 
 def _public(module):
