@@ -26,176 +26,176 @@ _rules = {}
 
 
 def _rule(*names):
-  def register(f):
-    for n in names:
-      _rules[n] = f
-    return f
-  return register
+    def register(f):
+        for n in names:
+            _rules[n] = f
+        return f
+    return register
 
 
 def _with_data(mat, data):
-  return BCOO((data, mat.indices), shape=mat.shape, indices_sorted=mat.indices_sorted,
-              unique_indices=mat.unique_indices)
+    return BCOO((data, mat.indices), shape=mat.shape, indices_sorted=mat.indices_sorted,
+                unique_indices=mat.unique_indices)
 
 
 def _unary(eqn, x):
-  return _with_data(x, eqn.primitive.bind(x.data, **eqn.params))
+    return _with_data(x, eqn.primitive.bind(x.data, **eqn.params))
 
 
 @_rule("integer_pow")
 def _integer_pow(eqn, x):
-  if eqn.params["y"] <= 0:
-    raise NotImplementedError(f"sparse rule for integer_pow with non-positive exponent "
-                              f"{eqn.params['y']} is not implemented because it would result "
-                              "in dense output.")
-  return _unary(eqn, x)
+    if eqn.params["y"] <= 0:
+        raise NotImplementedError(f"sparse rule for integer_pow with non-positive exponent "
+                                  f"{eqn.params['y']} is not implemented because it would result "
+                                  "in dense output.")
+    return _unary(eqn, x)
 
 
 @_rule("mul")
 def _mul(eqn, x, y):
-  if isinstance(x, BCOO) and isinstance(y, BCOO):
-    raise NotImplementedError("sparse rule for mul of two sparse operands is not implemented.")
-  sp, dn = (x, y) if isinstance(x, BCOO) else (y, x)
-  dn = jnp.asarray(dn)
-  if dn.ndim == 0:
-    return _with_data(sp, sp.data * dn)
-  return _with_data(sp, _b.bcoo_multiply_dense(sp, dn))
+    if isinstance(x, BCOO) and isinstance(y, BCOO):
+        raise NotImplementedError("sparse rule for mul of two sparse operands is not implemented.")
+    sp, dn = (x, y) if isinstance(x, BCOO) else (y, x)
+    dn = jnp.asarray(dn)
+    if dn.ndim == 0:
+        return _with_data(sp, sp.data * dn)
+    return _with_data(sp, _b.bcoo_multiply_dense(sp, dn))
 
 
 @_rule("div")
 def _div(eqn, x, y):
-  if isinstance(y, BCOO):
-    raise NotImplementedError("sparse rule for div with a sparse divisor is not implemented.")
-  y = jnp.asarray(y)
-  if y.ndim == 0:
-    return _with_data(x, x.data / y)
-  y = jnp.broadcast_to(y, x.shape)
-  return _with_data(x, x.data / _b._extract(x.indices, y, x.n_batch))
+    if isinstance(y, BCOO):
+        raise NotImplementedError("sparse rule for div with a sparse divisor is not implemented.")
+    y = jnp.asarray(y)
+    if y.ndim == 0:
+        return _with_data(x, x.data / y)
+    y = jnp.broadcast_to(y, x.shape)
+    return _with_data(x, x.data / _b._extract(x.indices, y, x.n_batch))
 
 
 @_rule("add", "sub")
 def _add(eqn, x, y):
-  if not (isinstance(x, BCOO) and isinstance(y, BCOO)):
-    raise NotImplementedError(f"sparse rule for {eqn.primitive.name} of a sparse and a dense "
-                              "array is not implemented.")
-  if x.shape != y.shape:
-    raise NotImplementedError(f"sparse rule for {eqn.primitive.name} of operands of shapes "
-                              f"{x.shape} and {y.shape} is not implemented.")
-  if eqn.primitive.name == "sub":
-    y = -y
-  return _b.bcoo_concatenate_entries(x, y)
+    if not (isinstance(x, BCOO) and isinstance(y, BCOO)):
+        raise NotImplementedError(f"sparse rule for {eqn.primitive.name} of a sparse and a dense "
+                                  "array is not implemented.")
+    if x.shape != y.shape:
+        raise NotImplementedError(f"sparse rule for {eqn.primitive.name} of operands of shapes "
+                                  f"{x.shape} and {y.shape} is not implemented.")
+    if eqn.primitive.name == "sub":
+        y = -y
+    return _b.bcoo_concatenate_entries(x, y)
 
 
 @_rule("dot_general")
 def _dot_general(eqn, lhs, rhs):
-  return _b.bcoo_dot_general(lhs, rhs, dimension_numbers=eqn.params["dimension_numbers"],
-                             preferred_element_type=eqn.params.get("preferred_element_type"))
+    return _b.bcoo_dot_general(lhs, rhs, dimension_numbers=eqn.params["dimension_numbers"],
+                               preferred_element_type=eqn.params.get("preferred_element_type"))
 
 
 @_rule("reduce_sum")
 def _reduce_sum(eqn, x):
-  return _b.bcoo_reduce_sum(x, axes=eqn.params["axes"])
+    return _b.bcoo_reduce_sum(x, axes=eqn.params["axes"])
 
 
 @_rule("transpose")
 def _transpose(eqn, x):
-  perm = tuple(eqn.params["permutation"])
-  try:
-    return _b.bcoo_transpose(x, permutation=perm)
-  except NotImplementedError:
-    return _b.bcoo_transpose(_b._coo(x), permutation=perm)
+    perm = tuple(eqn.params["permutation"])
+    try:
+        return _b.bcoo_transpose(x, permutation=perm)
+    except NotImplementedError:
+        return _b.bcoo_transpose(_b._coo(x), permutation=perm)
 
 
 @_rule("reshape")
 def _reshape(eqn, x):
-  return _b.bcoo_reshape(x, new_sizes=eqn.params["new_sizes"],
-                         dimensions=eqn.params.get("dimensions"))
+    return _b.bcoo_reshape(x, new_sizes=eqn.params["new_sizes"],
+                           dimensions=eqn.params.get("dimensions"))
 
 
 @_rule("squeeze")
 def _squeeze(eqn, x):
-  return _b.bcoo_squeeze(x, dimensions=eqn.params["dimensions"])
+    return _b.bcoo_squeeze(x, dimensions=eqn.params["dimensions"])
 
 
 @_rule("broadcast_in_dim")
 def _broadcast_in_dim(eqn, x):
-  return _b.bcoo_broadcast_in_dim(x, shape=eqn.params["shape"],
-                                  broadcast_dimensions=eqn.params["broadcast_dimensions"])
+    return _b.bcoo_broadcast_in_dim(x, shape=eqn.params["shape"],
+                                    broadcast_dimensions=eqn.params["broadcast_dimensions"])
 
 
 @_rule("concatenate")
 def _concatenate(eqn, *xs):
-  if not all(isinstance(x, BCOO) for x in xs):
-    raise NotImplementedError("sparse rule for concatenate of sparse and dense arrays is not "
-                              "implemented.")
-  return _b.bcoo_concatenate(xs, dimension=eqn.params["dimension"])
+    if not all(isinstance(x, BCOO) for x in xs):
+        raise NotImplementedError("sparse rule for concatenate of sparse and dense arrays is not "
+                                  "implemented.")
+    return _b.bcoo_concatenate(xs, dimension=eqn.params["dimension"])
 
 
 @_rule("slice")
 def _slice(eqn, x):
-  return _b.bcoo_slice(x, start_indices=eqn.params["start_indices"],
-                       limit_indices=eqn.params["limit_indices"],
-                       strides=eqn.params.get("strides"))
+    return _b.bcoo_slice(x, start_indices=eqn.params["start_indices"],
+                         limit_indices=eqn.params["limit_indices"],
+                         strides=eqn.params.get("strides"))
 
 
 @_rule("jit", "pjit", "closed_call", "core_call")
 def _call(eqn, *args):
-  inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
-  jaxpr, consts = (inner.jaxpr, inner.consts) if hasattr(inner, "consts") else (inner, ())
-  return _eval_sparse(jaxpr, consts, args)
+    inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+    jaxpr, consts = (inner.jaxpr, inner.consts) if hasattr(inner, "consts") else (inner, ())
+    return _eval_sparse(jaxpr, consts, args)
 
 
 def _eval_eqn(eqn, ins):
-  if not any(isinstance(x, BCOO) for x in ins):
-    out = eqn.primitive.bind(*ins, **eqn.params)
-    return out if eqn.primitive.multiple_results else (out,)
-  name = eqn.primitive.name
-  if name in _rules:
-    out = _rules[name](eqn, *ins)
-  elif name in _ZERO_PRESERVING and len(ins) == 1:
-    out = _unary(eqn, ins[0])
-  else:
-    raise NotImplementedError(f"sparse rule for {name} is not implemented.")
-  return out if isinstance(out, (tuple, list)) else (out,)
+    if not any(isinstance(x, BCOO) for x in ins):
+        out = eqn.primitive.bind(*ins, **eqn.params)
+        return out if eqn.primitive.multiple_results else (out,)
+    name = eqn.primitive.name
+    if name in _rules:
+        out = _rules[name](eqn, *ins)
+    elif name in _ZERO_PRESERVING and len(ins) == 1:
+        out = _unary(eqn, ins[0])
+    else:
+        raise NotImplementedError(f"sparse rule for {name} is not implemented.")
+    return out if isinstance(out, (tuple, list)) else (out,)
 
 
 def _eval_sparse(jaxpr, consts, args):
-  return core.eval_jaxpr_with(jaxpr, consts, list(args), _eval_eqn)
+    return core.eval_jaxpr_with(jaxpr, consts, list(args), _eval_eqn)
 
 
 def _is_sparse(x):
-  return isinstance(x, JAXSparse)
+    return isinstance(x, JAXSparse)
 
 
 def sparsify(f, use_tracer=False):
-  """Make ``f``, written with dense array operations, accept BCOO arrays.
+    """Make ``f``, written with dense array operations, accept BCOO arrays.
 
-  Parameters
-  ----------
-  f : callable
-  use_tracer : bool
-    Accepted for compatibility; fluxion always interprets the traced jaxpr.
+    Parameters
+    ----------
+    f : callable
+    use_tracer : bool
+      Accepted for compatibility; fluxion always interprets the traced jaxpr.
 
-  Returns
-  -------
-  callable
-    Takes the arguments of ``f`` with any array replaced by a BCOO array; outputs are
-    BCOO where the sparse rules keep sparsity.
-  """
-  del use_tracer
+    Returns
+    -------
+    callable
+      Takes the arguments of ``f`` with any array replaced by a BCOO array; outputs are
+      BCOO where the sparse rules keep sparsity.
+    """
+    del use_tracer
 
-  @functools.wraps(f)
-  def wrapped(*args, **kwargs):
-    leaves, in_tree = tree_util.tree_flatten((args, kwargs), is_leaf=_is_sparse)
-    leaves = [x.to_bcoo() if isinstance(x, BCSR) else x for x in leaves]  # BCSR: as BCOO
-    stand_ins = [ShapeDtypeStruct(x.shape, x.dtype) if _is_sparse(x) else x for x in leaves]
+    @functools.wraps(f)
+    def wrapped(*args, **kwargs):
+        leaves, in_tree = tree_util.tree_flatten((args, kwargs), is_leaf=_is_sparse)
+        leaves = [x.to_bcoo() if isinstance(x, BCSR) else x for x in leaves]  # BCSR: as BCOO
+        stand_ins = [ShapeDtypeStruct(x.shape, x.dtype) if _is_sparse(x) else x for x in leaves]
 
-    def flat_fun(*flat):
-      a, k = tree_util.tree_unflatten(in_tree, flat)
-      return f(*a, **k)
+        def flat_fun(*flat):
+            a, k = tree_util.tree_unflatten(in_tree, flat)
+            return f(*a, **k)
 
-    closed, shapes = make_jaxpr(flat_fun, return_shape=True)(*stand_ins)
-    outs = _eval_sparse(closed.jaxpr, closed.consts, leaves)
-    return tree_util.tree_unflatten(tree_util.tree_structure(shapes), outs)
+        closed, shapes = make_jaxpr(flat_fun, return_shape=True)(*stand_ins)
+        outs = _eval_sparse(closed.jaxpr, closed.consts, leaves)
+        return tree_util.tree_unflatten(tree_util.tree_structure(shapes), outs)
 
-  return wrapped
+    return wrapped
