@@ -90,14 +90,6 @@ def include_dir() -> str:
     return os.path.join(paths[0], "include")
 
 
-def _ensure_builtin_targets(name: str) -> None:
-    """jaxlib's own CPU kernels (LAPACK) are registered on first use, as fluxion's linear
-    algebra does, so that calling them by name works as in JAX."""
-    if name.startswith("lapack_"):
-        from fluxion._src.lax.linalg import lapack
-        lapack.ensure_initialized()
-
-
 # ---------------------------------------------------------------------------------------------
 # Layouts: ffi_call takes major-to-minor orders; the custom call wants minor-to-major.
 
@@ -158,7 +150,6 @@ def emit_ffi_call(ctx, target_name: str, operands, result_avals, *, operand_layo
                   has_side_effect: bool = False, api_version: int = 4,
                   backend_config: str | None = None, aliases=()) -> list:
     """Emit the custom call; `attributes` are (name, MLIR attribute text) pairs."""
-    _ensure_builtin_targets(target_name)
     if api_version >= 4:
         config = {k: v for k, v in attributes}
     else:

@@ -150,7 +150,7 @@ def lower_replicated(closed, axes, platform, donated=None, name="pmap") -> str:
 
 def _compile(closed, axes, devices, donated, text=None):
     """Compile `closed` as len(devices) replicas; `axes` are the (name, size) replica axes."""
-    xla_client, jax_ext = backend._jaxlib()
+    xla_client, _ = backend._jaxlib()
     n = len(devices)
     if text is None:
         text = lower_replicated(closed, axes, devices[0].platform, donated)
@@ -160,11 +160,8 @@ def _compile(closed, axes, devices, donated, text=None):
     options.device_assignment = xla_client.DeviceAssignment.create(
         np.array([[d.id] for d in devices]))
     client = backend.backend_of(devices[0]).client
-    try:
-        loaded = client.compile_and_load(text.encode(), xla_client.DeviceList(tuple(devices)),
-                                         options)
-    except jax_ext.JaxRuntimeError as e:
-        raise jax_ext.JaxRuntimeError(f"XLA failed to compile pmap: {e}\n--- module ---\n{text}") from None
+    loaded = backend.compile_and_load(client, text, xla_client.DeviceList(tuple(devices)),
+                                      options, "pmap")
     c = _Compiled()
     c.loaded, c.in_avals, c.out_avals, c.devices, c.text = (
         loaded, closed.in_avals, closed.out_avals, tuple(devices), text)

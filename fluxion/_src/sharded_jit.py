@@ -331,7 +331,7 @@ def compile_sharded(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings, ou
                     donated_invars=None, text: str | None = None) -> ShardedExecutable:
     """Compile `closed` partitioned over `mesh`; `in_shardings` has a NamedSharding per input,
     `out_shardings` a NamedSharding or None (XLA chooses) per output."""
-    xla_client, jax_ext = backend._jaxlib()
+    xla_client, _ = backend._jaxlib()
     jaxpr = closed.jaxpr
     replicated = NamedSharding(mesh, PartitionSpec())
     if text is None:
@@ -345,11 +345,8 @@ def compile_sharded(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings, ou
     options.device_assignment = xla_client.DeviceAssignment.create(
         np.array([[d.id for d in mesh.flat_devices]]))
     client = backend.backend_of(mesh.flat_devices[0]).client
-    try:
-        loaded = client.compile_and_load(text.encode(), xla_client.DeviceList(mesh.flat_devices),
-                                         options)
-    except jax_ext.JaxRuntimeError as e:
-        raise jax_ext.JaxRuntimeError(f"XLA failed to compile {name}: {e}\n--- module ---\n{text}") from None
+    loaded = backend.compile_and_load(client, text, xla_client.DeviceList(mesh.flat_devices),
+                                      options, name)
     exe = ShardedExecutable()
     exe.loaded, exe.executable, exe.name, exe.mesh, exe.text = loaded, exe, name, mesh, text
     exe.in_avals, exe.out_avals = list(closed.in_avals), list(closed.out_avals)

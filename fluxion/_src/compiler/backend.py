@@ -450,6 +450,18 @@ def ensure_kernels_for(text: str) -> None:
             ensure()
 
 
+def compile_and_load(client, text: str, devices, options, what: str):
+    """Compile `text` for `devices` (a multi-device program: pmap, sharded jit), with the
+    library kernels it calls registered first; XLA's error names `what` and shows the module."""
+    _, jax_ext = _jaxlib()
+    ensure_kernels_for(text)
+    try:
+        return client.compile_and_load(text.encode(), devices, options)
+    except jax_ext.JaxRuntimeError as e:
+        raise jax_ext.JaxRuntimeError(f"XLA failed to compile {what}: {e}\n--- module ---\n"
+                                      f"{text}") from None
+
+
 def compile_module(text: str, out_avals, device=None, name: str = "main") -> Executable:
     xla_client, jax_ext = _jaxlib()
     backend = get_backend() if device is None else backend_of(device)
