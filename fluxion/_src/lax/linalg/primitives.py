@@ -1009,11 +1009,9 @@ def _tridiagonal_solve_cpu(ctx, dl, d, du, b, *, perturb_singular):
     out_b = b.aval.update(weak_type=False)
     if perturb_singular:
         lapack.ensure_initialized()
-        layouts = [list(range(x.aval.ndim - 1, -1, -1)) for x in (dl, d, du)]
-        out, = ctx.custom_call("tridiagonal_solve_perturbed_ffi", [dl, d, du, b], [out_b],
-                               backend_config={},
-                               operand_layouts=layouts + [lapack._layout(b.aval.ndim, True)],
-                               result_layouts=[lapack._layout(b.aval.ndim, True)])
+        out, = lapack.kernel_call(ctx, "tridiagonal_solve_perturbed_ffi", [dl, d, du, b],
+                                  [out_b], matrix_operands=[False, False, False, True],
+                                  alias=None)
         return out
     *_, x, info = lapack.call(ctx, "gtsv", b.dtype, [dl, d, du, b],
                               [dl.aval, d.aval, du.aval, out_b, lapack.info_aval(batch)],
