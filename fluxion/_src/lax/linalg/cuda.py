@@ -93,22 +93,10 @@ def _triangular_solve(ctx, a, b, *, left_side, lower, transpose_a, conjugate_a, 
 # ---------------------------------------------------------------------------------------------
 # lu, lu_pivots_to_permutation
 
-def _lu(ctx, a):
-    batch = a.shape[:-2]
-    m, n = a.shape[-2:]
-    piv_aval = ShapedArray(batch + (min_dim(m, n),), np.int32)
-    if m == 0 or n == 0:
-        return p._lu_cpu(ctx, a)  # no kernel call there: nothing platform-specific
-    lu_out, piv, info = _call(ctx, "cusolver_getrf_ffi", [a],
-                              [_strong(a.aval), piv_aval, lapack.info_aval(batch)],
-                              matrix_results=[True, False, False])
-    piv = ctx.sub(piv, ctx.constant(1, np.int32, piv_aval.shape))
-    # info > 0 (exactly singular) is a valid factorization; negative info is an error.
-    ok = ctx.compare(info, ctx.constant(0, np.int32, info.shape), "GE")
-    ok = ctx.broadcast_in_dim(ok, lu_out.shape, list(range(len(batch))))
-    lu_out = ctx.select(ok, lu_out, ctx.constant(np.nan, a.dtype, a.shape))
-    perm = _lu_pivots(ctx, piv, permutation_size=m)
-    return [lu_out, piv, perm]
+def _getrf(ctx, a, piv_aval):
+    return _call(ctx, "cusolver_getrf_ffi", [a],
+                 [_strong(a.aval), piv_aval, lapack.info_aval(a.shape[:-2])],
+                 matrix_results=[True, False, False])
 
 
 def _lu_pivots(ctx, pivots, *, permutation_size):
@@ -119,6 +107,9 @@ def _lu_pivots(ctx, pivots, *, permutation_size):
     out, = _call(ctx, "cu_lu_pivots_to_permutation", [pivots], [aval],
                  matrix_operands=[False], matrix_results=[False], alias=None)
     return out
+
+
+_lu = p.lu_rule(_getrf, _lu_pivots)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -157,27 +148,20 @@ def _ormqr(ctx, a, taus, c, *, left, transpose):
 _EIGH_ALGORITHM = {None: 0, p.EighImplementation.QR: 1, p.EighImplementation.JACOBI: 2}
 
 
-def _eigh(ctx, a, *, lower, sort_eigenvalues, subset_by_index, algorithm=None):
-    if algorithm == p.EighImplementation.QDWH:
+def _syevd(ctx, a, w_aval, lower, algorithm):
+    return _call(ctx, "cusolver_syevd_ffi", [a],
+                 [_strong(a.aval), w_aval, lapack.info_aval(a.shape[:-2])],
+                 {"lower": _bool(lower), "algorithm": f"{_EIGH_ALGORITHM[algorithm]} : ui8"},
+                 matrix_results=[True, False, False])
+
+
+_eigh_all = p.eigh_rule(_syevd)
+
+
+def _eigh(ctx, a, **params):
+    if params.get("algorithm") == p.EighImplementation.QDWH:
         raise NotImplementedError("QDWH implementation is only supported on TPU")
-    batch = a.shape[:-2]
-    n = a.shape[-1]
-    w_aval = ShapedArray(a.shape[:-1], p._real_dtype(a.dtype))
-    if n == 0:
-        return [a, ctx.constant(0, w_aval.dtype, w_aval.shape)]
-    v, w, info = _call(ctx, "cusolver_syevd_ffi", [a],
-                       [_strong(a.aval), w_aval, lapack.info_aval(batch)],
-                       {"lower": _bool(lower),
-                        "algorithm": f"{_EIGH_ALGORITHM[algorithm]} : ui8"},
-                       matrix_results=[True, False, False])
-    v = lapack.nan_where_failed(ctx, info, v, len(batch))
-    w = lapack.nan_where_failed(ctx, info, w, len(batch))
-    lo, hi = p._subset(subset_by_index, n, "eigh")
-    if (lo, hi) != (0, n):  # syevd computes all of them (ascending); keep the asked ones
-        zeros = [0] * len(batch)
-        v = ctx.slice(v, zeros + [0, lo], list(batch) + [n, hi])
-        w = ctx.slice(w, zeros + [lo], list(batch) + [hi])
-    return [v, w]
+    return _eigh_all(ctx, a, **params)
 
 
 def _tridiagonal(ctx, a, *, lower):

@@ -330,27 +330,34 @@ def _lu_abstract_eval(a):
             ShapedArray(batch + (m,), np.int32)]
 
 
-def _lu_cpu(ctx, a):
-    batch = a.shape[:-2]
-    m, n = a.shape[-2:]
-    k = min_dim(m, n)
-    piv_aval = ShapedArray(batch + (k,), np.int32)
-    if m == 0 or n == 0:
-        piv = ctx.constant(0, np.int32, piv_aval.shape)
-        lu_out = a
-    else:
-        lu_out, piv, info = lapack.call(ctx, "getrf", a.dtype, [a],
-                                        [a.aval.update(weak_type=False), piv_aval,
-                                         lapack.info_aval(batch)],
-                                        matrix_results=[True, False, False])
-        piv = ctx.sub(piv, ctx.constant(1, np.int32, piv_aval.shape))
-        # info > 0 (exactly singular) is a valid factorization; negative info is an error.
-        ok = ctx.compare(info, ctx.constant(0, np.int32, info.shape), "GE")
-        ok = ctx.broadcast_in_dim(ok, lu_out.shape, list(range(len(batch))))
-        lu_out = ctx.select(ok, lu_out, ctx.constant(np.nan, a.dtype, a.shape))
-    perm_rule = lowering.lower_fun(_lu_pivots_impl, multiple_results=False)
-    perm = perm_rule(ctx, piv, permutation_size=m)
-    return [lu_out, piv, perm]
+def lu_rule(getrf, permutation):
+    """An lu lowering around `getrf(ctx, a, piv_aval) -> (lu, 1-based pivots, info)` and
+    `permutation(ctx, pivots, permutation_size=m)`."""
+    def rule(ctx, a):
+        batch = a.shape[:-2]
+        m, n = a.shape[-2:]
+        piv_aval = ShapedArray(batch + (min_dim(m, n),), np.int32)
+        if m == 0 or n == 0:
+            piv = ctx.constant(0, np.int32, piv_aval.shape)
+            lu_out = a
+        else:
+            lu_out, piv, info = getrf(ctx, a, piv_aval)
+            piv = ctx.sub(piv, ctx.constant(1, np.int32, piv_aval.shape))
+            # info > 0 (exactly singular) is a valid factorization; negative info an error.
+            ok = ctx.compare(info, ctx.constant(0, np.int32, info.shape), "GE")
+            ok = ctx.broadcast_in_dim(ok, lu_out.shape, list(range(len(batch))))
+            lu_out = ctx.select(ok, lu_out, ctx.constant(np.nan, a.dtype, a.shape))
+        return [lu_out, piv, permutation(ctx, piv, permutation_size=m)]
+    return rule
+
+
+def _getrf_lapack(ctx, a, piv_aval):
+    return lapack.call(ctx, "getrf", a.dtype, [a], [a.aval.update(weak_type=False), piv_aval,
+                                                   lapack.info_aval(a.shape[:-2])],
+                       matrix_results=[True, False, False])
+
+
+_lu_cpu = lu_rule(_getrf_lapack, lowering.lower_fun(_lu_pivots_impl, multiple_results=False))
 
 
 lu_p = _primitive("lu", _lu_abstract_eval, _lu_cpu, multiple_results=True)
@@ -627,24 +634,35 @@ def _eigh_abstract_eval(a, *, lower, sort_eigenvalues, subset_by_index, algorith
             ShapedArray(a.shape[:-2] + (hi - lo,), _real_dtype(a.dtype))]
 
 
-def _eigh_cpu(ctx, a, *, lower, sort_eigenvalues, subset_by_index, algorithm=None):
-    batch = a.shape[:-2]
-    n = a.shape[-1]
-    w_aval = ShapedArray(a.shape[:-1], _real_dtype(a.dtype))
-    if n == 0:
-        return [a, ctx.constant(0, w_aval.dtype, w_aval.shape)]
-    v, w, info = lapack.call(ctx, "syevd", a.dtype, [a],
-                             [a.aval.update(weak_type=False), w_aval, lapack.info_aval(batch)],
-                             {"mode": lapack.char("V"), "uplo": lapack.char("L" if lower else "U")},
-                             matrix_results=[True, False, False])
-    v = lapack.nan_where_failed(ctx, info, v, len(batch))
-    w = lapack.nan_where_failed(ctx, info, w, len(batch))
-    lo, hi = _subset(subset_by_index, n, "eigh")
-    if (lo, hi) != (0, n):  # syevd computes all of them; keep the asked ones (ascending)
-        zeros = [0] * len(batch)
-        v = ctx.slice(v, zeros + [0, lo], list(batch) + [n, hi])
-        w = ctx.slice(w, zeros + [lo], list(batch) + [hi])
-    return [v, w]
+def eigh_rule(syevd):
+    """An eigh lowering around `syevd(ctx, a, w_aval, lower, algorithm) -> (v, w, info)`, a
+    kernel computing every eigenpair (ascending): NaN where it failed, the subset sliced out."""
+    def rule(ctx, a, *, lower, sort_eigenvalues, subset_by_index, algorithm=None):
+        batch = a.shape[:-2]
+        n = a.shape[-1]
+        w_aval = ShapedArray(a.shape[:-1], _real_dtype(a.dtype))
+        if n == 0:
+            return [a, ctx.constant(0, w_aval.dtype, w_aval.shape)]
+        v, w, info = syevd(ctx, a, w_aval, lower, algorithm)
+        v = lapack.nan_where_failed(ctx, info, v, len(batch))
+        w = lapack.nan_where_failed(ctx, info, w, len(batch))
+        lo, hi = _subset(subset_by_index, n, "eigh")
+        if (lo, hi) != (0, n):
+            zeros = [0] * len(batch)
+            v = ctx.slice(v, zeros + [0, lo], list(batch) + [n, hi])
+            w = ctx.slice(w, zeros + [lo], list(batch) + [hi])
+        return [v, w]
+    return rule
+
+
+def _syevd_lapack(ctx, a, w_aval, lower, algorithm):
+    return lapack.call(ctx, "syevd", a.dtype, [a], [a.aval.update(weak_type=False), w_aval,
+                                                   lapack.info_aval(a.shape[:-2])],
+                       {"mode": lapack.char("V"), "uplo": lapack.char("L" if lower else "U")},
+                       matrix_results=[True, False, False])
+
+
+_eigh_cpu = eigh_rule(_syevd_lapack)
 
 
 eigh_p = _primitive("eigh", _eigh_abstract_eval, _eigh_cpu, multiple_results=True)
