@@ -82,6 +82,12 @@ def test_cuda_lowering_refuses_what_cusolver_lacks():
     with pytest.raises(NotImplementedError, match="Divide-and-conquer"):
         _cuda_targets(lambda a: lax.linalg.svd(
             a, algorithm=SvdAlgorithm.DIVIDE_AND_CONQUER), WIDE)
+    with pytest.raises(NotImplementedError, match="QDWH"):
+        _cuda_targets(lambda a: lax.linalg.eigh(
+            a, implementation=lax.linalg.EighImplementation.QDWH), A)
+    with pytest.raises(NotImplementedError, match="only the cusolver implementation"):
+        _cuda_targets(lambda a: lax.linalg.eig(
+            a, implementation=lax.linalg.EigImplementation.LAPACK), A)
     with pytest.raises(NotImplementedError, match="schur"):
         _cuda_targets(lambda a: lax.linalg.schur(a), A)
 
