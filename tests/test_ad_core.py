@@ -122,6 +122,41 @@ def test_grad_errors_match_jax(fun, args, match):
         jax.grad(fun)(*args)
 
 
+_JACOBIAN_DTYPE_CASES = {
+    "jacfwd of an integer output": lambda m: m.jacfwd(lambda x: (x.sum() * 2).astype(int))(
+        np.ones(2, np.float32)),
+    "jacfwd of a complex input": lambda m: m.jacfwd(lambda x: x * 2)(np.ones(2, np.complex64)),
+    "jacfwd holomorphic, real output": lambda m: m.jacfwd(lambda x: x.real, holomorphic=True)(
+        np.ones(2, np.complex64)),
+    "jacfwd of an integer input": lambda m: m.jacfwd(lambda x: x * 2)(1),
+    "jacrev of a complex output": lambda m: m.jacrev(lambda x: x * 1j)(1.0),
+    "jacrev of an integer output": lambda m: m.jacrev(lambda x: x.astype(int))(1.0),
+    "jacrev holomorphic, real input": lambda m: m.jacrev(lambda x: x, holomorphic=True)(
+        np.ones(2, np.float32)),
+    "jacrev allow_int": lambda m: m.jacrev(lambda x: x * 2.0, allow_int=True)(np.ones(2, np.int32)),
+    "hessian of an integer output": lambda m: m.hessian(lambda x: (x ** 2).sum().astype(int))(
+        np.ones(2, np.float32)),
+    "grad of a complex output": lambda m: m.grad(lambda x: x * 1j)(1.0),
+}
+
+
+@pytest.mark.parametrize("case", list(_JACOBIAN_DTYPE_CASES))
+def test_jacobian_dtype_rules_match_jax(case):
+    """Which inputs/outputs each of jacfwd/jacrev/grad accepts, their messages, and the zero
+    Jacobians of integer outputs (jacfwd) and integer inputs (jacrev with allow_int)."""
+    def run(module):
+        try:
+            return module.jit(lambda: _JACOBIAN_DTYPE_CASES[case](module))()
+        except TypeError as e:
+            return str(e)
+    expected, got = run(jax), run(fluxion)
+    if isinstance(expected, str):
+        assert got == expected
+    else:
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        np.testing.assert_array_equal(got, expected)
+
+
 def test_grad_of_non_array_output_is_type_error():
     with pytest.raises(TypeError):
         fluxion.grad(lambda x: "not an array")(1.0)

@@ -179,16 +179,39 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     return (out, vjp_fun, aux) if has_aux else (out, vjp_fun)
 
 
-def _check_input_dtype(x, holomorphic: bool, allow_int: bool, name: str) -> None:
+def _check_input_dtype(x, holomorphic: bool, allow_int: bool, api: str) -> None:
+    """JAX's TypeError for an input `api` ("grad", "jacfwd", "jacrev") cannot differentiate."""
     dt = core.get_aval(x).dtype
     if holomorphic:
         if not dtypes.is_complex(dt):
-            raise TypeError(f"grad with holomorphic=True requires inputs with complex dtype, "
+            raise TypeError(f"{api} with holomorphic=True requires inputs with complex dtype, "
                             f"but got {dt.name}.")
+    elif api == "jacfwd":
+        if not dtypes.is_float(dt):
+            raise TypeError(
+                f"jacfwd requires real-valued inputs (input dtype that is a sub-dtype of "
+                f"np.floating), but got {dt.name}. For holomorphic differentiation, pass "
+                "holomorphic=True. For differentiation of non-holomorphic functions involving "
+                "complex inputs or integer inputs, use jax.jvp directly.")
     elif not (dtypes.is_inexact(dt) or allow_int and (dtypes.is_integer(dt) or dt == dtypes.bool_)):
-        raise TypeError(f"grad requires real- or complex-valued inputs (input dtype that is a "
+        raise TypeError(f"{api} requires real- or complex-valued inputs (input dtype that is a "
                         f"sub-dtype of np.inexact), but got {dt.name}. If you want to use "
                         "Boolean- or integer-valued inputs, use vjp or set allow_int to True.")
+
+
+def _check_output_dtype(dt, holomorphic: bool, api: str) -> None:
+    """JAX's TypeError for an output `api` cannot differentiate (jacfwd takes any real one)."""
+    if holomorphic:
+        if not dtypes.is_complex(dt):
+            raise TypeError(f"{api} with holomorphic=True requires outputs with complex dtype, "
+                            f"but got {np.dtype(dt).name}.")
+    elif api != "jacfwd" and not dtypes.is_float(dt):
+        hint = ("For holomorphic differentiation, pass holomorphic=True. For differentiation of "
+                "non-holomorphic functions involving complex outputs, use jax.vjp directly."
+                if dtypes.is_complex(dt) else
+                "For differentiation of functions with integer outputs, use jax.vjp directly.")
+        raise TypeError(f"{api} requires real-valued outputs (output dtype that is a sub-dtype "
+                        f"of np.floating), but got {np.dtype(dt).name}. {hint}")
 
 
 def _check_scalar_output(out, holomorphic: bool):
@@ -200,16 +223,7 @@ def _check_scalar_output(out, holomorphic: bool):
     if aval.shape != ():
         raise TypeError(f"Gradient only defined for scalar-output functions. Output had "
                         f"shape: {aval.shape}.")
-    dt = aval.dtype
-    if holomorphic:
-        if not dtypes.is_complex(dt):
-            raise TypeError(f"grad with holomorphic=True requires outputs with complex dtype, "
-                            f"but got {dt.name}.")
-    elif not dtypes.is_float(dt):
-        raise TypeError(f"grad requires real-valued outputs (output dtype that is a sub-dtype "
-                        f"of np.floating), but got {dt.name}. For holomorphic differentiation, "
-                        "pass holomorphic=True. For differentiating non-holomorphic functions "
-                        "involving complex outputs, use vjp directly.")
+    _check_output_dtype(aval.dtype, holomorphic, "grad")
     return aval
 
 
@@ -234,13 +248,14 @@ def fun_of_diff_args(fun, args, kwargs, nums):
     return partial_fun
 
 
-def _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic, allow_int):
+def _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic, allow_int,
+                     api="grad"):
     """(the differentiated arguments, a function of just those) for argnums; checks them."""
     nums = diff_positions(len(args), argnums_t, argnums)
     diff_args = tuple(args[i] for i in nums)
     for leaf in tree_flatten(diff_args)[0]:
         _check_jax_leaves([leaf], "a differentiated argument", name)
-        _check_input_dtype(leaf, holomorphic, allow_int, name)
+        _check_input_dtype(leaf, holomorphic, allow_int, api)
     return diff_args, fun_of_diff_args(fun, args, kwargs, nums)
 
 
@@ -340,28 +355,33 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     @api_boundary
     def jac_fun(*args, **kwargs):
         diff, partial = _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic,
-                                         False)
+                                         False, "jacfwd")
         in_leaves, in_tree = tree_flatten(diff)
 
         def push(*basis_leaves):
             tangents = tree_unflatten(in_tree, basis_leaves)
             res = jvp(partial, diff, tangents, has_aux=has_aux)
-            return res[1] if not has_aux else (res[1], res[2])
+            for y in tree_flatten(res[0])[0]:
+                _check_output_dtype(core.get_aval(y).dtype, holomorphic, "jacfwd")
+            # An integer output's tangent is float0; its Jacobian is zeros of its own dtype.
+            tangents_out = tree_map(
+                lambda y, t: (np.zeros(core.get_aval(y).shape, core.get_aval(y).dtype)
+                              if core.get_aval(t).dtype == dtypes.float0 else t),
+                res[0], res[1])
+            return tangents_out if not has_aux else (tangents_out, res[2])
 
         basis = _std_basis(in_leaves)
         if has_aux:
             jac_t, aux = vmap(push, out_axes=(-1, None))(*basis)
-            out = partial(*diff)[0]
         else:
             jac_t = vmap(push, out_axes=-1)(*basis)
-            out = partial(*diff)
-        jac = _unravel_fwd(out, jac_t, in_leaves, in_tree, multiple)
+        jac = _unravel_fwd(jac_t, in_leaves, in_tree, multiple)
         return (jac, aux) if has_aux else jac
 
     return jac_fun
 
 
-def _unravel_fwd(out, jac_t, in_leaves, in_tree, multiple):
+def _unravel_fwd(jac_t, in_leaves, in_tree, multiple):
     """jac_t: output-structured, each leaf (out.shape + (total_in,)) -> nested blocks."""
     from fluxion._src.lax import lax
     sizes = [int(np.prod(core.get_aval(x).shape, dtype=np.int64)) for x in in_leaves]
@@ -397,16 +417,23 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     @api_boundary
     def jac_fun(*args, **kwargs):
         diff, partial = _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic,
-                                         allow_int)
+                                         allow_int, "jacrev")
         in_leaves, in_tree = tree_flatten(diff)
 
         res = vjp(partial, *diff, has_aux=has_aux)
         out, pullback = res[0], res[1]
         out_leaves, out_tree = tree_flatten(out)
+        for y in out_leaves:
+            _check_output_dtype(core.get_aval(y).dtype, holomorphic, "jacrev")
         basis = _std_basis(out_leaves)
 
         def pull(*ct_leaves):
-            return pullback(tree_unflatten(out_tree, ct_leaves))
+            cts = pullback(tree_unflatten(out_tree, ct_leaves))
+            # An integer input's (allow_int) cotangent is float0: zeros of its own dtype.
+            return tree_map(
+                lambda x, ct: (np.zeros(core.get_aval(x).shape, core.get_aval(x).dtype)
+                               if core.get_aval(ct).dtype == dtypes.float0 else ct),
+                tuple(diff), cts)
 
         jac_t = vmap(pull)(*basis)  # input-structured, leaves (total_out,) + in.shape
         jac = _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple)
