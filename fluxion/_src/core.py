@@ -461,8 +461,8 @@ class Literal:
 
     def pretty(self) -> str:
         v = self.val
-        if isinstance(v, (np.generic, np.ndarray)):
-            v = v.item()
+        if not isinstance(v, (bool, int, float, complex, Tracer)):
+            v = np.asarray(v).item()
         text = str(v) if not isinstance(v, bool) else str(v)
         return f"{text}:{self.aval.str_short()}"
 

@@ -89,7 +89,15 @@ def _scalar_value(x, aval):
     if type(x) in (bool, int, float, complex):
         np.array(x, dtype=aval.dtype)  # raises OverflowError for an int out of range
         return x  # as JAX keeps it: the Python value, printed as written
-    return np.asarray(x, dtype=aval.dtype)[()]
+    value = np.asarray(x, dtype=aval.dtype)[()]
+    if aval.weak_type:
+        # A NumPy scalar would re-enter as a strongly typed value (an `add f 1` re-evaluated by
+        # jvp or vmap would turn strong): keep the weak type by a Python scalar of that dtype.
+        scalar = value.item()
+        if core.get_aval(scalar).dtype == aval.dtype:
+            return scalar
+        return x
+    return value
 
 
 def trace_to_jaxpr(fun: Callable, in_avals: Sequence[ShapedArray], origin: str = "make_jaxpr"):
