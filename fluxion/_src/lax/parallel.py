@@ -122,6 +122,9 @@ def psum(x, axis_name, *, axis_index_groups=None):
         if dtypes.is_python_scalar(leaf) or isinstance(leaf, (np.ndarray, np.generic)):
             # A constant is the same in every example: its sum is known statically.
             return leaf * _total_size(_names(axis_name))
+        if core.get_aval(leaf).dtype == dtypes.bool_:  # as JAX: a count of the true examples
+            from fluxion._src.lax import lax
+            leaf = lax._convert_element_type(leaf, np.dtype(np.int32), False)
         return psum_p.bind(leaf, axis_name=name, axis_index_groups=None)
     return tree_map(one, x)
 
@@ -228,8 +231,10 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
     from fluxion._src.tree_util import tree_map
 
     def one(leaf):
-        ndim = core.get_aval(leaf).ndim
-        ax = axis % (ndim + (0 if tiled else 1)) if ndim or not tiled else axis
+        ndim = core.get_aval(leaf).ndim + (0 if tiled else 1)
+        if not -ndim <= axis < ndim:  # JAX's class and message
+            raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+        ax = axis % ndim
         return all_gather_p.bind(leaf, axis_name=axis_name, axis=ax, tiled=tiled, axis_index_groups=None)
     return tree_map(one, x)
 
