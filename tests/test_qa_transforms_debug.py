@@ -62,3 +62,45 @@ def test_make_jaxpr_effects_and_text_as_jax():
                           l.dot_general(x, x, (((1,), (1,)), ((0,), (0,)))),
                           l.fori_loop(0, 3, lambda i, c: c * 2.0, x))
     assert str(fluxion.make_jaxpr(prog(fluxion))(x)) == str(jax.make_jaxpr(prog(jax))(x))
+
+
+def test_derivatives_keep_weak_type_as_jax():
+    # jvp constants and zero tangents keep the primal's weak type; a passed-through Python
+    # tangent comes back an array; grad's seed is the output's weak type
+    fns = [("tanh", ()), ("sqrt", ()), ("arctan", ()), ("square", ()), ("floor", ()),
+           ("logaddexp2", (1.5,)), ("hypot", (1.5,)), ("add", (1.5,)), ("where", None)]
+    for name, extra in fns:
+        outs = []
+        for lib, np_ in ((jax, jjnp), (fluxion, fnp)):
+            f = getattr(np_, name)
+            g = (lambda x: f(x > 0, x, 0.0)) if extra is None else (lambda x: f(x, *extra))
+            p, t = lib.jvp(g, (0.7,), (1.0,))
+            outs.append((_weak(p), _weak(t), np.asarray(t).dtype, float(t)))
+        assert outs[0][:3] == outs[1][:3], (name, outs)
+        np.testing.assert_allclose(outs[1][3], outs[0][3], rtol=1e-6)
+    for lib in (jax, fluxion):
+        assert _weak(lib.jvp(lambda x: x ** 2, (3.0,), (1.0,))[1])
+        assert _weak(lib.linearize(lambda x: x ** 2, 3.0)[1](1.0))
+
+
+def test_allow_int_jacobians_and_linearize_errors():
+    x = np.arange(3, dtype=np.int32)
+    for lib in (jax, fluxion):
+        jac = lib.jacrev(lambda a, b: a * b, argnums=(0, 1), allow_int=True)(x, 2.0)
+        assert jac[0].dtype == np.int32 and jac[0].shape == (3, 3) and not np.any(jac[0])
+        np.testing.assert_array_equal(jac[1], [0.0, 1.0, 2.0])
+        g = lib.vmap(lib.grad(lambda a: (a * 2.0).sum(), allow_int=True))(x)
+        assert g.dtype == lib.dtypes.float0 and g.shape == (3,)
+    f_jvp = fluxion.linearize(lambda a: a * 2.0, 3.0)[1]
+    for bad in (np.ones(2, np.float32), np.float16(1), 1):
+        with pytest.raises(ValueError, match="inconsistent with the original primal values"):
+            f_jvp(bad)
+
+
+def test_shape_dtype_struct_update_and_as_jit_argument():
+    s = fluxion.ShapeDtypeStruct((2,), np.float32)
+    assert repr(s.update(shape=(3,), dtype=np.int32)) == repr(
+        jax.ShapeDtypeStruct((2,), np.float32).update(shape=(3,), dtype=np.int32))
+    with pytest.raises(TypeError, match="is not a valid JAX type"):
+        fluxion.jit(lambda x: x)(s)
+    assert "sine" in fluxion.jit(fnp.sin).lower(1.0).as_text(debug_info=True)

@@ -83,9 +83,19 @@ def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
     box = []
     out_p, out_t = ad.jvp_flat(_flat_fun(fun, in_tree, box, has_aux, name), p_leaves, tangents_in)
     out_tree, aux = box[0]
-    out_t = [ad.instantiate(t) for t in out_t]
+    out_t = [_array_like_primal(ad.instantiate(t), p) for t, p in zip(out_t, out_p)]
     result = (tree_unflatten(out_tree, out_p), tree_unflatten(out_tree, out_t))
     return result + (aux,) if has_aux else result
+
+
+def _array_like_primal(t, p):
+    """A Python-scalar input tangent passed through (`x + 1.5`) as an array where its primal
+    output is one, as JAX gives it (its jnp functions are jitted)."""
+    if dtypes.is_python_scalar(t) and not dtypes.is_python_scalar(p):
+        from fluxion._src.lax import lax
+        aval = core.get_aval(p)
+        return lax._convert_element_type(t, aval.dtype, aval.weak_type)
+    return t
 
 
 @api_boundary
@@ -106,16 +116,24 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
         if t_tree != in_tree:
             raise TypeError(f"linearized function called with tangent structure {t_tree}, "
                             f"expected {in_tree}")
-        for t, a in zip(t_leaves, in_avals):
+        for t, p, a in zip(t_leaves, p_leaves, in_avals):
             ta = core.get_aval(t)
-            if ta.shape != a.shape or ta.dtype != a.dtype:
-                raise TypeError(f"linearized function called with tangent {ta.str_short()}, "
-                                f"expected {a.str_short()}")
+            if ta.shape != a.shape or ta.dtype != a.dtype:  # JAX's class and message
+                raise ValueError(
+                    "linearized function called on tangent values inconsistent with the "
+                    f"original primal values:\nGot tangent aval {_long(ta)} for primal aval "
+                    f"{_long(core.get_aval(p))} but expected {_long(a)}.")
         outs = core.eval_jaxpr(linear.jaxpr, linear.consts, *t_leaves)
         return tree_unflatten(out_tree, outs)
 
     out = tree_unflatten(out_tree, out_p)
     return (out, f_jvp, aux) if has_aux else (out, f_jvp)
+
+
+def _long(aval) -> str:
+    """An aval as JAX writes it in messages: ~float32[2] (~ for a weak type)."""
+    shape = ",".join(map(str, aval.shape))
+    return f"{'~' if aval.weak_type else ''}{aval.dtype.name}[{shape}]"
 
 
 def _vjp_flat(flat_fun, p_leaves):
@@ -285,7 +303,9 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
 
 def _ones(aval):
     from fluxion._src.lax import lax
-    return lax._convert_element_type(1, aval.dtype, False)
+    # the output's weak type, as JAX's seed (full_like): a weakly typed loss gives weakly
+    # typed gradients wherever the transposes keep its type
+    return lax._convert_element_type(1, aval.dtype, aval.weak_type)
 
 
 def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
@@ -409,13 +429,13 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
             return pullback(tree_unflatten(out_tree, ct_leaves))
 
         jac_t = vmap(pull)(*basis)  # input-structured, leaves (total_out,) + in.shape
-        jac = _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple)
+        jac = _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple, in_leaves)
         return (jac, res[2]) if has_aux else jac
 
     return jac_fun
 
 
-def _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple):
+def _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple, in_leaves):
     from fluxion._src.lax import lax, structural
     sizes = [int(np.prod(core.get_aval(o).shape, dtype=np.int64)) for o in out_leaves]
     in_blocks = tree_flatten(jac_t)[0]  # one per input leaf
@@ -423,8 +443,13 @@ def _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple):
     start = 0
     for o, n in zip(out_leaves, sizes):
         pieces = []
-        for block in in_blocks:
+        for block, x in zip(in_blocks, in_leaves):
             in_shape = core.get_aval(block).shape[1:]
+            if core.get_aval(block).dtype == dtypes.float0:  # an integer input (allow_int):
+                # zeros of its dtype, as JAX
+                pieces.append(structural.full(core.get_aval(o).shape + in_shape, 0,
+                                       core.get_aval(x).dtype))
+                continue
             piece = structural.slice_in_dim(block, start, start + n, axis=0)
             pieces.append(lax.reshape(piece, core.get_aval(o).shape + in_shape))
         tree = tree_unflatten(in_tree, pieces)

@@ -59,6 +59,15 @@ class ShapeDtypeStruct:
     def __hash__(self):
         return hash((self.shape, self.dtype, self.weak_type))
 
+    def update(self, **kwargs) -> "ShapeDtypeStruct":
+        """A copy with the given fields (shape, dtype, sharding, weak_type) replaced."""
+        fields = {k: getattr(self, k) for k in ("shape", "dtype", "sharding", "weak_type")}
+        unknown = set(kwargs) - set(fields)
+        if unknown:
+            raise TypeError(f"ShapeDtypeStruct.update got unexpected fields {sorted(unknown)}")
+        fields.update(kwargs)
+        return ShapeDtypeStruct(**fields)
+
 
 core.register_aval_handler(ShapeDtypeStruct, lambda s: ShapedArray(
     s.shape, dtypes.canonicalize_dtype(s.dtype), s.weak_type))
@@ -665,7 +674,9 @@ class Lowered:
         self._traced = traced
         self._donate_mask = donate_mask
 
-    def as_text(self, dialect: str = "stablehlo") -> str:
+    def as_text(self, dialect: str = "stablehlo", *, debug_info: bool = False) -> str:
+        """The module's text; it always carries the ops' locations (`debug_info` is accepted
+        for JAX compatibility)."""
         return self._text
 
     @property
