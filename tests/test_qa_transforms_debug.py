@@ -104,3 +104,16 @@ def test_shape_dtype_struct_update_and_as_jit_argument():
     with pytest.raises(TypeError, match="is not a valid JAX type"):
         fluxion.jit(lambda x: x)(s)
     assert "sine" in fluxion.jit(fnp.sin).lower(1.0).as_text(debug_info=True)
+
+
+def test_tracer_misuse_errors():
+    with pytest.raises(fluxion.errors.ConcretizationTypeError, match="tolist"):
+        fluxion.jit(lambda x: x.tolist())(fnp.ones(2))
+    with pytest.raises(TypeError, match="new shape passed to jnp.reshape"):  # not a NumPy error
+        fluxion.jit(lambda x, s: x.reshape(s))(fnp.ones(4), 4)
+    assert fluxion.jit(lambda x: x.reshape([2, 2]))(fnp.ones(4)).shape == (2, 2)
+    f = fluxion.custom_jvp(lambda x: x)
+    f.defjvp(lambda p, t: (p[0], fnp.ones(3)))
+    with pytest.raises(TypeError, match=r"Expected ~?float32\[\] \(tangent type of ~?float32\[\]\) "
+                                        r"but got float32\[3\]"):
+        fluxion.jvp(f, (1.0,), (1.0,))

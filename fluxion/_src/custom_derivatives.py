@@ -154,9 +154,13 @@ class custom_jvp:
                                 f"and {t_tree}.")
             for po, to in zip(p_leaves, t_leaves):
                 pa, ta = core.get_aval(po), core.get_aval(to)
-                if ad.tangent_aval(pa).shape != ta.shape:
-                    raise ValueError(f"Custom JVP rule of {fun_name(self.fun)} returned a tangent "
-                                     f"of shape {ta.shape} for a primal output of shape {pa.shape}.")
+                if ad.tangent_aval(pa).shape != ta.shape:  # JAX's class and message
+                    from fluxion._src.ad_api import _long
+                    raise TypeError(
+                        f"Custom JVP rule of {fun_name(self.fun)} must produce primal and tangent "
+                        "outputs with corresponding shapes and dtypes. Expected "
+                        f"{_long(ad.tangent_aval(pa))} (tangent type of {_long(pa)}) but got "
+                        f"{_long(ta)}.")
             return p_leaves, t_leaves
 
         flat_jvp.__qualname__ = fun_name(self.jvp)
