@@ -117,3 +117,21 @@ def test_tracer_misuse_errors():
     with pytest.raises(TypeError, match=r"Expected ~?float32\[\] \(tangent type of ~?float32\[\]\) "
                                         r"but got float32\[3\]"):
         fluxion.jvp(f, (1.0,), (1.0,))
+
+
+def test_callbacks_receive_arrays_with_weak_types(capsys):
+    seen = []
+    fluxion.debug.callback(lambda v, w: seen.append((v, w)), fnp.ones(2), 3)
+    fluxion.jit(lambda x: fluxion.debug.callback(lambda v: seen.append(v), x, partitioned=True)
+                )(fnp.float32(2.0))
+    got = fluxion.jit(lambda x: fluxion.pure_callback(
+        lambda v: seen.append(v) or v * 2, fluxion.ShapeDtypeStruct((2,), np.float32), x))(
+        fnp.ones(2))
+    fluxion.effects_barrier()
+    np.testing.assert_array_equal(got, [2.0, 2.0])
+    assert all(isinstance(v, fluxion.Array) for v in (seen[0][0], seen[0][1], seen[1], seen[2]))
+    assert seen[0][1].weak_type and not seen[0][0].weak_type
+    fluxion.debug.print("{}", {"a": fnp.ones(2), "b": 1})
+    jax.debug.print("{}", {"a": jjnp.ones(2), "b": 1})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == out[1], out

@@ -345,10 +345,24 @@ def _flat_result_avals(result_shape_dtypes):
     return tuple(avals), tree
 
 
-def _flat_callback(callback, in_tree, out_tree, args_kwargs=True):
+def _as_fluxion_array(x, weak_type: bool):
+    """A host value handed to a callback as an Array (as JAX hands it jax.Arrays), with its
+    operand's weak type."""
+    from fluxion._src.array import Array
+    from fluxion._src.compiler import backend
+    if isinstance(x, Array):
+        return x
+    arr = np.asarray(x)
+    aval = core.ShapedArray(arr.shape, arr.dtype, weak_type)
+    return Array(backend.device_put_numpy(arr, aval, None), aval)
+
+
+def _flat_callback(callback, in_tree, out_tree, weak_types=None):
     from fluxion import tree_util
 
     def flat(*leaves):
+        if weak_types is not None:
+            leaves = [_as_fluxion_array(x, w) for x, w in zip(leaves, weak_types)]
         args, kwargs = tree_util.tree_unflatten(in_tree, list(leaves))
         out = callback(*args, **kwargs)
         if out_tree is None:
@@ -373,8 +387,9 @@ def _bind_callback(prim, callback, result_shape_dtypes, args, kwargs, vmap_metho
         result_avals, out_tree = (), None
     else:
         result_avals, out_tree = _flat_result_avals(result_shape_dtypes)
-    flat_cb = _flat_callback(callback, in_tree, out_tree)
     leaves = [_as_operand(x) for x in leaves]
+    flat_cb = _flat_callback(callback, in_tree, out_tree,
+                             [core.get_aval(x).weak_type for x in leaves])
     outs = prim.bind(*leaves, callback=flat_cb, result_avals=result_avals,
                      vmap_method=vmap_method, ordered=ordered)
     if out_tree is None:
@@ -421,7 +436,9 @@ def io_callback(callback: Callable, result_shape_dtypes: Any, *args, sharding=No
                           "sequential", bool(ordered))
 
 
-def debug_callback(callback: Callable, *args, ordered: bool = False, **kwargs) -> None:
+def debug_callback(callback: Callable, *args, ordered: bool = False, partitioned: bool = False,
+                   **kwargs) -> None:
     """Call `callback(*args, **kwargs)` for its side effects (`jax.debug.callback`); under vmap
-    it is called once per batch element."""
+    it is called once per batch element. `partitioned` is accepted as in JAX: the callback
+    receives whole arrays here either way."""
     _bind_callback(debug_callback_p, callback, None, args, kwargs, "sequential", bool(ordered))
