@@ -135,3 +135,14 @@ def test_callbacks_receive_arrays_with_weak_types(capsys):
     jax.debug.print("{}", {"a": jjnp.ones(2), "b": 1})
     out = capsys.readouterr().out.splitlines()
     assert out[0] == out[1], out
+
+
+def test_checkify_of_vmap_reports_the_last_failing_element_as_jax():
+    from jax.experimental import checkify as jck
+    from fluxion.experimental import checkify as fck
+    x = np.array([1.0, -1.0, -2.0, 3.0], np.float32)
+    msgs = []
+    for lib, ck in ((jax, jck), (fluxion, fck)):
+        err, _ = ck.checkify(lib.vmap(lambda v: (ck.check(v > 0, "bad {}", v), v)[1]))(x)
+        msgs.append(err.get().split(" (")[0])
+    assert msgs[0] == msgs[1] == "bad -2.0"
