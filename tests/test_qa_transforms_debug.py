@@ -142,7 +142,8 @@ def test_checkify_of_vmap_reports_the_last_failing_element_as_jax():
     from fluxion.experimental import checkify as fck
     x = np.array([1.0, -1.0, -2.0, 3.0], np.float32)
     msgs = []
-    for lib, ck in ((jax, jck), (fluxion, fck)):
-        err, _ = ck.checkify(lib.vmap(lambda v: (ck.check(v > 0, "bad {}", v), v)[1]))(x)
+    for lib, np_, ck in ((jax, jjnp, jck), (fluxion, fnp, fck)):
+        err, _ = ck.checkify(lib.vmap(lambda v: (ck.check(v > 0, "bad {}", v), v)[1]))(
+            np_.asarray(x))
         msgs.append(err.get().split(" (")[0])
     assert msgs[0] == msgs[1] == "bad -2.0"
