@@ -147,3 +147,45 @@ def test_checkify_of_vmap_reports_the_last_failing_element_as_jax():
             np_.asarray(x))
         msgs.append(err.get().split(" (")[0])
     assert msgs[0] == msgs[1] == "bad -2.0"
+
+
+def test_jacobian_dtype_checks_and_blocks_as_jax():
+    cases = [(lambda z: z * (1 + 1j), 1.0), (lambda z: z.astype(int), 1.0),
+             (lambda z: z * 2, 1.0 + 1j)]
+    for f, a in cases:
+        for api in ("jacrev", "jacfwd"):
+            for holo in (False, True):
+                outs = []
+                for lib in (jax, fluxion):
+                    try:
+                        r = getattr(lib, api)(f, holomorphic=holo)(a)
+                        outs.append(("ok", np.asarray(r).dtype, np.asarray(r).tolist()))
+                    except TypeError as e:
+                        outs.append(("TypeError", str(e).split(",")[0]))
+                assert outs[0] == outs[1], (api, holo, outs)
+    for api in ("jacfwd", "jacrev"):  # blocks take the output's (fwd) / input's (rev) type
+        got = getattr(fluxion, api)(lambda x: x * 2)(1.0)
+        want = getattr(jax, api)(lambda x: x * 2)(1.0)
+        assert _weak(got) == _weak(want)
+    assert fluxion.jacfwd(lambda x: x * 2)(fnp.ones(0)).shape == (0, 0)
+
+    @fluxion.custom_jvp
+    def f(x, y):
+        return fnp.sin(x) * y
+    f.defjvp(lambda p, t: (f(*p), fnp.cos(p[0]) * t[0] * p[1] + fnp.sin(p[0]) * t[1] * 2))
+    np.testing.assert_allclose(fluxion.jacfwd(f)(1.0, 2.0), 2 * np.cos(1.0), rtol=1e-6)
+
+
+def test_custom_vjp_none_cotangent_for_a_none_subtree():
+    def run(lib):
+        f = lib.custom_vjp(lambda d: {"s": d["a"] * d["b"][0]})
+        f.defvjp(lambda d: (f(d), d),
+                 lambda d, g: ({"a": g["s"] * d["b"][0], "b": (g["s"] * d["a"], None)},))
+        return lib.grad(lambda d: f(d)["s"])({"a": 2.0, "b": (3.0, None)})
+    got, want = run(fluxion), run(jax)
+    assert got["b"][1] is None and want["b"][1] is None
+    np.testing.assert_allclose([got["a"], got["b"][0]], [want["a"], want["b"][0]])
+    f = fluxion.custom_vjp(lambda x: x)
+    f.defvjp(lambda x: (x, None), lambda r, g: ((g, g),))
+    with pytest.raises(TypeError, match="produced a cotangent with structure"):
+        fluxion.grad(f)(1.0)

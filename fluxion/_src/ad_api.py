@@ -197,16 +197,49 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     return (out, vjp_fun, aux) if has_aux else (out, vjp_fun)
 
 
-def _check_input_dtype(x, holomorphic: bool, allow_int: bool, name: str) -> None:
+def _check_input_dtype(x, holomorphic: bool, allow_int: bool, api: str = "grad") -> None:
+    """JAX's checks of a reverse-mode input (`api` is grad or jacrev)."""
     dt = core.get_aval(x).dtype
     if holomorphic:
         if not dtypes.is_complex(dt):
-            raise TypeError(f"grad with holomorphic=True requires inputs with complex dtype, "
+            raise TypeError(f"{api} with holomorphic=True requires inputs with complex dtype, "
                             f"but got {dt.name}.")
     elif not (dtypes.is_inexact(dt) or allow_int and (dtypes.is_integer(dt) or dt == dtypes.bool_)):
-        raise TypeError(f"grad requires real- or complex-valued inputs (input dtype that is a "
+        raise TypeError(f"{api} requires real- or complex-valued inputs (input dtype that is a "
                         f"sub-dtype of np.inexact), but got {dt.name}. If you want to use "
                         "Boolean- or integer-valued inputs, use vjp or set allow_int to True.")
+
+
+def _check_jacfwd_input_dtype(x, holomorphic: bool) -> None:
+    dt = core.get_aval(x).dtype
+    if holomorphic:
+        if not dtypes.is_complex(dt):
+            raise TypeError(f"jacfwd with holomorphic=True requires inputs with complex dtype, "
+                            f"but got {dt.name}.")
+    elif not dtypes.is_float(dt):
+        raise TypeError(f"jacfwd requires real-valued inputs (input dtype that is a sub-dtype of "
+                        f"np.floating), but got {dt.name}. For holomorphic differentiation, pass "
+                        "holomorphic=True. For differentiation of non-holomorphic functions "
+                        "involving complex inputs or integer inputs, use jvp directly.")
+
+
+def _check_output_dtype(dt, holomorphic: bool, api: str, forward: bool = False) -> None:
+    """JAX's checks of a differentiated output (forward mode only checks holomorphic ones)."""
+    if holomorphic:
+        if not dtypes.is_complex(dt):
+            raise TypeError(f"{api} with holomorphic=True requires outputs with complex dtype, "
+                            f"but got {dt.name}.")
+    elif forward:
+        return
+    elif dtypes.is_complex(dt):
+        raise TypeError(f"{api} requires real-valued outputs (output dtype that is a sub-dtype "
+                        f"of np.floating), but got {dt.name}. For holomorphic differentiation, "
+                        "pass holomorphic=True. For differentiation of non-holomorphic functions "
+                        "involving complex outputs, use vjp directly.")
+    elif not dtypes.is_float(dt):
+        raise TypeError(f"{api} requires real-valued outputs (output dtype that is a sub-dtype "
+                        f"of np.floating), but got {dt.name}. For differentiation of functions "
+                        "with integer outputs, use vjp directly.")
 
 
 def _check_scalar_output(out, holomorphic: bool):
@@ -218,16 +251,7 @@ def _check_scalar_output(out, holomorphic: bool):
     if aval.shape != ():
         raise TypeError(f"Gradient only defined for scalar-output functions. Output had "
                         f"shape: {aval.shape}.")
-    dt = aval.dtype
-    if holomorphic:
-        if not dtypes.is_complex(dt):
-            raise TypeError(f"grad with holomorphic=True requires outputs with complex dtype, "
-                            f"but got {dt.name}.")
-    elif not dtypes.is_float(dt):
-        raise TypeError(f"grad requires real-valued outputs (output dtype that is a sub-dtype "
-                        f"of np.floating), but got {dt.name}. For holomorphic differentiation, "
-                        "pass holomorphic=True. For differentiating non-holomorphic functions "
-                        "involving complex outputs, use vjp directly.")
+    _check_output_dtype(aval.dtype, holomorphic, "grad")
     return aval
 
 
@@ -252,13 +276,17 @@ def fun_of_diff_args(fun, args, kwargs, nums):
     return partial_fun
 
 
-def _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic, allow_int):
+def _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic, allow_int,
+                     api="grad"):
     """(the differentiated arguments, a function of just those) for argnums; checks them."""
     nums = diff_positions(len(args), argnums_t, argnums)
     diff_args = tuple(args[i] for i in nums)
     for leaf in tree_flatten(diff_args)[0]:
         _check_jax_leaves([leaf], "a differentiated argument", name)
-        _check_input_dtype(leaf, holomorphic, allow_int, name)
+        if api == "jacfwd":
+            _check_jacfwd_input_dtype(leaf, holomorphic)
+        else:
+            _check_input_dtype(leaf, holomorphic, allow_int, api)
     return diff_args, fun_of_diff_args(fun, args, kwargs, nums)
 
 
@@ -360,25 +388,41 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     @api_boundary
     def jac_fun(*args, **kwargs):
         diff, partial = _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic,
-                                         False)
+                                         False, "jacfwd")
         in_leaves, in_tree = tree_flatten(diff)
 
         def push(*basis_leaves):
+            # the outputs come from the jvp too: fun runs once, on traced inputs (as JAX)
             tangents = tree_unflatten(in_tree, basis_leaves)
-            res = jvp(partial, diff, tangents, has_aux=has_aux)
-            return res[1] if not has_aux else (res[1], res[2])
+            return jvp(partial, diff, tangents, has_aux=has_aux)
 
         basis = _std_basis(in_leaves)
+        # The outputs are taken from the first basis vector's jvp (they are the same for all,
+        # though a custom_jvp under vmap may batch them)
+        empty = not any(core.get_aval(x).size for x in in_leaves)
+        out_axis = None if empty else 0
         if has_aux:
-            jac_t, aux = vmap(push, out_axes=(-1, None))(*basis)
-            out = partial(*diff)[0]
+            out, jac_t, aux = vmap(push, out_axes=(out_axis, -1, None))(*basis)
         else:
-            jac_t = vmap(push, out_axes=-1)(*basis)
-            out = partial(*diff)
+            out, jac_t = vmap(push, out_axes=(out_axis, -1))(*basis)
+        if not empty:
+            out = tree_map(lambda o: o[0], out)
+        for leaf in tree_flatten(out)[0]:
+            _check_output_dtype(core.get_aval(leaf).dtype, holomorphic, "jacfwd", forward=True)
         jac = _unravel_fwd(out, jac_t, in_leaves, in_tree, multiple)
         return (jac, aux) if has_aux else jac
 
     return jac_fun
+
+
+def _possible_downcast(block, example):
+    """A Jacobian block in the dtype and weak type of `example` (jacfwd: the output, jacrev:
+    the input), its real part for a real example, as JAX gives it."""
+    from fluxion._src.lax import lax
+    ea, ba = core.get_aval(example), core.get_aval(block)
+    if dtypes.is_complex(ba.dtype) and not dtypes.is_complex(ea.dtype):
+        block = lax.real(block)
+    return lax._convert_element_type(block, ea.dtype, ea.weak_type)
 
 
 def _unravel_fwd(out, jac_t, in_leaves, in_tree, multiple):
@@ -386,18 +430,23 @@ def _unravel_fwd(out, jac_t, in_leaves, in_tree, multiple):
     from fluxion._src.lax import lax
     sizes = [int(np.prod(core.get_aval(x).shape, dtype=np.int64)) for x in in_leaves]
 
-    def split(block):
+    def split(block, o):
         aval = core.get_aval(block)
         out_shape = aval.shape[:-1]
         pieces, start = [], 0
         from fluxion._src.lax import structural
         for x, n in zip(in_leaves, sizes):
+            if aval.dtype == dtypes.float0:  # an integer output: zeros of its dtype, as JAX
+                pieces.append(structural.full(out_shape + core.get_aval(x).shape, 0,
+                                              core.get_aval(o).dtype))
+                continue
             piece = structural.slice_in_dim(block, start, start + n, axis=aval.ndim - 1)
-            pieces.append(lax.reshape(piece, out_shape + core.get_aval(x).shape))
+            pieces.append(_possible_downcast(
+                lax.reshape(piece, out_shape + core.get_aval(x).shape), o))
             start += n
         tree = tree_unflatten(in_tree, pieces)
         return tree if multiple else tree[0]
-    return tree_map(split, jac_t)
+    return tree_map(split, jac_t, out)
 
 
 def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
@@ -417,12 +466,14 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     @api_boundary
     def jac_fun(*args, **kwargs):
         diff, partial = _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic,
-                                         allow_int)
+                                         allow_int, "jacrev")
         in_leaves, in_tree = tree_flatten(diff)
 
         res = vjp(partial, *diff, has_aux=has_aux)
         out, pullback = res[0], res[1]
         out_leaves, out_tree = tree_flatten(out)
+        for leaf in out_leaves:
+            _check_output_dtype(core.get_aval(leaf).dtype, holomorphic, "jacrev")
         basis = _std_basis(out_leaves)
 
         def pull(*ct_leaves):
@@ -451,7 +502,8 @@ def _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple, in_leaves):
                                        core.get_aval(x).dtype))
                 continue
             piece = structural.slice_in_dim(block, start, start + n, axis=0)
-            pieces.append(lax.reshape(piece, core.get_aval(o).shape + in_shape))
+            pieces.append(_possible_downcast(
+                lax.reshape(piece, core.get_aval(o).shape + in_shape), x))
         tree = tree_unflatten(in_tree, pieces)
         per_out.append(tree if multiple else tree[0])
         start += n
