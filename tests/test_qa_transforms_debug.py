@@ -189,3 +189,17 @@ def test_custom_vjp_none_cotangent_for_a_none_subtree():
     f.defvjp(lambda x: (x, None), lambda r, g: ((g, g),))
     with pytest.raises(TypeError, match="produced a cotangent with structure"):
         fluxion.grad(f)(1.0)
+
+
+def test_jit_inline_and_lowered_out_info():
+    inner = lambda lib: lib.jit(lambda y: y + 1, inline=True)
+    got = str(fluxion.make_jaxpr(lambda x: inner(fluxion)(x))(1.0))
+    assert got == str(jax.make_jaxpr(lambda x: inner(jax)(x))(1.0))
+    assert fluxion.grad(lambda x: fluxion.jit(lambda y: y * y, inline=True)(x))(3.0) == 6.0
+    lowered = fluxion.jit(lambda x: (x * 2, {"a": x})).lower(1.0)
+    assert fluxion.jit(lambda x: x * 2).trace(1.0).out_info.weak_type  # traced keeps it
+    for info in (lowered.out_info, lowered.compile().out_info):
+        assert [l.weak_type for l in fluxion.tree_util.tree_leaves(info)] == [False, False]
+        assert fluxion.tree_util.tree_structure(info) == lowered.out_tree
+    with pytest.raises(NotImplementedError, match="static_argnums"):
+        fluxion.checkpoint(lambda x: x, concrete=True)

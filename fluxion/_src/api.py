@@ -408,6 +408,7 @@ class JitFunction:
                  in_shardings=None, out_shardings=None):
         check_callable(fun)
         _check_device(device, "jit(device=...)")
+        self._inline = inline
         # jit(device=) and jit(backend=) pin the program to a device: every argument moves
         # there and the results are committed to it (deprecated in JAX, as here).
         self._device = device
@@ -547,7 +548,10 @@ class JitFunction:
                 self._consume_keys(args, kwargs, traced)
             closed, consts = closure_convert(traced.jaxpr)
             pinned = {} if self._device is None else {"device": self._device}
-            outs = jit_p.bind(*consts, *leaves, jaxpr=closed, name=traced.name, **pinned)
+            if self._inline and not pinned and not sharded:  # its equations, no jit equation
+                outs = core.eval_jaxpr(closed.jaxpr, closed.consts, *consts, *leaves)
+            else:
+                outs = jit_p.bind(*consts, *leaves, jaxpr=closed, name=traced.name, **pinned)
             if sharded and self._out_shardings_given:
                 from fluxion._src import sharded_jit, sharding_impls
                 out_struct = tree_unflatten(traced.out_tree, [0] * len(outs))
@@ -694,7 +698,8 @@ class Lowered:
 
     @property
     def out_info(self):
-        return self._traced.out_info
+        """The outputs as ShapeDtypeStructs; as JAX's, a lowered program's carry no weak type."""
+        return tree_map(lambda s: s.update(weak_type=False), self._traced.out_info)
 
     _compile_sharded = None  # set for partitioned programs (sharded_jit.lower_jit)
     _device = None  # the device of a jit(device=...) program
@@ -758,6 +763,14 @@ class Compiled:
                     f"Argument {name} with shape {x.aval.str_short(short_dtypes=False)}:\n"
                     f"  Passed sharding: {x.sharding!r}\n"
                     f"  Required sharding: {sharding_impls_single(want)!r}")
+
+    in_tree = property(lambda self: self._traced.in_tree)
+    out_tree = property(lambda self: self._traced.out_tree)
+
+    @property
+    def out_info(self):
+        """The outputs as ShapeDtypeStructs (no weak types, as JAX's)."""
+        return tree_map(lambda s: s.update(weak_type=False), self._traced.out_info)
 
     def as_text(self) -> str:
         modules = self._compiled.executable.loaded.hlo_modules()
