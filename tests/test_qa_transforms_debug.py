@@ -203,3 +203,16 @@ def test_jit_inline_and_lowered_out_info():
         assert fluxion.tree_util.tree_structure(info) == lowered.out_tree
     with pytest.raises(NotImplementedError, match="static_argnums"):
         fluxion.checkpoint(lambda x: x, concrete=True)
+
+
+def test_debug_print_static_arguments_and_unused_ones(capsys):
+    for lib in (jax, fluxion):
+        lib.jit(lambda x: lib.debug.print("{} {} {}", "hello", None, x))(1.0)
+        lib.jit(lambda x: lib.debug.callback(lambda s, v, f: print(s, v, f(2)), "cb", x,
+                                             lambda v: v + 1))(1.0)
+        lib.effects_barrier()
+        for args, kwargs in (((1.0, 2.0), {}), ((1.0,), {"y": 2.0})):
+            with pytest.raises(ValueError, match="Unused (positional|keyword) arguments"):
+                lib.debug.print("{}", *args, **kwargs)
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == out[2:] == ["hello None 1.0", "cb 1.0 3"]
