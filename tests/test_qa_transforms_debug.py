@@ -216,3 +216,17 @@ def test_debug_print_static_arguments_and_unused_ones(capsys):
                 lib.debug.print("{}", *args, **kwargs)
     out = capsys.readouterr().out.splitlines()
     assert out[:2] == out[2:] == ["hello None 1.0", "cb 1.0 3"]
+
+
+def test_axis_index_over_several_names():
+    def prog(lib):
+        idx = lambda: (lib.lax.axis_index(("a", "c")), lib.lax.axis_index(("c", "b", "a")),
+                       lib.lax.axis_index(("b",)))
+        inner = lib.vmap(idx, axis_size=2, axis_name="c")
+        return lib.vmap(lib.vmap(inner, axis_size=3, axis_name="b"), axis_size=4, axis_name="a")()
+    for g, w in zip(prog(fluxion), prog(jax)):
+        np.testing.assert_array_equal(g, w)
+    x = np.arange(6.0, dtype=np.float32).reshape(3, 2)
+    nest = lambda f: fluxion.vmap(fluxion.vmap(f, axis_name="j"), axis_name="i")
+    with pytest.raises(NotImplementedError, match="several axis names"):
+        nest(lambda v: lax.all_gather(v, ("i", "j")))(x)

@@ -166,8 +166,21 @@ axis_index_p = _collective("axis_index", _axis_index_abstract_eval)
 
 
 def _axis_index_rule(trace, vals, dims, *, axis_name):
-    from fluxion._src.lax import structural
-    return structural.iota(np.int32, trace.axis_size), 0
+    """The index along this vmap's axis; for several names, the row-major index over them all
+    (JAX's: names[0] varies slowest), each other name's part from its own vmap."""
+    from fluxion._src.lax import lax, structural
+    names = _names(axis_name)
+    strides = [_total_size(names[k + 1:]) for k in range(len(names))]
+    out = structural.iota(np.int32, trace.axis_size)
+    for name, stride in zip(names, strides):
+        if name == trace.axis_name:
+            if stride != 1:
+                out = lax.mul(out, np.int32(stride))
+    for name, stride in zip(names, strides):
+        if name != trace.axis_name:
+            other = axis_index_p.bind(axis_name=name)
+            out = lax.add(out, lax.mul(other, np.int32(stride)) if stride != 1 else other)
+    return out, 0
 
 
 batching.collective_rules[axis_index_p] = _axis_index_rule
@@ -208,7 +221,18 @@ def _all_gather_rule(trace, vals, dims, *, axis_name, axis, tiled, axis_index_gr
     return out, not_mapped
 
 
-batching.collective_rules[all_gather_p] = _all_gather_rule
+def _single_axis(rule, name):
+    """`rule` for one axis name; several (a tuple) under nested vmaps are refused, as in
+    JAX (whose vmap rules assert), instead of gathering over the innermost axis only."""
+    def checked(trace, vals, dims, **params):
+        if len(_names(params["axis_name"])) > 1:
+            raise NotImplementedError(f"{name} over several axis names "
+                                      f"{params['axis_name']!r} is not supported under vmap")
+        return rule(trace, vals, dims, **params)
+    return checked
+
+
+batching.collective_rules[all_gather_p] = _single_axis(_all_gather_rule, "all_gather")
 
 
 def _all_gather_transpose(ct, x, *, axis_name, axis, tiled, axis_index_groups=None):
@@ -273,7 +297,7 @@ def _ppermute_rule(trace, vals, dims, *, axis_name, perm):
     return structural.select(keep_b, gathered, lax.broadcast_in_dim(zeros, core.get_aval(gathered).shape, ())), 0
 
 
-batching.collective_rules[ppermute_p] = _ppermute_rule
+batching.collective_rules[ppermute_p] = _single_axis(_ppermute_rule, "ppermute")
 
 
 def _ppermute_transpose(ct, x, *, axis_name, perm):
@@ -355,7 +379,7 @@ def _all_to_all_rule(trace, vals, dims, *, axis_name, split_axis, concat_axis, t
     return x, 0
 
 
-batching.collective_rules[all_to_all_p] = _all_to_all_rule
+batching.collective_rules[all_to_all_p] = _single_axis(_all_to_all_rule, "all_to_all")
 
 
 def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_groups=None,
