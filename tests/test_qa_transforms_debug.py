@@ -230,3 +230,15 @@ def test_axis_index_over_several_names():
     nest = lambda f: fluxion.vmap(fluxion.vmap(f, axis_name="j"), axis_name="i")
     with pytest.raises(NotImplementedError, match="several axis names"):
         nest(lambda v: lax.all_gather(v, ("i", "j")))(x)
+
+
+def test_api_argument_specs_checked_when_applied():
+    for kw in (dict(in_axes=0.0), dict(in_axes=(0.0,)), dict(out_axes="a"),
+               dict(in_axes={"a": 0})):
+        with pytest.raises(TypeError, match="vmap (in|out)_axes must be an int, None"):
+            fluxion.vmap(lambda x: x, **kw)
+    fluxion.vmap(lambda x, d: x, in_axes=[0, {"a": None}])  # lists and nested dicts are fine
+    for kw in (dict(static_argnames="zz"), dict(donate_argnames="zz")):
+        with pytest.raises(ValueError, match="invalid argnames {'zz'}"):
+            fluxion.jit(lambda x: x, **kw)
+    fluxion.jit(lambda x, **kw: x, static_argnames="zz")

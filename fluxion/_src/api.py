@@ -169,6 +169,13 @@ def _normalize_static(fun, static_argnums, static_argnames, what: str = "static_
     except (TypeError, ValueError):
         return static_argnums, static_argnames
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not any(p.kind == p.VAR_KEYWORD for p in params):
+        named = {p.name for p in params if p.kind != p.POSITIONAL_ONLY}
+        invalid = set(static_argnames) - named
+        if invalid:  # JAX's check, when jit is applied
+            kind = "donate_argnames" if what == "donate_argnums" else "static_argnames"
+            raise ValueError(f"Jitted function has invalid argnames {invalid} in {kind}. "
+                             "Function does not take these args.")
     if not any(p.kind == p.VAR_POSITIONAL for p in params):
         for i in static_argnums:
             if not -len(positional) <= i < len(positional):
