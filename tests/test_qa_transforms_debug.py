@@ -242,3 +242,21 @@ def test_api_argument_specs_checked_when_applied():
         with pytest.raises(ValueError, match="invalid argnames {'zz'}"):
             fluxion.jit(lambda x: x, **kw)
     fluxion.jit(lambda x, **kw: x, static_argnames="zz")
+
+
+def test_vjp_cotangent_checks_and_linear_transpose_results():
+    f_vjp = fluxion.vjp(lambda x: x * 2, fnp.float16(1))[1]
+    for bad in (1.0, fnp.float32(1), fnp.bfloat16(1), np.ones(2, np.float16)):
+        with pytest.raises(ValueError, match="unexpected JAX type"):
+            f_vjp(bad)
+    assert f_vjp(fnp.float16(1))[0].dtype == np.float16
+    int_vjp = fluxion.vjp(lambda x: (x * 2).astype(int), 1.0)[1]
+    assert [float(int_vjp(ct)[0]) for ct in (1.0, 1, fnp.int32(1))] == [0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="Tree structure of cotangent"):
+        fluxion.vjp(lambda x: (x, x), fnp.ones(2))[1](fnp.ones(2))
+    got = fluxion.linear_transpose(lambda d: d["a"] + d["b"], {"a": 1.0, "b": 1.0})(3.0)[0]
+    want = jax.linear_transpose(lambda d: d["a"] + d["b"], {"a": 1.0, "b": 1.0})(3.0)[0]
+    for k in "ab":
+        assert got[k].dtype == want[k].dtype and _weak(got[k]) == _weak(want[k])
+    with pytest.raises(TypeError, match="not a valid JAX type"):
+        lax.stop_gradient("a")
