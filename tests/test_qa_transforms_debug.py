@@ -260,3 +260,11 @@ def test_vjp_cotangent_checks_and_linear_transpose_results():
         assert got[k].dtype == want[k].dtype and _weak(got[k]) == _weak(want[k])
     with pytest.raises(TypeError, match="not a valid JAX type"):
         lax.stop_gradient("a")
+
+
+def test_jnp_broadcast_errors_by_rank_as_jax():
+    for a, b, cls in (((2,), (2, 3), ValueError), ((4,), (2, 1, 3), ValueError),
+                      ((2, 2), (2, 3), TypeError), ((2,), (3,), TypeError)):
+        for np_ in (jjnp, fnp):
+            with pytest.raises(cls, match="ncompatible shapes for broadcasting"):
+                np_.ones(a) * np_.ones(b)
