@@ -268,3 +268,18 @@ def test_jnp_broadcast_errors_by_rank_as_jax():
         for np_ in (jjnp, fnp):
             with pytest.raises(cls, match="ncompatible shapes for broadcasting"):
                 np_.ones(a) * np_.ones(b)
+
+
+def test_leaked_tracer_errors_name_the_users_function():
+    import inspect
+    line = inspect.currentframe().f_lineno
+    runs = [lambda box: lax.scan(lambda c, x: (box.append(c), (c + x, None))[1], 0.0,
+                                 fnp.ones(2)),
+            lambda box: lax.fori_loop(0, 2, lambda i, c: (box.append(i), c)[1], 0.0),
+            lambda box: fluxion.jit(lambda x: box.append(x) or x)(1.0)]
+    for k, run in enumerate(runs):
+        box = []
+        run(box)
+        with pytest.raises(fluxion.errors.UnexpectedTracerError,
+                           match=f"<lambda> at {__file__}:{line + 1 + k + (k > 0)}"):
+            fluxion.jit(lambda y: y + box[0])(1.0)

@@ -314,7 +314,8 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
 
     start = time.perf_counter()
     with profiling.phase("trace", name=name), source_info.extend_name_stack(f"{origin}({name})"):
-        closed = staging.trace_to_jaxpr(flat_fun, in_avals, origin=f"{origin} of {name}")
+        closed = staging.trace_to_jaxpr(flat_fun, in_avals,
+                                        origin=f"{origin} of {staging.describe_function(fun)}")
     monitoring.record_phase(monitoring.JAXPR_TRACE_EVENT, start, name)
     if config.enable_checks:  # `jax.enable_checks`: type-check what tracing produced
         core.check_jaxpr(closed.jaxpr)
