@@ -283,3 +283,10 @@ def test_leaked_tracer_errors_name_the_users_function():
         with pytest.raises(fluxion.errors.UnexpectedTracerError,
                            match=f"<lambda> at {__file__}:{line + 1 + k + (k > 0)}"):
             fluxion.jit(lambda y: y + box[0])(1.0)
+
+
+def test_eval_shape_of_a_jitted_function_with_static_arguments():
+    for lib, np_ in ((jax, jjnp), (fluxion, fnp)):
+        f = lib.jit(lambda x, k: x * k, static_argnums=1)
+        out = lib.eval_shape(f, lib.ShapeDtypeStruct((3,), np_.float32), 2)
+        assert out.shape == (3,) and out.dtype == np.float32

@@ -861,6 +861,9 @@ def make_jaxpr(fun: Callable, static_argnums=(), return_shape: bool = False, axi
 @api_boundary
 def eval_shape(fun: Callable, *args, **kwargs):
     """The output shapes and dtypes of `fun(*args, **kwargs)`, computed without running it."""
+    own = getattr(fun, "eval_shape", None)
+    if own is not None and hasattr(fun, "lower"):  # a jitted function: its static arguments
+        return own(*args, **kwargs)
     leaves, in_tree = tree_flatten((args, kwargs))
     avals = list(abstractify_args(fun, leaves, in_tree))
     traced = trace_flat(fun, in_tree, avals, origin="eval_shape")
