@@ -290,3 +290,15 @@ def test_eval_shape_of_a_jitted_function_with_static_arguments():
         f = lib.jit(lambda x, k: x * k, static_argnums=1)
         out = lib.eval_shape(f, lib.ShapeDtypeStruct((3,), np_.float32), 2)
         assert out.shape == (3,) and out.dtype == np.float32
+
+
+def test_static_clip_index_is_clamped_before_checkify_sees_it():
+    from jax.experimental import checkify as jck
+    from fluxion.experimental import checkify as fck
+    for np_, ck in ((jjnp, jck), (fnp, fck)):
+        x = np_.arange(6.0).reshape(2, 3)
+        err, out = ck.checkify(lambda a: a.at[5, -9].get(mode="clip"),
+                               errors=ck.index_checks)(x)
+        assert err.get() is None and float(out) == 3.0
+        err, _ = ck.checkify(lambda a: a.at[5, 0].get(), errors=ck.index_checks)(x)
+        assert "out-of-bounds" in err.get()
