@@ -147,6 +147,12 @@ def test_checkify_of_vmap_reports_the_last_failing_element_as_jax():
             np_.asarray(x))
         msgs.append(err.get().split(" (")[0])
     assert msgs[0] == msgs[1] == "bad -2.0"
+    msgs = []  # pytree payloads are formatted as Arrays
+    for np_, ck in ((jjnp, jck), (fnp, fck)):
+        err, _ = ck.checkify(lambda v: (ck.check(v.sum() > 9, "x={x}", x={"a": v}), v)[1])(
+            np_.ones(2))
+        msgs.append(err.get().split(" (")[0])
+    assert msgs[0] == msgs[1]
 
 
 def test_jacobian_dtype_checks_and_blocks_as_jax():

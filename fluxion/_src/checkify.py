@@ -65,7 +65,10 @@ error_check_effect = type("ErrorCheckEffect", (effects.Effect,), {})()
 
 def _format_message(fmt: str, tree, values) -> str:
     from fluxion import tree_util
-    args, kwargs = tree_util.tree_unflatten(tree, [np.asarray(v) for v in values])
+    from fluxion._src.callbacks import _as_fluxion_array
+    # Arrays, as JAX formats them (a pytree argument prints Array(...), not array(...))
+    args, kwargs = tree_util.tree_unflatten(
+        tree, [_as_fluxion_array(np.asarray(v), False) for v in values])
     return fmt.format(*args, **kwargs)
 
 
