@@ -62,6 +62,8 @@ def test_make_jaxpr_effects_and_text_as_jax():
                           l.dot_general(x, x, (((1,), (1,)), ((0,), (0,)))),
                           l.fori_loop(0, 3, lambda i, c: c * 2.0, x))
     assert str(fluxion.make_jaxpr(prog(fluxion))(x)) == str(jax.make_jaxpr(prog(jax))(x))
+    # a jaxpr whose one-line form is 81 columns only with its closing " }" breaks, as JAX's
+    assert str(fluxion.make_jaxpr(lambda a: a.T)(x)) == str(jax.make_jaxpr(lambda a: a.T)(x))
 
 
 def test_derivatives_keep_weak_type_as_jax():

@@ -655,7 +655,7 @@ def _pp_jaxpr_skeleton(jaxpr: Jaxpr, context: PpContext) -> pp.Doc:
                          pp.text(",)" if len(jaxpr.outvars) == 1 else ")")])
     body = pp.concat([pp.text("{ lambda "), constvars, pp.text("; "), invars, pp.text(". let"),
                       pp.nest(2, pp.brk() + eqns), pp.brk(), pp.text("in "), outvars])
-    return pp.group(pp.nest(2, body)) + pp.text(" }")
+    return pp.group(pp.nest(2, body) + pp.text(" }"))  # " }" inside the group, as JAX's
 
 
 def pp_jaxpr_doc(jaxpr: Jaxpr, context: PpContext) -> pp.Doc:
