@@ -310,3 +310,11 @@ def test_static_clip_index_is_clamped_before_checkify_sees_it():
         assert err.get() is None and float(out) == 3.0
         err, _ = ck.checkify(lambda a: a.at[5, 0].get(), errors=ck.index_checks)(x)
         assert "out-of-bounds" in err.get()
+
+
+def test_reduce_axes_refused_as_jax():
+    with pytest.raises(NotImplementedError, match="reduce_axes argument to grad"):
+        fluxion.grad(lambda x: x, reduce_axes=("i",))
+    with pytest.raises(NotImplementedError, match="reduce_axes argument to vjp"):
+        fluxion.vjp(lambda x: x, 1.0, reduce_axes=("i",))
+    assert fluxion.grad(lambda x: x * 2, reduce_axes=())(1.0) == 2.0

@@ -174,12 +174,14 @@ def _like_primal(ct, aval):
 
 
 @api_boundary
-def vjp(fun: Callable, *primals, has_aux: bool = False):
+def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
     """Reverse-mode vector-Jacobian product.
 
     Returns ``(fun(*primals), vjp_fun)`` where ``vjp_fun(cotangent)`` returns a tuple of
     cotangents, one per primal, with the primals' structure.
     """
+    if reduce_axes:  # as JAX
+        raise NotImplementedError("reduce_axes argument to vjp is deprecated")
     p_leaves, in_tree = tree_flatten(primals)
     check_callable(fun)
     name = fun_name(fun)
@@ -304,6 +306,8 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
     allow_int : bool
         Allow integer inputs (their gradients are float0 zeros).
     """
+    if reduce_axes:  # as JAX
+        raise NotImplementedError("reduce_axes argument to grad is deprecated")
     check_callable(fun)
     name = fun_name(fun)
     multiple = isinstance(argnums, (tuple, list))
@@ -343,7 +347,7 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = Fa
     See `value_and_grad` for the parameters. With ``has_aux=True`` the function returns
     ``(gradient, aux)``.
     """
-    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, reduce_axes)
 
     @functools.wraps(fun)
     def grad_fun(*args, **kwargs):
