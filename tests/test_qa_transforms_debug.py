@@ -246,6 +246,8 @@ def test_api_argument_specs_checked_when_applied():
         with pytest.raises(TypeError, match="vmap (in|out)_axes must be an int, None"):
             fluxion.vmap(lambda x: x, **kw)
     fluxion.vmap(lambda x, d: x, in_axes=[0, {"a": None}])  # lists and nested dicts are fine
+    with pytest.raises(TypeError, match="unhashable"):
+        fluxion.vmap(lambda x: x, axis_name=["i"])
     for kw in (dict(static_argnames="zz"), dict(donate_argnames="zz")):
         with pytest.raises(ValueError, match="invalid argnames {'zz'}"):
             fluxion.jit(lambda x: x, **kw)

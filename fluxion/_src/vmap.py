@@ -87,6 +87,8 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     _check_axes_spec(in_axes, out_axes)
+    if axis_name is not None:
+        hash(axis_name)  # JAX's TypeError for an unhashable name (a list)
     name = fun_name(fun)
 
     @functools.wraps(fun)
