@@ -64,7 +64,7 @@ def zeros_like_aval(aval: ShapedArray):
     """A concrete (or traced, under the current trace) array of zeros of type `aval`."""
     if aval.dtype == dtypes.float0:
         return np.zeros(aval.shape, dtypes.float0)
-    return machinery_ops.full(aval.shape, 0, aval.dtype)
+    return machinery_ops.full(aval.shape, 0, aval.dtype, aval.weak_type)
 
 
 def instantiate(t):

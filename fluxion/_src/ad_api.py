@@ -83,9 +83,19 @@ def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
     box = []
     out_p, out_t = ad.jvp_flat(_flat_fun(fun, in_tree, box, has_aux, name), p_leaves, tangents_in)
     out_tree, aux = box[0]
-    out_t = [ad.instantiate(t) for t in out_t]
+    out_t = [_array_like_primal(ad.instantiate(t), p) for t, p in zip(out_t, out_p)]
     result = (tree_unflatten(out_tree, out_p), tree_unflatten(out_tree, out_t))
     return result + (aux,) if has_aux else result
+
+
+def _array_like_primal(t, p):
+    """A Python-scalar input tangent passed through (`x + 1.5`) as an array where its primal
+    output is one, as JAX gives it (its jnp functions are jitted)."""
+    if dtypes.is_python_scalar(t) and not dtypes.is_python_scalar(p):
+        from fluxion._src.lax import lax
+        aval = core.get_aval(p)
+        return lax._convert_element_type(t, aval.dtype, aval.weak_type)
+    return t
 
 
 @api_boundary
@@ -106,16 +116,24 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
         if t_tree != in_tree:
             raise TypeError(f"linearized function called with tangent structure {t_tree}, "
                             f"expected {in_tree}")
-        for t, a in zip(t_leaves, in_avals):
+        for t, p, a in zip(t_leaves, p_leaves, in_avals):
             ta = core.get_aval(t)
-            if ta.shape != a.shape or ta.dtype != a.dtype:
-                raise TypeError(f"linearized function called with tangent {ta.str_short()}, "
-                                f"expected {a.str_short()}")
+            if ta.shape != a.shape or ta.dtype != a.dtype:  # JAX's class and message
+                raise ValueError(
+                    "linearized function called on tangent values inconsistent with the "
+                    f"original primal values:\nGot tangent aval {_long(ta)} for primal aval "
+                    f"{_long(core.get_aval(p))} but expected {_long(a)}.")
         outs = core.eval_jaxpr(linear.jaxpr, linear.consts, *t_leaves)
         return tree_unflatten(out_tree, outs)
 
     out = tree_unflatten(out_tree, out_p)
     return (out, f_jvp, aux) if has_aux else (out, f_jvp)
+
+
+def _long(aval) -> str:
+    """An aval as JAX writes it in messages: ~float32[2] (~ for a weak type)."""
+    shape = ",".join(map(str, aval.shape))
+    return f"{'~' if aval.weak_type else ''}{aval.dtype.name}[{shape}]"
 
 
 def _vjp_flat(flat_fun, p_leaves):
@@ -156,12 +174,14 @@ def _like_primal(ct, aval):
 
 
 @api_boundary
-def vjp(fun: Callable, *primals, has_aux: bool = False):
+def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
     """Reverse-mode vector-Jacobian product.
 
     Returns ``(fun(*primals), vjp_fun)`` where ``vjp_fun(cotangent)`` returns a tuple of
     cotangents, one per primal, with the primals' structure.
     """
+    if reduce_axes:  # as JAX
+        raise NotImplementedError("reduce_axes argument to vjp is deprecated")
     p_leaves, in_tree = tree_flatten(primals)
     check_callable(fun)
     name = fun_name(fun)
@@ -179,8 +199,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     return (out, vjp_fun, aux) if has_aux else (out, vjp_fun)
 
 
-def _check_input_dtype(x, holomorphic: bool, allow_int: bool, api: str) -> None:
-    """JAX's TypeError for an input `api` ("grad", "jacfwd", "jacrev") cannot differentiate."""
+def _check_input_dtype(x, holomorphic: bool, allow_int: bool, api: str = "grad") -> None:
+    """JAX's checks of a reverse-mode input (`api` is grad or jacrev)."""
     dt = core.get_aval(x).dtype
     if holomorphic:
         if not dtypes.is_complex(dt):
@@ -199,19 +219,36 @@ def _check_input_dtype(x, holomorphic: bool, allow_int: bool, api: str) -> None:
                         "Boolean- or integer-valued inputs, use vjp or set allow_int to True.")
 
 
-def _check_output_dtype(dt, holomorphic: bool, api: str) -> None:
-    """JAX's TypeError for an output `api` cannot differentiate (jacfwd takes any real one)."""
+def _check_jacfwd_input_dtype(x, holomorphic: bool) -> None:
+    dt = core.get_aval(x).dtype
+    if holomorphic:
+        if not dtypes.is_complex(dt):
+            raise TypeError(f"jacfwd with holomorphic=True requires inputs with complex dtype, "
+                            f"but got {dt.name}.")
+    elif not dtypes.is_float(dt):
+        raise TypeError(f"jacfwd requires real-valued inputs (input dtype that is a sub-dtype of "
+                        f"np.floating), but got {dt.name}. For holomorphic differentiation, pass "
+                        "holomorphic=True. For differentiation of non-holomorphic functions "
+                        "involving complex inputs or integer inputs, use jax.jvp directly.")
+
+
+def _check_output_dtype(dt, holomorphic: bool, api: str, forward: bool = False) -> None:
+    """JAX's checks of a differentiated output (forward mode only checks holomorphic ones)."""
     if holomorphic:
         if not dtypes.is_complex(dt):
             raise TypeError(f"{api} with holomorphic=True requires outputs with complex dtype, "
-                            f"but got {np.dtype(dt).name}.")
-    elif api != "jacfwd" and not dtypes.is_float(dt):
-        hint = ("For holomorphic differentiation, pass holomorphic=True. For differentiation of "
-                "non-holomorphic functions involving complex outputs, use jax.vjp directly."
-                if dtypes.is_complex(dt) else
-                "For differentiation of functions with integer outputs, use jax.vjp directly.")
+                            f"but got {dt.name}.")
+    elif forward:
+        return
+    elif dtypes.is_complex(dt):
         raise TypeError(f"{api} requires real-valued outputs (output dtype that is a sub-dtype "
-                        f"of np.floating), but got {np.dtype(dt).name}. {hint}")
+                        f"of np.floating), but got {dt.name}. For holomorphic differentiation, "
+                        "pass holomorphic=True. For differentiation of non-holomorphic functions "
+                        "involving complex outputs, use jax.vjp directly.")
+    elif not dtypes.is_float(dt):
+        raise TypeError(f"{api} requires real-valued outputs (output dtype that is a sub-dtype "
+                        f"of np.floating), but got {dt.name}. For differentiation of functions "
+                        "with integer outputs, use jax.vjp directly.")
 
 
 def _check_scalar_output(out, holomorphic: bool):
@@ -255,7 +292,10 @@ def _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic, a
     diff_args = tuple(args[i] for i in nums)
     for leaf in tree_flatten(diff_args)[0]:
         _check_jax_leaves([leaf], "a differentiated argument", name)
-        _check_input_dtype(leaf, holomorphic, allow_int, api)
+        if api == "jacfwd":
+            _check_jacfwd_input_dtype(leaf, holomorphic)
+        else:
+            _check_input_dtype(leaf, holomorphic, allow_int, api)
     return diff_args, fun_of_diff_args(fun, args, kwargs, nums)
 
 
@@ -273,6 +313,8 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
     allow_int : bool
         Allow integer inputs (their gradients are float0 zeros).
     """
+    if reduce_axes:  # as JAX
+        raise NotImplementedError("reduce_axes argument to grad is deprecated")
     check_callable(fun)
     name = fun_name(fun)
     multiple = isinstance(argnums, (tuple, list))
@@ -300,7 +342,9 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
 
 def _ones(aval):
     from fluxion._src.lax import lax
-    return lax._convert_element_type(1, aval.dtype, False)
+    # the output's weak type, as JAX's seed (full_like): a weakly typed loss gives weakly
+    # typed gradients wherever the transposes keep its type
+    return lax._convert_element_type(1, aval.dtype, aval.weak_type)
 
 
 def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
@@ -310,7 +354,7 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = Fa
     See `value_and_grad` for the parameters. With ``has_aux=True`` the function returns
     ``(gradient, aux)``.
     """
-    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, reduce_axes)
 
     @functools.wraps(fun)
     def grad_fun(*args, **kwargs):
@@ -359,45 +403,61 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
         in_leaves, in_tree = tree_flatten(diff)
 
         def push(*basis_leaves):
+            # the outputs come from the jvp too: fun runs once, on traced inputs (as JAX)
             tangents = tree_unflatten(in_tree, basis_leaves)
-            res = jvp(partial, diff, tangents, has_aux=has_aux)
-            for y in tree_flatten(res[0])[0]:
-                _check_output_dtype(core.get_aval(y).dtype, holomorphic, "jacfwd")
-            # An integer output's tangent is float0; its Jacobian is zeros of its own dtype.
-            tangents_out = tree_map(
-                lambda y, t: (np.zeros(core.get_aval(y).shape, core.get_aval(y).dtype)
-                              if core.get_aval(t).dtype == dtypes.float0 else t),
-                res[0], res[1])
-            return tangents_out if not has_aux else (tangents_out, res[2])
+            return jvp(partial, diff, tangents, has_aux=has_aux)
 
         basis = _std_basis(in_leaves)
+        # The outputs are taken from the first basis vector's jvp (they are the same for all,
+        # though a custom_jvp under vmap may batch them)
+        empty = not any(core.get_aval(x).size for x in in_leaves)
+        out_axis = None if empty else 0
         if has_aux:
-            jac_t, aux = vmap(push, out_axes=(-1, None))(*basis)
+            out, jac_t, aux = vmap(push, out_axes=(out_axis, -1, None))(*basis)
         else:
-            jac_t = vmap(push, out_axes=-1)(*basis)
-        jac = _unravel_fwd(jac_t, in_leaves, in_tree, multiple)
+            out, jac_t = vmap(push, out_axes=(out_axis, -1))(*basis)
+        if not empty:
+            out = tree_map(lambda o: o[0], out)
+        for leaf in tree_flatten(out)[0]:
+            _check_output_dtype(core.get_aval(leaf).dtype, holomorphic, "jacfwd", forward=True)
+        jac = _unravel_fwd(out, jac_t, in_leaves, in_tree, multiple)
         return (jac, aux) if has_aux else jac
 
     return jac_fun
 
 
-def _unravel_fwd(jac_t, in_leaves, in_tree, multiple):
+def _possible_downcast(block, example):
+    """A Jacobian block in the dtype and weak type of `example` (jacfwd: the output, jacrev:
+    the input), its real part for a real example, as JAX gives it."""
+    from fluxion._src.lax import lax
+    ea, ba = core.get_aval(example), core.get_aval(block)
+    if dtypes.is_complex(ba.dtype) and not dtypes.is_complex(ea.dtype):
+        block = lax.real(block)
+    return lax._convert_element_type(block, ea.dtype, ea.weak_type)
+
+
+def _unravel_fwd(out, jac_t, in_leaves, in_tree, multiple):
     """jac_t: output-structured, each leaf (out.shape + (total_in,)) -> nested blocks."""
     from fluxion._src.lax import lax
     sizes = [int(np.prod(core.get_aval(x).shape, dtype=np.int64)) for x in in_leaves]
 
-    def split(block):
+    def split(block, o):
         aval = core.get_aval(block)
         out_shape = aval.shape[:-1]
         pieces, start = [], 0
         from fluxion._src.lax import structural
         for x, n in zip(in_leaves, sizes):
+            if aval.dtype == dtypes.float0:  # an integer output: zeros of its dtype, as JAX
+                pieces.append(structural.full(out_shape + core.get_aval(x).shape, 0,
+                                              core.get_aval(o).dtype))
+                continue
             piece = structural.slice_in_dim(block, start, start + n, axis=aval.ndim - 1)
-            pieces.append(lax.reshape(piece, out_shape + core.get_aval(x).shape))
+            pieces.append(_possible_downcast(
+                lax.reshape(piece, out_shape + core.get_aval(x).shape), o))
             start += n
         tree = tree_unflatten(in_tree, pieces)
         return tree if multiple else tree[0]
-    return tree_map(split, jac_t)
+    return tree_map(split, jac_t, out)
 
 
 def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
@@ -423,8 +483,8 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
         res = vjp(partial, *diff, has_aux=has_aux)
         out, pullback = res[0], res[1]
         out_leaves, out_tree = tree_flatten(out)
-        for y in out_leaves:
-            _check_output_dtype(core.get_aval(y).dtype, holomorphic, "jacrev")
+        for leaf in out_leaves:
+            _check_output_dtype(core.get_aval(leaf).dtype, holomorphic, "jacrev")
         basis = _std_basis(out_leaves)
 
         def pull(*ct_leaves):
@@ -436,13 +496,13 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
                 tuple(diff), cts)
 
         jac_t = vmap(pull)(*basis)  # input-structured, leaves (total_out,) + in.shape
-        jac = _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple)
+        jac = _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple, in_leaves)
         return (jac, res[2]) if has_aux else jac
 
     return jac_fun
 
 
-def _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple):
+def _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple, in_leaves):
     from fluxion._src.lax import lax, structural
     sizes = [int(np.prod(core.get_aval(o).shape, dtype=np.int64)) for o in out_leaves]
     in_blocks = tree_flatten(jac_t)[0]  # one per input leaf
@@ -450,10 +510,16 @@ def _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple):
     start = 0
     for o, n in zip(out_leaves, sizes):
         pieces = []
-        for block in in_blocks:
+        for block, x in zip(in_blocks, in_leaves):
             in_shape = core.get_aval(block).shape[1:]
+            if core.get_aval(block).dtype == dtypes.float0:  # an integer input (allow_int):
+                # zeros of its dtype, as JAX
+                pieces.append(structural.full(core.get_aval(o).shape + in_shape, 0,
+                                       core.get_aval(x).dtype))
+                continue
             piece = structural.slice_in_dim(block, start, start + n, axis=0)
-            pieces.append(lax.reshape(piece, core.get_aval(o).shape + in_shape))
+            pieces.append(_possible_downcast(
+                lax.reshape(piece, core.get_aval(o).shape + in_shape), x))
         tree = tree_unflatten(in_tree, pieces)
         per_out.append(tree if multiple else tree[0])
         start += n

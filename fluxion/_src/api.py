@@ -59,6 +59,15 @@ class ShapeDtypeStruct:
     def __hash__(self):
         return hash((self.shape, self.dtype, self.weak_type))
 
+    def update(self, **kwargs) -> "ShapeDtypeStruct":
+        """A copy with the given fields (shape, dtype, sharding, weak_type) replaced."""
+        fields = {k: getattr(self, k) for k in ("shape", "dtype", "sharding", "weak_type")}
+        unknown = set(kwargs) - set(fields)
+        if unknown:
+            raise TypeError(f"ShapeDtypeStruct.update got unexpected fields {sorted(unknown)}")
+        fields.update(kwargs)
+        return ShapeDtypeStruct(**fields)
+
 
 core.register_aval_handler(ShapeDtypeStruct, lambda s: ShapedArray(
     s.shape, dtypes.canonicalize_dtype(s.dtype), s.weak_type))
@@ -160,6 +169,13 @@ def _normalize_static(fun, static_argnums, static_argnames, what: str = "static_
     except (TypeError, ValueError):
         return static_argnums, static_argnames
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not any(p.kind == p.VAR_KEYWORD for p in params):
+        named = {p.name for p in params if p.kind != p.POSITIONAL_ONLY}
+        invalid = set(static_argnames) - named
+        if invalid:  # JAX's check, when jit is applied
+            kind = "donate_argnames" if what == "donate_argnums" else "static_argnames"
+            raise ValueError(f"Jitted function has invalid argnames {invalid} in {kind}. "
+                             "Function does not take these args.")
     if not any(p.kind == p.VAR_POSITIONAL for p in params):
         for i in static_argnums:
             if not -len(positional) <= i < len(positional):
@@ -298,7 +314,8 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
 
     start = time.perf_counter()
     with profiling.phase("trace", name=name), source_info.extend_name_stack(f"{origin}({name})"):
-        closed = staging.trace_to_jaxpr(flat_fun, in_avals, origin=f"{origin} of {name}")
+        closed = staging.trace_to_jaxpr(flat_fun, in_avals,
+                                        origin=f"{origin} of {staging.describe_function(fun)}")
     monitoring.record_phase(monitoring.JAXPR_TRACE_EVENT, start, name)
     if config.enable_checks:  # `jax.enable_checks`: type-check what tracing produced
         core.check_jaxpr(closed.jaxpr)
@@ -399,6 +416,7 @@ class JitFunction:
                  in_shardings=None, out_shardings=None):
         check_callable(fun)
         _check_device(device, "jit(device=...)")
+        self._inline = inline
         # jit(device=) and jit(backend=) pin the program to a device: every argument moves
         # there and the results are committed to it (deprecated in JAX, as here).
         self._device = device
@@ -538,7 +556,10 @@ class JitFunction:
                 self._consume_keys(args, kwargs, traced)
             closed, consts = closure_convert(traced.jaxpr)
             pinned = {} if self._device is None else {"device": self._device}
-            outs = jit_p.bind(*consts, *leaves, jaxpr=closed, name=traced.name, **pinned)
+            if self._inline and not pinned and not sharded:  # its equations, no jit equation
+                outs = core.eval_jaxpr(closed.jaxpr, closed.consts, *consts, *leaves)
+            else:
+                outs = jit_p.bind(*consts, *leaves, jaxpr=closed, name=traced.name, **pinned)
             if sharded and self._out_shardings_given:
                 from fluxion._src import sharded_jit, sharding_impls
                 out_struct = tree_unflatten(traced.out_tree, [0] * len(outs))
@@ -665,7 +686,9 @@ class Lowered:
         self._traced = traced
         self._donate_mask = donate_mask
 
-    def as_text(self, dialect: str = "stablehlo") -> str:
+    def as_text(self, dialect: str = "stablehlo", *, debug_info: bool = False) -> str:
+        """The module's text; it always carries the ops' locations (`debug_info` is accepted
+        for JAX compatibility)."""
         return self._text
 
     @property
@@ -683,7 +706,8 @@ class Lowered:
 
     @property
     def out_info(self):
-        return self._traced.out_info
+        """The outputs as ShapeDtypeStructs; as JAX's, a lowered program's carry no weak type."""
+        return tree_map(lambda s: s.update(weak_type=False), self._traced.out_info)
 
     _compile_sharded = None  # set for partitioned programs (sharded_jit.lower_jit)
     _device = None  # the device of a jit(device=...) program
@@ -747,6 +771,14 @@ class Compiled:
                     f"Argument {name} with shape {x.aval.str_short(short_dtypes=False)}:\n"
                     f"  Passed sharding: {x.sharding!r}\n"
                     f"  Required sharding: {sharding_impls_single(want)!r}")
+
+    in_tree = property(lambda self: self._traced.in_tree)
+    out_tree = property(lambda self: self._traced.out_tree)
+
+    @property
+    def out_info(self):
+        """The outputs as ShapeDtypeStructs (no weak types, as JAX's)."""
+        return tree_map(lambda s: s.update(weak_type=False), self._traced.out_info)
 
     def as_text(self) -> str:
         modules = self._compiled.executable.loaded.hlo_modules()
@@ -829,6 +861,9 @@ def make_jaxpr(fun: Callable, static_argnums=(), return_shape: bool = False, axi
 @api_boundary
 def eval_shape(fun: Callable, *args, **kwargs):
     """The output shapes and dtypes of `fun(*args, **kwargs)`, computed without running it."""
+    own = getattr(fun, "eval_shape", None)
+    if own is not None and hasattr(fun, "lower"):  # a jitted function: its static arguments
+        return own(*args, **kwargs)
     leaves, in_tree = tree_flatten((args, kwargs))
     avals = list(abstractify_args(fun, leaves, in_tree))
     traced = trace_flat(fun, in_tree, avals, origin="eval_shape")

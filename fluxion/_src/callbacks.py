@@ -345,10 +345,28 @@ def _flat_result_avals(result_shape_dtypes):
     return tuple(avals), tree
 
 
-def _flat_callback(callback, in_tree, out_tree, args_kwargs=True):
+def _as_fluxion_array(x, weak_type: bool):
+    """A host value handed to a callback as an Array (as JAX hands it jax.Arrays), with its
+    operand's weak type."""
+    from fluxion._src.array import Array
+    from fluxion._src.compiler import backend
+    if isinstance(x, Array):
+        return x
+    arr = np.asarray(x)
+    aval = core.ShapedArray(arr.shape, arr.dtype, weak_type)
+    return Array(backend.device_put_numpy(arr, aval, None), aval)
+
+
+def _flat_callback(callback, in_tree, out_tree, weak_types=None, static=None):
     from fluxion import tree_util
 
     def flat(*leaves):
+        if weak_types is not None:
+            leaves = [_as_fluxion_array(x, w) for x, w in zip(leaves, weak_types)]
+        if static:  # the static arguments back in their places
+            dyn = iter(leaves)
+            leaves = [static[i] if i in static else next(dyn)
+                      for i in range(len(leaves) + len(static))]
         args, kwargs = tree_util.tree_unflatten(in_tree, list(leaves))
         out = callback(*args, **kwargs)
         if out_tree is None:
@@ -362,7 +380,10 @@ def _flat_callback(callback, in_tree, out_tree, args_kwargs=True):
     return flat
 
 
-def _bind_callback(prim, callback, result_shape_dtypes, args, kwargs, vmap_method, ordered):
+def _bind_callback(prim, callback, result_shape_dtypes, args, kwargs, vmap_method, ordered,
+                   static_ok=False):
+    """`static_ok`: arguments that are not arrays (strings, functions, None) reach the
+    callback as they are instead of being an error (JAX's debug callbacks)."""
     from fluxion import tree_util
     if not callable(callback):
         raise TypeError(f"callback must be callable, got {callback!r}")
@@ -373,8 +394,11 @@ def _bind_callback(prim, callback, result_shape_dtypes, args, kwargs, vmap_metho
         result_avals, out_tree = (), None
     else:
         result_avals, out_tree = _flat_result_avals(result_shape_dtypes)
-    flat_cb = _flat_callback(callback, in_tree, out_tree)
-    leaves = [_as_operand(x) for x in leaves]
+    static = {i: x for i, x in enumerate(leaves)
+              if static_ok and not core.valid_jaxtype(x)} if static_ok else {}
+    leaves = [_as_operand(x) for i, x in enumerate(leaves) if i not in static]
+    flat_cb = _flat_callback(callback, in_tree, out_tree,
+                             [core.get_aval(x).weak_type for x in leaves], static)
     outs = prim.bind(*leaves, callback=flat_cb, result_avals=result_avals,
                      vmap_method=vmap_method, ordered=ordered)
     if out_tree is None:
@@ -421,7 +445,10 @@ def io_callback(callback: Callable, result_shape_dtypes: Any, *args, sharding=No
                           "sequential", bool(ordered))
 
 
-def debug_callback(callback: Callable, *args, ordered: bool = False, **kwargs) -> None:
+def debug_callback(callback: Callable, *args, ordered: bool = False, partitioned: bool = False,
+                   **kwargs) -> None:
     """Call `callback(*args, **kwargs)` for its side effects (`jax.debug.callback`); under vmap
-    it is called once per batch element."""
-    _bind_callback(debug_callback_p, callback, None, args, kwargs, "sequential", bool(ordered))
+    it is called once per batch element. `partitioned` is accepted as in JAX: the callback
+    receives whole arrays here either way."""
+    _bind_callback(debug_callback_p, callback, None, args, kwargs, "sequential", bool(ordered),
+                   static_ok=True)

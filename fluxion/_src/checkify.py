@@ -65,7 +65,10 @@ error_check_effect = type("ErrorCheckEffect", (effects.Effect,), {})()
 
 def _format_message(fmt: str, tree, values) -> str:
     from fluxion import tree_util
-    args, kwargs = tree_util.tree_unflatten(tree, [np.asarray(v) for v in values])
+    from fluxion._src.callbacks import _as_fluxion_array
+    # Arrays, as JAX formats them (a pytree argument prints Array(...), not array(...))
+    args, kwargs = tree_util.tree_unflatten(
+        tree, [_as_fluxion_array(np.asarray(v), False) for v in values])
     return fmt.format(*args, **kwargs)
 
 
@@ -97,7 +100,8 @@ def _check_jvp(primals, tangents, **params):
 
 
 def _check_batch(args, dims, **params):
-    """A batched check fails if any element fails; its payload is the first failing one's."""
+    """A batched check fails if any element fails; its payload is the last failing one's (as
+    JAX's, which takes the last of a stable argsort of the failures)."""
     from fluxion import lax
     pred, *fmt = args
     pdim, *fdims = dims
@@ -108,14 +112,14 @@ def _check_batch(args, dims, **params):
     else:
         pred_b = batching.moveaxis(pred, pdim, 0)
     ok_per_elem = lax.reduce_and(pred_b, tuple(range(1, core.get_aval(pred_b).ndim)))
-    first_bad = lax.argmin(ok_per_elem.astype("int32"), 0, "int32")
+    last_bad = (size - 1) - lax.argmin(lax.rev(ok_per_elem, (0,)).astype("int32"), 0, "int32")
     new_fmt = []
     for a, d in zip(fmt, fdims):
         if d is batching.not_mapped:
             new_fmt.append(a)
         else:
             a = batching.moveaxis(a, d, 0)
-            new_fmt.append(lax.dynamic_index_in_dim(a, first_bad, 0, keepdims=False))
+            new_fmt.append(lax.dynamic_index_in_dim(a, last_bad, 0, keepdims=False))
     check_p.bind(lax.reduce_and(ok_per_elem, (0,)), *new_fmt, **params)
     return [], []
 

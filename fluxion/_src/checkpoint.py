@@ -205,9 +205,14 @@ def checkpoint_name(x, name):
 # The API
 
 def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | None = None,
-               static_argnums=()) -> Callable:
+               static_argnums=(), concrete: bool = False) -> Callable:
     """Make `fun` recompute its intermediate values in the backward pass instead of storing
-    them; `policy` (from `checkpoint_policies`) picks values that may be stored anyway."""
+    them; `policy` (from `checkpoint_policies`) picks values that may be stored anyway.
+    (`concrete=True` is refused, as in JAX: use `static_argnums`.)"""
+    if concrete:
+        raise NotImplementedError(
+            "The `concrete` option to `checkpoint` was removed (as in JAX v0.10.0). In its "
+            "place please use `static_argnums`.")
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
     static_argnums = tuple(static_argnums)

@@ -461,8 +461,8 @@ class Literal:
 
     def pretty(self) -> str:
         v = self.val
-        if isinstance(v, (np.generic, np.ndarray)):
-            v = v.item()
+        if not isinstance(v, (bool, int, float, complex, Tracer)):
+            v = np.asarray(v).item()
         text = str(v) if not isinstance(v, bool) else str(v)
         return f"{text}:{self.aval.str_short()}"
 
@@ -489,18 +489,24 @@ class JaxprEqn:
 class Jaxpr:
     """A typed, first-order program: constvars, invars, equations and outvars."""
 
-    __slots__ = ("constvars", "invars", "outvars", "eqns", "effects", "debug_info")
+    __slots__ = ("constvars", "invars", "outvars", "eqns", "debug_info")
 
-    def __init__(self, constvars, invars, outvars, eqns, effects=frozenset(), debug_info=None):
+    def __init__(self, constvars, invars, outvars, eqns, effects=None, debug_info=None):
+        # `effects` is accepted for JAX compatibility; they are always read off the equations.
         self.constvars = list(constvars)
         self.invars = list(invars)
         self.outvars = list(outvars)
         self.eqns = list(eqns)
-        self.effects = effects
         self.debug_info = debug_info
 
     in_avals = property(lambda self: [v.aval for v in self.invars])
     out_avals = property(lambda self: [v.aval for v in self.outvars])
+
+    @property
+    def effects(self) -> frozenset:
+        """The effects of the equations, nested jaxprs included (as JAX's `Jaxpr.effects`)."""
+        from fluxion._src import effects
+        return effects.jaxpr_effects(self)
 
     def __str__(self):
         return pp_jaxpr(self)
@@ -523,6 +529,7 @@ class ClosedJaxpr:
     in_avals = property(lambda self: self.jaxpr.in_avals)
     out_avals = property(lambda self: self.jaxpr.out_avals)
     eqns = property(lambda self: self.jaxpr.eqns)
+    effects = property(lambda self: self.jaxpr.effects)
 
     def __str__(self):
         return pp_jaxpr(self.jaxpr)
@@ -648,7 +655,7 @@ def _pp_jaxpr_skeleton(jaxpr: Jaxpr, context: PpContext) -> pp.Doc:
                          pp.text(",)" if len(jaxpr.outvars) == 1 else ")")])
     body = pp.concat([pp.text("{ lambda "), constvars, pp.text("; "), invars, pp.text(". let"),
                       pp.nest(2, pp.brk() + eqns), pp.brk(), pp.text("in "), outvars])
-    return pp.group(pp.nest(2, body)) + pp.text(" }")
+    return pp.group(pp.nest(2, body) + pp.text(" }"))  # " }" inside the group, as JAX's
 
 
 def pp_jaxpr_doc(jaxpr: Jaxpr, context: PpContext) -> pp.Doc:
@@ -692,9 +699,21 @@ def _share_jaxprs(top: Jaxpr, context: PpContext) -> list[tuple[str, Jaxpr]]:
     return shared
 
 
+def _name_unused_binders(jaxpr: Jaxpr, context: PpContext) -> None:
+    """Print the top-level equations' outputs that nothing reads as `_`, as JAX does."""
+    used = {id(v) for v in jaxpr.outvars if type(v) is Var}
+    for eqn in reversed(jaxpr.eqns):
+        for v in eqn.outvars:
+            if type(v) is Var and id(v) not in used:
+                context.names[id(v)] = "_"
+                context.keep_alive.append(v)
+        used.update(id(v) for v in eqn.invars if type(v) is Var)
+
+
 def pp_jaxpr(jaxpr: Jaxpr, width: int = 80) -> str:
     """`jaxpr` in JAX's text format."""
     context = PpContext()
+    _name_unused_binders(jaxpr, context)
     docs = []
     for name, sub in _share_jaxprs(jaxpr, context):
         docs += [pp.text(f"let {name} = "), _pp_jaxpr_skeleton(sub, context), pp.text(" in"), pp.brk()]

@@ -154,9 +154,13 @@ class custom_jvp:
                                 f"and {t_tree}.")
             for po, to in zip(p_leaves, t_leaves):
                 pa, ta = core.get_aval(po), core.get_aval(to)
-                if ad.tangent_aval(pa).shape != ta.shape:
-                    raise ValueError(f"Custom JVP rule of {fun_name(self.fun)} returned a tangent "
-                                     f"of shape {ta.shape} for a primal output of shape {pa.shape}.")
+                if ad.tangent_aval(pa).shape != ta.shape:  # JAX's class and message
+                    from fluxion._src.ad_api import _long
+                    raise TypeError(
+                        f"Custom JVP rule of {fun_name(self.fun)} must produce primal and tangent "
+                        "outputs with corresponding shapes and dtypes. Expected "
+                        f"{_long(ad.tangent_aval(pa))} (tangent type of {_long(pa)}) but got "
+                        f"{_long(ta)}.")
             return p_leaves, t_leaves
 
         flat_jvp.__qualname__ = fun_name(self.jvp)
@@ -392,15 +396,24 @@ class custom_vjp:
                 if ct is None:
                     out.extend(ad.Zero(ad.tangent_aval(core.get_aval(a))) for a in arg_leaves)
                     continue
-                ct_leaves_i, ct_tree = tree_flatten(ct, is_leaf=lambda x: x is None)
-                if len(ct_leaves_i) != len(arg_leaves):
+                # As JAX: the cotangent is a prefix of the argument, a None standing for zeros
+                # of the whole subtree there (none at all where the argument has a None).
+                pairs = []
+                try:
+                    tree_map(lambda c, sub: pairs.append((c, sub)), ct, arg,
+                             is_leaf=lambda x: x is None)
+                except (ValueError, TypeError):
+                    pairs = None
+                if pairs is None or any(c is not None and _not_a_leaf(sub) for c, sub in pairs):
+                    ct_tree = tree_structure(ct, is_leaf=lambda x: x is None)
                     raise TypeError(f"Custom VJP bwd rule produced a cotangent with structure "
                                     f"{ct_tree} for an argument with structure {arg_tree}.")
-                for a, c in zip(arg_leaves, ct_leaves_i):
-                    aval = core.get_aval(a)
+                for c, sub in pairs:
                     if c is None:
-                        out.append(ad.Zero(ad.tangent_aval(aval)))
+                        out.extend(ad.Zero(ad.tangent_aval(core.get_aval(a)))
+                                   for a in tree_flatten(sub)[0])
                         continue
+                    aval = core.get_aval(sub)
                     ca = core.get_aval(c)
                     if ca.shape != aval.shape:
                         raise ValueError(f"Custom VJP bwd rule must produce an output with "
@@ -413,6 +426,11 @@ class custom_vjp:
         outs = bind_custom_vjp(flat_fun, flat_fwd, flat_bwd, leaves, name)
         _key_reuse_staged("custom_vjp_call", args)
         return tree_unflatten(out_tree_box[-1], outs)
+
+
+def _not_a_leaf(x) -> bool:
+    leaves = tree_flatten(x)[0]
+    return len(leaves) != 1 or leaves[0] is not x
 
 
 def bind_custom_vjp(flat_fun, flat_fwd, flat_bwd, args, name):

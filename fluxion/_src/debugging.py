@@ -37,6 +37,24 @@ def _check_format(fmt: str, args, kwargs) -> None:
                            f"is not among the keyword arguments {sorted(kwargs)}")
 
 
+class _UnusedArgumentsCheck(string.Formatter):
+    """JAX's check that every argument of a debug.print is used by its format (formats
+    nothing: the values are tracers at trace time)."""
+
+    def format_field(self, value, format_spec):
+        return ""
+
+    def check_unused_args(self, used_args, args, kwargs):
+        unused_args = [a for i, a in enumerate(args) if i not in used_args]
+        if unused_args:
+            raise ValueError(f"Unused positional arguments to `debug.print`: {unused_args}")
+        unused_kwargs = [k for k in kwargs if k not in used_args]
+        if unused_kwargs:
+            raise ValueError(f"Unused keyword arguments to `debug.print`: {unused_kwargs}. You "
+                             "may be passing an f-string (i.e, `f\"{x}\"`) into `debug.print` "
+                             "and instead should pass in a regular string.")
+
+
 def _print_formatted(fmt: str, *args, **kwargs) -> None:
     builtins.print(fmt.format(*args, **kwargs))
 
@@ -49,6 +67,7 @@ def print(fmt: str, *args, ordered: bool = False, **kwargs) -> None:  # noqa: A0
     if not isinstance(fmt, str):
         raise TypeError(f"debug.print takes a format string first, got {type(fmt).__name__}")
     _check_format(fmt, args, kwargs)
+    _UnusedArgumentsCheck().format(fmt, *args, **kwargs)
     debug_callback(_Formatter(fmt), *args, ordered=ordered, **kwargs)
 
 
@@ -58,6 +77,7 @@ def log(fmt: str, *args, ordered: bool = False, **kwargs) -> None:
     if not isinstance(fmt, str):
         raise TypeError(f"debug.log takes a format string first, got {type(fmt).__name__}")
     _check_format(fmt, args, kwargs)
+    _UnusedArgumentsCheck().format(fmt, *args, **kwargs)
     where = source_info.current()
     location = ("(unknown file)", 0) if where is None else (where.file, where.line)
     debug_callback(_Formatter(fmt, location), *args, ordered=ordered, **kwargs)

@@ -38,6 +38,10 @@ def to_device_buffer(x, aval: ShapedArray, device=None):
     if (config.transfer_guard or config.transfer_guard_host_to_device) and isinstance(x, np.ndarray):
         from fluxion._src import transfer_guard
         transfer_guard.check("host_to_device", f"numpy array of {aval.str_short()}")
+    if not hasattr(x, "__array__") and not isinstance(x, (bool, int, float, complex)):
+        # abstract stand-ins (ShapeDtypeStruct) trace but hold no data, as in JAX
+        raise TypeError(f"Argument of shape {aval.str_short()} of type {type(x)} is not a valid "
+                        "JAX type.")
     arr = np.asarray(x, dtype=aval.dtype)
     if arr.ndim == 0:
         return scalar_array(arr, aval.weak_type, device)._buf

@@ -98,6 +98,8 @@ def _instantiate(ct, aval):
     if ct is None or type(ct) is ad.Zero:
         return lax.broadcast(lax._convert_element_type(0, aval.dtype, aval.weak_type), aval.shape)
     ct_aval = core.get_aval(ct)
+    if dtypes.is_python_scalar(ct):  # a cotangent passed straight through: an array, as JAX
+        return lax._convert_element_type(ct, aval.dtype, aval.weak_type)
     if ct_aval.dtype != aval.dtype:  # the outputs take exactly the primals' dtypes
         return lax._convert_element_type(ct, aval.dtype, ct_aval.weak_type)
     return ct

@@ -23,8 +23,8 @@ def _op(name: str) -> Callable:
                            "before running a transformation") from None
 
 
-def full(shape, fill_value, dtype):
-    return _op("full")(shape, fill_value, dtype)
+def full(shape, fill_value, dtype, weak_type: bool = False):
+    return _op("full")(shape, fill_value, dtype, weak_type)
 
 
 def add(x, y):

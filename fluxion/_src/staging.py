@@ -89,7 +89,15 @@ def _scalar_value(x, aval):
     if type(x) in (bool, int, float, complex):
         np.array(x, dtype=aval.dtype)  # raises OverflowError for an int out of range
         return x  # as JAX keeps it: the Python value, printed as written
-    return np.asarray(x, dtype=aval.dtype)[()]
+    value = np.asarray(x, dtype=aval.dtype)[()]
+    if aval.weak_type:
+        # A NumPy scalar would re-enter as a strongly typed value (an `add f 1` re-evaluated by
+        # jvp or vmap would turn strong): keep the weak type by a Python scalar of that dtype.
+        scalar = value.item()
+        if core.get_aval(scalar).dtype == aval.dtype:
+            return scalar
+        return x
+    return value
 
 
 def trace_to_jaxpr(fun: Callable, in_avals: Sequence[ShapedArray], origin: str = "make_jaxpr"):
@@ -120,8 +128,20 @@ def trace_pytree_to_jaxpr(fun: Callable, in_tree, in_avals: Sequence[ShapedArray
         box.append(out_tree)
         return out_leaves
 
-    closed = trace_to_jaxpr(flat_fun, in_avals, origin=origin)
+    closed = trace_to_jaxpr(flat_fun, in_avals, origin=f"{origin} ({describe_function(fun)})")
     return closed, box[0]
+
+
+def describe_function(fun) -> str:
+    """'name at file:line' of the user's function (under its wrappers: `__wrapped__`, or the
+    `user_function` of fluxion's loop bodies), for error messages."""
+    import inspect
+    inner = inspect.unwrap(fun)
+    while hasattr(inner, "user_function"):
+        inner = inspect.unwrap(inner.user_function)
+    name = getattr(inner, "__name__", type(inner).__name__)
+    code = getattr(inner, "__code__", None)
+    return name if code is None else f"{name} at {code.co_filename}:{code.co_firstlineno}"
 
 
 def _check_tracer_leaks(trace: JaxprTrace) -> None:

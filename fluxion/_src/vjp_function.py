@@ -53,17 +53,24 @@ class VJP:
         if extra_args:
             raise TypeError(_TOO_MANY_ARGS.format(st.name, len(extra_args) + 1))
         ct_leaves, ct_tree = tree_flatten(cotangent)
-        if ct_tree != st.out_tree:
-            raise TypeError(f"Tree structure of cotangent input {ct_tree}, does not match "
-                            f"structure of primal output {st.out_tree}.")
+        if ct_tree != st.out_tree:  # JAX's class
+            raise ValueError(f"Tree structure of cotangent input {ct_tree}, does not match "
+                             f"structure of primal output {st.out_tree}.")
         cts = []
         for ct, a in zip(ct_leaves, st.out_avals):
-            ca = core.get_aval(ct)
-            if ca.shape != a.shape:
-                raise ValueError(f"Shape of cotangent input to vjp pullback function {ca.shape} "
-                                 f"must be the same as the shape of corresponding primal input "
-                                 f"{a.shape}.")
-            cts.append(ad.Zero(ad.tangent_aval(a)) if ca.dtype == dtypes.float0 else ct)
+            ca, expected = core.get_aval(ct), ad.tangent_aval(a)
+            # JAX's check: the output's tangent type exactly (any value for an integer output)
+            if ca.shape != a.shape or (expected.dtype != dtypes.float0
+                                       and ca.dtype != expected.dtype):
+                from fluxion._src.ad_api import _long
+                raise ValueError(
+                    "unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got "
+                    f"{_long(ca.update(weak_type=False))}, but expected "
+                    f"{_long(expected.update(weak_type=False))} because the corresponding output "
+                    f"of the differentiated function had JAX type {_long(a)}")
+            if expected.dtype == dtypes.float0 or ca.dtype == dtypes.float0:
+                ct = ad.Zero(expected)
+            cts.append(ct)
         undefined = [ad.UndefinedPrimal(a) for a in st.in_avals]
         in_cts = ad.backward_pass(st.jaxpr, self.residuals, undefined, cts)
         in_cts = [_like_primal(ad.instantiate(ct), u.aval) for ct, u in zip(in_cts, undefined)]

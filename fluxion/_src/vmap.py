@@ -5,6 +5,7 @@ import functools
 import inspect
 from typing import Callable
 
+import numpy as np
 import optree
 
 from fluxion._src import batching, core, key_flow, source_info
@@ -48,6 +49,24 @@ def _arg_names(fun, n: int) -> list[str]:
     return [params[i] if i < len(params) else f"args[{i}]" for i in range(n)]
 
 
+def _is_axis(a) -> bool:
+    return isinstance(a, (int, np.integer)) and not isinstance(a, bool)
+
+
+def _check_axes_spec(in_axes, out_axes) -> None:
+    """JAX's TypeErrors, when vmap is applied, for in_axes/out_axes that are not ints or None
+    (or containers of them)."""
+    if not (in_axes is None or _is_axis(in_axes) or type(in_axes) is tuple):
+        raise TypeError("vmap in_axes must be an int, None, or a tuple of entries corresponding "
+                        f"to the positional arguments passed to the function, but got {in_axes}.")
+    if not all(_is_axis(a) for a in tree_util.tree_leaves(in_axes)):
+        raise TypeError("vmap in_axes must be an int, None, or (nested) container with those "
+                        f"types as leaves, but got {in_axes}.")
+    if not all(_is_axis(a) for a in tree_util.tree_leaves(out_axes)):
+        raise TypeError("vmap out_axes must be an int, None, or (nested) container with those "
+                        f"types as leaves, but got {out_axes}.")
+
+
 def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | None = None,
          spmd_axis_name=None):
     """Vectorize `fun` over an axis of its inputs.
@@ -67,6 +86,9 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
     check_callable(fun)
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
+    _check_axes_spec(in_axes, out_axes)
+    if axis_name is not None:
+        hash(axis_name)  # JAX's TypeError for an unhashable name (a list)
     name = fun_name(fun)
 
     @functools.wraps(fun)

@@ -164,6 +164,18 @@ def _dot_general_lowering_cuda(ctx, lhs, rhs, **params):
 
 
 dot_general_p = standard_primitive("dot_general", _dot_general_abstract_eval, _dot_general_lowering)
+
+
+def _dot_general_pp_rule(eqn, context):
+    # As JAX prints it: unset params and out_sharding (the binder's type) left out, the
+    # dimension numbers as lists.
+    params = {k: v for k, v in eqn.params.items() if v is not None and k != "out_sharding"}
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    params["dimension_numbers"] = ((list(lc), list(rc)), (list(lb), list(rb)))
+    return core.pp_eqn_default(eqn.replace(params=params), context)
+
+
+core.pp_eqn_rules[dot_general_p] = _dot_general_pp_rule
 lowering.register_lowering(dot_general_p, _dot_general_lowering_cuda, platform="cuda")
 
 

@@ -1009,6 +1009,7 @@ def _pair_body(f, out_trees: list):
         y_leaves, y_tree = tree_flatten(out[1])
         out_trees.append((carry_tree, y_tree))
         return carry_leaves + y_leaves
+    body.user_function = f  # error messages name the user's function
     return body
 
 
@@ -1299,6 +1300,7 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
         def scan_body(loop_carry, _):
             i, val = loop_carry
             return (lax.add(i, 1), body_fun(i, val)), None
+        scan_body.user_function = body_fun  # error messages name the user's function
 
         (_, result), _ = scan(scan_body, (lo, init_val), None, length=max(hi - lo, 0),
                               unroll=False if unroll is None else unroll)
@@ -1314,6 +1316,7 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
     def while_body(loop_carry):
         i, stop, val = loop_carry
         return lax.add(i, np.ones((), dtype)), stop, body_fun(i, val)
+    while_body.user_function = body_fun
 
     _, _, result = while_loop(lambda loop_carry: lax.lt(loop_carry[0], loop_carry[1]),
                               while_body, (lower, upper, init_val))

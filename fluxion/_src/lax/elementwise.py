@@ -348,7 +348,9 @@ def _select(pred, on_true, on_false):
 def _full_like(x, value):
     lax = _lax()
     aval = core.get_aval(x)
-    return lax.broadcast_in_dim(lax._convert_element_type(value, aval.dtype, False), aval.shape, ())
+    # x's weak type, as JAX's full_like: a derivative of a weakly typed value stays weak
+    value = lax._convert_element_type(value, aval.dtype, aval.weak_type)
+    return lax.broadcast_in_dim(value, aval.shape, ())
 
 
 def _broadcast_to(x, shape):
@@ -432,7 +434,7 @@ def _integer_pow_jvp(g, ans, x, *, y):
     lax = _lax()
     if y == 0:
         return _full_like(g, 0)
-    coeff = lax._convert_element_type(y, core.get_aval(x).dtype, False)
+    coeff = lax._convert_element_type(y, core.get_aval(x).dtype, core.get_aval(x).weak_type)
     return lax.mul(g, lax.mul(coeff, x if y == 2 else lax.integer_pow(x, y - 1)) if y != 1 else coeff)
 
 
@@ -455,7 +457,8 @@ def _register_rules():
     def neg(a): return lax.neg(a)
 
     def c(x, value):
-        return lax._convert_element_type(value, core.get_aval(x).dtype, False)
+        aval = core.get_aval(x)
+        return lax._convert_element_type(value, aval.dtype, aval.weak_type)
 
     _defjvp(add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
     _defjvp(sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: neg(g))

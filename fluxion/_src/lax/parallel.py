@@ -122,6 +122,9 @@ def psum(x, axis_name, *, axis_index_groups=None):
         if dtypes.is_python_scalar(leaf) or isinstance(leaf, (np.ndarray, np.generic)):
             # A constant is the same in every example: its sum is known statically.
             return leaf * _total_size(_names(axis_name))
+        if core.get_aval(leaf).dtype == dtypes.bool_:  # as JAX: a count of the true examples
+            from fluxion._src.lax import lax
+            leaf = lax._convert_element_type(leaf, np.dtype(np.int32), False)
         return psum_p.bind(leaf, axis_name=name, axis_index_groups=None)
     return tree_map(one, x)
 
@@ -163,8 +166,21 @@ axis_index_p = _collective("axis_index", _axis_index_abstract_eval)
 
 
 def _axis_index_rule(trace, vals, dims, *, axis_name):
-    from fluxion._src.lax import structural
-    return structural.iota(np.int32, trace.axis_size), 0
+    """The index along this vmap's axis; for several names, the row-major index over them all
+    (JAX's: names[0] varies slowest), each other name's part from its own vmap."""
+    from fluxion._src.lax import lax, structural
+    names = _names(axis_name)
+    strides = [_total_size(names[k + 1:]) for k in range(len(names))]
+    out = structural.iota(np.int32, trace.axis_size)
+    for name, stride in zip(names, strides):
+        if name == trace.axis_name:
+            if stride != 1:
+                out = lax.mul(out, np.int32(stride))
+    for name, stride in zip(names, strides):
+        if name != trace.axis_name:
+            other = axis_index_p.bind(axis_name=name)
+            out = lax.add(out, lax.mul(other, np.int32(stride)) if stride != 1 else other)
+    return out, 0
 
 
 batching.collective_rules[axis_index_p] = _axis_index_rule
@@ -205,7 +221,18 @@ def _all_gather_rule(trace, vals, dims, *, axis_name, axis, tiled, axis_index_gr
     return out, not_mapped
 
 
-batching.collective_rules[all_gather_p] = _all_gather_rule
+def _single_axis(rule, name):
+    """`rule` for one axis name; several (a tuple) under nested vmaps are refused, as in
+    JAX (whose vmap rules assert), instead of gathering over the innermost axis only."""
+    def checked(trace, vals, dims, **params):
+        if len(_names(params["axis_name"])) > 1:
+            raise NotImplementedError(f"{name} over several axis names "
+                                      f"{params['axis_name']!r} is not supported under vmap")
+        return rule(trace, vals, dims, **params)
+    return checked
+
+
+batching.collective_rules[all_gather_p] = _single_axis(_all_gather_rule, "all_gather")
 
 
 def _all_gather_transpose(ct, x, *, axis_name, axis, tiled, axis_index_groups=None):
@@ -228,8 +255,10 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
     from fluxion._src.tree_util import tree_map
 
     def one(leaf):
-        ndim = core.get_aval(leaf).ndim
-        ax = axis % (ndim + (0 if tiled else 1)) if ndim or not tiled else axis
+        ndim = core.get_aval(leaf).ndim + (0 if tiled else 1)
+        if not -ndim <= axis < ndim:  # JAX's class and message
+            raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+        ax = axis % ndim
         return all_gather_p.bind(leaf, axis_name=axis_name, axis=ax, tiled=tiled, axis_index_groups=None)
     return tree_map(one, x)
 
@@ -268,7 +297,7 @@ def _ppermute_rule(trace, vals, dims, *, axis_name, perm):
     return structural.select(keep_b, gathered, lax.broadcast_in_dim(zeros, core.get_aval(gathered).shape, ())), 0
 
 
-batching.collective_rules[ppermute_p] = _ppermute_rule
+batching.collective_rules[ppermute_p] = _single_axis(_ppermute_rule, "ppermute")
 
 
 def _ppermute_transpose(ct, x, *, axis_name, perm):
@@ -350,7 +379,7 @@ def _all_to_all_rule(trace, vals, dims, *, axis_name, split_axis, concat_axis, t
     return x, 0
 
 
-batching.collective_rules[all_to_all_p] = _all_to_all_rule
+batching.collective_rules[all_to_all_p] = _single_axis(_all_to_all_rule, "all_to_all")
 
 
 def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_groups=None,

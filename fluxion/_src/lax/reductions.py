@@ -100,6 +100,17 @@ reduce_or_p = _reduction("reduce_or", "or", INT_OR_BOOL)
 reduce_xor_p = _reduction("reduce_xor", "xor", INT_OR_BOOL)
 
 
+def _reduction_pp_rule(eqn, context):
+    # JAX's reductions other than reduce_sum have no out_sharding: don't print an unset one.
+    params = {k: v for k, v in eqn.params.items() if not (k == "out_sharding" and v is None)}
+    return core.pp_eqn_default(eqn.replace(params=params), context)
+
+
+for _prim in (reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p, reduce_or_p,
+              reduce_xor_p):
+    core.pp_eqn_rules[_prim] = _reduction_pp_rule
+
+
 # ---------------------------------------------------------------------------------------------
 # Differentiation and batching rules
 

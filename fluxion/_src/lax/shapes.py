@@ -95,6 +95,18 @@ broadcast_in_dim_p = standard_primitive("broadcast_in_dim", _broadcast_in_dim_ab
                                         _broadcast_in_dim_lowering)
 
 
+def _broadcast_in_dim_pp_rule(eqn, context):
+    # As JAX prints it: the shape (and sharding) are the let binder's type; trivial
+    # broadcast_dimensions are left out.
+    params = {"broadcast_dimensions": eqn.params["broadcast_dimensions"]}
+    if not params["broadcast_dimensions"]:
+        del params["broadcast_dimensions"]
+    return core.pp_eqn_default(eqn.replace(params=params), context)
+
+
+core.pp_eqn_rules[broadcast_in_dim_p] = _broadcast_in_dim_pp_rule
+
+
 def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions, sharding=None):
     """Sum the cotangent over the dimensions the operand was broadcast along (new ones and
     size-1 ones), then lay it out as the operand (size-1 dims restored by broadcast_in_dim,

@@ -17,6 +17,9 @@ def stop_gradient(x):
 
     def stop(leaf):
         if not isinstance(leaf, core.Tracer):
+            if not core.valid_jaxtype(leaf):  # JAX's error for a string or other object
+                raise TypeError(f"Argument '{leaf}' of type {type(leaf)} is not a valid JAX "
+                                "type")
             return leaf
         if not dtypes.is_inexact(leaf.dtype):
             return leaf

@@ -1228,5 +1228,9 @@ def collapse(operand, start_dimension: int, stop_dimension: int | None = None):
 
 # The transformation machinery sits below lax; it reaches these operations through
 # machinery_ops, which is filled in here.
-machinery_ops.install(full=full, add=lax.add, transpose=transpose,
+def _machinery_full(shape, fill_value, dtype, weak_type):
+    return lax.broadcast(lax._convert_element_type(fill_value, dtype, weak_type), shape)
+
+
+machinery_ops.install(full=_machinery_full, add=lax.add, transpose=transpose,
                       broadcast_in_dim=lax.broadcast_in_dim, reshape=lax.reshape)

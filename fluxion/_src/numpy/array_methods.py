@@ -236,8 +236,14 @@ def _tracer_item(self, *args):
     return np.asarray(value).item(*args)
 
 
+def _tracer_tolist(self):
+    value = core.concrete_or_error(self, "The tolist() method of a traced array")
+    return np.asarray(value).tolist()
+
+
 # Array already has these; tracers get them here.
 _TRACER_ONLY = {
+    "tolist": _tracer_tolist,
     "nbytes": property(lambda self: self.aval.size * self.aval.dtype.itemsize),
     "itemsize": property(lambda self: self.aval.dtype.itemsize),
     "item": _tracer_item,

@@ -462,6 +462,11 @@ def rewriting_take(arr, idx, *, indices_are_sorted: bool = False, unique_indices
     shape = core.get_aval(arr).shape
     entries = _parse_index(shape, idx)
     parsed_mode = None if mode is None else GatherScatterMode.from_any(mode)
+    if parsed_mode == GatherScatterMode.CLIP:  # static indices clamp now, as JAX's do (so
+        # checkify sees no out-of-bounds read there)
+        entries = [_Int(e.dim, min(max(e.index, -shape[e.dim]), shape[e.dim] - 1))
+                   if isinstance(e, _Int) and not _is_traced_or_device(e.index) else e
+                   for e in entries]
     if not _has_index_arrays(entries) and parsed_mode != GatherScatterMode.FILL_OR_DROP and wrap_negative_indices:
         return _basic_take(arr, entries)
     plan = _gather_plan(shape, entries, wrap_negative_indices)

@@ -40,7 +40,10 @@ shape, ndim, size = np.shape, np.ndim, np.size
 # Reshaping and transposing
 
 def _new_shape(name, old_shape, new_shape) -> tuple:
-    dims = list((new_shape,) if np.ndim(new_shape) == 0 else new_shape)
+    # (np.ndim of a traced shape, or of a list holding one, would read its value)
+    scalar = (not isinstance(new_shape, (tuple, list)) and
+              (new_shape.ndim if isinstance(new_shape, core.Tracer) else np.ndim(new_shape)) == 0)
+    dims = list((new_shape,) if scalar else new_shape)
     dims = [util.static_dim(d, f"The new shape passed to jnp.{name}") for d in dims]
     if any(d < -1 for d in dims):
         raise TypeError(f"jnp.{name}: new sizes must be nonnegative or -1, got {tuple(dims)}")

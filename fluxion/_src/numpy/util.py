@@ -163,7 +163,8 @@ def broadcast_arrays(*args) -> list:
 def broadcast_arrays_for_op(fname: str, *args):
     """Broadcast to a common shape, leaving rank-0 operands alone (lax broadcasts them).
 
-    Incompatible shapes raise TypeError, as the elementwise lax operations do in JAX."""
+    Incompatible shapes raise TypeError, as the elementwise lax operations do in JAX (or, for
+    operands of different ranks, ValueError, as JAX's rank promotion does)."""
     shapes = [core.get_aval(x).shape for x in args]
     longest = max(shapes, key=len)
     if all(s == longest or s == () for s in shapes):
@@ -173,8 +174,11 @@ def broadcast_arrays_for_op(fname: str, *args):
     try:
         shape = shape_poly.broadcast_shapes(*shapes)
     except ValueError:
-        err = TypeError(f"{fname} got incompatible shapes for broadcasting: "
-                        f"{', '.join(map(str, shapes))}.")
+        if len({len(s) for s in shapes if s}) > 1:  # JAX's rank promotion fails first
+            err = ValueError(f"Incompatible shapes for broadcasting: shapes={list(shapes)}")
+        else:
+            err = TypeError(f"{fname} got incompatible shapes for broadcasting: "
+                            f"{', '.join(map(str, shapes))}.")
         core.note_user_line(err)
         raise err from None
     return [x if s == shape or s == () else broadcast_to(x, shape) for x, s in zip(args, shapes)]
