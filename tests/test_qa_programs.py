@@ -21,3 +21,20 @@ def test_multinomial_logpmf_needs_integer_counts_and_takes_p_dtype():
     theirs = jax.scipy.stats.multinomial.pmf(jjnp.array([1, 2]), 3, p16)
     assert ours.dtype == theirs.dtype == np.float16
     np.testing.assert_allclose(np.float32(ours), np.float32(theirs), rtol=1e-3)
+
+
+def _weak(x, lib):
+    return x.weak_type if lib is fluxion else jax.typeof(x).weak_type
+
+
+def test_linearize_of_weak_primal_gives_weak_tangents():
+    # a weak scalar residual staged as a jaxpr literal stayed weak only as a NumPy scalar
+    for lib, np_like in ((fluxion, jnp), (jax, jjnp)):
+        _, f_jvp = lib.linearize(np_like.sin, 1.0)
+        t = f_jvp(2.0)
+        assert _weak(t, lib) and t.dtype == np.float32
+        np.testing.assert_allclose(t, 2 * np.cos(1.0), rtol=1e-6)
+    closed = fluxion.make_jaxpr(lambda x: x * jnp.asarray(2.0))(1.0)
+    out = fluxion.core.eval_jaxpr(closed.jaxpr, closed.consts, 1.0)[0]
+    assert out.weak_type
+

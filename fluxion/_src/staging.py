@@ -5,7 +5,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import core, effects, source_info
+from fluxion._src import core, dtypes, effects, source_info
 from fluxion._src.config import config
 from fluxion._src.core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Trace,
                                Tracer, Var)
@@ -89,7 +89,11 @@ def _scalar_value(x, aval):
     if type(x) in (bool, int, float, complex):
         np.array(x, dtype=aval.dtype)  # raises OverflowError for an int out of range
         return x  # as JAX keeps it: the Python value, printed as written
-    return np.asarray(x, dtype=aval.dtype)[()]
+    value = np.asarray(x, dtype=aval.dtype)[()]
+    if aval.weak_type and aval.dtype.kind in "ifc" and aval.dtype == dtypes._default_of_kind(aval.dtype.kind):
+        # a weak-typed constant stays weak when the jaxpr is evaluated (a NumPy scalar is not)
+        return value.item()
+    return value
 
 
 def trace_to_jaxpr(fun: Callable, in_avals: Sequence[ShapedArray], origin: str = "make_jaxpr"):
