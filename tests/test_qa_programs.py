@@ -38,3 +38,10 @@ def test_linearize_of_weak_primal_gives_weak_tangents():
     out = fluxion.core.eval_jaxpr(closed.jaxpr, closed.consts, 1.0)[0]
     assert out.weak_type
 
+
+def test_vmap_broadcasts_an_unbatched_float0_output():
+    f = lambda x: (x, np.zeros((2,), fluxion.dtypes.float0))
+    ours = fluxion.vmap(f)(jnp.ones(3))[1]
+    theirs = jax.vmap(f)(jjnp.ones(3))[1]
+    assert ours.dtype == theirs.dtype == fluxion.dtypes.float0 and ours.shape == theirs.shape == (3, 2)
+

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import core, machinery_ops
+from fluxion._src import core, dtypes, machinery_ops
 from fluxion._src.core import ShapedArray, Trace, Tracer
 
 not_mapped = None
@@ -89,6 +89,8 @@ def broadcast_batch(x, size: int, dim: int):
     aval = core.get_aval(x)
     shape = list(aval.shape)
     shape.insert(dim, size)
+    if aval.dtype == dtypes.float0:  # no device buffer holds float0: a host array, as JAX
+        return np.zeros(shape, dtypes.float0)
     dims = tuple(i if i < dim else i + 1 for i in range(aval.ndim))
     return machinery_ops.broadcast_in_dim(x, tuple(shape), dims)
 
