@@ -45,3 +45,24 @@ def test_vmap_broadcasts_an_unbatched_float0_output():
     theirs = jax.vmap(f)(jjnp.ones(3))[1]
     assert ours.dtype == theirs.dtype == fluxion.dtypes.float0 and ours.shape == theirs.shape == (3, 2)
 
+
+def test_jacobians_cast_blocks_and_check_dtypes_as_jax():
+    for lib, np_like in ((fluxion, jnp), (jax, jjnp)):
+        ident = lib.jacfwd(lambda x: x)(3.0)  # each block takes its example's weak type
+        assert ident.dtype == np.float32 and _weak(ident, lib)
+        ints = lib.jacrev(lambda x: x * 2.0, allow_int=True)(np_like.arange(2))
+        assert ints.dtype == np.int32 and not np.asarray(ints).any()
+        real = lib.jacfwd(lambda x: np_like.real(x * (1 + 2j)))(np_like.arange(2.0))
+        assert real.dtype == np.float32
+        np.testing.assert_allclose(real, np.eye(2))
+        bad = [(lambda: lib.jacrev(lambda x: x * 1j)(np_like.ones(2)), "jacrev requires real-valued outputs"),
+               (lambda: lib.jacrev(lambda x: (x * 2).astype(int))(np_like.ones(2)), "integer outputs"),
+               (lambda: lib.jacrev(lambda x: x)(np_like.arange(2)), "jacrev requires real- or complex"),
+               (lambda: lib.jacfwd(lambda x: x)(np_like.ones(2, np_like.complex64)), "jacfwd requires real-valued inputs"),
+               (lambda: lib.jacfwd(lambda x: x)(np_like.arange(2)), "jacfwd requires real-valued inputs"),
+               (lambda: lib.jacfwd(np_like.abs, holomorphic=True)(np_like.ones(2, np_like.complex64)),
+                "jacfwd with holomorphic=True requires outputs"),
+               (lambda: lib.grad(lambda x: (x * 2).astype(int))(1.0), "integer outputs")]
+        for call, message in bad:
+            with pytest.raises(TypeError, match=message):
+                call()

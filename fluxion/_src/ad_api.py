@@ -179,16 +179,44 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     return (out, vjp_fun, aux) if has_aux else (out, vjp_fun)
 
 
-def _check_input_dtype(x, holomorphic: bool, allow_int: bool, name: str) -> None:
+def _check_input_dtype(x, holomorphic: bool, allow_int: bool, who: str = "grad") -> None:
+    """JAX's TypeError for a differentiated input `who` (grad, jacrev, jacfwd) cannot take."""
     dt = core.get_aval(x).dtype
     if holomorphic:
         if not dtypes.is_complex(dt):
-            raise TypeError(f"grad with holomorphic=True requires inputs with complex dtype, "
+            raise TypeError(f"{who} with holomorphic=True requires inputs with complex dtype, "
                             f"but got {dt.name}.")
+    elif who == "jacfwd":
+        if not dtypes.is_float(dt):
+            raise TypeError(f"jacfwd requires real-valued inputs (input dtype that is a sub-dtype "
+                            f"of np.floating), but got {dt.name}. For holomorphic "
+                            "differentiation, pass holomorphic=True. For differentiation of "
+                            "non-holomorphic functions involving complex inputs or integer "
+                            "inputs, use jax.jvp directly.")
     elif not (dtypes.is_inexact(dt) or allow_int and (dtypes.is_integer(dt) or dt == dtypes.bool_)):
-        raise TypeError(f"grad requires real- or complex-valued inputs (input dtype that is a "
+        raise TypeError(f"{who} requires real- or complex-valued inputs (input dtype that is a "
                         f"sub-dtype of np.inexact), but got {dt.name}. If you want to use "
                         "Boolean- or integer-valued inputs, use vjp or set allow_int to True.")
+
+
+def _check_output_dtype(x, holomorphic: bool, who: str = "grad") -> None:
+    """JAX's TypeError for an output `who` (grad, jacrev, jacfwd) cannot differentiate."""
+    dt = core.get_aval(x).dtype
+    if holomorphic:
+        if not dtypes.is_complex(dt):
+            raise TypeError(f"{who} with holomorphic=True requires outputs with complex dtype, "
+                            f"but got {dt.name}.")
+    elif who == "jacfwd":
+        return
+    elif dtypes.is_complex(dt):
+        raise TypeError(f"{who} requires real-valued outputs (output dtype that is a sub-dtype "
+                        f"of np.floating), but got {dt.name}. For holomorphic differentiation, "
+                        "pass holomorphic=True. For differentiation of non-holomorphic "
+                        "functions involving complex outputs, use jax.vjp directly.")
+    elif not dtypes.is_float(dt):
+        raise TypeError(f"{who} requires real-valued outputs (output dtype that is a sub-dtype "
+                        f"of np.floating), but got {dt.name}. For differentiation of functions "
+                        "with integer outputs, use jax.vjp directly.")
 
 
 def _check_scalar_output(out, holomorphic: bool):
@@ -200,16 +228,7 @@ def _check_scalar_output(out, holomorphic: bool):
     if aval.shape != ():
         raise TypeError(f"Gradient only defined for scalar-output functions. Output had "
                         f"shape: {aval.shape}.")
-    dt = aval.dtype
-    if holomorphic:
-        if not dtypes.is_complex(dt):
-            raise TypeError(f"grad with holomorphic=True requires outputs with complex dtype, "
-                            f"but got {dt.name}.")
-    elif not dtypes.is_float(dt):
-        raise TypeError(f"grad requires real-valued outputs (output dtype that is a sub-dtype "
-                        f"of np.floating), but got {dt.name}. For holomorphic differentiation, "
-                        "pass holomorphic=True. For differentiating non-holomorphic functions "
-                        "involving complex outputs, use vjp directly.")
+    _check_output_dtype(leaves[0], holomorphic)
     return aval
 
 
@@ -234,13 +253,14 @@ def fun_of_diff_args(fun, args, kwargs, nums):
     return partial_fun
 
 
-def _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic, allow_int):
+def _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic, allow_int,
+                     who="grad"):
     """(the differentiated arguments, a function of just those) for argnums; checks them."""
     nums = diff_positions(len(args), argnums_t, argnums)
     diff_args = tuple(args[i] for i in nums)
     for leaf in tree_flatten(diff_args)[0]:
         _check_jax_leaves([leaf], "a differentiated argument", name)
-        _check_input_dtype(leaf, holomorphic, allow_int, name)
+        _check_input_dtype(leaf, holomorphic, allow_int, who)
     return diff_args, fun_of_diff_args(fun, args, kwargs, nums)
 
 
@@ -318,10 +338,23 @@ def _std_basis(leaves):
     eye = np.eye(total, dtype=dtype)
     out, start = [], 0
     for x, n in zip(leaves, sizes):
-        aval = core.get_aval(x)
-        out.append(eye[:, start:start + n].reshape((total,) + aval.shape).astype(aval.dtype))
+        block = eye[:, start:start + n].reshape((total,) + core.get_aval(x).shape)
+        out.append(_like_leaf(block, x))
         start += n
     return out
+
+
+def _like_leaf(block, example):
+    """`block` in `example`'s dtype and weak type (the real part where `example` is real), as
+    JAX casts each Jacobian block."""
+    from fluxion._src.lax import lax
+    aval = core.get_aval(example)
+    block_aval = core.get_aval(block)
+    if block_aval.dtype == dtypes.float0:  # integer inputs or outputs: zeros of their dtype
+        block = np.zeros(block_aval.shape, aval.dtype)
+    elif dtypes.is_complex(block_aval.dtype) and not dtypes.is_complex(aval.dtype):
+        block = lax.real(block)
+    return lax._convert_element_type(block, aval.dtype, aval.weak_type)
 
 
 def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False):
@@ -340,7 +373,7 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     @api_boundary
     def jac_fun(*args, **kwargs):
         diff, partial = _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic,
-                                         False)
+                                         False, "jacfwd")
         in_leaves, in_tree = tree_flatten(diff)
 
         def push(*basis_leaves):
@@ -348,6 +381,8 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
             res = jvp(partial, diff, tangents, has_aux=has_aux)
             return res[1] if not has_aux else (res[1], res[2])
 
+        # the primal output is computed apart: inside the vmap it can come out batched (a Ref
+        # written under a loop), which JAX's out_axes=None rejects
         basis = _std_basis(in_leaves)
         if has_aux:
             jac_t, aux = vmap(push, out_axes=(-1, None))(*basis)
@@ -355,6 +390,8 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
         else:
             jac_t = vmap(push, out_axes=-1)(*basis)
             out = partial(*diff)
+        for leaf in tree_flatten(out)[0]:
+            _check_output_dtype(leaf, holomorphic, "jacfwd")
         jac = _unravel_fwd(out, jac_t, in_leaves, in_tree, multiple)
         return (jac, aux) if has_aux else jac
 
@@ -366,7 +403,8 @@ def _unravel_fwd(out, jac_t, in_leaves, in_tree, multiple):
     from fluxion._src.lax import lax
     sizes = [int(np.prod(core.get_aval(x).shape, dtype=np.int64)) for x in in_leaves]
 
-    def split(block):
+    def split(block, example):
+        block = _like_leaf(block, example)
         aval = core.get_aval(block)
         out_shape = aval.shape[:-1]
         pieces, start = [], 0
@@ -377,7 +415,7 @@ def _unravel_fwd(out, jac_t, in_leaves, in_tree, multiple):
             start += n
         tree = tree_unflatten(in_tree, pieces)
         return tree if multiple else tree[0]
-    return tree_map(split, jac_t)
+    return tree_map(split, jac_t, out)
 
 
 def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
@@ -397,28 +435,30 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     @api_boundary
     def jac_fun(*args, **kwargs):
         diff, partial = _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic,
-                                         allow_int)
+                                         allow_int, "jacrev")
         in_leaves, in_tree = tree_flatten(diff)
 
         res = vjp(partial, *diff, has_aux=has_aux)
         out, pullback = res[0], res[1]
         out_leaves, out_tree = tree_flatten(out)
+        for leaf in out_leaves:
+            _check_output_dtype(leaf, holomorphic, "jacrev")
         basis = _std_basis(out_leaves)
 
         def pull(*ct_leaves):
             return pullback(tree_unflatten(out_tree, ct_leaves))
 
         jac_t = vmap(pull)(*basis)  # input-structured, leaves (total_out,) + in.shape
-        jac = _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple)
+        jac = _unravel_rev(jac_t, out_leaves, out_tree, in_tree, in_leaves, multiple)
         return (jac, res[2]) if has_aux else jac
 
     return jac_fun
 
 
-def _unravel_rev(jac_t, out_leaves, out_tree, in_tree, multiple):
+def _unravel_rev(jac_t, out_leaves, out_tree, in_tree, in_leaves, multiple):
     from fluxion._src.lax import lax, structural
     sizes = [int(np.prod(core.get_aval(o).shape, dtype=np.int64)) for o in out_leaves]
-    in_blocks = tree_flatten(jac_t)[0]  # one per input leaf
+    in_blocks = [_like_leaf(b, x) for b, x in zip(tree_flatten(jac_t)[0], in_leaves)]
     per_out = []
     start = 0
     for o, n in zip(out_leaves, sizes):
