@@ -66,3 +66,18 @@ def test_jacobians_cast_blocks_and_check_dtypes_as_jax():
         for call, message in bad:
             with pytest.raises(TypeError, match=message):
                 call()
+
+
+def test_jit_rejects_argnames_the_function_cannot_take_by_keyword():
+    def f(a, /, b, *c, d):
+        return a
+
+    for lib in (fluxion, jax):
+        for kw, message in [(dict(static_argnames="y"), "does not take these args"),
+                            (dict(static_argnames=("b", "a")), "positional-only"),
+                            (dict(donate_argnames="c"), "positional-only"),
+                            (dict(donate_argnames="z"), "invalid argnames {'z'} in donate_argnames")]:
+            with pytest.raises(ValueError, match=message):
+                lib.jit(f, **kw)
+        lib.jit(lambda x, **kw: x, static_argnames="anything")  # **kwargs takes any name
+        assert lib.jit(f, static_argnames=("b", "d"))(1.0, 2, d=3) == 1.0
