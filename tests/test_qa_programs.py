@@ -81,3 +81,12 @@ def test_jit_rejects_argnames_the_function_cannot_take_by_keyword():
                 lib.jit(f, **kw)
         lib.jit(lambda x, **kw: x, static_argnames="anything")  # **kwargs takes any name
         assert lib.jit(f, static_argnames=("b", "d"))(1.0, 2, d=3) == 1.0
+
+
+def test_multi_output_lax_functions_return_lists_as_jax():
+    x = np.array([[3.0, 1.0, 2.0], [0.5, 4.0, 1.0], [2.0, 1.0, 5.0]], np.float32)
+    for lib in (fluxion, jax):
+        outs = [lib.lax.top_k(x[0], 2), lib.lax.approx_max_k(x[0], 2), lib.lax.approx_min_k(x[0], 2),
+                lib.lax.linalg.lu(x), lib.lax.linalg.tridiagonal(x + x.T)]
+        assert [type(o) for o in outs] == [list] * 5
+        assert type(lib.lax.linalg.qr(x)) is tuple
