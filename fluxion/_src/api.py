@@ -168,6 +168,7 @@ def _normalize_static(fun, static_argnums, static_argnames, what: str = "static_
         params = list(inspect.signature(fun).parameters.values())
     except (TypeError, ValueError):
         return static_argnums, static_argnames
+    _validate_argnames(params, static_argnames, what.replace("argnums", "argnames"))
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if not any(p.kind == p.VAR_KEYWORD for p in params):
         named = {p.name for p in params if p.kind != p.POSITIONAL_ONLY}
@@ -192,6 +193,20 @@ def _normalize_static(fun, static_argnums, static_argnames, what: str = "static_
             if p.name == n:
                 nums.add(j)
     return tuple(sorted(nums)), tuple(sorted(names))
+
+
+def _validate_argnames(params, argnames, what: str) -> None:
+    """JAX's ValueError for argnames the function cannot take by keyword."""
+    positional_only = {p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL)}
+    if invalid := positional_only & set(argnames):
+        raise ValueError(f"Jitted function has invalid argnames {invalid} in {what}. These are "
+                         "positional-only")
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        return
+    keyword = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    if invalid := set(argnames) - keyword:
+        raise ValueError(f"Jitted function has invalid argnames {invalid} in {what}. Function "
+                         "does not take these args.")
 
 
 def _hashable_static(value, what: str):

@@ -108,7 +108,7 @@ batching.primitive_batchers[approx_top_k_p] = _approx_top_k_batch
 
 def _approx_k(operand, k, reduction_dimension, recall_target, reduction_input_size_override,
               aggregate_to_topk, is_max_k):
-    return tuple(approx_top_k_p.bind(
+    return list(approx_top_k_p.bind(
         operand, k=operator.index(k), reduction_dimension=operator.index(reduction_dimension),
         recall_target=float(recall_target), is_max_k=is_max_k,
         reduction_input_size_override=operator.index(reduction_input_size_override),

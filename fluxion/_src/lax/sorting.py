@@ -186,7 +186,7 @@ def top_k(operand, k: int, *, axis: int = -1):
         raise ValueError(f"k argument to top_k must be nonnegative, got {k}")
     axis = _canonicalize_axis(axis, core.get_aval(operand).ndim)
     values, indices = top_k_p.bind(operand, k=k, axis=axis)
-    return values, indices
+    return [values, indices]  # a list, as JAX
 
 
 # ---------------------------------------------------------------------------------------------

@@ -225,7 +225,11 @@ betabinom = _namespace("betabinom", logpmf=_betabinom_logpmf,
 
 
 def _multinomial_logpmf(x, n, p):
-    x, n, p = _inexact(x, n, p)
+    p = _inexact(p)
+    x, n = _npu.promote_args_numeric("multinomial.logpmf", x, n)
+    if not jnp.issubdtype(x.dtype, jnp.integer):
+        raise ValueError(f"x and n must be of integer type; got x.dtype={x.dtype}, n.dtype={n.dtype}")
+    x, n = x.astype(p.dtype), n.astype(p.dtype)
     value = sp.gammaln(n + 1) + jnp.sum(sp.xlogy(x, p) - sp.gammaln(x + 1), axis=-1)
     return jnp.where(jnp.sum(x, axis=-1) == n, value, -jnp.inf)
 

@@ -138,5 +138,5 @@ def tridiagonal(a, *, lower: bool = True):
     """
     import fluxion.numpy as jnp
     arr, d, e, taus = tridiagonal_p.bind(jnp.asarray(a), lower=bool(lower))
-    return arr, d, e, taus
+    return [arr, d, e, taus]  # a list, as JAX
 

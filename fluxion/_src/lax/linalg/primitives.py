@@ -397,7 +397,7 @@ def lu(x):
     `permutation` is the row permutation with x[permutation] = L @ U.
     """
     lu_out, pivots, permutation = lu_p.bind(x)
-    return lu_out, pivots, permutation
+    return [lu_out, pivots, permutation]  # a list, as JAX
 
 
 # ---------------------------------------------------------------------------------------------
