@@ -38,3 +38,22 @@ def test_symbolic_max_min_bounds():
     m = shape_poly.max_dim(0, b - 2)
     assert b - m >= 1 and b - m <= 2 and not (b - m >= 3)
     assert shape_poly.min_dim(b, 3) <= 3 and shape_poly.min_dim(b, 3) >= 1
+
+
+def test_symbolic_reshape_that_may_not_divide_raises_like_jax():
+    for new in ((3, -1), (-1, 2)):
+        errs = []
+        for J, E, jnp in ((jax, jex, jax.numpy), (fluxion, fex, fjnp)):
+            arg = J.ShapeDtypeStruct(E.symbolic_shape("b"), np.float32)
+            with pytest.raises(Exception) as info:
+                E.export(J.jit(lambda a: a.reshape(new)))(arg)
+            assert type(info.value).__name__ == "InconclusiveDimensionOperation"
+            errs.append(str(info.value).replace(" - ", " -"))
+        assert errs[0] == errs[1]
+
+
+def test_uses_global_constants_flag_matches_jax():
+    for spec in ("a, 4", "3, 4"):
+        ej, ef = _export_both(lambda jnp: (lambda a: a @ a.T), spec)
+        assert ef.uses_global_constants == ej.uses_global_constants
+        assert fex.deserialize(ef.serialize()).uses_global_constants == ej.uses_global_constants
