@@ -55,8 +55,6 @@ def _flat_specs(specs, n, what, of, kname, repeat_single):
         return [None] * n
     if isinstance(specs, BlockSpec):
         flat = [specs] * n
-    elif isinstance(specs, (list, tuple)) and not repeat_single:
-        flat = list(specs)
     else:
         flat = tree_util.tree_leaves(specs, is_leaf=lambda s: isinstance(s, BlockSpec) or s is None)
         if len(flat) == 1 and n > 1 and repeat_single:
@@ -90,15 +88,22 @@ def _mapping(spec, aval, grid, what, kname) -> BlockMapping:
                         getattr(spec, "memory_space", None), padding, any(bounded))
 
 
-def _trace_kernel(kernel, grid, in_mappings, out_mappings, scratch_avals, kname) -> ClosedJaxpr:
+def _trace_kernel(kernel, grid, in_mappings, out_mappings, scratch_avals, kname,
+                  in_tree, out_tree) -> ClosedJaxpr:
     ref_avals = ([AbstractRef(ShapedArray(m.ref_shape, m.array_aval.dtype), m.memory_space)
                   for m in in_mappings + out_mappings] + list(scratch_avals))
     scalar = ShapedArray((), np.int32)
+    n_in, n_out = len(in_mappings), len(out_mappings)
 
     def fun(*args):
         ids, refs = args[:len(grid)], args[len(grid):]
+        # As JAX: one kernel argument per operand (a pytree of Refs), then one per element
+        # of a tuple `out_shape` (or the whole `out_shape`), then the scratch Refs.
+        ins = tree_util.tree_unflatten(in_tree, refs[:n_in])
+        outs = tree_util.tree_unflatten(out_tree, refs[n_in:n_in + n_out])
+        outs = outs if isinstance(outs, tuple) else (outs,)
         with kernel_ops.kernel_context(ids, grid):
-            kernel(*refs)
+            kernel(*ins, *outs, *refs[n_in + n_out:])
         return []
 
     return staging.trace_to_jaxpr(fun, [scalar] * len(grid) + ref_avals,
@@ -139,6 +144,8 @@ def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None, gr
         raise ValueError(f"Grid must be a tuple of integers, got {grid}")
     grid = tuple(int(g) for g in grid)
     kname = name or getattr(kernel, "__name__", "kernel")
+    if isinstance(out_shape, list):  # JAX's canonicalization: a list of outputs is a tuple
+        out_shape = tuple(out_shape)
     out_leaves, out_tree = tree_util.tree_flatten(out_shape)
     for o in out_leaves:
         if not (hasattr(o, "shape") and hasattr(o, "dtype")):
@@ -162,7 +169,8 @@ def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None, gr
                         for k, (s, a) in enumerate(zip(ispecs, in_avals)))
         out_maps = tuple(_mapping(s, a, grid, f"output {k}", kname)
                          for k, (s, a) in enumerate(zip(ospecs, out_avals)))
-        jaxpr = _trace_kernel(kernel, grid, list(in_maps), list(out_maps), scratch_avals, kname)
+        jaxpr = _trace_kernel(kernel, grid, list(in_maps), list(out_maps), scratch_avals, kname,
+                              in_tree, out_tree)
         outs = pallas_call_p.bind(*leaves, jaxpr=jaxpr, grid=grid, in_mappings=in_maps,
                                   out_mappings=out_maps, scratch_avals=scratch_avals,
                                   input_output_aliases=aliases, name=kname,
