@@ -38,6 +38,9 @@ def to_device_buffer(x, aval: ShapedArray, device=None):
     if (config.transfer_guard or config.transfer_guard_host_to_device) and isinstance(x, np.ndarray):
         from fluxion._src import transfer_guard
         transfer_guard.check("host_to_device", f"numpy array of {aval.str_short()}")
+    if aval.dtype == dtypes.float0:  # lowered as i1 (hlo.element_type): all False
+        aval = ShapedArray(aval.shape, np.dtype(np.bool_))
+        x = np.zeros(aval.shape, np.bool_)
     arr = np.asarray(x, dtype=aval.dtype)
     if arr.ndim == 0:
         return scalar_array(arr, aval.weak_type, device)._buf
