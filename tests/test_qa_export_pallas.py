@@ -184,3 +184,10 @@ def test_jit_returning_float0_constants():
         z = J.jit(lambda a: np.zeros(3, J.dtypes.float0))(x)
         assert [np.asarray(v).dtype for v in J.tree_util.tree_leaves(out)][-1] == J.dtypes.float0
         assert z.dtype == J.dtypes.float0 and z.shape == (3,)
+
+
+def test_ref_write_of_a_python_scalar_keeps_the_ref_dtype():
+    for J in (jax, fluxion):
+        r = J.new_ref(np.int32(3))
+        r[...] = 5
+        assert r[...].dtype == np.int32 and int(r[...]) == 5
