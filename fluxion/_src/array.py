@@ -42,7 +42,9 @@ class Array:
             if config.transfer_guard or config.transfer_guard_device_to_host:
                 from fluxion._src import transfer_guard
                 transfer_guard.check("device_to_host", f"array of {self.aval.str_short()}")
-            if self.aval.dtype in dtypes.NARROW_HOST_VIA:
+            if self.aval.dtype == dtypes.float0:  # held as i1 zeros; float0 has no values
+                arr = np.zeros(self.aval.shape, dtypes.float0)
+            elif self.aval.dtype in dtypes.NARROW_HOST_VIA:
                 arr = _narrow_to_numpy(self)
             else:
                 arr = backend.to_numpy(self._buf, self.aval.dtype)

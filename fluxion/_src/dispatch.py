@@ -42,6 +42,9 @@ def to_device_buffer(x, aval: ShapedArray, device=None):
         # abstract stand-ins (ShapeDtypeStruct) trace but hold no data, as in JAX
         raise TypeError(f"Argument of shape {aval.str_short()} of type {type(x)} is not a valid "
                         "JAX type.")
+    if aval.dtype == dtypes.float0:  # lowered as i1 (hlo.element_type): all False
+        aval = ShapedArray(aval.shape, np.dtype(np.bool_))
+        x = np.zeros(aval.shape, np.bool_)
     arr = np.asarray(x, dtype=aval.dtype)
     if arr.ndim == 0:
         return scalar_array(arr, aval.weak_type, device)._buf

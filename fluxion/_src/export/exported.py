@@ -275,7 +275,10 @@ def _export_traced(traced, plats, disabled_checks, fun_jit=None) -> Exported:
 
     return Exported(traced.name, traced.in_tree, in_avals, traced.out_tree,
                     tuple(closed.out_avals), plats, artifact,
-                    disabled_safety_checks=disabled_checks, get_vjp=get_vjp)
+                    disabled_safety_checks=disabled_checks, get_vjp=get_vjp,
+                    # JAX's flag: the module takes dimension variables (shape refinement)
+                    uses_global_constants=any(shape_poly.is_symbolic_shape(a.shape)
+                                              for a in in_avals))
 
 
 def _check_custom_calls(text: str, disabled_checks) -> None:

@@ -504,6 +504,12 @@ def min_dim(d1, d2):
                               _scope_of(d1, d2))
 
 
+def stride_dim(d, window_size, window_stride):
+    """How many windows of `window_size`, `window_stride` apart, fit in `d` (`core.stride_dim`):
+    `max(0, (d - window_size) // window_stride + 1)`."""
+    return max_dim(floordiv(d - window_size, window_stride) + 1, 0)
+
+
 # ---------------------------------------------------------------------------------------------
 # Bounds
 
@@ -513,6 +519,7 @@ def _bounds_any(e, use_constraints: bool = True) -> tuple:
 
 def _bounds(e: DimExpr, use_constraints: bool = True) -> tuple:
     lo, hi = _interval(e)
+    lo, hi = _bounds_by_cases(e, lo, hi, use_constraints)
     if use_constraints:
         implicit, scales = _implicit_constraints(e)
         constraints = list(e.scope._constraints) + implicit
@@ -525,6 +532,27 @@ def _bounds(e: DimExpr, use_constraints: bool = True) -> tuple:
                 rlo = _bounds_any(-s * e - ce, False)[0] + c
                 if rlo > -_INF:
                     hi = min(hi, -math.ceil(rlo / s) if rlo != _INF else -rlo)
+    return lo, hi
+
+
+def _bounds_by_cases(e: DimExpr, lo, hi, use_constraints: bool) -> tuple:
+    """Narrow (lo, hi) by a case split on the first `c*max(a, b)` or `c*min(a, b)` term of
+    `e`: the atom equals a or b, so e lies between the two substituted expressions' bounds;
+    and a max is at least each argument (a min at most), which bounds one side by the larger
+    of the two."""
+    for m, c in e._coeffs.items():
+        if len(m) != 1 or m[0][1] != 1 or m[0][0].op not in ("max", "min"):
+            continue
+        atom = m[0][0]
+        rest = e - c * DimExpr({m: 1}, e.scope)
+        cases = [_bounds_any(rest + c * a, use_constraints) for a in atom.args]
+        lo = max(lo, min(b[0] for b in cases))
+        hi = min(hi, max(b[1] for b in cases))
+        if (atom.op == "max") == (c > 0):  # e >= each substitution
+            lo = max(lo, max(b[0] for b in cases))
+        else:  # e <= each substitution
+            hi = min(hi, min(b[1] for b in cases))
+        break
     return lo, hi
 
 

@@ -7,6 +7,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from fluxion._src.export import shape_poly
 from fluxion._src.export.shape_poly import is_symbolic_shape, max_dim
 from fluxion._src import ad, batching, core, dtypes
 from fluxion._src.compiler.hlo import bool_array, dense_i64, i64_array
@@ -52,7 +53,7 @@ def dilate_dim(size: int, dilation: int) -> int:
 
 def stride_dim(size: int, window: int, stride: int) -> int:
     """How many windows of `window` elements, `stride` apart, fit in `size` elements."""
-    return max(0, (size - window) // stride + 1)
+    return shape_poly.stride_dim(size, window, stride)
 
 
 def padtype_to_pads(in_shape, window_shape, window_strides, padding) -> list[tuple[int, int]]:

@@ -227,7 +227,7 @@ def _slice_abstract_eval(x, *, start_indices, limit_indices, strides):
     if any(s < 0 for s in start_indices):
         raise TypeError(f"slice start_indices must be greater than or equal to zero, got "
                         f"start_indices of {start_indices}.")
-    if any(lim < s for s, lim in zip(start_indices, limit_indices)):
+    if any(shape_poly.known_true(lambda: lim < s) for s, lim in zip(start_indices, limit_indices)):
         raise TypeError(f"slice limit_indices must be greater than or equal to start_indices, "
                         f"got start_indices {start_indices} and limit_indices {limit_indices}.")
     strides = strides or (1,) * x.ndim
@@ -236,7 +236,8 @@ def _slice_abstract_eval(x, *, start_indices, limit_indices, strides):
                         f"the operand, got strides {strides} for operand shape {x.shape}.")
     if any(s <= 0 for s in strides):
         raise TypeError(f"slice strides must be positive, got {strides}")
-    shape = tuple(-(-(lim - s) // st) for s, lim, st in zip(start_indices, limit_indices, strides))
+    shape = tuple(lim - s if st == 1 else shape_poly.stride_dim(lim - s, 1, st)
+                  for s, lim, st in zip(start_indices, limit_indices, strides))
     return ShapedArray(shape, x.dtype, x.weak_type)
 
 

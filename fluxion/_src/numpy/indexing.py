@@ -131,7 +131,10 @@ def _symbolic_slice(dim, start, stop, step, size) -> "_Slice":
         return mx(v + size, lo) if v < 0 else mn(v, hi)
     start = clamp(start, 0 if step > 0 else size - 1)
     stop = clamp(stop, size if step > 0 else -1)
-    length = mx(0, -((start - stop) // step)) if step > 0 else mx(0, -((stop - start) // -step))
+    gap, distance = (step, stop - start) if step > 0 else (-step, start - stop)
+    # ceil(distance / gap) as a floordiv of a clamped non-negative numerator, which the
+    # symbolic comparisons can bound (a negated floordiv they cannot)
+    length = mx(0, distance + gap - 1) // gap
     return _Slice(dim, start, step, length)
 
 
@@ -255,6 +258,13 @@ def _normalized_index(index, size: int, dtype: np.dtype, wrap_negative: bool):
 # ---------------------------------------------------------------------------------------------
 # Basic indexing without gathers
 
+def _symbolic_strided(entries) -> bool:
+    """Whether a slice has a step other than 1 and a symbolic length, possibly 0: no static
+    `slice` can express it for every length, so it is read with a gather (as JAX does)."""
+    return any(isinstance(e, _Slice) and e.step != 1 and type(e.length) is shape_poly.DimExpr
+               for e in entries)
+
+
 def _basic_take(arr, entries):
     """`arr[idx]` for ints (static or traced), slices and None, without a gather."""
     shape = core.get_aval(arr).shape
@@ -359,7 +369,8 @@ def _output_layout(entries, advanced_shape) -> list:
         if e is _NEWAXIS:
             layout.append(("new", None))
         elif isinstance(e, _Slice):
-            layout.append(("window" if e.step == 1 or e.length <= 1 else "strided", e))
+            single = type(e.length) is not shape_poly.DimExpr and e.length <= 1
+            layout.append(("window" if e.step == 1 or single else "strided", e))
         elif contiguous and position == advanced_positions[0]:
             layout.extend(block)
     return layout
@@ -423,7 +434,12 @@ def _index_components(shape, advanced, batch, batch_shape, gather_layout, dtype,
             components.append((e.dim, _place(index, batch_shape, dims)))
     for position, (kind, e) in enumerate(batch):
         if kind == "strided":
-            steps = np.arange(e.length, dtype=dtype) * dtype.type(e.step) + dtype.type(e.start)
+            if shape_poly.DimExpr in (type(e.length), type(e.start)):
+                start = lax.convert_element_type(shape_poly.dimension_as_value(e.start), dtype)
+                steps = lax.add(lax.mul(structural.iota(dtype, e.length), np.array(e.step, dtype)),
+                                start)
+            else:
+                steps = np.arange(e.length, dtype=dtype) * dtype.type(e.step) + dtype.type(e.start)
             components.append((e.dim, _place(steps, batch_shape, (position,))))
     for kind, e in gather_layout:
         if kind == "window" and e.start != 0:
@@ -467,7 +483,8 @@ def rewriting_take(arr, idx, *, indices_are_sorted: bool = False, unique_indices
         entries = [_Int(e.dim, min(max(e.index, -shape[e.dim]), shape[e.dim] - 1))
                    if isinstance(e, _Int) and not _is_traced_or_device(e.index) else e
                    for e in entries]
-    if not _has_index_arrays(entries) and parsed_mode != GatherScatterMode.FILL_OR_DROP and wrap_negative_indices:
+    if not _has_index_arrays(entries) and parsed_mode != GatherScatterMode.FILL_OR_DROP and \
+            wrap_negative_indices and not _symbolic_strided(entries):
         return _basic_take(arr, entries)
     plan = _gather_plan(shape, entries, wrap_negative_indices)
     out = lax_indexing.gather(arr, plan.indices, plan.dnums, plan.slice_sizes,

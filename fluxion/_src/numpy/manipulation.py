@@ -54,6 +54,11 @@ def _new_shape(name, old_shape, new_shape) -> tuple:
     known = math.prod(d for d in dims if d != -1)
     total = math.prod(old_shape)
     if unknown:
+        if type(total) is export_shape_poly.DimExpr and known != 0 and total % known != 0:
+            # JAX's message (core.divide_shape_sizes), its remainder over the size with the -1
+            raise export_shape_poly.InconclusiveDimensionOperation(
+                f"Cannot divide evenly the sizes of shapes {tuple(old_shape)} and "
+                f"{tuple(dims)}. The remainder {total % -known} should be 0.")
         if known == 0 or total % known:
             raise TypeError(f"cannot reshape array of shape {old_shape} (size {total}) into "
                             f"shape {tuple(new_shape)}")

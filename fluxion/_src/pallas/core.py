@@ -46,6 +46,9 @@ class MemorySpace:
 
 
 ANY = MemorySpace("any")
+# JAX's `pl.MemorySpace` is an enum: its members as class attributes
+for _name in ("ANY", "DEFAULT", "HOST"):
+    setattr(MemorySpace, _name, ANY if _name == "ANY" else MemorySpace(_name.lower()))
 
 
 @dataclasses.dataclass(frozen=True)

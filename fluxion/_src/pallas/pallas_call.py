@@ -9,7 +9,8 @@ blocks are read with `dynamic_slice` and written back with `dynamic_update_slice
 get their `pl.Element` padding and are padded to whole blocks with JAX's "uninitialized"
 value (NaN, the least integer, False), unaliased outputs start as it, and the padding of
 outputs is cut off, so edge blocks read padding and their writes past the array are dropped,
-as in JAX's interpret mode. Under `vmap` the batch becomes a new leading grid dimension.
+as in JAX's interpret mode. Under `vmap` the batch becomes a new leading grid dimension; `jvp` is a pallas_call of the
+kernel's JVP, with one more Ref per inexact operand, output and scratch buffer (its tangent).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import math
 
 import numpy as np
 
-from fluxion._src import batching, core, staging, tree_util
+from fluxion._src import ad, batching, core, dtypes, staging, tree_util
 from fluxion._src.compiler import lowering
 from fluxion._src.core import ClosedJaxpr, Jaxpr, ShapedArray, Var
 from fluxion._src.pallas import kernel_ops
@@ -55,8 +56,6 @@ def _flat_specs(specs, n, what, of, kname, repeat_single):
         return [None] * n
     if isinstance(specs, BlockSpec):
         flat = [specs] * n
-    elif isinstance(specs, (list, tuple)) and not repeat_single:
-        flat = list(specs)
     else:
         flat = tree_util.tree_leaves(specs, is_leaf=lambda s: isinstance(s, BlockSpec) or s is None)
         if len(flat) == 1 and n > 1 and repeat_single:
@@ -90,15 +89,22 @@ def _mapping(spec, aval, grid, what, kname) -> BlockMapping:
                         getattr(spec, "memory_space", None), padding, any(bounded))
 
 
-def _trace_kernel(kernel, grid, in_mappings, out_mappings, scratch_avals, kname) -> ClosedJaxpr:
+def _trace_kernel(kernel, grid, in_mappings, out_mappings, scratch_avals, kname,
+                  in_tree, out_tree) -> ClosedJaxpr:
     ref_avals = ([AbstractRef(ShapedArray(m.ref_shape, m.array_aval.dtype), m.memory_space)
                   for m in in_mappings + out_mappings] + list(scratch_avals))
     scalar = ShapedArray((), np.int32)
+    n_in, n_out = len(in_mappings), len(out_mappings)
 
     def fun(*args):
         ids, refs = args[:len(grid)], args[len(grid):]
+        # As JAX: one kernel argument per operand (a pytree of Refs), then one per element
+        # of a tuple `out_shape` (or the whole `out_shape`), then the scratch Refs.
+        ins = tree_util.tree_unflatten(in_tree, refs[:n_in])
+        outs = tree_util.tree_unflatten(out_tree, refs[n_in:n_in + n_out])
+        outs = outs if isinstance(outs, tuple) else (outs,)
         with kernel_ops.kernel_context(ids, grid):
-            kernel(*refs)
+            kernel(*ins, *outs, *refs[n_in + n_out:])
         return []
 
     return staging.trace_to_jaxpr(fun, [scalar] * len(grid) + ref_avals,
@@ -139,6 +145,8 @@ def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None, gr
         raise ValueError(f"Grid must be a tuple of integers, got {grid}")
     grid = tuple(int(g) for g in grid)
     kname = name or getattr(kernel, "__name__", "kernel")
+    if isinstance(out_shape, list):  # JAX's canonicalization: a list of outputs is a tuple
+        out_shape = tuple(out_shape)
     out_leaves, out_tree = tree_util.tree_flatten(out_shape)
     for o in out_leaves:
         if not (hasattr(o, "shape") and hasattr(o, "dtype")):
@@ -162,7 +170,8 @@ def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None, gr
                         for k, (s, a) in enumerate(zip(ispecs, in_avals)))
         out_maps = tuple(_mapping(s, a, grid, f"output {k}", kname)
                          for k, (s, a) in enumerate(zip(ospecs, out_avals)))
-        jaxpr = _trace_kernel(kernel, grid, list(in_maps), list(out_maps), scratch_avals, kname)
+        jaxpr = _trace_kernel(kernel, grid, list(in_maps), list(out_maps), scratch_avals, kname,
+                              in_tree, out_tree)
         outs = pallas_call_p.bind(*leaves, jaxpr=jaxpr, grid=grid, in_mappings=in_maps,
                                   out_mappings=out_maps, scratch_avals=scratch_avals,
                                   input_output_aliases=aliases, name=kname,
@@ -340,3 +349,62 @@ def _batch_rule(args, dims, *, jaxpr, grid, in_mappings, out_mappings, scratch_a
 
 
 batching.primitive_batchers[pallas_call_p] = _batch_rule
+
+
+# ---------------------------------------------------------------------------------------------
+# jvp: a pallas_call of the kernel's JVP (as JAX's); tangents ride in Refs of their own
+
+def _jvp_rule(primals, tangents, *, jaxpr, grid, in_mappings, out_mappings, scratch_avals,
+              input_output_aliases, name, interpret):
+    inexact = lambda dtype: dtypes.is_inexact(dtype)  # noqa: E731
+    t_in = [k for k, m in enumerate(in_mappings) if inexact(m.array_aval.dtype)]
+    t_out = [k for k, m in enumerate(out_mappings) if inexact(m.array_aval.dtype)]
+    t_scr = [k for k, a in enumerate(scratch_avals) if inexact(a.dtype)]
+    n_g, n_in, n_out = len(grid), len(in_mappings), len(out_mappings)
+    ref_avals = [v.aval for v in jaxpr.jaxpr.invars[n_g:]]
+    in_avals, out_avals = ref_avals[:n_in], ref_avals[n_in:n_in + n_out]
+    scr_avals = ref_avals[n_in + n_out:]
+
+    def kernel(*args):
+        ids, args = args[:n_g], list(args[n_g:])
+        sizes = [n_in, len(t_in), n_out, len(t_out), len(scratch_avals), len(t_scr)]
+        parts = []
+        for n in sizes:
+            parts.append(args[:n])
+            args = args[n:]
+        ins, ins_t, outs, outs_t, scr, scr_t = parts
+
+        def tangents_of(refs, which, given):
+            ts = [ad.Zero(ad.tangent_aval(r.aval.inner_aval if hasattr(r.aval, "inner_aval")
+                                          else core.get_aval(r))) for r in refs]
+            for k, t in zip(which, given):
+                ts[k] = t
+            return ts
+        zeros = [ad.Zero(ShapedArray((), dtypes.float0)) for _ in ids]
+        ad.jvp_flat(lambda *a: core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *a),
+                    [*ids, *ins, *outs, *scr],
+                    zeros + tangents_of(ins, t_in, ins_t) + tangents_of(outs, t_out, outs_t)
+                    + tangents_of(scr, t_scr, scr_t), origin=f"jvp of pallas_call {name}")
+        return []
+
+    scalar = ShapedArray((), np.int32)
+    avals = ([scalar] * n_g + in_avals + [in_avals[k] for k in t_in] + out_avals
+             + [out_avals[k] for k in t_out] + scr_avals + [scr_avals[k] for k in t_scr])
+    new_jaxpr = staging.trace_to_jaxpr(kernel, avals, origin=f"jvp of pallas_call {name}")
+    aliases = list(input_output_aliases)
+    for i_in, i_out in input_output_aliases:
+        if i_in in t_in and i_out in t_out:
+            aliases.append((n_in + t_in.index(i_in), n_out + t_out.index(i_out)))
+    outs = pallas_call_p.bind(
+        *primals, *(ad.instantiate(tangents[k]) for k in t_in), jaxpr=new_jaxpr, grid=grid,
+        in_mappings=tuple(in_mappings) + tuple(in_mappings[k] for k in t_in),
+        out_mappings=tuple(out_mappings) + tuple(out_mappings[k] for k in t_out),
+        scratch_avals=tuple(scratch_avals) + tuple(scratch_avals[k] for k in t_scr),
+        input_output_aliases=tuple(sorted(aliases)), name=name, interpret=interpret)
+    out_t = [ad.Zero.from_primal_value(o) for o in outs[:n_out]]
+    for k, t in zip(t_out, outs[n_out:]):
+        out_t[k] = t
+    return outs[:n_out], out_t
+
+
+ad.primitive_jvps[pallas_call_p] = _jvp_rule

@@ -399,6 +399,7 @@ def get(ref, idx=None):
 
 def _value_for(aval, indexer, value, name):
     import fluxion.numpy as jnp
+    from fluxion._src.array import Array
     shape = indexing.result_shape(indexer)
     vaval = core.get_aval(value)
     if is_ref_aval(vaval):
@@ -416,6 +417,8 @@ def _value_for(aval, indexer, value, name):
             raise ValueError(f"Invalid shape for `{name}`: cannot write a value of shape "
                              f"{vaval.shape} to a slice of shape {shape}") from None
         value = jnp.broadcast_to(value, shape)
+    elif not isinstance(value, (Array, core.Tracer)):  # a host value (Python or NumPy scalar)
+        value = jnp.asarray(value, dtype=aval.dtype)
     return value
 
 
