@@ -26,3 +26,19 @@ def test_take_along_axis_mode_drop():
            fnp.take_along_axis(fnp.arange(4), idx, axis=0, mode="drop", fill_value=-7)]
     for g, w in zip(got, want):
         _same(g, w)
+
+
+def test_builtin_round_and_contains():
+    for x in ([1.5, -2.7], 7.4, [3, 4]):
+        _same(round(fnp.asarray(x)), round(jnp.asarray(x)))
+        _same(round(fnp.asarray(x), 1), round(jnp.asarray(x), 1))
+    assert round(fnp.asarray(2.5)).dtype == np.int32 and not round(fnp.asarray(2.5)).weak_type
+    x = fnp.arange(4)
+    assert (2 in x) and (2.0 in x) and not (7 in x)
+    for bad, exc in ((fnp.zeros((2, 2)), ValueError), (fnp.asarray(1.0), ValueError)):
+        with pytest.raises(exc, match="one-dimensional"):
+            1 in bad  # noqa: B015
+    with pytest.raises(ValueError, match="scalar"):
+        fnp.arange(3) in x  # noqa: B015
+    with pytest.raises(TypeError):
+        None in x  # noqa: B015

@@ -145,8 +145,30 @@ def _operators() -> dict:
     m["__pos__"] = lambda self: ufuncs.positive(self)
     m["__abs__"] = lambda self: ufuncs.absolute(self)
     m["__invert__"] = lambda self: ufuncs.invert(self)
-    m["__round__"] = lambda self, ndigits=None: ufuncs.round(self, ndigits or 0)
+    m["__round__"] = _operator_round
+    m["__contains__"] = _contains
     return m
+
+
+def _operator_round(self, ndigits=None):
+    """Builtin round(): like round() of a Python float, an integer when ndigits is None."""
+    out = ufuncs.round(self, ndigits or 0)
+    return manipulation.astype(out, int) if ndigits is None else out
+
+
+def _contains(self, other):
+    """`other in self` for a 1-D `self` and a scalar `other` (JAX's stricter rule than
+    NumPy's, whose `in` matches rows and broadcasts)."""
+    if other is None or isinstance(other, str):
+        raise TypeError(f"Array.__contains__: unsupported operand type {type(other)}.")
+    util.check_arraylike("Array.__contains__", other)
+    if self.ndim != 1:
+        raise ValueError("Array.__contains__: search array must be one-dimensional, "
+                         f"got arr.shape={self.shape}.")
+    if np.ndim(other) != 0:
+        raise ValueError(f"Array.__contains__: query value must be a scalar, got "
+                         f"shape {np.shape(other)}")
+    return reductions.any(ufuncs.equal(self, other))
 
 
 # ---------------------------------------------------------------------------------------------
