@@ -42,3 +42,27 @@ def test_builtin_round_and_contains():
         fnp.arange(3) in x  # noqa: B015
     with pytest.raises(TypeError):
         None in x  # noqa: B015
+
+
+def test_array_methods_view_byteswap_and_friends():
+    cases = [
+        lambda m: m.arange(6, dtype=m.int16).reshape(2, 3).view(m.int8),
+        lambda m: m.arange(8, dtype=m.int8).reshape(2, 4).view(m.int16),
+        lambda m: m.asarray([1.5, -2., 3, 4]).view(m.complex64),
+        lambda m: m.asarray([1.5 + 2j, -2.]).view(m.float32),
+        lambda m: m.asarray([1, 0, 1], m.int8).view(bool),
+        lambda m: m.asarray(1.5).view(m.int32),
+        lambda m: m.arange(5).byteswap(),
+        lambda m: m.asarray([1 + 2j]).byteswap(),
+        lambda m: m.asarray([1, 2, 3]).searchsorted(m.asarray([2, 5]), side="right"),
+        lambda m: m.asarray([0, 3, -1]).choose([m.arange(3), m.arange(3) * 10], mode="wrap"),
+        lambda m: m.arange(6).reshape(2, 3).compress(m.asarray([True, False, True]), axis=1),
+        lambda m: m.sort(m.asarray([5, 1, 4, 2]).argpartition(1)[:2]),
+    ]
+    for case in cases:
+        _same(case(fnp), case(jnp))
+    with pytest.raises(ValueError):
+        fnp.arange(3, dtype=fnp.int8).view(fnp.int16)
+    assert fnp.arange(3).tobytes() == np.arange(3, dtype=np.int32).tobytes()
+    import copy
+    _same(copy.deepcopy(fnp.arange(3)), np.arange(3, dtype=np.int32))

@@ -10,7 +10,8 @@ from fluxion._src import core, dispatch
 from fluxion._src.array import Array
 from fluxion._src.config import config
 from fluxion._src.lax import elementwise as ew, lax
-from fluxion._src.numpy import linalg_ops, manipulation, reductions, ufuncs, util
+from fluxion._src.numpy import (array_view, linalg_ops, manipulation, reductions, searching,
+                                ufuncs, util)
 from fluxion._src.traceback_util import strip_internal_frames
 
 
@@ -223,6 +224,13 @@ def _copy(self):
     return manipulation.copy(self)
 
 
+def _compress(self, condition, axis=None, *, out=None, size=None, fill_value=0):
+    """The slices along `axis` where `condition` is true (see jnp.compress)."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to compress is not supported.")
+    return searching.compress(condition, self, axis=axis, size=size, fill_value=fill_value)
+
+
 def _flat(self):
     raise NotImplementedError("JAX Arrays do not implement the arr.flat property: consider "
                               "arr.flatten() instead.")
@@ -242,6 +250,10 @@ _METHODS = {
     "diagonal": linalg_ops.diagonal, "dot": linalg_ops.dot, "trace": linalg_ops.trace,
     "reshape": _reshape, "transpose": _transpose, "astype": _astype, "take": _take,
     "flatten": _flatten, "copy": _copy,
+    "argpartition": searching.argpartition, "searchsorted": searching.searchsorted,
+    "choose": searching.choose, "compress": _compress,
+    "view": array_view.view, "byteswap": array_view.byteswap,
+    "__copy__": _copy, "__deepcopy__": lambda self, memo: _copy(self),
 }
 
 _PROPERTIES = {
