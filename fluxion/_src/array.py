@@ -66,6 +66,9 @@ class Array:
     def tolist(self):
         return self._value().tolist()
 
+    def tobytes(self, order="C"):
+        return self._value().tobytes(order)
+
     def to_py(self):
         return self._value()
 

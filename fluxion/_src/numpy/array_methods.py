@@ -10,7 +10,8 @@ from fluxion._src import core, dispatch
 from fluxion._src.array import Array
 from fluxion._src.config import config
 from fluxion._src.lax import elementwise as ew, lax
-from fluxion._src.numpy import linalg_ops, manipulation, reductions, ufuncs, util
+from fluxion._src.numpy import (array_view, linalg_ops, manipulation, reductions, searching,
+                                ufuncs, util)
 from fluxion._src.traceback_util import strip_internal_frames
 
 
@@ -145,8 +146,30 @@ def _operators() -> dict:
     m["__pos__"] = lambda self: ufuncs.positive(self)
     m["__abs__"] = lambda self: ufuncs.absolute(self)
     m["__invert__"] = lambda self: ufuncs.invert(self)
-    m["__round__"] = lambda self, ndigits=None: ufuncs.round(self, ndigits or 0)
+    m["__round__"] = _operator_round
+    m["__contains__"] = _contains
     return m
+
+
+def _operator_round(self, ndigits=None):
+    """Builtin round(): like round() of a Python float, an integer when ndigits is None."""
+    out = ufuncs.round(self, ndigits or 0)
+    return manipulation.astype(out, int) if ndigits is None else out
+
+
+def _contains(self, other):
+    """`other in self` for a 1-D `self` and a scalar `other` (JAX's stricter rule than
+    NumPy's, whose `in` matches rows and broadcasts)."""
+    if other is None or isinstance(other, str):
+        raise TypeError(f"Array.__contains__: unsupported operand type {type(other)}.")
+    util.check_arraylike("Array.__contains__", other)
+    if self.ndim != 1:
+        raise ValueError("Array.__contains__: search array must be one-dimensional, "
+                         f"got arr.shape={self.shape}.")
+    if np.ndim(other) != 0:
+        raise ValueError(f"Array.__contains__: query value must be a scalar, got "
+                         f"shape {np.shape(other)}")
+    return reductions.any(ufuncs.equal(self, other))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,6 +224,13 @@ def _copy(self):
     return manipulation.copy(self)
 
 
+def _compress(self, condition, axis=None, *, out=None, size=None, fill_value=0):
+    """The slices along `axis` where `condition` is true (see jnp.compress)."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to compress is not supported.")
+    return searching.compress(condition, self, axis=axis, size=size, fill_value=fill_value)
+
+
 def _flat(self):
     raise NotImplementedError("JAX Arrays do not implement the arr.flat property: consider "
                               "arr.flatten() instead.")
@@ -220,6 +250,10 @@ _METHODS = {
     "diagonal": linalg_ops.diagonal, "dot": linalg_ops.dot, "trace": linalg_ops.trace,
     "reshape": _reshape, "transpose": _transpose, "astype": _astype, "take": _take,
     "flatten": _flatten, "copy": _copy,
+    "argpartition": searching.argpartition, "searchsorted": searching.searchsorted,
+    "choose": searching.choose, "compress": _compress,
+    "view": array_view.view, "byteswap": array_view.byteswap,
+    "__copy__": _copy, "__deepcopy__": lambda self, memo: _copy(self),
 }
 
 _PROPERTIES = {

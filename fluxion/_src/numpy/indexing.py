@@ -666,7 +666,7 @@ def _setitem(self, idx, value):
 
 def _take_mode(mode, indices, size: int):
     """(indices, gather mode) for jnp's `mode` argument of take / take_along_axis."""
-    if mode is None or mode == "fill":
+    if mode is None or mode == "fill" or mode == "drop":
         return indices, GatherScatterMode.FILL_OR_DROP
     if mode == "clip":
         return indices, GatherScatterMode.CLIP
@@ -705,8 +705,8 @@ def take(a, indices, axis: int | None = None, out=None, mode=None, unique_indice
     a : array_like
     indices : integer array_like; negative values count from the end.
     axis : int, optional
-    mode : 'fill' (default: out-of-bounds positions read `fill_value`, NaN for inexact
-        dtypes), 'clip', 'wrap', or a GatherScatterMode. 'raise' is not supported.
+    mode : 'fill' or 'drop' (default: out-of-bounds positions read `fill_value`, NaN for
+        inexact dtypes), 'clip', 'wrap', or a GatherScatterMode. 'raise' is not supported.
     fill_value : scalar, optional
     """
     if out is not None:
@@ -722,7 +722,7 @@ def take(a, indices, axis: int | None = None, out=None, mode=None, unique_indice
     index_shape = np.shape(indices)
     if shape[axis] == 0 and math.prod(index_shape) != 0:
         raise IndexError("Cannot do a non-empty take() from an empty axis.")
-    if mode is None or mode == "fill":
+    if mode is None or mode == "fill" or mode == "drop":
         indices = _normalized_index(indices, shape[axis], _index_dtype(shape), True)
     indices, gather_mode = _take_mode(mode, indices, shape[axis])
     slice_sizes = shape[:axis] + (1,) + shape[axis + 1:]
