@@ -200,7 +200,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
 
 
 def _check_input_dtype(x, holomorphic: bool, allow_int: bool, api: str = "grad") -> None:
-    """JAX's checks of a reverse-mode input (`api` is grad or jacrev)."""
+    """JAX's TypeError for an input `api` (grad, jacrev, jacfwd) cannot differentiate."""
     dt = core.get_aval(x).dtype
     if holomorphic:
         if not dtypes.is_complex(dt):
@@ -217,19 +217,6 @@ def _check_input_dtype(x, holomorphic: bool, allow_int: bool, api: str = "grad")
         raise TypeError(f"{api} requires real- or complex-valued inputs (input dtype that is a "
                         f"sub-dtype of np.inexact), but got {dt.name}. If you want to use "
                         "Boolean- or integer-valued inputs, use vjp or set allow_int to True.")
-
-
-def _check_jacfwd_input_dtype(x, holomorphic: bool) -> None:
-    dt = core.get_aval(x).dtype
-    if holomorphic:
-        if not dtypes.is_complex(dt):
-            raise TypeError(f"jacfwd with holomorphic=True requires inputs with complex dtype, "
-                            f"but got {dt.name}.")
-    elif not dtypes.is_float(dt):
-        raise TypeError(f"jacfwd requires real-valued inputs (input dtype that is a sub-dtype of "
-                        f"np.floating), but got {dt.name}. For holomorphic differentiation, pass "
-                        "holomorphic=True. For differentiation of non-holomorphic functions "
-                        "involving complex inputs or integer inputs, use jax.jvp directly.")
 
 
 def _check_output_dtype(dt, holomorphic: bool, api: str, forward: bool = False) -> None:
@@ -292,10 +279,7 @@ def _split_diff_args(fun, args, kwargs, argnums_t, argnums, name, holomorphic, a
     diff_args = tuple(args[i] for i in nums)
     for leaf in tree_flatten(diff_args)[0]:
         _check_jax_leaves([leaf], "a differentiated argument", name)
-        if api == "jacfwd":
-            _check_jacfwd_input_dtype(leaf, holomorphic)
-        else:
-            _check_input_dtype(leaf, holomorphic, allow_int, api)
+        _check_input_dtype(leaf, holomorphic, allow_int, api)
     return diff_args, fun_of_diff_args(fun, args, kwargs, nums)
 
 
