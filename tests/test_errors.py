@@ -80,6 +80,24 @@ def test_concrete_values_convert_fine_outside_jit():
     assert [10, 20, 30, 40][_index(fluxion, X)] == 40
 
 
+@pytest.mark.parametrize("library", sorted(LIBRARIES))
+@pytest.mark.parametrize("staged", [False, True])
+def test_scalar_conversion_of_non_scalar_arrays(library, staged):
+    # numpy's rules, checked before concreteness: an array of several (or no) elements has no
+    # truth value, and only a 0-d array converts to a Python number.
+    lib = LIBRARIES[library][0]
+    run = (lambda f, x: lib.jit(f)(x)) if staged else (lambda f, x: f(lib.numpy.asarray(x)))
+    with pytest.raises(ValueError, match="more than one element is ambiguous"):
+        run(bool, X)
+    with pytest.raises(ValueError, match="empty array is ambiguous"):
+        run(bool, X[:0])
+    for convert in (int, float, complex):
+        with pytest.raises(TypeError, match=r"Only scalar arrays .* got arr.ndim=1"):
+            run(convert, X[:1])
+    if not staged:  # a one-element array of any rank has a truth value
+        assert run(bool, X[:1]) is True
+
+
 def test_make_jaxpr_and_eval_shape_raise_the_same_errors():
     with pytest.raises(fluxion.errors.TracerBoolConversionError):
         fluxion.make_jaxpr(lambda x: bool(_total(fluxion, x)))(X)
@@ -263,3 +281,19 @@ def test_eager_jnp_errors_show_only_the_users_frames():
             assert not internal, [f"{f.filename}:{f.lineno}" for f in internal]
         else:
             raise AssertionError("no error")
+
+
+@pytest.mark.parametrize("library", sorted(LIBRARIES))
+def test_python_int_argument_overflow_names_its_path(library):
+    lib = LIBRARIES[library][0]
+    with pytest.raises(OverflowError, match=r"argument path is x\['k'\]\[0\]. Got <class 'int'> "
+                                            r"with value 2147483653"):
+        lib.jit(lambda a, x: x["k"][0] + a)(1, {"k": [2**31 + 5]})
+
+
+@pytest.mark.parametrize("library", sorted(LIBRARIES))
+@pytest.mark.parametrize("args", [(1j,), (0, 2 + 0j), (0.0, 3.0, 1j), (np.complex64(3),)])
+def test_arange_refuses_complex_arguments(library, args):
+    lib = LIBRARIES[library][0]
+    with pytest.raises(ValueError, match="complex start/stop/step"):
+        lib.numpy.arange(*args)

@@ -341,6 +341,13 @@ def test_one_ref_twice_to_jit_raises_as_jax():
     same(r[...], np.full(3, 3.0))
 
 
+def test_returning_a_new_ref_from_jit_raises_as_jax():
+    with pytest.raises(ValueError, match="mutable array reference"):
+        jax.jit(lambda x: jax.new_ref(x))(jjnp.ones(2))
+    with pytest.raises(ValueError, match="cannot be returned"):
+        fluxion.jit(lambda x: fluxion.new_ref(x))(jnp.ones(2))
+
+
 # ------------------------------------------------------------------------------ shard_map, pmap,
 #                                                                                custom_linear_solve
 

@@ -76,9 +76,18 @@ core.register_aval_handler(ShapeDtypeStruct, lambda s: ShapedArray(
 def abstractify_args(fun, leaves, in_tree, static_pos=()) -> tuple:
     """The avals of flat argument leaves; a TypeError naming the argument for an invalid one."""
     try:
-        return tuple(map(core.get_aval, leaves))
+        avals = tuple(map(core.get_aval, leaves))
     except TypeError:
         raise _invalid_argument_error(fun, leaves, in_tree, static_pos) from None
+    for i, (x, aval) in enumerate(zip(leaves, avals)):
+        if type(x) is int and not np.iinfo(aval.dtype).min <= x <= np.iinfo(aval.dtype).max:
+            path = optree.tree_paths(tree_unflatten(in_tree, leaves), none_is_leaf=False,
+                                     namespace=tree_util.NAMESPACE)[i]
+            raise OverflowError(
+                "An overflow was encountered while parsing an argument to a jitted computation, "
+                f"whose argument path is {_argument_path(fun, path, static_pos)}. Got "
+                f"{type(x)} with value {x}")
+    return avals
 
 
 def _invalid_argument_error(fun, leaves, in_tree, static_pos) -> TypeError:

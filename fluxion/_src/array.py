@@ -73,15 +73,19 @@ class Array:
         return self._value()
 
     def __bool__(self):
+        core.check_bool_conversion(self)
         return bool(self._value())
 
     def __int__(self):
+        core.check_scalar_conversion(self)
         return int(self._value())
 
     def __float__(self):
+        core.check_scalar_conversion(self)
         return float(self._value())
 
     def __complex__(self):
+        core.check_scalar_conversion(self)
         return complex(self._value())
 
     def __index__(self):

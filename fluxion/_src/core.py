@@ -337,6 +337,23 @@ import os as _os  # noqa: E402
 _PACKAGE_DIR = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 
 
+def check_bool_conversion(x) -> None:
+    """Raise numpy's ValueError for the truth value of an empty or multi-element array."""
+    if x.size == 0:
+        raise ValueError("The truth value of an empty array is ambiguous. Use `array.size > 0` "
+                         "to check that an array is not empty.")
+    if x.size > 1:
+        raise ValueError("The truth value of an array with more than one element is ambiguous. "
+                         "Use a.any() or a.all()")
+
+
+def check_scalar_conversion(x) -> None:
+    """Raise TypeError when int/float/complex is asked of an array that is not a scalar."""
+    if x.ndim != 0:
+        raise TypeError(f"Only scalar arrays can be converted to Python scalars; got "
+                        f"arr.ndim={x.ndim}")
+
+
 class Tracer:
     """A value standing for an array during tracing. Array methods are attached by the numpy layer."""
 
@@ -370,15 +387,19 @@ class Tracer:
         return value
 
     def __bool__(self):
+        check_bool_conversion(self)
         return bool(self._concrete_or_raise(TracerBoolConversionError, "bool"))
 
     def __int__(self):
+        check_scalar_conversion(self)
         return int(self._concrete_or_raise(ConcretizationTypeError, "int"))
 
     def __float__(self):
+        check_scalar_conversion(self)
         return float(self._concrete_or_raise(ConcretizationTypeError, "float"))
 
     def __complex__(self):
+        check_scalar_conversion(self)
         return complex(self._concrete_or_raise(ConcretizationTypeError, "complex"))
 
     def __index__(self):

@@ -231,6 +231,9 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
             core.concrete_or_error(value, f"It arose in the jnp.arange argument '{name}'")
     start, stop, step = (v if not isinstance(v, core.Tracer) else v.to_concrete_value()
                          for v in (start, stop, step))
+    if any(v is not None and dtypes.is_complex(dtypes.dtype(v)) for v in (start, stop, step)):
+        raise ValueError("Passing complex start/stop/step to jnp.arange is no longer supported "
+                         "starting in JAX v0.10.0.")
     if dtype is None:
         dtype = dtypes.result_type(*(v for v in (start, stop, step) if v is not None))
     dtype = user_dtype(dtype)

@@ -89,8 +89,8 @@ def eval_discharged(jaxpr: Jaxpr, consts: Sequence, args: Sequence,
             env[id(v)] = x
     outs = [read(v) for v in jaxpr.outvars]
     if any(type(x) is _Cell for x in outs):
-        raise TypeError("a Ref created inside a function cannot be returned from it "
-                        "(return its value, `ref[...]`, instead)")
+        raise ValueError("a Ref created inside a function cannot be returned from it "
+                         "(return its value, `ref[...]`, instead)")
     return outs, [c.value for c in cells]
 
 
