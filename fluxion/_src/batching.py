@@ -127,8 +127,13 @@ class BatchTracer(Tracer):
 
 
 class BatchTrace(Trace):
-    def __init__(self, axis_name, axis_size: int, spmd_axis_name=None, origin="vmap"):
+    """Batches along one axis. Traces sharing a `tag` treat each other's tracers as their own:
+    a rule that re-enters the same vmap at a lower level (a custom_jvp function batched as a
+    whole) thereby batches the values the function closes over too."""
+
+    def __init__(self, axis_name, axis_size: int, spmd_axis_name=None, origin="vmap", tag=None):
         self.parent = core.current_trace()
+        self.tag = object() if tag is None else tag
         self.axis_name = axis_name
         self.axis_size = axis_size
         self.spmd_axis_name = spmd_axis_name
@@ -139,7 +144,7 @@ class BatchTrace(Trace):
         return f"BatchTrace(axis_name={self.axis_name})"
 
     def unpack(self, x):
-        if isinstance(x, BatchTracer) and x._trace is self:
+        if isinstance(x, BatchTracer) and x._trace.tag is self.tag:
             return x.val, x.batch_dim
         return x, not_mapped
 
@@ -180,9 +185,10 @@ def _axis_names(params) -> tuple:
 
 
 def batch_flat(fun: Callable, args: Sequence, in_dims: Sequence, axis_name, axis_size: int,
-               spmd_axis_name=None):
-    """Run `fun` on batch tracers; returns (out_vals, out_dims) as the trace leaves them."""
-    trace = BatchTrace(axis_name, axis_size, spmd_axis_name)
+               spmd_axis_name=None, tag=None):
+    """Run `fun` on batch tracers; returns (out_vals, out_dims) as the trace leaves them.
+    With the `tag` of a running BatchTrace, that trace's tracers count as this one's."""
+    trace = BatchTrace(axis_name, axis_size, spmd_axis_name, tag=tag)
     try:
         ins = [trace.wrap(a, d) for a, d in zip(args, in_dims)]
         with extend_axis_env(axis_name, axis_size), core.set_current_trace(trace):

@@ -293,12 +293,25 @@ class set_current_trace:
 
 def escaped_tracer_error(tracer) -> UnexpectedTracerError:
     trace = getattr(tracer, "_trace", None)
+    if getattr(trace, "is_live", False):
+        return inner_tracer_error(tracer)
     origin = getattr(trace, "origin", None) or "a transformation"
     return UnexpectedTracerError(
         f"Encountered an unexpected tracer: {tracer!r}. It was created by {origin}, which has "
         "already finished, and leaked out of it (for example by being stored in a global, a "
         "closure or an object attribute that outlived the transformed function). Return the "
         "value from the function instead of storing it.")
+
+
+def inner_tracer_error(tracer) -> UnexpectedTracerError:
+    """A tracer of a transformation reaching a transformation that encloses it: the enclosing
+    one would treat it as a constant and silently drop what the inner one tracks."""
+    origin = getattr(getattr(tracer, "_trace", None), "origin", None) or "a transformation"
+    return UnexpectedTracerError(
+        f"Encountered an unexpected tracer: {tracer!r}. It belongs to {origin}, which is still "
+        "running, but reached a transformation that encloses it (for example through a "
+        "closure: a custom_jvp or custom_vjp function closing over a value that is being "
+        "differentiated). Pass the value to the function as an argument instead.")
 
 
 def user_frame_summary() -> str:

@@ -227,7 +227,8 @@ def _all_batched(trace, args):
 def _batched_fn(trace, fn):
     """`fn` (flat lists) vmapped over axis 0 of every input and output, under trace's axis."""
     def batched(*xs):
-        outs, dims = batching.batch_flat(fn, xs, [0] * len(xs), trace.axis_name, trace.axis_size)
+        outs, dims = batching.batch_flat(fn, xs, [0] * len(xs), trace.axis_name, trace.axis_size,
+                                         trace.spmd_axis_name, tag=trace.tag)
         return [batching.matchaxis(o, d, 0, trace.axis_size) for o, d in zip(outs, dims)]
     return batched
 

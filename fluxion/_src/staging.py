@@ -24,6 +24,16 @@ class JaxprTracer(Tracer):
         return self._aval
 
 
+def _is_nested_in(trace, outer) -> bool:
+    """Whether `trace` runs inside `outer` (`outer` is among its parents)."""
+    trace = trace.parent
+    while trace is not None:
+        if trace is outer:
+            return True
+        trace = trace.parent
+    return False
+
+
 class JaxprTrace(Trace):
     """Records primitives applied to its tracers as equations of a new jaxpr.
 
@@ -52,6 +62,8 @@ class JaxprTrace(Trace):
         if isinstance(x, Tracer):
             if not x._trace.is_live:
                 raise core.escaped_tracer_error(x)
+            if _is_nested_in(x._trace, self):
+                raise core.inner_tracer_error(x)
             return self._const_var(x, x.aval)
         aval = core.get_aval(x)
         if not aval.shape and type(aval) is ShapedArray:  # not a Ref
