@@ -47,3 +47,10 @@ def test_abstract_mesh_and_errors():
         jax.make_mesh((len(jax.devices()) + 1,), ("x",))
     with pytest.raises(TypeError, match="Sharding or a PartitionSpec"):
         jax.lax.with_sharding_constraint(jnp.ones(2), "x")
+
+
+def test_partition_spec_repr_is_jaxs():
+    import jax.sharding
+    for parts in [(), ("i",), ("a", "b"), (None, "a"), (("a", "b"), None)]:
+        assert repr(fluxion.sharding.PartitionSpec(*parts)) == repr(
+            jax.sharding.PartitionSpec(*parts))

@@ -15,8 +15,8 @@ class PartitionSpec(tuple):
     def __new__(cls, *parts):
         return super().__new__(cls, parts)
 
-    def __repr__(self):
-        return "PartitionSpec(" + ", ".join(repr(p) for p in self) + ")"
+    def __repr__(self):  # JAX's form: P('x',), P('x', None), P()
+        return f"P({repr(tuple(self))[1:-1]})"
 
     def __reduce__(self):
         return (PartitionSpec, tuple(self))
