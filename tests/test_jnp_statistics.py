@@ -31,6 +31,25 @@ def test_median(name):
                                getattr(np, name)(XN, axis=1), rtol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["median", "nanmedian", "quantile", "percentile"])
+def test_empty_reductions_are_nan(name):
+    # NumPy's median of nothing is NaN (its quantile raises IndexError, JAX's gather errors);
+    # a gather from an empty axis gave 0 here, a silent wrong answer.
+    empty = np.zeros((0, 3), np.float32)
+    args = () if "median" in name else (np.float32(0.5),)
+    methods = ["midpoint"] if "median" in name else METHODS
+    for method in methods:
+        kw = {} if "median" in name else {"method": method}
+        got = getattr(fnp, name)(empty, *args, axis=0, **kw)
+        assert got.shape == (3,) and got.dtype == np.float32 and np.isnan(got).all()
+        assert np.isnan(fluxion.jit(lambda e: getattr(fnp, name)(e, *args, **kw))(empty))
+        assert getattr(fnp, name)(empty, *args, axis=1, **kw).shape == (0,)
+    if "median" in name:
+        with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning):
+            want = getattr(np, name)(empty, axis=0)
+        np.testing.assert_array_equal(np.asarray(getattr(fnp, name)(empty, axis=0)), want)
+
+
 @pytest.mark.parametrize("name", ["quantile", "nanquantile", "percentile", "nanpercentile"])
 def test_quantile_methods(name):
     q = Q if "quantile" in name else 100 * Q

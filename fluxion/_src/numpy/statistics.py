@@ -98,7 +98,9 @@ def _quantile(name, a, q, axis, method, keepdims, squash_nans, weights):
         counts = jnp.sum(~jnp.isnan(arr), axis=-1, dtype=q.dtype)
     else:
         counts = util.convert(n, q.dtype)
-    if method == "inverted_cdf":
+    if n == 0:  # nothing to reduce: NaN (numpy's median), not what a gather from nothing gives
+        result = jnp.full(q.shape + batch, np.nan, out_dtype)
+    elif method == "inverted_cdf":
         result = _inverted_cdf(arr, w, q_b, counts, squash_nans)
     else:
         pos = q_b * (counts - 1)
