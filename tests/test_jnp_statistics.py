@@ -106,6 +106,13 @@ def test_cov_corrcoef():
     agree("cov", m.astype(np.complex64))
     agree("cov", m, fweights=np.ones(5))
     agree("cov", m, fweights=np.ones(6) * 0.5)
+    for empty in (np.zeros(0), np.zeros((3, 0)), np.zeros((0, 3)), np.zeros((1, 0))):
+        agree("cov", empty.astype(np.float32))  # NaN without observations, (0, 0) without rows
+        agree("corrcoef", empty.astype(np.float32))
+    agree("cov", np.zeros((3, 0)), np.zeros((2, 0)))
+    agree("cov", m, aweights=-aw)  # JAX takes absolute weights (numpy raises)
+    agree("cov", m, ddof=9)  # negative degrees of freedom: JAX divides by them
+    agree("cov", m, dtype=np.int32)
     agree("corrcoef", m)
     agree("corrcoef", m, y)
     agree("corrcoef", m.astype(np.complex64))

@@ -298,6 +298,8 @@ def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof=None, fweights=
         m, = util.promote_dtypes_inexact(util.ensure_arraylike("cov", m))
     if m.ndim > 2:
         raise ValueError("m has more than 2 dimensions")
+    if dtype is not None and not dtypes.issubdtype(dtype, np.inexact):
+        raise ValueError(f"cov: dtype must be a subclass of float or complex; got {dtype=}")
     X = jnp.atleast_2d(m)
     if not rowvar and X.shape[0] != 1:
         X = X.T
@@ -308,6 +310,8 @@ def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof=None, fweights=
         if not rowvar and y.shape[0] != 1:
             y = y.T
         X = jnp.vstack((X, y))
+    if X.shape[1] == 0:  # no observations: NaN, as numpy's 0/0 (JAX's rule)
+        return jnp.full(() if X.shape[0] == 1 else (X.shape[0],) * 2, np.nan, X.dtype)
     if dtype is not None:
         X = X.astype(dtype)
     if ddof is None:
@@ -328,6 +332,7 @@ def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof=None, fweights=
             raise RuntimeError("cannot handle multidimensional aweights")
         if aweights.shape[0] != X.shape[1]:
             raise RuntimeError("incompatible numbers of samples and aweights")
+        aweights = jnp.abs(aweights)  # as JAX (numpy raises for negative weights)
         w = aweights if w is None else w * aweights
     avg, w_sum = jnp.average(X, axis=1, weights=w, returned=True)
     w_sum = w_sum[0]
