@@ -31,6 +31,15 @@ def test_unique_matches_jax(x64):
     agree("unique", 3.0, x64=x64)
 
 
+@pytest.mark.parametrize("shape,axis", [((0, 2), 0), ((3, 0, 2), 1), ((2, 0), 0), ((2, 0), 1),
+                                        ((0,), None)])
+def test_unique_of_empty_and_zero_width_slices(shape, axis):
+    # rows of zero width are all equal: one of them is kept (it was all of them, or a
+    # reshape error when the unique axis itself was empty)
+    agree("unique", np.zeros(shape, np.float32), axis=axis, return_index=True,
+          return_inverse=True, return_counts=True)
+
+
 def test_unique_values_match_numpy():
     values, index, inverse, counts = fnp.unique(I, **ALL)
     e_values, e_index, e_inverse, e_counts = np.unique(I, **ALL)

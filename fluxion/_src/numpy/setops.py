@@ -7,6 +7,7 @@ with `fill_value`, which makes them traceable.
 """
 from __future__ import annotations
 
+import math
 import operator
 from typing import NamedTuple
 
@@ -52,7 +53,7 @@ def _unique_sorted_mask(ar, axis: int, equal_nan: bool):
         perm = jnp.argsort(aux) if n else jnp.zeros(0, dtypes.default_int_dtype())
         aux = aux[perm] if n else aux
     else:
-        flat = aux.reshape(n, -1)
+        flat = aux.reshape(n, math.prod(aux.shape[1:]))  # (-1 is ambiguous when n is 0)
         if flat.shape[1] and n:
             perm = jnp.lexsort(flat.T[::-1])
         else:
@@ -90,7 +91,7 @@ def _unique(ar, axis, return_index=False, return_inverse=False, return_counts=Fa
     else:
         ind = jnp.nonzero(mask, size=size)[0]
         out_len = size
-    result = aux[ind] if aux.size else aux
+    result = aux[ind] if n else aux  # slices of zero width are equal: one of them is kept
     if size is not None and fill_value is not None:
         fill = util.convert(fill_value, result.dtype)
         if result.shape[0]:
@@ -101,9 +102,9 @@ def _unique(ar, axis, return_index=False, return_inverse=False, return_counts=Fa
     result = jnp.moveaxis(result, 0, axis)
     ret = (result,)
     if return_index:
-        ret += (perm[ind] if aux.size else perm.astype(int_dtype),)
+        ret += (perm[ind] if n else perm.astype(int_dtype),)
     if return_inverse:
-        if aux.size:
+        if n:
             imask = jnp.cumsum(mask, dtype=int_dtype) - 1
             inv = jnp.zeros(n, int_dtype).at[perm].set(imask)
         else:
@@ -112,11 +113,9 @@ def _unique(ar, axis, return_index=False, return_inverse=False, return_counts=Fa
             inv = inv.reshape(inverse_shape)
         ret += (inv,)
     if return_counts:
-        if aux.size:
+        if n:
             seg = jnp.cumsum(mask, dtype=int_dtype) - 1
             counts = jnp.zeros(out_len, int_dtype).at[seg].add(1, mode="drop")
-        elif n:
-            counts = jnp.full((1,), n, int_dtype)
         else:
             counts = jnp.zeros(0 if size is None else size, int_dtype)
         ret += (counts,)
