@@ -184,7 +184,8 @@ def precision_config_names(precision) -> list | None:
 
 def _dot_with_algorithm(ctx, lhs, rhs, dimension_numbers, algorithm):
     """The operands take the algorithm's input types, the dot produces its accumulation
-    type, which converts to the result type."""
+    type, which converts to the result type. Operands of different types stay so (as JAX
+    emits them: XLA converts them itself, to the wider type rather than the result's)."""
     dot_algorithms.check_platform(algorithm, ctx.platform)
     out_dtype = ctx.avals_out[0].dtype
     lhs_type, rhs_type, accumulation = dot_algorithms.compute_types(
@@ -197,12 +198,13 @@ def _dot_with_algorithm(ctx, lhs, rhs, dimension_numbers, algorithm):
 
 def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision=None,
                           preferred_element_type=None, out_sharding=None):
-    # The DEFAULT preset names no algorithm: it lowers as a dot without one.
-    if is_algorithm(precision) and precision is not DotAlgorithmPreset.DEFAULT:
+    both_bool = lhs.dtype == rhs.dtype == dtypes.bool_
+    # (A boolean dot with the DEFAULT preset has no type to take: it lowers as without one.)
+    if is_algorithm(precision) and not (both_bool and precision is DotAlgorithmPreset.DEFAULT):
         return _dot_with_algorithm(ctx, lhs, rhs, dimension_numbers, precision)
     out_dtype = ctx.avals_out[0].dtype
     names = precision_config_names(precision)
-    if lhs.dtype == rhs.dtype == dtypes.bool_:
+    if both_bool:
         # A boolean dot is an OR of ANDs: count in int32, then test for nonzero.
         li, ri = ctx.convert(lhs, np.int32), ctx.convert(rhs, np.int32)
         out = ctx.dot_general(li, ri, dimension_numbers, names, np.int32)
