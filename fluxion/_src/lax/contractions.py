@@ -60,8 +60,8 @@ def canonicalize_precision(precision):
     elif isinstance(precision, (tuple, list)) and len(precision) == 2:
         if all(isinstance(p, Precision) for p in precision):
             return tuple(precision)
-        if all(isinstance(p, str) and p in _PRECISION_STRINGS for p in precision):
-            return tuple(_PRECISION_STRINGS[p] for p in precision)
+        if all(isinstance(p, str) for p in precision):
+            return tuple(_one_of_pair(p) for p in precision)
     raise ValueError("Precision argument must be one of:\n"
                      "- None,\n"
                      f"- a string in {_precision_string_list()},\n"
@@ -70,6 +70,15 @@ def canonicalize_precision(precision):
                      "- a lax.DotAlgorithmPreset or the name of one of these presets, or\n"
                      "- a lax.DotAlgorithm value;\n"
                      f"but got {precision}.")
+
+
+def _one_of_pair(name: str) -> Precision:
+    """One string of a pair: a bad one is reported alone, as JAX does."""
+    canonical = canonicalize_precision(name)
+    if not isinstance(canonical, tuple):  # JAX fails here with a TypeError too
+        raise TypeError(f"A pair of precisions takes lax.Precision values or their strings, "
+                        f"not the name of a lax.DotAlgorithmPreset; got {name!r}.")
+    return canonical[0]
 
 
 def _precision_string_list() -> list:
@@ -214,6 +223,11 @@ def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     if lhs.dtype != rhs.dtype:
         # XLA's CPU and GPU backends only generate code for equal operand types.
         lhs, rhs = ctx.convert(lhs, out_dtype), ctx.convert(rhs, out_dtype)
+    if lhs.dtype.kind == "c" and out_dtype.kind != "c":
+        # A real result of complex operands is the product's real part (what XLA computes for
+        # such a dot under its default flags; its classic emitters fail a RET_CHECK on it).
+        out = ctx.dot_general(lhs, rhs, dimension_numbers, names, lhs.dtype)
+        return ctx.convert(out, out_dtype)
     return ctx.dot_general(lhs, rhs, dimension_numbers, names, out_dtype)
 
 
