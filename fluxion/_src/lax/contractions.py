@@ -11,7 +11,7 @@ from fluxion._src.config import config
 from fluxion._src.core import ShapedArray
 from fluxion._src.lax import dot_algorithms
 from fluxion._src.lax.base import ANY, check_dtype, standard_primitive
-from fluxion._src.lax.dot_algorithms import DotAlgorithm, DotAlgorithmPreset, is_algorithm  # noqa: F401
+from fluxion._src.lax.dot_algorithms import DotAlgorithmPreset, is_algorithm
 
 
 class Precision(enum.Enum):

@@ -11,10 +11,6 @@ from fluxion._src import dtypes
 from fluxion._src.compiler.hlo import element_type
 
 
-def _as_dtype(t) -> np.dtype:
-    return np.dtype(t)
-
-
 def _algorithm_text(lhs: str, rhs: str, accumulation: str, lhs_components: int = 1,
                     rhs_components: int = 1, operations: int = 1,
                     imprecise: bool = False) -> str:
@@ -46,9 +42,9 @@ class DotAlgorithm(NamedTuple):
     def _hlo_attr(self, lhs_dtype, rhs_dtype) -> str:
         del lhs_dtype, rhs_dtype  # the algorithm names its own types
         return _algorithm_text(
-            element_type(_as_dtype(self.lhs_precision_type)),
-            element_type(_as_dtype(self.rhs_precision_type)),
-            element_type(_as_dtype(self.accumulation_type)), self.lhs_component_count,
+            element_type(np.dtype(self.lhs_precision_type)),
+            element_type(np.dtype(self.rhs_precision_type)),
+            element_type(np.dtype(self.accumulation_type)), self.lhs_component_count,
             self.rhs_component_count, self.num_primitive_operations,
             self.allow_imprecise_accumulation)
 
@@ -142,8 +138,9 @@ class DotAlgorithmPreset(enum.Enum):
                 raise ValueError(f"The dot algorithm '{self}' requires both inputs to have "
                                  f"float8 dtypes. Got {np.dtype(lhs_dtype)} and "
                                  f"{np.dtype(rhs_dtype)} instead.")
+            fast = self is DotAlgorithmPreset.ANY_F8_ANY_F8_F32_FAST_ACCUM
             return _algorithm_text(element_type(lhs_dtype), element_type(rhs_dtype), "f32",
-                                   imprecise=self is DotAlgorithmPreset.ANY_F8_ANY_F8_F32_FAST_ACCUM)
+                                   imprecise=fast)
         lhs, rhs, accumulation, *suffix = self.name.lower().split("_")
         operations = int(suffix[0][1:]) if suffix else 1  # the _X<n> suffix
         return _algorithm_text(lhs, rhs, accumulation, operations=operations)
@@ -176,8 +173,8 @@ def compute_types(algorithm, lhs_dtype, rhs_dtype, out_dtype) -> tuple:
     """(lhs, rhs, accumulation) types of a dot with `algorithm`; accumulation None: the
     output type."""
     if isinstance(algorithm, DotAlgorithm):
-        return (_as_dtype(algorithm.lhs_precision_type), _as_dtype(algorithm.rhs_precision_type),
-                _as_dtype(algorithm.accumulation_type))
+        return (np.dtype(algorithm.lhs_precision_type), np.dtype(algorithm.rhs_precision_type),
+                np.dtype(algorithm.accumulation_type))
     lhs = _pick(np.dtype(lhs_dtype), algorithm.supported_lhs_types)
     rhs = _pick(np.dtype(rhs_dtype), algorithm.supported_rhs_types)
     accumulation = _pick(np.dtype(out_dtype), algorithm.supported_output_types(lhs, rhs))
