@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from fluxion._src.config import config
 
+# JAX's legacy precision names, then the names of the dot algorithm presets (DEFAULT aside).
 _PRECISION_NAMES = ("default", "high", "highest", "bfloat16", "tensorfloat32", "float32",
-                    "fastest", "bfloat16_3x")
+                    "ANY_F8_ANY_F8_F32", "ANY_F8_ANY_F8_F32_FAST_ACCUM", "ANY_F8_ANY_F8_ANY",
+                    "ANY_F8_ANY_F8_ANY_FAST_ACCUM", "F16_F16_F16", "F16_F16_F32",
+                    "BF16_BF16_BF16", "BF16_BF16_F32", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6",
+                    "BF16_BF16_F32_X9", "TF32_TF32_F32", "TF32_TF32_F32_X3", "F32_F32_F32",
+                    "F64_F64_F64")
 _PRNG_IMPLS = ("threefry2x32", "threefry4x32", "rbg", "unsafe_rbg", "philox2x32", "philox4x32")
 
 
@@ -109,7 +114,8 @@ numpy_dtype_promotion = _flag(
     boolean=False)
 default_matmul_precision = _flag(
     "default_matmul_precision", "The precision of matmuls and convolutions given no precision: "
-    "None, or one of 'default', 'high', 'highest', 'bfloat16', 'tensorfloat32', 'float32'.",
+    "None, one of 'default', 'high', 'highest', 'bfloat16', 'tensorfloat32', 'float32', or the "
+    "name of a lax.DotAlgorithmPreset such as 'BF16_BF16_F32'.",
     boolean=False)
 enable_checks = _flag("enable_checks", "Check fluxion's internal invariants (slower).")
 no_tracing = _flag("no_tracing", "Raise RuntimeError when a function would be traced for jit.")

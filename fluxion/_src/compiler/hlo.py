@@ -332,8 +332,9 @@ class HloOps:
 
     # ---- contractions
     def dot_general(self, x: Value, y: Value, dimension_numbers, precision=None,
-                    preferred_element_type=None) -> Value:
-        """`dimension_numbers` = ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))."""
+                    preferred_element_type=None, algorithm: str | None = None) -> Value:
+        """`dimension_numbers` = ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch));
+        `algorithm` the text of a `#stablehlo.dot_algorithm` attribute."""
         (lc, rc), (lb, rb) = dimension_numbers
         lfree = [d for d in range(x.aval.ndim) if d not in lc and d not in lb]
         rfree = [d for d in range(y.aval.ndim) if d not in rc and d not in rb]
@@ -348,6 +349,8 @@ class HloOps:
         if precision is not None:
             attrs["precision_config"] = "[" + ", ".join(
                 f"#stablehlo<precision {p}>" for p in precision) + "]"
+        if algorithm is not None:
+            attrs["algorithm"] = algorithm
         return self.op1("stablehlo.dot_general", [x, y], ShapedArray(shape, dtype), attrs)
 
     # ---- calls out of XLA

@@ -9,7 +9,9 @@ from fluxion._src import ad, batching, core, dtypes
 from fluxion._src.compiler import lowering
 from fluxion._src.config import config
 from fluxion._src.core import ShapedArray
+from fluxion._src.lax import dot_algorithms
 from fluxion._src.lax.base import ANY, check_dtype, standard_primitive
+from fluxion._src.lax.dot_algorithms import DotAlgorithmPreset, is_algorithm
 
 
 class Precision(enum.Enum):
@@ -40,28 +42,67 @@ _PRECISION_STRINGS = {
 
 
 def canonicalize_precision(precision):
-    """None, a Precision, one of JAX's precision strings, or a pair of Precisions or of strings
-    -> None or a pair of Precisions. None takes `config.default_matmul_precision` (read when
-    the operation is bound, so jit caches key on it through `config.trace_key`)."""
+    """None, a Precision, one of JAX's precision strings, a pair of Precisions or of strings,
+    a DotAlgorithm, a DotAlgorithmPreset or a preset's name -> None, a pair of Precisions or
+    the algorithm. None takes `config.default_matmul_precision` (read when the operation is
+    bound, so jit caches key on it through `config.trace_key`)."""
     if precision is None:
-        default = config.default_matmul_precision
-        return None if default is None else (_PRECISION_STRINGS[default],) * 2
-    if isinstance(precision, Precision):
+        return _default_precision()
+    if isinstance(precision, str):
+        if precision in _PRECISION_STRINGS:
+            return (_PRECISION_STRINGS[precision],) * 2
+        if precision in DotAlgorithmPreset.__members__:
+            return DotAlgorithmPreset[precision]
+    elif isinstance(precision, Precision):
         return (precision, precision)
-    if isinstance(precision, str) and precision in _PRECISION_STRINGS:
-        return (_PRECISION_STRINGS[precision],) * 2
-    if isinstance(precision, (tuple, list)) and len(precision) == 2:
+    elif is_algorithm(precision):
+        return precision
+    elif isinstance(precision, (tuple, list)) and len(precision) == 2:
         if all(isinstance(p, Precision) for p in precision):
             return tuple(precision)
-        if all(isinstance(p, str) and p in _PRECISION_STRINGS for p in precision):
-            return tuple(_PRECISION_STRINGS[p] for p in precision)
-    raise ValueError(f"Precision argument must be None, a string in {list(_PRECISION_STRINGS)}, "
-                     f"a lax.Precision value, or a tuple of two lax.Precision values or "
-                     f"strings; got {precision!r}.")
+        if all(isinstance(p, str) for p in precision):
+            return tuple(_one_of_pair(p) for p in precision)
+    raise ValueError("Precision argument must be one of:\n"
+                     "- None,\n"
+                     f"- a string in {_precision_string_list()},\n"
+                     "- a lax.Precision value,\n"
+                     "- a tuple of two lax.Precision values or strings,\n"
+                     "- a lax.DotAlgorithmPreset or the name of one of these presets, or\n"
+                     "- a lax.DotAlgorithm value;\n"
+                     f"but got {precision}.")
+
+
+def _one_of_pair(name: str) -> Precision:
+    """One string of a pair: a bad one is reported alone, as JAX does."""
+    canonical = canonicalize_precision(name)
+    if not isinstance(canonical, tuple):  # JAX fails here with a TypeError too
+        raise TypeError(f"A pair of precisions takes lax.Precision values or their strings, "
+                        f"not the name of a lax.DotAlgorithmPreset; got {name!r}.")
+    return canonical[0]
+
+
+def _precision_string_list() -> list:
+    # JAX's table also maps None (to DEFAULT), and its message lists it.
+    return list(_PRECISION_STRINGS) + [None]
+
+
+def _default_precision():
+    default = config.default_matmul_precision
+    if default is None:
+        return None
+    try:
+        return canonicalize_precision(default)
+    except ValueError:
+        raise ValueError(f"jax_default_matmul_precision flag must be set to None, a value in "
+                         f"{_precision_string_list()}, or the name of a "
+                         f"lax.DotAlgorithmPreset, but got {default}") from None
 
 
 def _bit_width(dt: np.dtype) -> int:
-    return 1 if dt == dtypes.bool_ else dt.itemsize * 8
+    """Bits of a scalar, of one component for complex types (as XLA counts them)."""
+    if dt == dtypes.bool_:
+        return 1
+    return dt.itemsize * 4 if dt.kind == "c" else dt.itemsize * 8
 
 
 def _type_rank(dt: np.dtype) -> tuple:
@@ -75,8 +116,11 @@ def _type_rank(dt: np.dtype) -> tuple:
     return (dt.kind == "c", exponent, mantissa, _bit_width(real), real.kind != "u")
 
 
-def dot_result_dtype(opname: str, lhs: np.dtype, rhs: np.dtype, preferred_element_type) -> np.dtype:
-    """The element type of a dot-like op (shared with convolution)."""
+def dot_result_dtype(opname: str, lhs: np.dtype, rhs: np.dtype, preferred_element_type,
+                     check_bit_width: bool = True) -> np.dtype:
+    """The element type of a dot-like op (shared with convolution). A preferred type narrower
+    than a non-float result is a TypeError unless `check_bit_width` is off (as for dots with
+    an algorithm, whose result type is the caller's choice)."""
     lrank, rrank = _type_rank(lhs), _type_rank(rhs)
     if lrank == rrank and lhs != rhs:
         raise TypeError(f"lax.{opname} argument type error: {lhs.name}, {rhs.name}")
@@ -84,7 +128,8 @@ def dot_result_dtype(opname: str, lhs: np.dtype, rhs: np.dtype, preferred_elemen
     if preferred_element_type is None or preferred_element_type == result:
         return result
     preferred = np.dtype(preferred_element_type)
-    if not dtypes.is_float(result) and _bit_width(preferred) < _bit_width(result):
+    if (check_bit_width and not dtypes.is_float(result)
+            and _bit_width(preferred) < _bit_width(result)):
         raise TypeError(f"`preferred_element_type` must not be narrower than the original type, "
                         f"got preferred_element_type of {preferred.name} for result type of "
                         f"{result.name}.")
@@ -127,7 +172,8 @@ def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, precision=None,
     check_dtype("dot_general", lhs, ANY, 0)
     check_dtype("dot_general", rhs, ANY, 1)
     _check_dimension_numbers(lhs, rhs, dimension_numbers)
-    dtype = dot_result_dtype("dot_general", lhs.dtype, rhs.dtype, preferred_element_type)
+    dtype = dot_result_dtype("dot_general", lhs.dtype, rhs.dtype, preferred_element_type,
+                             check_bit_width=not is_algorithm(precision))
     (lc, rc), (lb, rb) = dimension_numbers
     lfree = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
     rfree = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
@@ -136,11 +182,38 @@ def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, precision=None,
     return ShapedArray(shape, dtype, lhs.weak_type and rhs.weak_type)
 
 
+def precision_config_names(precision) -> list | None:
+    """The precision_config of a dot or convolution: an algorithm leaves it DEFAULT."""
+    if precision is None:
+        return None
+    if is_algorithm(precision):
+        return ["DEFAULT", "DEFAULT"]
+    return [p.name for p in precision]
+
+
+def _dot_with_algorithm(ctx, lhs, rhs, dimension_numbers, algorithm):
+    """The operands take the algorithm's input types, the dot produces its accumulation
+    type, which converts to the result type. Operands of different types stay so (as JAX
+    emits them: XLA converts them itself, to the wider type rather than the result's)."""
+    dot_algorithms.check_platform(algorithm, ctx.platform)
+    out_dtype = ctx.avals_out[0].dtype
+    lhs_type, rhs_type, accumulation = dot_algorithms.compute_types(
+        algorithm, lhs.dtype, rhs.dtype, out_dtype)
+    lhs, rhs = ctx.convert(lhs, lhs_type), ctx.convert(rhs, rhs_type)
+    out = ctx.dot_general(lhs, rhs, dimension_numbers, ["DEFAULT", "DEFAULT"], accumulation,
+                          algorithm=dot_algorithms.algorithm_attr(algorithm, lhs_type, rhs_type))
+    return ctx.convert(out, out_dtype)
+
+
 def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision=None,
                           preferred_element_type=None, out_sharding=None):
+    both_bool = lhs.dtype == rhs.dtype == dtypes.bool_
+    # (A boolean dot with the DEFAULT preset has no type to take: it lowers as without one.)
+    if is_algorithm(precision) and not (both_bool and precision is DotAlgorithmPreset.DEFAULT):
+        return _dot_with_algorithm(ctx, lhs, rhs, dimension_numbers, precision)
     out_dtype = ctx.avals_out[0].dtype
-    names = None if precision is None else [p.name for p in precision]
-    if lhs.dtype == rhs.dtype == dtypes.bool_:
+    names = precision_config_names(precision)
+    if both_bool:
         # A boolean dot is an OR of ANDs: count in int32, then test for nonzero.
         li, ri = ctx.convert(lhs, np.int32), ctx.convert(rhs, np.int32)
         out = ctx.dot_general(li, ri, dimension_numbers, names, np.int32)
@@ -150,6 +223,11 @@ def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     if lhs.dtype != rhs.dtype:
         # XLA's CPU and GPU backends only generate code for equal operand types.
         lhs, rhs = ctx.convert(lhs, out_dtype), ctx.convert(rhs, out_dtype)
+    if lhs.dtype.kind == "c" and out_dtype.kind != "c":
+        # A real result of complex operands is the product's real part (what XLA computes for
+        # such a dot under its default flags; its classic emitters fail a RET_CHECK on it).
+        out = ctx.dot_general(lhs, rhs, dimension_numbers, names, lhs.dtype)
+        return ctx.convert(out, out_dtype)
     return ctx.dot_general(lhs, rhs, dimension_numbers, names, out_dtype)
 
 
@@ -158,7 +236,8 @@ def _dot_general_lowering_cuda(ctx, lhs, rhs, **params):
     int8 -> int32 came out doubled and int32 -> float32 failed to compile (jaxlib 0.11.2 on an
     H200; JAX emits the same ops and gets the same). The operands take the result type first."""
     out_dtype = ctx.avals_out[0].dtype
-    if lhs.dtype == rhs.dtype and dtypes.is_integer(lhs.dtype) and out_dtype != lhs.dtype:
+    if (lhs.dtype == rhs.dtype and dtypes.is_integer(lhs.dtype) and out_dtype != lhs.dtype
+            and not is_algorithm(params.get("precision"))):
         lhs, rhs = ctx.convert(lhs, out_dtype), ctx.convert(rhs, out_dtype)
     return _dot_general_lowering(ctx, lhs, rhs, **params)
 
@@ -250,15 +329,16 @@ def _dot_general_transpose(ct, lhs, rhs, *, dimension_numbers, precision=None,
     n_rhs_free = len(_free_dims(_operand_aval(rhs).ndim, rc, rb))
     lhs_free_in_ct = range(n_batch, n_batch + n_lhs_free)
     rhs_free_in_ct = range(n_batch + n_lhs_free, n_batch + n_lhs_free + n_rhs_free)
-    params = dict(preferred_element_type=preferred_element_type, out_sharding=out_sharding)
+    # The transposed dots keep the precision as it is, a pair of Precisions too (as JAX: for
+    # the rhs cotangent, ct takes the lhs slot and lhs the rhs slot, unswapped).
+    params = dict(precision=precision, preferred_element_type=preferred_element_type,
+                  out_sharding=out_sharding)
     if lhs_linear:
         ct_lhs = _transpose_operand(ct, rhs, x_aval, (lc, lb), (rc, rb), lhs_free_in_ct,
-                                    rhs_free_in_ct, dict(params, precision=precision))
+                                    rhs_free_in_ct, params)
         return [ct_lhs, None]
-    # ct takes the lhs slot of the transposed dot and lhs the rhs slot: swap the precisions.
-    swapped = None if precision is None else (precision[1], precision[0])
     ct_rhs = _transpose_operand(ct, lhs, x_aval, (rc, rb), (lc, lb), rhs_free_in_ct,
-                                lhs_free_in_ct, dict(params, precision=swapped))
+                                lhs_free_in_ct, params)
     return [None, ct_rhs]
 
 

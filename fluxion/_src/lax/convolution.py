@@ -15,7 +15,7 @@ from fluxion._src.compiler.lowering import register_lowering
 from fluxion._src.core import ShapedArray
 from fluxion._src.lax import lax
 from fluxion._src.lax.base import ANY, check_dtype, standard_primitive
-from fluxion._src.lax.contractions import canonicalize_precision
+from fluxion._src.lax.contractions import canonicalize_precision, precision_config_names
 from fluxion._src.lax.structural import rev, transpose
 from fluxion._src.sharding_types import apply_out_sharding
 
@@ -310,9 +310,9 @@ def _emit_convolution(ctx, lhs, rhs, out_aval, *, window_strides, padding, lhs_d
         "feature_group_count": f"{feature_group_count} : i64",
         "batch_group_count": f"{batch_group_count} : i64",
     }
-    if precision is not None:
+    if precision is not None:  # (as JAX, a dot algorithm is not passed on to convolutions)
         attrs["precision_config"] = "[" + ", ".join(
-            f"#stablehlo<precision {p.name}>" for p in precision) + "]"
+            f"#stablehlo<precision {p}>" for p in precision_config_names(precision)) + "]"
     if is_symbolic_shape(tuple(d for p in padding for d in p)):
         # padding that depends on symbolic dimensions: an operand; refinement makes it static
         pads = ctx.reshape(ctx.shape_value([d for p in padding for d in p]), (n_spatial, 2))

@@ -10,7 +10,7 @@ import dataclasses
 import enum
 import math
 import operator
-from typing import Any, NamedTuple, Sequence, Union
+from typing import Any, Sequence, Union
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from fluxion._src.lax import lax
 from fluxion._src.lax import structural
 from fluxion._src.lax.base import ANY, INT, ORDERED, binop, standard_primitive
 from fluxion._src.lax.contractions import Precision
+from fluxion._src.lax.dot_algorithms import DotAlgorithm, DotAlgorithmPreset  # noqa: F401
 from fluxion._src.lax.derived import derived_primitive
 from fluxion._src.lax.elementwise import (  # noqa: F401  (re-exported under JAX's names)
     abs_p, acos_p, acosh_p, add_p, and_p, asin_p, asinh_p, atan2_p, atan_p, atanh_p, cbrt_p,
@@ -509,44 +510,6 @@ class Tolerance:
 
     def __repr__(self):
         return f"Tolerance(atol={self.atol}, rtol={self.rtol}, ulps={self.ulps})"
-
-
-class DotAlgorithm(NamedTuple):
-    """An explicit algorithm for dot products: operand and accumulation types."""
-
-    lhs_precision_type: Any
-    rhs_precision_type: Any
-    accumulation_type: Any
-    lhs_component_count: int = 1
-    rhs_component_count: int = 1
-    num_primitive_operations: int = 1
-    allow_imprecise_accumulation: bool = False
-
-
-class DotAlgorithmPreset(enum.Enum):
-    """Named dot-product algorithms (JAX's presets)."""
-
-    DEFAULT = 1
-    ANY_F8_ANY_F8_F32 = 2
-    ANY_F8_ANY_F8_F32_FAST_ACCUM = 3
-    ANY_F8_ANY_F8_ANY = 4
-    ANY_F8_ANY_F8_ANY_FAST_ACCUM = 5
-    F16_F16_F16 = 6
-    F16_F16_F32 = 7
-    BF16_BF16_BF16 = 8
-    BF16_BF16_F32 = 9
-    BF16_BF16_F32_X3 = 10
-    BF16_BF16_F32_X6 = 11
-    BF16_BF16_F32_X9 = 12
-    TF32_TF32_F32 = 13
-    TF32_TF32_F32_X3 = 14
-    F32_F32_F32 = 15
-    F64_F64_F64 = 16
-
-    def __repr__(self):
-        return f"{self.__class__.__name__}.{self.name}"
-
-    __str__ = __repr__
 
 
 PrecisionLike = Union[None, str, Precision, tuple[str, str], tuple[Precision, Precision],

@@ -56,7 +56,6 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
         util.ensure_arraylike("einsum", *operands)]
     dtype, weak = dtypes.result_type_with_weak(*operands)
     out_dtype = user_dtype(preferred_element_type) if preferred_element_type is not None else dtype
-    operands = [util.convert(x, dtype, core.get_aval(x).weak_type) for x in operands]
     if optimize is False:
         path = [(0, 1)] * (len(operands) - 1) if len(operands) > 1 else [(0,)]
     else:
@@ -70,7 +69,7 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
         names = step_inputs.split(",")
         args = [operands.pop(i) for i in positions]
         if len(args) == 1:
-            x, kept = _drop_unused(args[0], names[0], set(step_output))
+            x, kept = _drop_unused(args[0], names[0], set(step_output), out_dtype)
             result = ls.transpose(x, tuple(kept.index(n) for n in step_output))
         else:
             result = _contract_pair(args[0], names[0], args[1], names[1], step_output,
@@ -94,18 +93,21 @@ def _diagonals(x, names: str):
     return x, names
 
 
-def _sum_axes(x, axes):
+def _sum_axes(x, axes, out_dtype):
+    """Sums over `axes`, in the result type where x's own is narrower (as JAX)."""
     if not axes:
         return x
+    if dtypes.result_type(x, out_dtype) != core.get_aval(x).dtype:
+        x = util.convert(x, out_dtype)
     if core.get_aval(x).dtype == dtypes.bool_:
         return lax.reduce_or(x, axes)
     return lax.reduce_sum(x, axes)
 
 
-def _drop_unused(x, names: str, keep: set):
+def _drop_unused(x, names: str, keep: set, out_dtype):
     """Diagonals, then sums over the indices not in `keep`; returns the result and its names."""
     x, names = _diagonals(x, names)
-    x = _sum_axes(x, tuple(i for i, n in enumerate(names) if n not in keep))
+    x = _sum_axes(x, tuple(i for i, n in enumerate(names) if n not in keep), out_dtype)
     return x, "".join(n for n in names if n in keep)
 
 
@@ -122,11 +124,10 @@ def _contract_pair(lhs, lhs_names, rhs, rhs_names, out_names, precision, out_dty
     rhs_sizes = dict(zip(rhs_names, _shape(rhs)))
     lhs, lhs_names = _squeeze_broadcast(lhs, lhs_names, rhs_sizes)
     rhs, rhs_names = _squeeze_broadcast(rhs, rhs_names, lhs_sizes)
-    lhs, lhs_names = _drop_unused(lhs, lhs_names, set(rhs_names) | set(out_names))
-    rhs, rhs_names = _drop_unused(rhs, rhs_names, set(lhs_names) | set(out_names))
-    if core.get_aval(lhs).dtype != core.get_aval(rhs).dtype:
-        # An earlier step's result is already in out_dtype (preferred_element_type).
-        lhs, rhs = util.convert(lhs, out_dtype), util.convert(rhs, out_dtype)
+    lhs, lhs_names = _drop_unused(lhs, lhs_names, set(rhs_names) | set(out_names), out_dtype)
+    rhs, rhs_names = _drop_unused(rhs, rhs_names, set(lhs_names) | set(out_names), out_dtype)
+    # Operands of different types go to dot_general as they are (as JAX: a dot algorithm's
+    # operand types depend on them).
     shared = [n for n in lhs_names if n in rhs_names]
     batch = [n for n in shared if n in out_names]
     contracted = [n for n in shared if n not in out_names]

@@ -26,10 +26,11 @@ def _ndim(x) -> int:
 
 
 def _promote_for_product(name, a, b, preferred_element_type):
-    """Promoted operands, the dot's output dtype, and the result's weak type."""
+    """The operands, the dot's output dtype (the promoted one unless preferred), and the
+    result's weak type. As JAX, the operands keep their types: dot_general takes mixed ones
+    (which matters with a dot algorithm, whose operand types depend on the input types)."""
     a, b = util.ensure_arraylike(name, a, b)
     dtype, weak = dtypes.result_type_with_weak(a, b)
-    a, b = (util.convert(x, dtype, core.get_aval(x).weak_type) for x in (a, b))
     if preferred_element_type is not None:
         return a, b, user_dtype(preferred_element_type), False
     return a, b, dtype, weak
