@@ -74,6 +74,29 @@ def test_print_under_grad_and_in_loops(capsys):
     assert capsys.readouterr().out.splitlines() == ["i=0", "i=1", "i=2"]
 
 
+@pytest.mark.parametrize("library", ["jax", "fluxion"])
+def test_prints_in_a_checkpoint_run_again_with_the_recomputation(library, capsys):
+    # As JAX: the rematerialized forward pass in the backward pass prints again; jvp and
+    # linearize (no backward pass) print once.
+    import importlib
+    m = importlib.import_module(library)
+
+    def h(x):
+        m.debug.print("x={}", x)
+        y = m.numpy.sin(x)
+        m.debug.print("y={y:.3f}", y=y, ordered=True)
+        return m.numpy.cos(y)
+
+    f = m.checkpoint(h)
+    TWICE = ["x=1.0", "x=1.0", "y=0.841", "y=0.841"]  # (an unordered print may come first)
+    for run in (m.grad(f), m.jit(m.grad(f)), m.jit(m.value_and_grad(f))):
+        run(1.0)
+        assert sorted(capsys.readouterr().out.splitlines()) == TWICE
+    m.jvp(f, (1.0,), (1.0,))
+    m.linearize(f, 1.0)
+    assert sorted(capsys.readouterr().out.splitlines()) == TWICE
+
+
 def test_print_format_errors_at_trace_time():
     with pytest.raises(KeyError, match="y"):
         jax.jit(lambda x: jax.debug.print("{y}", x=x))(1.0)

@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from fluxion._src import ad, batching, core, key_flow, staging
+from fluxion._src import ad, batching, core, effects, key_flow, staging
 from fluxion._src.config import config
 from fluxion._src.api import fun_name
 from fluxion._src.call_transforms import batch_jaxpr, closure_convert, jvp_jaxpr, memoized, transpose_jaxpr
@@ -297,9 +297,14 @@ def partial_eval_with_policy(closed: ClosedJaxpr, unknown, policy):
         eqn = jaxpr.eqns[i]
         return _saves(policy(eqn.primitive, *[x.aval for x in eqn.invars], **eqn.params))
 
-    needed = [v for i in sorted(unknown_eqns) for v in jaxpr.eqns[i].invars
+    # Debug callbacks of the known part run again with the recomputation (as in JAX, where
+    # the rematerialized forward pass keeps its effectful equations): a print shows remat.
+    rerun = {i for i, e in enumerate(jaxpr.eqns) if i not in unknown_eqns and any(
+        isinstance(x, (effects.DebugEffect, effects.OrderedDebugEffect))
+        for x in effects.eqn_effects(e))} if unknown_eqns else set()
+    needed = [v for i in sorted(unknown_eqns | rerun) for v in jaxpr.eqns[i].invars
               if type(v) is not Literal and id(v) not in unknown_ids]
-    residuals, residual_ids, recompute, seen = [], set(), set(), set()
+    residuals, residual_ids, recompute, seen = [], set(), set(rerun), set()
     while needed:
         v = needed.pop()
         if id(v) in seen:
