@@ -12,7 +12,7 @@ def test_the_fuzzer_covers_over_100_functions():
     assert len({op.name for op in OPS}) >= 100
 
 
-@settings(max_examples=int(os.environ.get("FLUXION_FUZZ_SLICE_EXAMPLES", "40")), derandomize=True, deadline=None)
+@settings(max_examples=int(os.environ.get("FLUXION_FUZZ_SLICE_EXAMPLES", "25")), derandomize=True, deadline=None)
 @given(seed=st.integers(0, 10**9))
 def test_random_programs_agree_with_jax(seed):
     program = make_program(seed)
