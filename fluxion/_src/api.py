@@ -79,8 +79,8 @@ def abstractify_args(fun, leaves, in_tree, static_pos=()) -> tuple:
         avals = tuple(map(core.get_aval, leaves))
     except TypeError:
         raise _invalid_argument_error(fun, leaves, in_tree, static_pos) from None
-    for i, (x, aval) in enumerate(zip(leaves, avals)):
-        if type(x) is int and not np.iinfo(aval.dtype).min <= x <= np.iinfo(aval.dtype).max:
+    for i, x in enumerate(leaves):
+        if type(x) is int and not dtypes.fits_default_int(x):
             path = optree.tree_paths(tree_unflatten(in_tree, leaves), none_is_leaf=False,
                                      namespace=tree_util.NAMESPACE)[i]
             raise OverflowError(

@@ -67,6 +67,15 @@ def default_int_dtype():
     return int64 if config.enable_x64 else int32
 
 
+_DEFAULT_INT_BOUNDS = {False: (-2**31, 2**31 - 1), True: (-2**63, 2**63 - 1)}
+
+
+def fits_default_int(x: int) -> bool:
+    """Whether the Python int `x` fits the default integer type (JAX converts it so)."""
+    low, high = _DEFAULT_INT_BOUNDS[config.enable_x64]
+    return low <= x <= high
+
+
 def default_uint_dtype():
     return uint64 if config.enable_x64 else uint32
 

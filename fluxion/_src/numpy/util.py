@@ -34,16 +34,11 @@ def check_arraylike(fname: str, *args) -> None:
                             f"position {i}.")
 
 
-_DEFAULT_INT_BOUNDS = {False: (-2**31, 2**31 - 1), True: (-2**63, 2**63 - 1)}
-
-
 def check_python_int(x) -> None:
     """A Python int must fit the default integer type (as when JAX converts it)."""
-    if type(x) is int:
-        low, high = _DEFAULT_INT_BOUNDS[config.enable_x64]
-        if not low <= x <= high:
-            raise OverflowError(f"Python int {x} too large to convert to "
-                                f"{dtypes.default_int_dtype().name}")
+    if type(x) is int and not dtypes.fits_default_int(x):
+        raise OverflowError(f"Python int {x} too large to convert to "
+                            f"{dtypes.default_int_dtype().name}")
 
 
 def as_array(x):
