@@ -110,3 +110,23 @@ def test_stack_of_a_list_of_arrays_is_one_executable():
     assert len(manipulation.stack.eager_cache) == 1
     with pytest.raises(ValueError, match="same shape"):
         jnp.stack([v, jnp.ones(4)])
+
+
+def test_unary_front_explains_a_deleted_argument():
+    """A cached one-argument function runs its program on the buffer directly; a failed
+    run still gets the general path's explanation."""
+    jnp.sin(jnp.ones((3, 7)))  # cached for this aval
+    gone = jnp.ones((3, 7))
+    gone.delete()
+    with pytest.raises(RuntimeError, match=r"deleted with shape=f32\[3,7\]"):
+        jnp.sin(gone)
+    np.testing.assert_allclose(jnp.sin(jnp.ones((3, 7))), np.sin(np.ones((3, 7))), rtol=1e-6)
+
+
+def test_unary_front_honours_debug_nans_after_caching():
+    x = jnp.full((2, 9), -1.0)
+    assert np.isnan(np.asarray(jnp.log(x))).all()  # cached, no check
+    with fluxion.debug_nans(True):
+        with pytest.raises(FloatingPointError):
+            jnp.log(x)
+    assert np.isnan(np.asarray(jnp.log(x))).all()
