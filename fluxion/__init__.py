@@ -9,7 +9,7 @@ import os as _os
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 from fluxion._src.config import config, enable_x64, disable_jit, default_device  # noqa: F401
-from fluxion._src.array import Array  # noqa: F401
+from fluxion._src.basearray import Array  # noqa: F401
 from fluxion._src.api import (jit, make_jaxpr, eval_shape, ShapeDtypeStruct, devices,  # noqa: F401
                               local_devices, device_count, local_device_count, default_backend,
                               device_put, device_get, block_until_ready, process_index,

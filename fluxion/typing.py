@@ -4,7 +4,7 @@ from typing import Any, Protocol, Union
 
 import numpy as np
 
-from fluxion._src.array import Array
+from fluxion._src.basearray import Array
 
 
 class SupportsDType(Protocol):

@@ -1,9 +1,12 @@
-"""`fluxion.Array`: an immutable array held in a device buffer."""
+"""Concrete arrays: an immutable array held in a device buffer (JAX's `ArrayImpl`).
+
+The public `fluxion.Array` is the abstract type in basearray.py, which this class, tracers
+and key arrays are registered with."""
 from __future__ import annotations
 
 import numpy as np
 
-from fluxion._src import core, dtypes
+from fluxion._src import basearray, core, dtypes
 from fluxion._src.compiler import backend
 from fluxion._src.core import ShapedArray
 from fluxion._src.config import config
@@ -184,6 +187,14 @@ class Array:
         self._buf.delete()
         self._npy = None
 
+    def unsafe_buffer_pointer(self) -> int:
+        """The address of the device buffer (valid while the array lives)."""
+        return self._buf.unsafe_buffer_pointer()
+
+    def on_device_size_in_bytes(self) -> int:
+        """The bytes the buffer occupies on its device."""
+        return self._buf.on_device_size_in_bytes()
+
     def copy_to_host_async(self) -> None:
         self._buf._copy_single_device_array_to_host_async()
 
@@ -192,6 +203,9 @@ class Array:
 
     def __dlpack_device__(self):
         return np.asarray(self).__dlpack_device__()
+
+
+basearray.Array.register(Array)
 
 
 def _reconstruct(value, weak_type):

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import dtypes
+from fluxion._src import basearray, dtypes
 from fluxion._src import pretty_printer as pp
 from fluxion._src.export.shape_poly import DimExpr, shape_size  # noqa: F401
 from fluxion._src.errors import (ConcretizationTypeError, TracerArrayConversionError,
@@ -445,6 +445,9 @@ class Tracer:
 
     def __reduce__(self):
         raise TypeError("traced values cannot be pickled")
+
+
+basearray.Array.register(Tracer)  # isinstance(tracer, fluxion.Array), as in JAX
 
 
 def concrete_or_error(x, context: str = ""):

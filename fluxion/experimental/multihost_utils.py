@@ -119,6 +119,7 @@ def host_local_array_to_global_array(local_inputs, global_mesh, pspecs):
     devices (the local sub-mesh) and those blocks become the global Array's."""
     import fluxion as fx
     from fluxion._src import core
+    from fluxion._src.array import Array
     from fluxion._src.global_array import from_buffers
     from fluxion.sharding import NamedSharding
     leaves, tree = fx.tree_util.tree_flatten(local_inputs)
@@ -151,7 +152,7 @@ def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
             out.append(x)
             continue
         target = NamedSharding(global_mesh, spec)
-        if not (isinstance(x, fx.Array) and x.sharding == target):
+        if not (isinstance(x, Array) and x.sharding == target):
             x = fx.jit(_identity, out_shardings=target)(x)
         aval = core.get_aval(x)
         aval = aval.update(shape=_local_shape(aval.shape, global_mesh, local_mesh, spec, False))

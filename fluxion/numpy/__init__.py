@@ -3,7 +3,7 @@ import numpy as _np
 
 from fluxion._src.numpy import array_methods as _array_methods  # noqa: F401  (installs operators)
 from fluxion._src.numpy import indexing as _indexing  # noqa: F401  (installs __getitem__ and .at)
-from fluxion._src.array import Array as ndarray  # noqa: F401
+from fluxion._src.basearray import Array as ndarray  # noqa: F401
 
 from fluxion._src.numpy.scalar_types import (  # noqa: F401
     bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bfloat16, float16, float32,

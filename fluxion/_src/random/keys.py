@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 import fluxion.numpy as jnp
-from fluxion._src import core, dtypes
+from fluxion._src import basearray, core, dtypes
 from fluxion._src import api as api_module, key_flow
 from fluxion._src.api import jit
 from fluxion._src.random._common import static_jit
@@ -236,6 +236,7 @@ class PRNGKeyArray:
 
 
 key_flow.KEY_TYPE = PRNGKeyArray
+basearray.Array.register(PRNGKeyArray)  # key arrays are fluxion Arrays, as in JAX
 
 
 def _unflatten(_, children):
