@@ -45,7 +45,7 @@ def _relu6_jvp(primals, tangents):
 def sigmoid(x):
     """Logistic sigmoid 1 / (1 + exp(-x))."""
     from fluxion._src.lax import lax
-    return lax.logistic(_inexact(x))
+    return lax.logistic(_jnp().asarray(x))  # integers are refused, as by JAX
 
 
 def _inexact(x):
@@ -67,7 +67,7 @@ def softplus(x):
 
 def silu(x):
     """x * sigmoid(x)."""
-    x = _inexact(x)
+    x = _jnp().asarray(x)
     return x * sigmoid(x)
 
 
@@ -78,10 +78,13 @@ def gelu(x, approximate: bool = True):
     """Gaussian error linear unit; the tanh approximation by default, as in JAX."""
     jnp = _jnp()
     x = _inexact(x)
+    # The constants have x's dtype and are not weakly typed: neither is the result (JAX's).
     if approximate:
-        return 0.5 * x * (1 + jnp.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+        sqrt_2_over_pi = np.asarray(math.sqrt(2 / math.pi), x.dtype)
+        return 0.5 * x * (1 + jnp.tanh(sqrt_2_over_pi * (x + 0.044715 * x ** 3)))
     from fluxion._src.lax import lax
-    return 0.5 * x * (1 + lax.erf(x / math.sqrt(2)))
+    # erfc, not 1 + erf: for x below about -4, 1 + erf(x / sqrt 2) rounds to 0 in float32.
+    return x * (lax.erfc(-x * np.asarray(math.sqrt(0.5), x.dtype)) / 2)
 
 
 def elu(x, alpha=1.0):
