@@ -16,6 +16,7 @@ import fluxion.numpy as jnp
 from fluxion._src.numpy import util as _npu
 from fluxion import lax
 from fluxion._src import dtypes
+from fluxion._src.nn_activations import log1mexp
 from fluxion._src.numpy.util import canonicalize_axis, check_arraylike
 from fluxion._src.scipy import special as sp
 from fluxion._src.scipy.special import _inexact
@@ -80,13 +81,23 @@ laplace = _location_scale(
     "Laplace", lambda z: -jnp.abs(z) - math.log(2.0),
     cdf=lambda z: jnp.where(z < 0, 0.5 * jnp.exp(z), 1 - 0.5 * jnp.exp(-z)))
 
+def _cauchy_ppf(q):
+    """tan(pi (q - 1/2)), accurate in the tails: there pi q (or pi (1 - q), exact for
+    q > 1/2) is small and -cot(pi q) = cot(pi (1 - q)) loses nothing; NaN outside [0, 1]."""
+    middle = jnp.tan(math.pi * (q - 0.5))
+    lower = -1 / jnp.tan(math.pi * q)
+    upper = 1 / jnp.tan(math.pi * (1 - q))
+    value = jnp.where(q < 0.25, lower, jnp.where(q > 0.75, upper, middle))
+    return jnp.where((q >= 0) & (q <= 1), value, jnp.nan)
+
+
 cauchy = _location_scale(
     "Cauchy", lambda z: -math.log(math.pi) - jnp.log1p(z * z),
     cdf=lambda z: 0.5 + jnp.arctan(z) / math.pi,
     log_cdf=lambda z: jnp.log(0.5 + jnp.arctan(z) / math.pi),
     sf=lambda z: 0.5 - jnp.arctan(z) / math.pi,
     log_sf=lambda z: jnp.log(0.5 - jnp.arctan(z) / math.pi),
-    ppf=lambda q: jnp.tan(math.pi * (q - 0.5)), isf=lambda q: jnp.tan(math.pi * (0.5 - q)))
+    ppf=_cauchy_ppf, isf=lambda q: -_cauchy_ppf(q))
 
 uniform = _location_scale(
     "uniform", lambda z: jnp.where((z >= 0) & (z <= 1), 0.0, -jnp.inf),
@@ -96,7 +107,7 @@ uniform = _location_scale(
 expon = _location_scale(
     "exponential", lambda z: jnp.where(z >= 0, -z, -jnp.inf),
     cdf=lambda z: jnp.where(z >= 0, -jnp.expm1(-z), 0.0),
-    log_cdf=lambda z: jnp.where(z >= 0, jnp.log(-jnp.expm1(-z)), -jnp.inf),
+    log_cdf=lambda z: jnp.where(z >= 0, log1mexp(z), -jnp.inf),
     sf=lambda z: jnp.where(z >= 0, jnp.exp(-z), 1.0),
     log_sf=lambda z: jnp.where(z >= 0, -z, 0.0),
     ppf=lambda q: jnp.where((q >= 0) & (q <= 1), -jnp.log1p(-q), jnp.nan))
@@ -403,6 +414,14 @@ def rankdata(a, method: str = "average", *, axis: int | None = None,
                                               .T, method).T.reshape(
             (a.shape[axis],) + tuple(np.delete(a.shape, axis))), 0, axis)
     a = a.ravel()
+    ranks = _rank_flat(a, method)
+    if jnp.issubdtype(a.dtype, jnp.inexact):  # 'propagate': a NaN makes every rank NaN
+        ranks = jnp.where(jnp.isnan(a).any(), jnp.nan, ranks)
+    return ranks
+
+
+def _rank_flat(a, method):
+    """Ranks of a 1-D array without NaNs."""
     order = jnp.argsort(a, stable=True)
     ranks_ordinal = jnp.zeros(a.shape, int).at[order].set(jnp.arange(1, a.size + 1))
     as_float = lambda r: r.astype(jnp.result_type(float))  # noqa: E731  (JAX's rank dtype)
