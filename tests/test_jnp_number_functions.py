@@ -38,6 +38,24 @@ def test_gcd_lcm(dtype, rng):
     np.testing.assert_array_equal(fnp.lcm(a, b), np.lcm(a.astype(np.int64), b).astype(dtype))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.uint8, np.uint32])
+def test_gcd_lcm_at_the_integer_limits(dtype):
+    """The most negative value, whose magnitude does not fit its type, made Euclid's loop
+    run forever (JAX 0.10.2 hangs there too); NumPy's wrapped answers."""
+    info = np.iinfo(dtype)
+    values = np.array(sorted(v for v in {int(info.min), int(info.min) + 1, -12, -7, -1, 0, 1, 6,
+                                         12, 18, int(info.max)} if info.min <= v <= info.max),
+                      dtype)
+    a, b = np.meshgrid(values, values)
+    for name in ("gcd", "lcm"):
+        with np.errstate(over="ignore"):
+            want = getattr(np, name)(a, b)
+        for fn in (getattr(fnp, name), fluxion.jit(getattr(fnp, name))):
+            got = fn(a, b)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
+
 def test_gcd_lcm_scalars_and_errors():
     check_both_modes("gcd", 12, 18)
     check_both_modes("lcm", np.int8(4), 6)

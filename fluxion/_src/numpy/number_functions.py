@@ -39,7 +39,10 @@ def gcd(x1, x2):
     x1, x2 = util.promote_dtypes(x1, x2)
     _check_integer("gcd", x1)
     from fluxion._src.lax.control_flow import while_loop
-    x1, x2 = util.broadcast_arrays(ufuncs.absolute(x1), ufuncs.absolute(x2))
+    aval = core.get_aval(x1)
+    # Euclid on the magnitudes as unsigned integers: the most negative value's magnitude does
+    # not fit its own type (|-2**31| is -2**31 in int32), and the loop would never end.
+    x1, x2 = util.broadcast_arrays(_unsigned_magnitude(x1), _unsigned_magnitude(x2))
     zero = scalar_like(x2, 0)
 
     def keep_going(state):
@@ -54,7 +57,18 @@ def gcd(x1, x2):
         swap = lax.lt(a, b)
         return select(swap, b, a), select(swap, a, b)
 
-    return while_loop(keep_going, euclid_step, (x1, x2))[0]
+    divisor = while_loop(keep_going, euclid_step, (x1, x2))[0]
+    # 2**31 wraps to -2**31, as in NumPy; Python ints in give a weakly typed result.
+    return lax._convert_element_type(divisor, aval.dtype, weak_type=aval.weak_type)
+
+
+def _unsigned_magnitude(x):
+    """|x| in the unsigned integer type of x's width: exact for every value of x."""
+    dtype = _dtype(x)
+    if not dtypes.issubdtype(dtype, np.signedinteger):
+        return x
+    bits = lax.convert_element_type(x, _UINT_OF_WIDTH[dtype.itemsize])  # two's complement
+    return select(lax.lt(x, scalar_like(x, 0)), lax.sub(scalar_like(bits, 0), bits), bits)
 
 
 def lcm(x1, x2):
