@@ -228,3 +228,22 @@ def test_ordered_tokens_in_module():
     f = lambda x: (jax.debug.print("a {}", x, ordered=True), jax.debug.print("b {}", x, ordered=True), x)[2]
     text = jax.jit(f).lower(1.0).as_text()
     assert "stablehlo.after_all" in text and text.count("!stablehlo.token") >= 4
+
+
+def test_callback_arguments_carry_weak_types_only_when_called_eagerly():
+    """JAX hands a callback under jit arrays without weak types (they come from the
+    runtime's buffers); called eagerly, the operands' weak types."""
+    import jax as real_jax
+
+    def seen(lib):
+        got = []
+
+        def f(x, w):
+            lib.debug.callback(lambda *a: got.append([v.weak_type for v in a]), 2, 2.5, x,
+                               w, w * 2)
+            return x
+        lib.jit(f)(lib.numpy.float32(1), 2.0)
+        f(lib.numpy.float32(1), 2.0)
+        lib.effects_barrier()
+        return got
+    assert seen(jax) == seen(real_jax) == [[False] * 5, [True, True, False, True, True]]

@@ -47,6 +47,9 @@ class _Pending(threading.local):
 
 _pending = _Pending()
 _pending_lock = threading.Lock()
+# Set on the thread running a callback from a compiled program: its arguments come from the
+# runtime's buffers and carry no weak types (JAX's), where an eager call keeps the operands'.
+_from_compiled = threading.local()
 _pending_global: list = []  # errors from XLA's threads, which do not see the caller's locals
 
 
@@ -105,11 +108,14 @@ def _host_fn(callback, result_avals, token: bool):
     def host(*args):
         if token:
             args = args[1:]
+        _from_compiled.active = True
         try:
             outs = _check_results(callback(*args), result_avals, _name(callback))
         except BaseException as e:  # noqa: BLE001 - every error must reach the caller
             _record_error(e)
             raise
+        finally:
+            _from_compiled.active = False
         return (None, *outs) if token else tuple(outs)
     return host
 
@@ -347,12 +353,13 @@ def _flat_result_avals(result_shape_dtypes):
 
 def _as_fluxion_array(x, weak_type: bool):
     """A host value handed to a callback as an Array (as JAX hands it jax.Arrays), with its
-    operand's weak type."""
+    operand's weak type when called eagerly."""
     from fluxion._src.array import Array
     from fluxion._src.compiler import backend
     if isinstance(x, Array):
         return x
     arr = np.asarray(x)
+    weak_type = weak_type and not getattr(_from_compiled, "active", False)
     aval = core.ShapedArray(arr.shape, arr.dtype, weak_type)
     return Array(backend.device_put_numpy(arr, aval, None), aval)
 
