@@ -15,7 +15,8 @@ from fluxion import lax
 from fluxion._src import core, dtypes
 from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.numpy.util import broadcast_arrays_for_op, promote_dtypes_inexact
-from fluxion._src.nn_functions import log_softmax, logsumexp, softmax  # noqa: F401
+from fluxion._src import nn_functions
+from fluxion._src.nn_functions import logsumexp  # noqa: F401
 
 
 def _inexact(*args):
@@ -61,6 +62,16 @@ def logit(x):
     """log(x / (1 - x)), the inverse of expit."""
     x = _inexact(x)
     return lax.log(x / (1 - x))
+
+
+def softmax(x, /, *, axis=None):
+    """exp(x) / sum(exp(x)) over `axis` (SciPy's default: all axes)."""
+    return nn_functions.softmax(_inexact(x), axis=axis)
+
+
+def log_softmax(x, /, *, axis=None):
+    """x - logsumexp(x) over `axis` (SciPy's default: all axes)."""
+    return nn_functions.log_softmax(_inexact(x), axis=axis)
 
 
 def ndtr(x):
@@ -134,7 +145,6 @@ def _double_factorial(n: int) -> int:
     return math.prod(range(n, 0, -2))
 
 
-@functools.partial(custom_jvp, nondiff_argnums=(1,))
 def _asymptotic_series(x, order):
     """1 - 1/x^2 + 3/x^4 - 15/x^6 + ...: the series of log_ndtr for very negative x."""
     total = jnp.ones_like(x)
@@ -146,10 +156,6 @@ def _asymptotic_series(x, order):
     return total
 
 
-_asymptotic_series.defjvp(lambda order, primals, tangents: (
-    _asymptotic_series(primals[0], order), jnp.zeros_like(primals[0])))
-
-
 def log_ndtr(x, series_order: int = 3):
     """log of the standard normal CDF, accurate far into both tails."""
     if not isinstance(series_order, int):
@@ -159,18 +165,30 @@ def log_ndtr(x, series_order: int = 3):
     if series_order > 30:
         raise ValueError("series_order must be <= 30.")
     x = jnp.asarray(x)
-    if x.dtype == np.float64:
-        lower, upper = -20.0, 8.0
-    elif x.dtype == np.float32:
-        lower, upper = -10.0, 5.0
-    else:
+    if x.dtype not in (np.float32, np.float64):
         raise TypeError(f"x.dtype={x.dtype} is not supported.")
+    return _log_ndtr(x, series_order)
+
+
+@functools.partial(custom_jvp, nondiff_argnums=(1,))
+def _log_ndtr(x, series_order):
+    lower, upper = (-20.0, 8.0) if x.dtype == np.float64 else (-10.0, 5.0)
     above = x > upper
     cdf = ndtr(jnp.where(above, -x, jnp.maximum(x, lower)))
     tail_x = jnp.minimum(x, lower)  # where x is not in the lower tail, a harmless value
     log_scale = -0.5 * tail_x * tail_x - jnp.log(-tail_x) - 0.5 * math.log(2.0 * math.pi)
     lower_tail = log_scale + jnp.log(_asymptotic_series(tail_x, series_order))
     return jnp.where(above, -cdf, jnp.where(x > lower, jnp.log(cdf), lower_tail))
+
+
+@_log_ndtr.defjvp
+def _log_ndtr_jvp(series_order, primals, tangents):
+    # d/dx log Phi(x) = phi(x) / Phi(x): the derivative of the truncated tail series would be
+    # off by its truncation error (1e-4 relative at x = -12 in float32).
+    (x,), (dx,) = primals, tangents
+    out = _log_ndtr(x, series_order)
+    log_pdf = -0.5 * x * x - 0.5 * math.log(2.0 * math.pi)
+    return out, dx * jnp.exp(log_pdf - out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,7 +322,8 @@ def comb(N, k, *, repetition: bool = False):
 def xlogy(x, y):
     """x * log(y), 0 where x == 0."""
     x, y = _inexact(x, y)
-    return jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log(y))
+    keep = (x != 0) | jnp.isnan(y)  # a NaN y propagates even where x == 0, as SciPy
+    return jnp.where(keep, x * jnp.log(y), jnp.zeros_like(x))
 
 
 @xlogy.defjvp
@@ -320,7 +339,8 @@ def _xlogy_jvp(primals, tangents):
 def xlog1py(x, y):
     """x * log1p(y), 0 where x == 0."""
     x, y = _inexact(x, y)
-    return jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log1p(y))
+    keep = (x != 0) | jnp.isnan(y)  # a NaN y propagates even where x == 0, as SciPy
+    return jnp.where(keep, x * jnp.log1p(y), jnp.zeros_like(x))
 
 
 @xlog1py.defjvp
@@ -401,7 +421,42 @@ def zeta(x, q=None):
         raise NotImplementedError("Riemann zeta function not implemented; pass q != None to "
                                   "compute the Hurwitz Zeta function.")
     x, q = _elementwise("scipy.special", x, q)
+    return _zeta(x, q)
+
+
+@custom_jvp
+def _zeta(x, q):
     return lax.zeta(x, q)
+
+
+def _zeta_euler_maclaurin(s, a, terms: int = 12, corrections: int = 10):
+    """zeta(s, a) by the Euler-Maclaurin formula: `terms` summands, the integral of the rest,
+    and `corrections` Bernoulli terms (differentiable in s, unlike lax.zeta)."""
+    from fluxion._src.scipy.special_integrals import _bernoulli_numbers
+    bernoulli = _bernoulli_numbers(2 * corrections)
+    total = jnp.zeros_like(s)
+    for k in range(terms):
+        total = total + (a + k) ** -s
+    end = a + terms
+    total = total + end ** (1 - s) / (s - 1) + 0.5 * end ** -s
+    rising = s  # s (s + 1) ... (s + 2j - 2)
+    for j in range(1, corrections + 1):
+        coefficient = float(bernoulli[2 * j] / math.factorial(2 * j))
+        total = total + coefficient * rising * end ** (-s - 2 * j + 1)
+        rising = rising * (s + 2 * j - 1) * (s + 2 * j)
+    return total
+
+
+@_zeta.defjvp
+def _zeta_jvp(primals, tangents):
+    # d/dq zeta(x, q) = -x zeta(x + 1, q); d/dx from the Euler-Maclaurin series (lax.zeta has
+    # no derivative in x).
+    from fluxion._src.ad_api import jvp
+    x, q = primals
+    dx, dq = tangents
+    out = _zeta(x, q)
+    d_in_x = jvp(lambda s: _zeta_euler_maclaurin(s, q), (x,), (dx,))[1]
+    return out, d_in_x - x * lax.zeta(x + 1, q) * dq
 
 
 def i0e(x):

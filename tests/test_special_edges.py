@@ -1,0 +1,92 @@
+"""Edge values of fluxion.scipy.special found by a sweep against JAX 0.10.2 and SciPy: NaN
+propagation, SciPy's softmax axis default, complex and weighted logsumexp, tail derivatives,
+far-out Fresnel integrals, the derivative of zeta."""
+import jax
+import jax.scipy.special as jsp
+import numpy as np
+import pytest
+import scipy.special as ssp
+
+import fluxion
+import fluxion.scipy.special as sp
+
+
+@pytest.mark.parametrize("name", ["xlogy", "xlog1py"])
+def test_nan_y_propagates_where_x_is_zero(name):
+    x = np.float32([0.0, -0.0, 0.0, 1.0])
+    y = np.float32([np.nan, np.nan, 0.0 if name == "xlogy" else -1.0, np.nan])
+    got = getattr(sp, name)(x, y)
+    np.testing.assert_array_equal(got, getattr(jsp, name)(x, y))
+    np.testing.assert_array_equal(got, getattr(ssp, name)(x, y))
+    np.testing.assert_array_equal(fluxion.jit(getattr(sp, name))(x, y), got)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_reduces_over_all_axes_by_default(name):
+    x = np.float32([[1.0, 2.0, 3.0], [0.5, -1.0, 4.0]])
+    ours, theirs = getattr(sp, name), getattr(jsp, name)
+    np.testing.assert_allclose(ours(x), getattr(ssp, name)(x), rtol=1e-6)
+    np.testing.assert_allclose(ours(x, axis=0), theirs(x, axis=0), rtol=1e-6)
+    np.testing.assert_allclose(ours(2.0), theirs(2.0))  # a scalar has no axis -1
+    with pytest.raises(TypeError):
+        ours(x, where=x > 0)  # as JAX's scipy version: no `where`
+    with pytest.raises(TypeError):
+        ours(x, 0)  # axis is keyword-only
+
+
+def test_logsumexp_complex_keeps_the_phase():
+    a = np.complex64([1 + 1j, -2 + 0.5j])
+    np.testing.assert_allclose(sp.logsumexp(a), np.log(np.exp(a.astype(np.complex128)).sum()),
+                               rtol=1e-6)
+    out, sign = sp.logsumexp(a, return_sign=True)
+    want_out, want_sign = jsp.logsumexp(a, return_sign=True)
+    np.testing.assert_allclose(out, want_out, rtol=1e-6)
+    np.testing.assert_allclose(sign, want_sign, rtol=1e-6)
+
+
+def test_logsumexp_weights():
+    # a zero weight removes its term even at a = inf; an integer b takes a's float type
+    a = np.float32([np.inf, 1.0])
+    assert float(sp.logsumexp(a, b=np.float32([0.0, 1.0]))) == 1.0
+    got = sp.logsumexp(np.float32([1.0, 2.0]), b=np.int32([1, 2]))
+    want = jsp.logsumexp(np.float32([1.0, 2.0]), b=np.int32([1, 2]))
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_log_ndtr_derivative_in_the_lower_tail():
+    x = np.float32([-30.0, -12.0, -3.0, 0.4, 6.0])
+    got = fluxion.vmap(fluxion.grad(sp.log_ndtr))(x)
+    x64 = x.astype(np.float64)
+    want = np.exp(-0.5 * x64 ** 2 - 0.5 * np.log(2 * np.pi) - ssp.log_ndtr(x64))  # pdf / cdf
+    # (the 3-term tail series of log_ndtr itself is off by 2e-5 at -30, as JAX's)
+    np.testing.assert_allclose(got, want, rtol=5e-5)
+    np.testing.assert_allclose(got, jax.vmap(jax.grad(jsp.log_ndtr))(x), rtol=2e-6)
+
+
+def test_fresnel_far_out():
+    x = np.float32([1e3, 1234.567, 1e4, 33333.3, 1e6, 1e8, 1e30, -1e30])
+    s, c = sp.fresnel(x)
+    want_s, want_c = ssp.fresnel(x.astype(np.float64))
+    np.testing.assert_allclose(s, want_s, rtol=2e-7)
+    np.testing.assert_allclose(c, want_c, rtol=2e-7)
+
+
+def test_fresnel_derivative_exact_at_integer_squares():
+    x = np.float32([1.0, 7.0, 2.5, -1.5])
+    ds = fluxion.vmap(fluxion.grad(lambda v: sp.fresnel(v)[0]))(x)
+    dc = fluxion.vmap(fluxion.grad(lambda v: sp.fresnel(v)[1]))(x)
+    np.testing.assert_allclose(ds, np.sin(0.5 * np.pi * x.astype(np.float64) ** 2), atol=1e-7)
+    np.testing.assert_allclose(dc, np.cos(0.5 * np.pi * x.astype(np.float64) ** 2), atol=1e-7)
+    assert dc[0] == 0 and dc[1] == 0
+
+
+def test_zeta_derivatives():
+    x, q = np.float32([2.0, 3.0, 4.5]), np.float32([1.5, 2.0, 0.7])
+    dq = fluxion.vmap(fluxion.grad(sp.zeta, 1))(x, q)
+    np.testing.assert_allclose(dq, jax.vmap(jax.grad(jsp.zeta, 1))(x, q), rtol=1e-5)
+    dx = fluxion.vmap(fluxion.grad(sp.zeta, 0))(x, q)
+    # d/dx zeta(x, q) = -sum_k log(k + q) (k + q)^-x, from mpmath
+    np.testing.assert_allclose(dx, [-1.0245078426159016, -0.19812624288563685,
+                                    1.7086570570005437], rtol=1e-5)
+    np.testing.assert_allclose(fluxion.jit(sp.zeta)(x, q), jsp.zeta(x, q), rtol=1e-6)
