@@ -90,3 +90,33 @@ def test_zeta_derivatives():
     np.testing.assert_allclose(dx, [-1.0245078426159016, -0.19812624288563685,
                                     1.7086570570005437], rtol=1e-5)
     np.testing.assert_allclose(fluxion.jit(sp.zeta)(x, q), jsp.zeta(x, q), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp"])
+def test_int32_input_gives_float32_with_x64(name):
+    x = np.int32([1, 2, 3])
+    with fluxion.enable_x64(True), jax.enable_x64(True):
+        got, want = getattr(sp, name)(x), getattr(jsp, name)(x)
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_hyp1f1_and_hyp2f1_limits():
+    a, b = np.float32([1.0, 2.0, 0.5]), np.float32([2.0, 1.0, 1.5])
+    np.testing.assert_array_equal(sp.hyp1f1(a, b, np.float32(-np.inf)), [0.0, 0.0, 0.0])
+    # 1F1(2; 1; -30) = -29 exp(-30) (JAX 0.10.2 returns 3e6 here)
+    np.testing.assert_allclose(sp.hyp1f1(np.float32(2), np.float32(1), np.float32(-30)),
+                               -29 * np.exp(-30.0), rtol=1e-5)
+    # a polynomial stays real above 1; 2F1 ~ (-x)^-min(a, b) at -inf
+    got = sp.hyp2f1(np.float32([-2.0, 1.0, 0.5]), np.float32([1.0, 1.0, 1.0]),
+                    np.float32([1.0, 2.0, 2.0]), np.float32([3.0, -np.inf, -np.inf]))
+    np.testing.assert_array_equal(got, [4.0, 0.0, 0.0])
+    assert np.isnan(sp.hyp2f1(np.float32(1), np.float32(1), np.float32(2), np.float32(1.5)))
+
+
+def test_grad_of_wofz_on_real_input():
+    # the transpose of lax.complex(x, constant zeros) needs the constant's shape
+    x = np.float32([0.3, 1.5, -2.0])
+    got = fluxion.vmap(fluxion.grad(lambda z: fluxion.numpy.real(sp.wofz(z))))(x)
+    want = jax.vmap(jax.grad(lambda z: jax.numpy.real(jsp.wofz(z))))(x)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
