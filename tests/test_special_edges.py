@@ -120,3 +120,14 @@ def test_grad_of_wofz_on_real_input():
     got = fluxion.vmap(fluxion.grad(lambda z: fluxion.numpy.real(sp.wofz(z))))(x)
     want = jax.vmap(jax.grad(lambda z: jax.numpy.real(jsp.wofz(z))))(x)
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_sph_harm_y_dtype_meets_the_default_float():
+    n, m = np.array([1, 2]), np.array([0, 1])
+    for angles in (np.float32([0.5, 1.0]), np.int32([1, 2])):
+        for x64 in (False, True):
+            with fluxion.enable_x64(x64), jax.enable_x64(x64):
+                got = sp.sph_harm_y(n, m, angles, angles)
+                want = jsp.sph_harm_y(n, m, angles, angles)
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
