@@ -200,11 +200,78 @@ def gammaln(x):
 
 
 def loggamma(x):
-    """The principal branch of log Gamma(x); for real x, NaN where x <= 0 (as SciPy). Complex
-    arguments are not supported."""
+    """The principal branch of log Gamma(x): for real x, NaN where x <= 0 (as SciPy); for
+    complex x, the continuation from the positive axis with one cut on the negative axis."""
     x = _inexact(x)
-    _real_only("loggamma", x)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return _complex_loggamma(x)
     return jnp.where(x > 0, lax.lgamma(x), np.nan)
+
+
+def _stirling_coefficients(terms: int):
+    """B_2j / (2j (2j - 1)) for j = 1..terms: the coefficients of Stirling's series."""
+    from fluxion._src.scipy.special_integrals import _bernoulli_numbers
+    bernoulli = _bernoulli_numbers(2 * terms)
+    return [float(bernoulli[2 * j] / (2 * j * (2 * j - 1))) for j in range(1, terms + 1)]
+
+
+_STIRLING = _stirling_coefficients(8)
+_SHIFT = 8  # Stirling's series is used at |z| >= 8, reached by recurrence
+
+
+def _loggamma_right(z):
+    """log Gamma(z) for Re z >= 1/2: the recurrence log Gamma(z) = log Gamma(z + n) -
+    sum_k log(z + k) (principal logs: every z + k is in the right half plane) up to
+    Re z >= 8, then Stirling's series."""
+    n = jnp.clip(jnp.ceil(_SHIFT - jnp.real(z)), 0, _SHIFT)
+    logs = jnp.zeros_like(z)
+    for k in range(_SHIFT):
+        logs = logs + jnp.where(k < n, jnp.log(z + k), 0)
+    v = z + n.astype(z.dtype)
+    inverse, inverse2 = 1 / v, 1 / (v * v)
+    series = jnp.zeros_like(v)
+    for c in _STIRLING[::-1]:
+        series = series * inverse2 + c
+    stirling = (v - 0.5) * jnp.log(v) - v + 0.5 * math.log(2 * math.pi) + series * inverse
+    return stirling - logs
+
+
+def _log_sin_pi(z):
+    """The principal log of sin(pi z), without overflow for large |Im z|."""
+    x, y = jnp.real(z), jnp.imag(z)
+    r = jnp.fmod(x, 2.0)  # exact: sin(pi x) keeps its digits for large x
+    sin_pi, cos_pi = jnp.sin(math.pi * r), jnp.cos(math.pi * r)
+    near = jnp.abs(y) < 10
+    # |sin(pi z)|^2 = sin(pi x)^2 + sinh(pi y)^2, scaled by the larger (no underflow near 0)
+    a, b = jnp.abs(sin_pi), jnp.abs(jnp.sinh(math.pi * jnp.where(near, y, 0.0)))
+    big, small = jnp.maximum(a, b), jnp.minimum(a, b)
+    ratio = small / jnp.where(big > 0, big, 1.0)
+    log_modulus = jnp.where(near, jnp.log(big) + 0.5 * jnp.log1p(ratio * ratio),
+                            math.pi * jnp.abs(y) - math.log(2.0))
+    # arg of sin(pi x) cosh(pi y) + i cos(pi x) sinh(pi y); on the real axis, the limit from
+    # above (as SciPy): a negative value is on the side of the sign of cos(pi x) (taken from
+    # r exactly, so that half-integers, where it is 0, go to +pi)
+    cos_negative = (jnp.abs(r) > 0.5) & (jnp.abs(r) < 1.5)
+    above = jnp.where(cos_negative, -math.pi, math.pi)
+    angle = jnp.where(y == 0, jnp.where(sin_pi < 0, above, 0.0),
+                      jnp.arctan2(cos_pi * jnp.tanh(math.pi * y), sin_pi))
+    return lax.complex(log_modulus, angle)
+
+
+def _complex_loggamma(z):
+    """SciPy's principal branch: the recurrence and Stirling for Re z >= 1/2; the reflection
+    log pi - log sin(pi z) - log Gamma(1 - z) elsewhere, moved onto the branch by
+    2 pi i sign(Im z) floor(Re z / 2 + 1/4) (Hare, J. Symbolic Comput. 1997)."""
+    x, y = jnp.real(z), jnp.imag(z)
+    reflect = x < 0.5
+    right = _loggamma_right(jnp.where(reflect, 1 - z, z))
+    branch = jnp.where(y < 0, -1.0, 1.0) * jnp.floor(0.5 * x + 0.25)
+    safe = jnp.where(reflect, z, 0.5)
+    reflected = math.log(math.pi) - _log_sin_pi(safe) - right \
+        + lax.complex(jnp.zeros_like(x), 2 * math.pi * branch)
+    value = jnp.where(reflect, reflected, right)
+    pole = (y == 0) & (x <= 0) & (x == jnp.floor(x))
+    return jnp.where(pole | jnp.isnan(x) | jnp.isnan(y), complex(np.nan, np.nan), value)
 
 
 def gammasgn(x):
@@ -219,8 +286,11 @@ def gammasgn(x):
 
 
 def gamma(x):
-    """The gamma function, sign(Gamma(x)) * exp(log|Gamma(x)|)."""
+    """The gamma function, sign(Gamma(x)) * exp(log|Gamma(x)|); exp(loggamma(x)) for complex
+    x."""
     x = _inexact(x)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return jnp.exp(_complex_loggamma(x))
     return gammasgn(x) * jnp.exp(gammaln(x))
 
 
