@@ -158,3 +158,22 @@ def test_complex_gamma():
     got = sp.gamma(z)
     assert got.dtype == np.complex64  # as JAX
     np.testing.assert_allclose(got, ssp.gamma(z.astype(np.complex128)), rtol=1e-5)
+
+
+def test_half_precision_and_error_classes():
+    half = np.float16([0.5])
+    np.testing.assert_allclose(sp.hyp2f1(half, np.float16([1.0]), np.float16([1.5]), half),
+                               ssp.hyp2f1(0.5, 1.0, 1.5, 0.5), rtol=1e-3)
+    assert sp.hyp2f1(half, half, np.float16([1.5]), half).dtype == np.float16
+    with pytest.raises(TypeError):
+        sp.ndtr(np.float16([1.0]))  # as JAX: float32 and float64 only
+    with pytest.raises(NotImplementedError):
+        sp.fresnel(np.complex64([1j]))
+
+
+def test_gammaincc_small_a_without_cancellation():
+    a = np.float32([1e-5, 1e-5, 1e-3, 0.1, 0.2, 1e-8, 0.01])
+    x = np.float32([1.0, 0.5, 1.9, 0.01, 1.5, 1e-3, 1.99])
+    want = ssp.gammaincc(a.astype(np.float64), x.astype(np.float64))
+    np.testing.assert_allclose(sp.gammaincc(a, x), want, rtol=5e-6)
+    np.testing.assert_allclose(sp.gammainc(a, x), 1 - want, rtol=1e-6)

@@ -12,10 +12,9 @@ import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion import lax
-from fluxion._src import core, dtypes
+from fluxion._src import core, nn_functions
 from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.numpy.util import broadcast_arrays_for_op, promote_dtypes_inexact
-from fluxion._src import nn_functions
 from fluxion._src.nn_functions import logsumexp  # noqa: F401
 
 
@@ -77,8 +76,9 @@ def log_softmax(x, /, *, axis=None):
 def ndtr(x):
     """The standard normal CDF."""
     x = jnp.asarray(x)
-    if x.dtype not in (np.float32, np.float64, np.float16, dtypes.bfloat16):
-        raise TypeError(f"x.dtype={x.dtype} is not supported.")
+    if x.dtype not in (np.float32, np.float64):  # as JAX (and so its stats.norm.cdf)
+        raise TypeError(f"x.dtype={x.dtype} is not supported, see docstring for supported "
+                        "types.")
     half_sqrt2 = 0.5 * math.sqrt(2.0)
     w = x * jnp.asarray(half_sqrt2, x.dtype)
     z = jnp.abs(w)

@@ -30,6 +30,15 @@ def _real_args(name, *args):
     return jnp.broadcast_arrays(*args)
 
 
+def _in_single(fn, *args):
+    """fn on float32 for half-precision arguments: hundreds of series terms in float16 lose
+    everything (2F1(1, 1; 2; 1/2) came out NaN)."""
+    dtype = args[0].dtype
+    if dtype.itemsize < 4:
+        return fn(*(a.astype(np.float32) for a in args)).astype(dtype)
+    return fn(*args)
+
+
 def _series(ratio, terms: int, like):
     """1 + sum_k t_k with t_0 = 1, t_{k+1} = t_k * ratio(k)."""
     def body(k, carry):
@@ -58,7 +67,7 @@ def _hyp1f1_asymptotic(a, b, x):
 
 def hyp1f1(a, b, x):
     """Kummer's confluent hypergeometric function 1F1(a; b; x) for real arguments."""
-    return _hyp1f1(*_real_args("hyp1f1", a, b, x))
+    return _in_single(_hyp1f1, *_real_args("hyp1f1", a, b, x))
 
 
 @jit
@@ -136,7 +145,7 @@ def hyp2f1(a, b, c, x):
     """The Gauss hypergeometric function 2F1(a, b; c; x) for real arguments and x <= 1
     (NaN above 1 unless a or b is a non-positive integer; inf where c is a non-positive
     integer, as JAX)."""
-    return _hyp2f1(*_real_args("hyp2f1", a, b, c, x))
+    return _in_single(_hyp2f1, *_real_args("hyp2f1", a, b, c, x))
 
 
 @jit

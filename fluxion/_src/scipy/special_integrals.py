@@ -304,7 +304,9 @@ def _fresnel_jvp(primals, tangents):
 
 def fresnel(x):
     """The Fresnel integrals (S(x), C(x)) (real input only)."""
-    (x,) = _real_input("fresnel", x)
+    (x,) = strong_inexact(x)
+    if jnp.iscomplexobj(x):  # JAX's error class here
+        raise NotImplementedError("Support for complex-valued inputs is not implemented yet.")
     if x.dtype.itemsize < 4:
         s, c = _fresnel_jit(x.astype(np.float32))
         return s.astype(x.dtype), c.astype(x.dtype)
