@@ -177,3 +177,18 @@ def test_gammaincc_small_a_without_cancellation():
     want = ssp.gammaincc(a.astype(np.float64), x.astype(np.float64))
     np.testing.assert_allclose(sp.gammaincc(a, x), want, rtol=5e-6)
     np.testing.assert_allclose(sp.gammainc(a, x), 1 - want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["rel_entr", "kl_div"])
+def test_rel_entr_jit_agrees_with_eager_far_out(name):
+    p = np.float32([1e-30, 1e30, 2.0, 1e30, 1e-30, 0.5])
+    q = np.float32([1e-30, 1e30, 3.0, 1e-30, 1e30, 0.5])
+    eager = getattr(sp, name)(p, q)
+    np.testing.assert_array_equal(fluxion.jit(getattr(sp, name))(p, q), eager)
+    want = getattr(ssp, name)(p.astype(np.float64), q.astype(np.float64))
+    np.testing.assert_allclose(eager, want, rtol=1e-6)
+    grads = fluxion.grad(lambda a, b: getattr(sp, name)(a, b).sum(), (0, 1))(
+        np.float32([0.5, 2.0]), np.float32([1.5, 0.3]))
+    want_grads = jax.grad(lambda a, b: getattr(jsp, name)(a, b).sum(), (0, 1))(
+        np.float32([0.5, 2.0]), np.float32([1.5, 0.3]))
+    np.testing.assert_allclose(grads, want_grads, rtol=1e-6)
