@@ -127,23 +127,29 @@ def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = 
     """log(sum(b * exp(a))) over `axis`, computed stably (the max is subtracted first)."""
     jnp = _jnp()
     from fluxion._src.lax.stop_gradient import stop_gradient
-    a = _inexact(a)
-    if b is not None:
-        b = jnp.asarray(b)
+    from fluxion._src.numpy.util import canonicalize_axes, promote_dtypes_inexact
+    if b is None:
+        (a,) = promote_dtypes_inexact(a)  # int32 -> float32 even with x64, as JAX
+    else:
+        a, b = promote_dtypes_inexact(a, b)  # an integer b takes a's float type
         a, b = jnp.broadcast_arrays(a, b)
-    from fluxion._src.numpy.util import canonicalize_axes
+        a = jnp.where(b != 0, a, -np.inf)  # a zero weight drops its term, even at a = inf
     axes = canonicalize_axes(axis, a.ndim, "logsumexp")
+    complex_input = jnp.iscomplexobj(a)
+    real = jnp.real(a) if complex_input else a  # the shift is real: it must keep the phase
     # Reduce without keepdims and broadcast back only for the subtraction: the program is then
     # the one JAX emits (no size-1 dimensions carried through the scalar tail).
-    amax = jnp.max(a, axis=axes, where=where, initial=-np.inf) if where is not None or \
-        not a.size else jnp.max(a, axis=axes)
+    amax = jnp.max(real, axis=axes, where=where, initial=-np.inf) if where is not None or \
+        not a.size else jnp.max(real, axis=axes)
     amax = stop_gradient(jnp.where(jnp.isfinite(amax), amax, 0.0))
     exp = jnp.exp(a - jnp.expand_dims(amax, axes))
     if b is not None:
         exp = exp * b
     total = jnp.sum(exp, axis=axes, where=where) if where is not None else jnp.sum(exp, axis=axes)
     sign = jnp.sign(total)
-    out = jnp.log(jnp.abs(total)) + amax
+    # A complex sum keeps its phase in the log, unless the sign is returned separately.
+    magnitude = total if complex_input and not return_sign else jnp.abs(total)
+    out = jnp.log(magnitude) + amax
     if keepdims:
         out = jnp.expand_dims(out, axes)
         sign = jnp.expand_dims(sign, axes)

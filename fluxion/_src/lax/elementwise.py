@@ -361,6 +361,12 @@ def _broadcast_to(x, shape):
     return _lax().broadcast_in_dim(x, shape, dims)
 
 
+def _aval(operand):
+    """The abstract value of an operand of a transpose rule: an undefined primal's, or a
+    constant's."""
+    return operand.aval if hasattr(operand, "aval") else core.get_aval(operand)
+
+
 def unbroadcast(aval, ct):
     """Sum `ct` (of the output's shape) down to `aval`'s shape (rank-0 or size-1 dimensions)."""
     lax = _lax()
@@ -517,8 +523,9 @@ def _register_rules():
     ad.deflinear(neg_p, lambda ct, x: [neg(ct)])
     ad.deflinear(real_p, lambda ct, x: [lax.complex(ct, _full_like(ct, 0))])
     ad.deflinear(imag_p, lambda ct, x: [lax.complex(_full_like(ct, 0), neg(ct))])
-    ad.deflinear(complex_p, lambda ct, x, y: [unbroadcast(x.aval, lax.real(ct)),
-                                             unbroadcast(y.aval, neg(lax.imag(ct)))])
+    # One operand may be a constant (a NumPy scalar: lax.complex(x, zeros)), without .aval.
+    ad.deflinear(complex_p, lambda ct, x, y: [unbroadcast(_aval(x), lax.real(ct)),
+                                             unbroadcast(_aval(y), neg(lax.imag(ct)))])
     ad.deflinear(conj_p, lambda ct, x, *, input_dtype: [
         lax.conj(ct) if dtypes.is_complex(input_dtype) else lax.real(ct)])
 

@@ -12,10 +12,10 @@ import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion import lax
-from fluxion._src import core, dtypes
+from fluxion._src import core, nn_functions
 from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.numpy.util import broadcast_arrays_for_op, promote_dtypes_inexact
-from fluxion._src.nn_functions import log_softmax, logsumexp, softmax  # noqa: F401
+from fluxion._src.nn_functions import logsumexp  # noqa: F401
 
 
 def _inexact(*args):
@@ -63,11 +63,22 @@ def logit(x):
     return lax.log(x / (1 - x))
 
 
+def softmax(x, /, *, axis=None):
+    """exp(x) / sum(exp(x)) over `axis` (SciPy's default: all axes)."""
+    return nn_functions.softmax(_inexact(x), axis=axis)
+
+
+def log_softmax(x, /, *, axis=None):
+    """x - logsumexp(x) over `axis` (SciPy's default: all axes)."""
+    return nn_functions.log_softmax(_inexact(x), axis=axis)
+
+
 def ndtr(x):
     """The standard normal CDF."""
     x = jnp.asarray(x)
-    if x.dtype not in (np.float32, np.float64, np.float16, dtypes.bfloat16):
-        raise TypeError(f"x.dtype={x.dtype} is not supported.")
+    if x.dtype not in (np.float32, np.float64):  # as JAX (and so its stats.norm.cdf)
+        raise TypeError(f"x.dtype={x.dtype} is not supported, see docstring for supported "
+                        "types.")
     half_sqrt2 = 0.5 * math.sqrt(2.0)
     w = x * jnp.asarray(half_sqrt2, x.dtype)
     z = jnp.abs(w)
@@ -134,7 +145,6 @@ def _double_factorial(n: int) -> int:
     return math.prod(range(n, 0, -2))
 
 
-@functools.partial(custom_jvp, nondiff_argnums=(1,))
 def _asymptotic_series(x, order):
     """1 - 1/x^2 + 3/x^4 - 15/x^6 + ...: the series of log_ndtr for very negative x."""
     total = jnp.ones_like(x)
@@ -146,10 +156,6 @@ def _asymptotic_series(x, order):
     return total
 
 
-_asymptotic_series.defjvp(lambda order, primals, tangents: (
-    _asymptotic_series(primals[0], order), jnp.zeros_like(primals[0])))
-
-
 def log_ndtr(x, series_order: int = 3):
     """log of the standard normal CDF, accurate far into both tails."""
     if not isinstance(series_order, int):
@@ -159,18 +165,30 @@ def log_ndtr(x, series_order: int = 3):
     if series_order > 30:
         raise ValueError("series_order must be <= 30.")
     x = jnp.asarray(x)
-    if x.dtype == np.float64:
-        lower, upper = -20.0, 8.0
-    elif x.dtype == np.float32:
-        lower, upper = -10.0, 5.0
-    else:
+    if x.dtype not in (np.float32, np.float64):
         raise TypeError(f"x.dtype={x.dtype} is not supported.")
+    return _log_ndtr(x, series_order)
+
+
+@functools.partial(custom_jvp, nondiff_argnums=(1,))
+def _log_ndtr(x, series_order):
+    lower, upper = (-20.0, 8.0) if x.dtype == np.float64 else (-10.0, 5.0)
     above = x > upper
     cdf = ndtr(jnp.where(above, -x, jnp.maximum(x, lower)))
     tail_x = jnp.minimum(x, lower)  # where x is not in the lower tail, a harmless value
     log_scale = -0.5 * tail_x * tail_x - jnp.log(-tail_x) - 0.5 * math.log(2.0 * math.pi)
     lower_tail = log_scale + jnp.log(_asymptotic_series(tail_x, series_order))
     return jnp.where(above, -cdf, jnp.where(x > lower, jnp.log(cdf), lower_tail))
+
+
+@_log_ndtr.defjvp
+def _log_ndtr_jvp(series_order, primals, tangents):
+    # d/dx log Phi(x) = phi(x) / Phi(x): the derivative of the truncated tail series would be
+    # off by its truncation error (1e-4 relative at x = -12 in float32).
+    (x,), (dx,) = primals, tangents
+    out = _log_ndtr(x, series_order)
+    log_pdf = -0.5 * x * x - 0.5 * math.log(2.0 * math.pi)
+    return out, dx * jnp.exp(log_pdf - out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,11 +200,78 @@ def gammaln(x):
 
 
 def loggamma(x):
-    """The principal branch of log Gamma(x); for real x, NaN where x <= 0 (as SciPy). Complex
-    arguments are not supported."""
+    """The principal branch of log Gamma(x): for real x, NaN where x <= 0 (as SciPy); for
+    complex x, the continuation from the positive axis with one cut on the negative axis."""
     x = _inexact(x)
-    _real_only("loggamma", x)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return _complex_loggamma(x)
     return jnp.where(x > 0, lax.lgamma(x), np.nan)
+
+
+def _stirling_coefficients(terms: int):
+    """B_2j / (2j (2j - 1)) for j = 1..terms: the coefficients of Stirling's series."""
+    from fluxion._src.scipy.special_integrals import _bernoulli_numbers
+    bernoulli = _bernoulli_numbers(2 * terms)
+    return [float(bernoulli[2 * j] / (2 * j * (2 * j - 1))) for j in range(1, terms + 1)]
+
+
+_STIRLING = _stirling_coefficients(8)
+_SHIFT = 8  # Stirling's series is used at |z| >= 8, reached by recurrence
+
+
+def _loggamma_right(z):
+    """log Gamma(z) for Re z >= 1/2: the recurrence log Gamma(z) = log Gamma(z + n) -
+    sum_k log(z + k) (principal logs: every z + k is in the right half plane) up to
+    Re z >= 8, then Stirling's series."""
+    n = jnp.clip(jnp.ceil(_SHIFT - jnp.real(z)), 0, _SHIFT)
+    logs = jnp.zeros_like(z)
+    for k in range(_SHIFT):
+        logs = logs + jnp.where(k < n, jnp.log(z + k), 0)
+    v = z + n.astype(z.dtype)
+    inverse, inverse2 = 1 / v, 1 / (v * v)
+    series = jnp.zeros_like(v)
+    for c in _STIRLING[::-1]:
+        series = series * inverse2 + c
+    stirling = (v - 0.5) * jnp.log(v) - v + 0.5 * math.log(2 * math.pi) + series * inverse
+    return stirling - logs
+
+
+def _log_sin_pi(z):
+    """The principal log of sin(pi z), without overflow for large |Im z|."""
+    x, y = jnp.real(z), jnp.imag(z)
+    r = jnp.fmod(x, 2.0)  # exact: sin(pi x) keeps its digits for large x
+    sin_pi, cos_pi = jnp.sin(math.pi * r), jnp.cos(math.pi * r)
+    near = jnp.abs(y) < 10
+    # |sin(pi z)|^2 = sin(pi x)^2 + sinh(pi y)^2, scaled by the larger (no underflow near 0)
+    a, b = jnp.abs(sin_pi), jnp.abs(jnp.sinh(math.pi * jnp.where(near, y, 0.0)))
+    big, small = jnp.maximum(a, b), jnp.minimum(a, b)
+    ratio = small / jnp.where(big > 0, big, 1.0)
+    log_modulus = jnp.where(near, jnp.log(big) + 0.5 * jnp.log1p(ratio * ratio),
+                            math.pi * jnp.abs(y) - math.log(2.0))
+    # arg of sin(pi x) cosh(pi y) + i cos(pi x) sinh(pi y); on the real axis, the limit from
+    # above (as SciPy): a negative value is on the side of the sign of cos(pi x) (taken from
+    # r exactly, so that half-integers, where it is 0, go to +pi)
+    cos_negative = (jnp.abs(r) > 0.5) & (jnp.abs(r) < 1.5)
+    above = jnp.where(cos_negative, -math.pi, math.pi)
+    angle = jnp.where(y == 0, jnp.where(sin_pi < 0, above, 0.0),
+                      jnp.arctan2(cos_pi * jnp.tanh(math.pi * y), sin_pi))
+    return lax.complex(log_modulus, angle)
+
+
+def _complex_loggamma(z):
+    """SciPy's principal branch: the recurrence and Stirling for Re z >= 1/2; the reflection
+    log pi - log sin(pi z) - log Gamma(1 - z) elsewhere, moved onto the branch by
+    2 pi i sign(Im z) floor(Re z / 2 + 1/4) (Hare, J. Symbolic Comput. 1997)."""
+    x, y = jnp.real(z), jnp.imag(z)
+    reflect = x < 0.5
+    right = _loggamma_right(jnp.where(reflect, 1 - z, z))
+    branch = jnp.where(y < 0, -1.0, 1.0) * jnp.floor(0.5 * x + 0.25)
+    safe = jnp.where(reflect, z, 0.5)
+    reflected = math.log(math.pi) - _log_sin_pi(safe) - right \
+        + lax.complex(jnp.zeros_like(x), 2 * math.pi * branch)
+    value = jnp.where(reflect, reflected, right)
+    pole = (y == 0) & (x <= 0) & (x == jnp.floor(x))
+    return jnp.where(pole | jnp.isnan(x) | jnp.isnan(y), complex(np.nan, np.nan), value)
 
 
 def gammasgn(x):
@@ -201,8 +286,11 @@ def gammasgn(x):
 
 
 def gamma(x):
-    """The gamma function, sign(Gamma(x)) * exp(log|Gamma(x)|)."""
+    """The gamma function, sign(Gamma(x)) * exp(log|Gamma(x)|); exp(loggamma(x)) for complex
+    x."""
     x = _inexact(x)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return jnp.exp(_complex_loggamma(x))
     return gammasgn(x) * jnp.exp(gammaln(x))
 
 
@@ -304,7 +392,8 @@ def comb(N, k, *, repetition: bool = False):
 def xlogy(x, y):
     """x * log(y), 0 where x == 0."""
     x, y = _inexact(x, y)
-    return jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log(y))
+    keep = (x != 0) | jnp.isnan(y)  # a NaN y propagates even where x == 0, as SciPy
+    return jnp.where(keep, x * jnp.log(y), jnp.zeros_like(x))
 
 
 @xlogy.defjvp
@@ -320,7 +409,8 @@ def _xlogy_jvp(primals, tangents):
 def xlog1py(x, y):
     """x * log1p(y), 0 where x == 0."""
     x, y = _inexact(x, y)
-    return jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log1p(y))
+    keep = (x != 0) | jnp.isnan(y)  # a NaN y propagates even where x == 0, as SciPy
+    return jnp.where(keep, x * jnp.log1p(y), jnp.zeros_like(x))
 
 
 @xlog1py.defjvp
@@ -345,7 +435,13 @@ def rel_entr(p, q):
     _real_only("rel_entr", p)
     both = (p > 0) & (q > 0)
     safe_p, safe_q = jnp.where(both, p, 1.0), jnp.where(both, q, 1.0)
-    value = xlogy(safe_p, safe_p) - xlogy(safe_p, safe_q)
+    # p log(p / q) has no cancellation (exactly 0 at p == q, where p log p - p log q left
+    # rounding noise of order eps p log p under jit); the difference of logs only where the
+    # ratio overflows or underflows.
+    ratio = safe_p / safe_q
+    usable = jnp.isfinite(ratio) & (ratio > 0)
+    value = jnp.where(usable, safe_p * jnp.log(jnp.where(usable, ratio, 1.0)),
+                      xlogy(safe_p, safe_p) - xlogy(safe_p, safe_q))
     return jnp.where(both, value, jnp.where((p == 0) & (q >= 0), 0.0, np.inf))
 
 
@@ -401,7 +497,42 @@ def zeta(x, q=None):
         raise NotImplementedError("Riemann zeta function not implemented; pass q != None to "
                                   "compute the Hurwitz Zeta function.")
     x, q = _elementwise("scipy.special", x, q)
+    return _zeta(x, q)
+
+
+@custom_jvp
+def _zeta(x, q):
     return lax.zeta(x, q)
+
+
+def _zeta_euler_maclaurin(s, a, terms: int = 12, corrections: int = 10):
+    """zeta(s, a) by the Euler-Maclaurin formula: `terms` summands, the integral of the rest,
+    and `corrections` Bernoulli terms (differentiable in s, unlike lax.zeta)."""
+    from fluxion._src.scipy.special_integrals import _bernoulli_numbers
+    bernoulli = _bernoulli_numbers(2 * corrections)
+    total = jnp.zeros_like(s)
+    for k in range(terms):
+        total = total + (a + k) ** -s
+    end = a + terms
+    total = total + end ** (1 - s) / (s - 1) + 0.5 * end ** -s
+    rising = s  # s (s + 1) ... (s + 2j - 2)
+    for j in range(1, corrections + 1):
+        coefficient = float(bernoulli[2 * j] / math.factorial(2 * j))
+        total = total + coefficient * rising * end ** (-s - 2 * j + 1)
+        rising = rising * (s + 2 * j - 1) * (s + 2 * j)
+    return total
+
+
+@_zeta.defjvp
+def _zeta_jvp(primals, tangents):
+    # d/dq zeta(x, q) = -x zeta(x + 1, q); d/dx from the Euler-Maclaurin series (lax.zeta has
+    # no derivative in x).
+    from fluxion._src.ad_api import jvp
+    x, q = primals
+    dx, dq = tangents
+    out = _zeta(x, q)
+    d_in_x = jvp(lambda s: _zeta_euler_maclaurin(s, q), (x,), (dx,))[1]
+    return out, d_in_x - x * lax.zeta(x + 1, q) * dq
 
 
 def i0e(x):

@@ -30,6 +30,15 @@ def _real_args(name, *args):
     return jnp.broadcast_arrays(*args)
 
 
+def _in_single(fn, *args):
+    """fn on float32 for half-precision arguments: hundreds of series terms in float16 lose
+    everything (2F1(1, 1; 2; 1/2) came out NaN)."""
+    dtype = args[0].dtype
+    if dtype.itemsize < 4:
+        return fn(*(a.astype(np.float32) for a in args)).astype(dtype)
+    return fn(*args)
+
+
 def _series(ratio, terms: int, like):
     """1 + sum_k t_k with t_0 = 1, t_{k+1} = t_k * ratio(k)."""
     def body(k, carry):
@@ -58,7 +67,7 @@ def _hyp1f1_asymptotic(a, b, x):
 
 def hyp1f1(a, b, x):
     """Kummer's confluent hypergeometric function 1F1(a; b; x) for real arguments."""
-    return _hyp1f1(*_real_args("hyp1f1", a, b, x))
+    return _in_single(_hyp1f1, *_real_args("hyp1f1", a, b, x))
 
 
 @jit
@@ -77,6 +86,8 @@ def _hyp1f1(a, b, x):
     series_far = _hyp1f1_series(a2, b, jnp.where(far & polynomial, x2, 0.0))
     value = jnp.where(use_far, asymptotic, jnp.where(far, series_far, near))
     value = jnp.where(flip, jnp.exp(x) * value, value)
+    # 1F1 ~ Gamma(b) / Gamma(b - a) (-x)^-a as x -> -inf (or faster, with the exponential)
+    value = jnp.where((x == -np.inf) & (a > 0), 0.0, value)
     value = jnp.where(a == b, jnp.exp(x), value)
     value = jnp.where(b == 0, np.inf, value)
     return jnp.where(a == 0, jnp.ones_like(value), value)
@@ -132,8 +143,9 @@ def _hyp2f1_integer_gap(a, b, m, s):
 
 def hyp2f1(a, b, c, x):
     """The Gauss hypergeometric function 2F1(a, b; c; x) for real arguments and x <= 1
-    (NaN above 1; inf where c is a non-positive integer, as JAX)."""
-    return _hyp2f1(*_real_args("hyp2f1", a, b, c, x))
+    (NaN above 1 unless a or b is a non-positive integer; inf where c is a non-positive
+    integer, as JAX)."""
+    return _in_single(_hyp2f1, *_real_args("hyp2f1", a, b, c, x))
 
 
 @jit
@@ -177,7 +189,11 @@ def _hyp2f1(a, b, c, x):
     gauss = gamma(c) * gamma(jnp.where(d > 0, d, 1.0)) * _rgamma(c - a) * _rgamma(c - b)
     divergent_sign = gammasgn(c) * gammasgn(jnp.where(d < 0, -d, 1.0)) * gammasgn(a) * gammasgn(b)
     at_one = jnp.where(d > 0, gauss, divergent_sign * np.inf)
-    value = jnp.where((x == 1) & ~polynomial, at_one, jnp.where(x > 1, np.nan, value))
+    # Above 1 only a polynomial (a terminating series) is real-valued.
+    value = jnp.where((x == 1) & ~polynomial, at_one,
+                      jnp.where((x > 1) & ~polynomial, np.nan, value))
+    # 2F1 ~ x^-min(a, b) as x -> -inf
+    value = jnp.where((x == -np.inf) & (a > 0) & (b > 0), 0.0, value)
     value = jnp.where((c <= 0) & _is_integer(c), np.inf, value)
     trivial = (x == 0) | (((a == 0) | (b == 0)) & (c != 0))
     return jnp.where(trivial, jnp.ones_like(value), value)

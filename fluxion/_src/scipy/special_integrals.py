@@ -235,6 +235,27 @@ def sici(x):
 # ---------------------------------------------------------------------------------------------
 # Fresnel integrals S(x) = int_0^x sin(pi t^2 / 2) dt, C(x) = int_0^x cos(pi t^2 / 2) dt
 
+def _sin_cos_half_pi_square(x):
+    """(sin, cos) of pi/2 x^2, accurate for large |x| (pi/2 x^2 itself has no correct digits
+    beyond x ~ 1e3 in float32): x = a + b with a holding the upper half of x's mantissa bits
+    (Veltkamp's split), so that a^2, 2ab and b^2 are exact and each is reduced modulo 4 exactly;
+    the quadrant then comes off exactly too, which makes the zeros at integer x^2 exact."""
+    half_bits = 2.0 ** ((np.finfo(x.dtype).nmant + 2) // 2) + 1
+    c = half_bits * x
+    a = c - (c - x)
+    b = x - a
+    r = jnp.fmod(a * a, 4.0) + jnp.fmod(2 * a * b, 4.0) + jnp.fmod(b * b, 4.0)
+    quadrant = jnp.round(r)
+    angle = 0.5 * math.pi * (r - quadrant)  # in [-pi/4, pi/4]
+    sin, cos = jnp.sin(angle), jnp.cos(angle)
+    quadrant = jnp.fmod(quadrant, 4.0)
+    sin_out = jnp.where(quadrant == 0, sin, jnp.where(quadrant == 1, cos,
+                                                      jnp.where(quadrant == 2, -sin, -cos)))
+    cos_out = jnp.where(quadrant == 0, cos, jnp.where(quadrant == 1, -sin,
+                                                      jnp.where(quadrant == 2, -cos, sin)))
+    return sin_out, cos_out
+
+
 def _fresnel_series(x):
     t = 0.5 * math.pi * x * x
 
@@ -254,9 +275,9 @@ def _fresnel_large(x):
     """C + iS = (1 + i)/2 (1 - exp(i pi x^2 / 2) w((1 + i) sqrt(pi) x / 2)) for x > 0."""
     r = 0.5 * math.sqrt(math.pi) * x
     w = _wofz(lax.complex(r, r))
-    phase = 0.5 * math.pi * x * x
+    sin, cos = _sin_cos_half_pi_square(x)
     value = 0.5 * lax.complex(jnp.ones_like(x), jnp.ones_like(x)) * (
-        1 - lax.complex(jnp.cos(phase), jnp.sin(phase)) * w)
+        1 - lax.complex(cos, sin) * w)
     return jnp.imag(value), jnp.real(value)
 
 
@@ -264,10 +285,12 @@ def _fresnel_large(x):
 def _fresnel(x):
     ax = jnp.abs(x)
     small = ax < 1.5
+    # Beyond this the terms 1/(pi x) that oscillate about 1/2 are below half an ulp of 1/2.
+    flat = ax > 2 / (math.pi * float(np.finfo(x.dtype).eps))
     s_s, c_s = _fresnel_series(jnp.where(small, ax, 0.0))
-    s_l, c_l = _fresnel_large(jnp.where(small | (ax == np.inf), 2.0, ax))
-    s = jnp.where(small, s_s, jnp.where(ax == np.inf, 0.5, s_l))
-    c = jnp.where(small, c_s, jnp.where(ax == np.inf, 0.5, c_l))
+    s_l, c_l = _fresnel_large(jnp.where(small | flat, 2.0, ax))
+    s = jnp.where(small, s_s, jnp.where(flat, 0.5, s_l))
+    c = jnp.where(small, c_s, jnp.where(flat, 0.5, c_l))
     sign = jnp.where(x < 0, -1.0, 1.0)
     return sign * s, sign * c
 
@@ -275,13 +298,15 @@ def _fresnel(x):
 @_fresnel.defjvp
 def _fresnel_jvp(primals, tangents):
     (x,), (dx,) = primals, tangents
-    phase = 0.5 * math.pi * x * x
-    return _fresnel(x), (jnp.sin(phase) * dx, jnp.cos(phase) * dx)
+    sin, cos = _sin_cos_half_pi_square(x)
+    return _fresnel(x), (sin * dx, cos * dx)
 
 
 def fresnel(x):
     """The Fresnel integrals (S(x), C(x)) (real input only)."""
-    (x,) = _real_input("fresnel", x)
+    (x,) = strong_inexact(x)
+    if jnp.iscomplexobj(x):  # JAX's error class here
+        raise NotImplementedError("Support for complex-valued inputs is not implemented yet.")
     if x.dtype.itemsize < 4:
         s, c = _fresnel_jit(x.astype(np.float32))
         return s.astype(x.dtype), c.astype(x.dtype)

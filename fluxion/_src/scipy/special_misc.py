@@ -166,7 +166,9 @@ def sph_harm_y(n, m, theta, phi, diff_n: int | None = None, n_max: int | None = 
             n, "The `n_max` argument of `sph_harm_y` must be statically specified to use "
                "`sph_harm_y` within fluxion transformations.")))
     n_max = int(core.concrete_or_error(n_max, "n_max of sph_harm_y"))
-    return _sph_harm_y(n, m, theta, phi, n_max)
+    result = _sph_harm_y(n, m, theta, phi, n_max)
+    # JAX's result meets the default float type (its (-1.0)**|m| factor): complex128 under x64
+    return result.astype(jnp.promote_types(result.dtype, dtypes.default_float_dtype()))
 
 
 @partial(jit, static_argnums=(4,))
