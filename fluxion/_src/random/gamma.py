@@ -315,4 +315,6 @@ def ball(key, d, p=2, shape=(), dtype=None, *, out_sharding=None):
     check_out_sharding(out_sharding)
     dtype = user_dtype(dtype, float)
     d = util.static_int(d, "The error occurred in jax.random.ball()")
+    if d < 0:
+        raise TypeError(f"Shapes must have nonnegative dimensions, got {(*shape, d)}.")
     return _ball_jit(key, p, d, shape, dtype)

@@ -1,0 +1,45 @@
+"""Edge inputs of fluxion.random against jax.random (0.10.2): shape arguments, degenerate
+parameters and other cases found by a sweep of every sampler; each case is one the two
+libraries once disagreed on."""
+import numpy as np
+import pytest
+
+import fluxion.random as fr
+
+jax = pytest.importorskip("jax")
+jr = jax.random
+
+
+def error_class(fn, random_module):
+    try:
+        fn(random_module, random_module.PRNGKey(0))
+    except Exception as e:  # noqa: BLE001 - the class is what is compared
+        return type(e)
+    return None
+
+
+@pytest.mark.parametrize("shape", [np.int64(3), np.int32(2), np.array(3)], ids=repr)
+@pytest.mark.parametrize("sampler", ["normal", "uniform", "bits", "gamma", "bernoulli"])
+def test_numpy_scalar_is_not_a_shape(sampler, shape):
+    calls = {"normal": lambda r, k: r.normal(k, shape),
+             "uniform": lambda r, k: r.uniform(k, shape),
+             "bits": lambda r, k: r.bits(k, shape),
+             "gamma": lambda r, k: r.gamma(k, 1.0, shape),
+             "bernoulli": lambda r, k: r.bernoulli(k, 0.5, shape)}
+    assert error_class(calls[sampler], jr) is TypeError
+    with pytest.raises(TypeError, match="Shapes must be 1D sequences"):
+        calls[sampler](fr, fr.PRNGKey(0))
+
+
+def test_python_int_and_numpy_int_elements_are_shapes():
+    for shape in (3, (np.int64(3),), [np.int32(3)]):
+        ours, theirs = fr.normal(fr.PRNGKey(0), shape), jr.normal(jr.PRNGKey(0), shape)
+        assert ours.shape == theirs.shape == (3,)
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+def test_ball_negative_dimension_is_a_type_error():
+    assert error_class(lambda r, k: r.ball(k, -1, 2), jr) is TypeError
+    with pytest.raises(TypeError, match="nonnegative"):
+        fr.ball(fr.PRNGKey(0), -1, 2)
+
