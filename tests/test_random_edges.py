@@ -4,6 +4,7 @@ libraries once disagreed on."""
 import numpy as np
 import pytest
 
+import fluxion.numpy as fnp
 import fluxion.random as fr
 
 jax = pytest.importorskip("jax")
@@ -43,3 +44,16 @@ def test_ball_negative_dimension_is_a_type_error():
     with pytest.raises(TypeError, match="nonnegative"):
         fr.ball(fr.PRNGKey(0), -1, 2)
 
+
+def assert_same(fn, seed=0):
+    """fn(random module, numpy module, key) gives the same array in fluxion and JAX."""
+    ours = fn(fr, fnp, fr.PRNGKey(seed))
+    theirs = fn(jr, jax.numpy, jr.PRNGKey(seed))
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape, (ours, theirs)
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+@pytest.mark.parametrize("p", [[np.nan, 1.0, 1.0], [0.2, np.nan, 0.8], [0.0, 0.5, 0.5]], ids=str)
+def test_choice_with_nan_probabilities_searches_in_total_order(p):
+    # A NaN cumulative sum must not push the binary search past the last index.
+    assert_same(lambda r, n, k: r.choice(k, 3, (5,), p=n.array(p)))
