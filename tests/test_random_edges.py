@@ -57,3 +57,22 @@ def assert_same(fn, seed=0):
 def test_choice_with_nan_probabilities_searches_in_total_order(p):
     # A NaN cumulative sum must not push the binary search past the last index.
     assert_same(lambda r, n, k: r.choice(k, 3, (5,), p=n.array(p)))
+
+
+@pytest.mark.parametrize("kwargs", [{"n": -1}, {"n": 2, "m": -1}, {"n": 2, "dtype": np.int32},
+                                    {"n": 2, "dtype": bool}], ids=str)
+def test_orthogonal_bad_dimensions_and_dtypes_are_value_errors(kwargs):
+    assert error_class(lambda r, k: r.orthogonal(k, **kwargs), jr) is ValueError
+    with pytest.raises(ValueError, match="negative dimensions|must be a float or complex"):
+        fr.orthogonal(fr.PRNGKey(0), **kwargs)
+
+
+
+@pytest.mark.parametrize("dtype", [np.int32, bool, np.complex64], ids=str)
+@pytest.mark.parametrize("sampler", ["generalized_normal", "ball"])
+def test_gamma_based_samplers_reject_non_float_dtypes(sampler, dtype):
+    calls = {"generalized_normal": lambda r, k: r.generalized_normal(k, 2.0, (3,), dtype),
+             "ball": lambda r, k: r.ball(k, 2, 2, (3,), dtype)}
+    assert error_class(calls[sampler], jr) is ValueError
+    with pytest.raises(ValueError, match="must be a float dtype"):
+        calls[sampler](fr, fr.PRNGKey(0))
