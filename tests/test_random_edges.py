@@ -76,3 +76,19 @@ def test_gamma_based_samplers_reject_non_float_dtypes(sampler, dtype):
     assert error_class(calls[sampler], jr) is ValueError
     with pytest.raises(ValueError, match="must be a float dtype"):
         calls[sampler](fr, fr.PRNGKey(0))
+
+
+@pytest.mark.parametrize("replace, with_p", [(True, True), (False, False), (True, False)])
+def test_choice_reads_mode_only_for_the_gumbel_draw(replace, with_p):
+    def draw(r, n, k):
+        p = n.array([0.1, 0.2, 0.3, 0.4]) if with_p else None
+        return r.choice(k, 4, (2,), replace=replace, p=p, mode="bad")
+    assert_same(draw)
+
+
+def test_choice_without_replacement_checks_mode():
+    p = np.full(4, 0.25)
+    assert error_class(lambda r, k: r.choice(k, 4, (2,), False, jax.numpy.array(p), mode="bad"),
+                       jr) is ValueError
+    with pytest.raises(ValueError, match="valid mode"):
+        fr.choice(fr.PRNGKey(0), 4, (2,), False, fnp.array(p), mode="bad")

@@ -216,8 +216,10 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
             raise ValueError("p must be None or a 1D vector with the same size as a.shape[axis]. "
                              f"p has shape {p.shape} and a.shape[axis] is {n_inputs}.")
     a_is_int = arr.ndim == 0
+    # Only the Gumbel top-k draw reads `mode`; JAX checks it there alone.
+    mode = gumbel_mode(mode) if p is not None and not replace else "low"
     return _choice_jit(key, None if a_is_int else arr, p, shape, bool(replace),
-                       0 if a_is_int else axis, gumbel_mode(mode), n_inputs, a_is_int)
+                       0 if a_is_int else axis, mode, n_inputs, a_is_int)
 
 
 # ---------------------------------------------------------------------------------------------
