@@ -92,3 +92,12 @@ def test_choice_without_replacement_checks_mode():
                        jr) is ValueError
     with pytest.raises(ValueError, match="valid mode"):
         fr.choice(fr.PRNGKey(0), 4, (2,), False, fnp.array(p), mode="bad")
+
+
+def test_traced_shape_element_is_a_type_error_under_jit():
+    import fluxion
+    n = np.int32(3)
+    with pytest.raises(TypeError):
+        jax.jit(lambda k, n: jr.normal(k, (n,)))(jr.PRNGKey(0), n)
+    with pytest.raises(TypeError, match="Shapes must be 1D sequences|concrete"):
+        fluxion.jit(lambda k, n: fr.normal(k, (n,)))(fr.PRNGKey(0), n)

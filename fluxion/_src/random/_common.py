@@ -48,7 +48,7 @@ def canonical_shape(shape) -> tuple:
     a shape here (JAX's samplers raise TypeError for it)."""
     if shape is None:
         raise TypeError("'NoneType' object is not iterable")
-    if not isinstance(shape, int) and np.ndim(shape) == 0:
+    if not isinstance(shape, int) and getattr(shape, "ndim", None) == 0:  # no np.ndim: tracers
         raise TypeError("Shapes must be 1D sequences of concrete values of integer type, got "
                         f"{shape!r}.")
     return util.canonicalize_shape(shape)
