@@ -42,9 +42,15 @@ def require_float(name: str, dtype, kinds: str = "a float") -> None:
 
 
 def canonical_shape(shape) -> tuple:
-    """A shape argument as a tuple of non-negative Python ints."""
+    """A shape argument as a tuple of non-negative Python ints.
+
+    A Python int `n` stands for `(n,)`; unlike jnp's shapes, a NumPy or array scalar is not
+    a shape here (JAX's samplers raise TypeError for it)."""
     if shape is None:
         raise TypeError("'NoneType' object is not iterable")
+    if not isinstance(shape, int) and getattr(shape, "ndim", None) == 0:  # no np.ndim: tracers
+        raise TypeError("Shapes must be 1D sequences of concrete values of integer type, got "
+                        f"{shape!r}.")
     return util.canonicalize_shape(shape)
 
 

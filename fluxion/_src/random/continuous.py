@@ -396,6 +396,9 @@ def orthogonal(key, n, shape=(), dtype=None, m=None, *, out_sharding=None):
     check_out_sharding(out_sharding)
     shape = canonical_shape(shape)
     dtype = user_dtype(dtype, float)
+    require_float("normal", dtype, "a float or complex")  # the message of JAX's inner normal
     n = operator.index(n)
     m = n if m is None else operator.index(m)
+    if n < 0 or m < 0:
+        raise ValueError(f"negative dimensions are not allowed, got n={n} and m={m}")
     return _orthogonal_jit(key, n, m, shape, dtype)

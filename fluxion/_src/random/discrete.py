@@ -150,24 +150,6 @@ def permutation(key, x, axis=0, independent=False, *, out_sharding=None):
 # ---------------------------------------------------------------------------------------------
 # choice
 
-def _searchsorted_left(sorted_arr, query):
-    """For each query, the first index i with query <= sorted_arr[i] (binary search, as
-    ``jnp.searchsorted(..., method='scan')``)."""
-    n = sorted_arr.shape[0]
-    index_dtype = dtypes.int32 if n <= np.iinfo(np.int32).max else dtypes.int64
-
-    def step(_, bounds):
-        low, high = bounds
-        mid = lax.div(low + high, util.lax_const(low, 2))
-        go_left = query <= jnp.take(sorted_arr, mid, mode="clip")
-        return jnp.where(go_left, low, mid), jnp.where(go_left, mid, high)
-
-    from fluxion._src.lax import control_flow
-    init = (jnp.zeros(query.shape, index_dtype), jnp.full(query.shape, n, index_dtype))
-    levels = int(np.ceil(np.log2(n + 1)))
-    return control_flow.fori_loop(0, levels, step, init)[1]
-
-
 def _choice(key, arr, p, shape, replace, axis, mode, n_inputs, a_is_int):
     n_draws = math.prod(shape)
     if p is None:
@@ -182,7 +164,7 @@ def _choice(key, arr, p, shape, replace, axis, mode, n_inputs, a_is_int):
         if replace:
             p_cuml = jnp.cumsum(p)
             r = p_cuml[-1] * (1 - _uniform(key, 0.0, 1.0, shape, p_cuml.dtype))
-            ind = _searchsorted_left(p_cuml, r).astype(int)
+            ind = jnp.searchsorted(p_cuml, r).astype(int)  # NaN-aware total order, as JAX
         else:
             # The Gumbel top-k trick.
             g = _gumbel(key, (n_inputs,), p.dtype, mode) + jnp.log(p)
@@ -234,8 +216,10 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
             raise ValueError("p must be None or a 1D vector with the same size as a.shape[axis]. "
                              f"p has shape {p.shape} and a.shape[axis] is {n_inputs}.")
     a_is_int = arr.ndim == 0
+    # Only the Gumbel top-k draw reads `mode`; JAX checks it there alone.
+    mode = gumbel_mode(mode) if p is not None and not replace else "low"
     return _choice_jit(key, None if a_is_int else arr, p, shape, bool(replace),
-                       0 if a_is_int else axis, gumbel_mode(mode), n_inputs, a_is_int)
+                       0 if a_is_int else axis, mode, n_inputs, a_is_int)
 
 
 # ---------------------------------------------------------------------------------------------

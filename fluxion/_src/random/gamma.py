@@ -295,6 +295,7 @@ def generalized_normal(key, p, shape=(), dtype=None, *, out_sharding=None):
     key, _ = check_key("generalized_normal", key)
     check_out_sharding(out_sharding)
     dtype = user_dtype(dtype, float)
+    require_float("gamma", dtype)  # JAX's message names the inner gamma
     return _generalized_normal_jit(key, p, shape, dtype)
 
 
@@ -314,5 +315,8 @@ def ball(key, d, p=2, shape=(), dtype=None, *, out_sharding=None):
     key, _ = check_key("ball", key)
     check_out_sharding(out_sharding)
     dtype = user_dtype(dtype, float)
+    require_float("gamma", dtype)  # JAX's message names the inner gamma
     d = util.static_int(d, "The error occurred in jax.random.ball()")
+    if d < 0:
+        raise TypeError(f"Shapes must have nonnegative dimensions, got {(*shape, d)}.")
     return _ball_jit(key, p, d, shape, dtype)
