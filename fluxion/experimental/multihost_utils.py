@@ -119,7 +119,6 @@ def host_local_array_to_global_array(local_inputs, global_mesh, pspecs):
     devices (the local sub-mesh) and those blocks become the global Array's."""
     import fluxion as fx
     from fluxion._src import core
-    from fluxion._src.array import Array
     from fluxion._src.global_array import from_buffers
     from fluxion.sharding import NamedSharding
     leaves, tree = fx.tree_util.tree_flatten(local_inputs)
@@ -140,6 +139,7 @@ def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
     Array, as an Array over the local sub-mesh of `global_mesh` laid out by `pspecs`."""
     import fluxion as fx
     from fluxion._src import core
+    from fluxion._src.array import Array
     from fluxion._src.global_array import from_buffers
     from fluxion.sharding import NamedSharding
     leaves, tree = fx.tree_util.tree_flatten(global_inputs)
