@@ -1,0 +1,86 @@
+"""Edge inputs of fluxion.scipy.linalg and fluxion.scipy.signal (empty, half precision,
+batched, keyword options), checked against SciPy / NumPy values and JAX's error classes."""
+import numpy as np
+import pytest
+import scipy.linalg
+
+import fluxion as jax
+import fluxion.numpy as jnp
+import fluxion.scipy.linalg as L
+
+
+@pytest.mark.parametrize("name", ["cholesky", "lu_factor", "eigh", "svd", "qr", "schur"])
+@pytest.mark.parametrize("dtype", [np.float16, jnp.bfloat16])
+def test_half_precision_decompositions_raise_not_implemented(name, dtype):
+    # JAX's LAPACK lowering has no half-precision kernels: NotImplementedError
+    a = jnp.asarray(np.eye(2) * 2, dtype=dtype)
+    with pytest.raises(NotImplementedError, match="unsupported dtype"):
+        getattr(L, name)(a)
+
+
+def test_integer_decomposition_input_still_type_error():
+    from fluxion import lax
+    with pytest.raises(TypeError):
+        lax.linalg.cholesky(jnp.eye(2, dtype=jnp.int32))
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (0, 3, 3), (2, 0, 0)])
+def test_expm_of_empty(shape):
+    out = L.expm(np.zeros(shape, np.float32))
+    assert out.shape == shape and out.dtype == jnp.float32
+
+
+def test_expm_frechet_batched_matches_each_matrix():
+    rng = np.random.RandomState(0)
+    a = (0.5 * rng.randn(2, 3, 3)).astype(np.float32)
+    e = rng.randn(2, 3, 3).astype(np.float32)
+    value, deriv = L.expm_frechet(a, e)
+    for i in range(2):
+        want_value, want_deriv = scipy.linalg.expm_frechet(a[i].astype(np.float64),
+                                                          e[i].astype(np.float64))
+        np.testing.assert_allclose(value[i], want_value, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(deriv[i], want_deriv, rtol=1e-4, atol=1e-4)
+    assert L.expm_frechet(np.zeros((0, 2, 2)), np.zeros((0, 2, 2)),
+                          compute_expm=False).shape == (0, 2, 2)
+
+
+@pytest.mark.parametrize("shape,side,p_shape", [((0, 0), "right", (0, 0)),
+                                                 ((0, 3), "right", (3, 3)),
+                                                 ((0, 3), "left", (0, 0)),
+                                                 ((2, 0, 0), "right", (2, 0, 0))])
+def test_polar_of_empty(shape, side, p_shape):
+    u, p = L.polar(np.zeros(shape, np.float32), side=side)
+    assert u.shape == shape and p.shape == p_shape
+    assert u.dtype == p.dtype == jnp.float32
+    np.testing.assert_array_equal(p, np.zeros(p_shape))
+
+
+D = np.array([1., 2., 3., -1.], np.float32)
+E = np.array([.5, .25, 2.], np.float32)
+
+
+def test_eigh_tridiagonal_eigenvectors_against_scipy():
+    w, v = L.eigh_tridiagonal(D, E)
+    want_w, want_v = scipy.linalg.eigh_tridiagonal(D.astype(np.float64), E.astype(np.float64))
+    np.testing.assert_allclose(w, want_w, rtol=1e-5, atol=1e-5)
+    # eigenvectors are defined up to sign
+    np.testing.assert_allclose(np.abs(np.sum(np.asarray(v) * want_v, axis=0)), 1, rtol=1e-5)
+
+
+def test_eigh_tridiagonal_select_by_index():
+    want_w, want_v = scipy.linalg.eigh_tridiagonal(D.astype(np.float64), E.astype(np.float64),
+                                                   select="i", select_range=(1, 2))
+    np.testing.assert_allclose(L.eigh_tridiagonal(D, E, eigvals_only=True, select="i",
+                                                  select_range=(1, 2)), want_w, rtol=1e-5)
+    w, v = jax.jit(lambda d, e: L.eigh_tridiagonal(d, e, select="i", select_range=(1, 2)))(D, E)
+    assert v.shape == (4, 2)
+    np.testing.assert_allclose(np.abs(np.sum(np.asarray(v) * want_v, axis=0)), 1, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kwargs,error", [
+    (dict(select="i"), ValueError), (dict(select="i", select_range=(2, 1)), ValueError),
+    (dict(select="v", select_range=(0., 1.)), NotImplementedError),
+    (dict(select="x"), ValueError)])
+def test_eigh_tridiagonal_bad_select(kwargs, error):
+    with pytest.raises(error):
+        L.eigh_tridiagonal(D, E, eigvals_only=True, **kwargs)
