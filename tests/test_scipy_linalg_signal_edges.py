@@ -84,3 +84,54 @@ def test_eigh_tridiagonal_select_by_index():
 def test_eigh_tridiagonal_bad_select(kwargs, error):
     with pytest.raises(error):
         L.eigh_tridiagonal(D, E, eigvals_only=True, **kwargs)
+
+
+def test_special_matrices_of_order_zero_and_one():
+    assert L.pascal(0).shape == (0, 0) and L.pascal(0, kind="lower").shape == (0, 0)
+    np.testing.assert_array_equal(L.pascal(1), [[1.]])
+    with pytest.raises(ValueError, match="positive integer"):
+        L.helmert(0)
+    np.testing.assert_allclose(L.helmert(1, full=True), scipy.linalg.helmert(1, full=True))
+
+
+@pytest.mark.parametrize("call", [lambda: L.fiedler_companion(np.zeros(0)),
+                                  lambda: L.convolution_matrix(np.zeros(0), 3),
+                                  lambda: L.convolution_matrix(np.float32(1), 3),
+                                  lambda: L.leslie(np.ones(1), np.ones(0)),
+                                  lambda: L.hankel(np.float32(2))])
+def test_special_matrices_reject_empty_and_scalar_input(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_leslie_keeps_integer_and_bool_dtype():
+    assert L.leslie(np.array([1, 2, 3], np.int32), np.array([1, 2], np.int32)).dtype == jnp.int32
+    out = L.leslie(np.array([True, False]), np.array([True]))
+    assert out.dtype == jnp.bool_
+    np.testing.assert_array_equal(out, [[True, False], [True, False]])
+
+
+def test_companion_of_bool_and_int_is_float():
+    out = L.companion(np.array([True, False, True]))
+    assert out.dtype == jnp.float32
+    np.testing.assert_array_equal(out, scipy.linalg.companion([1., 0., 1.]))
+
+
+B2 = np.arange(1, 7).reshape(2, 3).astype(np.float32)
+
+
+@pytest.mark.parametrize("name,make", [
+    ("hankel", lambda v: L.hankel(v)),
+    ("leslie", lambda v: L.leslie(v, v[..., 1:])),
+    ("fiedler_companion", lambda v: L.fiedler_companion(v)),
+    ("convolution_matrix", lambda v: L.convolution_matrix(v, 4, mode="same"))])
+def test_special_matrices_batch_over_leading_dims(name, make):
+    # SciPy builds one matrix per vector; fluxion (as JAX) stacks them
+    out = make(B2)
+    for i in range(2):
+        np.testing.assert_allclose(out[i], make(B2[i]), rtol=1e-6)
+    scipy_args = {"hankel": lambda v: scipy.linalg.hankel(v),
+                  "leslie": lambda v: scipy.linalg.leslie(v, v[1:]),
+                  "fiedler_companion": lambda v: scipy.linalg.fiedler_companion(v),
+                  "convolution_matrix": lambda v: scipy.linalg.convolution_matrix(v, 4, "same")}
+    np.testing.assert_allclose(out[1], scipy_args[name](B2[1].astype(np.float64)), rtol=1e-6)
