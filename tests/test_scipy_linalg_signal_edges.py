@@ -135,3 +135,16 @@ def test_special_matrices_batch_over_leading_dims(name, make):
                   "fiedler_companion": lambda v: scipy.linalg.fiedler_companion(v),
                   "convolution_matrix": lambda v: scipy.linalg.convolution_matrix(v, 4, "same")}
     np.testing.assert_allclose(out[1], scipy_args[name](B2[1].astype(np.float64)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["welch", "csd", "stft"])
+def test_spectral_of_empty_signal_is_empty(name):
+    import scipy.signal
+    import fluxion.scipy.signal as S
+    x = np.zeros((2, 0), np.float32)
+    args = (x, x) if name == "csd" else (x,)
+    got = getattr(S, name)(*args, nperseg=16)
+    want = getattr(scipy.signal, name)(*args, nperseg=16)
+    assert [g.shape for g in got] == [w.shape for w in want]
+    assert got[0].dtype == jnp.float32
+    assert got[-1].dtype == (jnp.float32 if name == "welch" else jnp.complex64)
