@@ -148,3 +148,11 @@ def test_spectral_of_empty_signal_is_empty(name):
     assert [g.shape for g in got] == [w.shape for w in want]
     assert got[0].dtype == jnp.float32
     assert got[-1].dtype == (jnp.float32 if name == "welch" else jnp.complex64)
+
+
+@pytest.mark.parametrize("call", [lambda: L.toeplitz([1., 2.]), lambda: L.hankel([1., 2.]),
+                                  lambda: L.circulant([1., 2.]), lambda: L.block_diag([1., 2.]),
+                                  lambda: L.convolution_matrix([1., 2.], 3)])
+def test_special_matrices_refuse_lists_as_jax(call):
+    with pytest.raises(TypeError, match="ndarray or scalar"):
+        call()

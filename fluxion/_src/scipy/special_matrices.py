@@ -12,6 +12,7 @@ import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion._src import dtypes
+from fluxion._src.numpy.util import check_arraylike
 
 
 def _index_matrix(rows: int, cols: int, fn) -> np.ndarray:
@@ -22,6 +23,7 @@ def _index_matrix(rows: int, cols: int, fn) -> np.ndarray:
 def toeplitz(c, r=None):
     """The Toeplitz matrix with first column `c` and first row `r` (conj(c) by default; r[0]
     is ignored); leading dimensions of c and r are batch dimensions."""
+    check_arraylike("toeplitz", c, *(() if r is None else (r,)))  # lists are refused, as in JAX
     c = jnp.atleast_1d(jnp.asarray(c))
     r = jnp.conj(c) if r is None else jnp.atleast_1d(jnp.asarray(r))
     m, n = c.shape[-1], r.shape[-1]
@@ -35,6 +37,7 @@ def toeplitz(c, r=None):
 def hankel(c, r=None):
     """The Hankel matrix with first column `c` and last row `r` (zeros by default; r[0] is
     ignored); leading dimensions of c and r are batch dimensions, as in JAX."""
+    check_arraylike("hankel", c, *(() if r is None else (r,)))  # lists are refused, as in JAX
     c = jnp.asarray(c)
     r = jnp.zeros_like(c) if r is None else jnp.asarray(r)
     for name, v in (("c", c), ("r", r)):
@@ -49,6 +52,7 @@ def hankel(c, r=None):
 
 def circulant(c):
     """The circulant matrix whose first column is `c` (leading dims are batch dims)."""
+    check_arraylike("circulant", c)  # lists are refused, as in JAX
     c = jnp.atleast_1d(jnp.asarray(c))
     n = c.shape[-1]
     return c[..., _index_matrix(n, n, lambda i, j: (i - j) % n)]
@@ -56,6 +60,7 @@ def circulant(c):
 
 def companion(a):
     """The companion matrix of the polynomial with coefficients `a` (highest degree first)."""
+    check_arraylike("companion", a)  # lists are refused, as in JAX
     a = jnp.atleast_1d(jnp.asarray(a))
     n = a.shape[-1]
     if n < 2:
@@ -68,6 +73,7 @@ def companion(a):
 
 def block_diag(*arrs):
     """The block-diagonal matrix of the given 2-D (or lower) arrays."""
+    check_arraylike("block_diag", *arrs)  # lists are refused, as in JAX
     if not arrs:
         return jnp.zeros((1, 0))
     blocks = [jnp.atleast_2d(jnp.asarray(a)) for a in arrs]
@@ -83,6 +89,7 @@ def block_diag(*arrs):
 
 def convolution_matrix(a, n: int, mode: str = "full"):
     """The matrix A with A @ v == convolve(a, v, mode) for vectors v of length n."""
+    check_arraylike("convolution_matrix", a)  # lists are refused, as in JAX
     n = operator.index(n)
     if n <= 0:
         raise ValueError(f"n must be a positive integer, got {n}")
@@ -108,6 +115,7 @@ def convolution_matrix(a, n: int, mode: str = "full"):
 
 def fiedler(a):
     """The symmetric matrix |a[i] - a[j]|."""
+    check_arraylike("fiedler", a)  # lists are refused, as in JAX
     a = jnp.atleast_1d(jnp.asarray(a))
     return jnp.abs(a[..., :, None] - a[..., None, :])
 
@@ -115,6 +123,7 @@ def fiedler(a):
 def fiedler_companion(a):
     """Fiedler's pentadiagonal companion matrix of the polynomial with coefficients `a`
     (highest degree first): its eigenvalues are the polynomial's roots."""
+    check_arraylike("fiedler_companion", a)  # lists are refused, as in JAX
     a = jnp.atleast_1d(jnp.asarray(a))
     if not jnp.issubdtype(a.dtype, jnp.inexact):
         a = a.astype(jnp.result_type(float))
@@ -218,6 +227,7 @@ def invpascal(n: int, kind: str | None = None):
 
 def leslie(f, s):
     """The Leslie matrix with fecundities `f` (first row) and survival rates `s`."""
+    check_arraylike("leslie", f, s)  # lists are refused, as in JAX
     f, s = jnp.atleast_1d(jnp.asarray(f)), jnp.atleast_1d(jnp.asarray(s))
     n = f.shape[-1]
     if n < 2:
