@@ -156,3 +156,14 @@ def test_spectral_of_empty_signal_is_empty(name):
 def test_special_matrices_refuse_lists_as_jax(call):
     with pytest.raises(TypeError, match="ndarray or scalar"):
         call()
+
+
+@pytest.mark.parametrize("name", ["expm", "cholesky", "sqrtm", "eigh", "qr", "lu_factor"])
+def test_integer_and_bool_input_promote_as_jax_under_x64(x64, name):
+    # JAX's to_inexact_dtype: bool and int32 -> float32, int64 -> float64, whatever x64 says
+    fn = getattr(L, name)
+    kinds = {"sqrtm": ("complex64", "complex128")}.get(name, ("float32", "float64"))
+    for dtype, want in ((np.bool_, kinds[0]), (np.int32, kinds[0]), (np.int64, kinds[1])):
+        out = fn(np.eye(2, dtype=dtype))
+        out = out[0] if isinstance(out, tuple) else out
+        assert out.dtype == np.dtype(want), (dtype, out.dtype)

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 import fluxion.numpy as jnp
+from fluxion._src.numpy.util import to_inexact_dtype
 from fluxion._src.ad_api import jvp
 from fluxion.lax import linalg as lax_linalg
 
@@ -25,7 +26,8 @@ def _h(x):
 
 def _inexact(a):
     a = jnp.asarray(a)
-    return a if jnp.issubdtype(a.dtype, jnp.inexact) else a.astype(jnp.result_type(float))
+    # JAX's map: bool and integers up to 32 bits become float32 even with x64 on
+    return a.astype(to_inexact_dtype(np.dtype(a.dtype)))
 
 
 def cholesky(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True):

@@ -12,7 +12,7 @@ import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion._src import dtypes
-from fluxion._src.numpy.util import check_arraylike
+from fluxion._src.numpy.util import check_arraylike, to_inexact_dtype
 
 
 def _index_matrix(rows: int, cols: int, fn) -> np.ndarray:
@@ -125,8 +125,7 @@ def fiedler_companion(a):
     (highest degree first): its eigenvalues are the polynomial's roots."""
     check_arraylike("fiedler_companion", a)  # lists are refused, as in JAX
     a = jnp.atleast_1d(jnp.asarray(a))
-    if not jnp.issubdtype(a.dtype, jnp.inexact):
-        a = a.astype(jnp.result_type(float))
+    a = a.astype(to_inexact_dtype(np.dtype(a.dtype)))
     if a.shape[-1] == 0:
         raise ValueError("fiedler_companion requires the last axis of 'a' to have nonzero "
                          f"length, but got an array of shape {a.shape}.")
