@@ -167,3 +167,14 @@ def test_integer_and_bool_input_promote_as_jax_under_x64(x64, name):
         out = fn(np.eye(2, dtype=dtype))
         out = out[0] if isinstance(out, tuple) else out
         assert out.dtype == np.dtype(want), (dtype, out.dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, jnp.bfloat16])
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_det_of_half_precision(dtype, n):
+    # JAX computes 2x2 and 3x3 half-precision determinants in closed form; fluxion factors
+    # in float32 and rounds back, for every n
+    a = np.array([[4., 1, 0, 2], [1, 3, 1, 0], [0, 2, 5, 1], [1, 0, 1, 3]])[:n, :n]
+    out = L.det(jnp.asarray(a, dtype=dtype))
+    assert out.dtype == dtype
+    np.testing.assert_allclose(np.float32(out), np.linalg.det(a), rtol=1e-2)
