@@ -213,6 +213,10 @@ def det(a):
     _require_matrix("det", a)
     if a.shape[-1] == 0:
         return jnp.ones(a.shape[:-2], a.dtype)
+    if np.dtype(a.dtype).itemsize == 2:
+        # LAPACK has no half precision; JAX's closed forms give float16/bfloat16 2x2 and 3x3
+        # determinants, so factor in float32 and round back (for every size)
+        return _det(a.astype(np.float32)).astype(a.dtype)
     return _det(a)
 
 

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 import fluxion.numpy as jnp
+from fluxion._src.numpy.util import to_inexact_dtype
 from fluxion._src.ad_api import jvp
 from fluxion.lax import linalg as lax_linalg
 
@@ -25,7 +26,8 @@ def _h(x):
 
 def _inexact(a):
     a = jnp.asarray(a)
-    return a if jnp.issubdtype(a.dtype, jnp.inexact) else a.astype(jnp.result_type(float))
+    # JAX's map: bool and integers up to 32 bits become float32 even with x64 on
+    return a.astype(to_inexact_dtype(np.dtype(a.dtype)))
 
 
 def cholesky(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True):
@@ -246,18 +248,37 @@ def eigh(a, b=None, lower: bool = True, eigvals_only: bool = False, overwrite_a:
 
 def eigh_tridiagonal(d, e, *, eigvals_only: bool = False, select: str = "a",
                      select_range=None, tol=None, key=None):
-    """Eigenvalues of the symmetric tridiagonal matrix with diagonal d and off-diagonal e
-    (eigvals_only=True and select='a' only, as in JAX)."""
-    if not eigvals_only:
-        raise NotImplementedError("Calculation of eigenvectors is not implemented")
-    if select != "a":
-        raise NotImplementedError("Only select='a' is implemented")
+    """Eigenvalues (and with eigvals_only=False eigenvectors, as columns) of the Hermitian
+    tridiagonal matrix with diagonal d and off-diagonal e.
+
+    select='a' gives all of them, select='i' those with ascending indices select_range[0]
+    through select_range[1]; select='v' is not implemented, as in JAX.
+    """
+    lo, hi = _tridiagonal_selection(select, select_range, jnp.shape(d)[-1])
     if not jnp.issubdtype(jnp.asarray(d).dtype, jnp.inexact):
         raise TypeError("Only float32 and float64 inputs are supported as inputs to "
                         "jax.scipy.linalg.eigh_tridiagonal, got " f"{jnp.asarray(d).dtype}")
     d, e = _inexact(d), jnp.asarray(e)
     matrix = jnp.diag(d) + jnp.diag(e.astype(d.dtype), 1) + jnp.diag(jnp.conj(e).astype(d.dtype), -1)
-    return jnp.linalg.eigvalsh(matrix)
+    if eigvals_only:
+        return jnp.linalg.eigvalsh(matrix)[lo:hi]
+    w, v = jnp.linalg.eigh(matrix)
+    return w[lo:hi], v[:, lo:hi]
+
+
+def _tridiagonal_selection(select, select_range, n):
+    """The slice [lo, hi) of the ascending eigenvalues that `select` asks for."""
+    if select == "a":
+        return 0, n
+    if select == "i":
+        if select_range is None:
+            raise ValueError("for select='i', select_range must be specified.")
+        if select_range[0] > select_range[1]:
+            raise ValueError("Got empty index range in select_range.")
+        return int(select_range[0]), int(select_range[1]) + 1
+    if select == "v":
+        raise NotImplementedError("eigh_tridiagonal(..., select='v') is not implemented")
+    raise ValueError("'select must have a value in {'a', 'i', 'v'}.")
 
 
 def polar(a, side: str = "right", *, method: str = "qdwh", eps=None, max_iterations=None):
@@ -275,6 +296,9 @@ def polar(a, side: str = "right", *, method: str = "qdwh", eps=None, max_iterati
     if a.ndim < 2:
         raise ValueError("The input `a` must be at least a 2-D array.")
     m, n = a.shape[-2:]
+    if a.size == 0:  # u has a's shape; p is square on the side named, zero
+        k = n if side == "right" else m
+        return a, jnp.zeros(a.shape[:-2] + (k, k), a.dtype)
     if method == "qdwh" and (m >= n) == (side == "right"):
         def one(x):
             if side == "left":
@@ -359,6 +383,8 @@ def expm(A, *, upper_triangular: bool = False, max_squarings: int = 16):
     a = _inexact(A)
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise ValueError(f"expected A to be a (batched) square matrix, got shape {a.shape}")
+    if a.size == 0:  # 0x0 matrices or an empty batch: nothing to exponentiate
+        return a
     from fluxion._src.vmap import vmap
     flat = a.reshape((-1,) + a.shape[-2:])
     out = vmap(lambda m: _expm_one(m, max_squarings))(flat)
@@ -370,8 +396,8 @@ def expm_frechet(A, E, *, method=None, compute_expm: bool = True):
     if method not in (None, "SPS", "blockEnlarge"):
         raise ValueError(f"Unknown method {method!r}")
     A, E = _inexact(A), jnp.asarray(E)
-    if A.shape != E.shape or A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"expected A and E to be square matrices of one shape, got {A.shape} "
-                         f"and {E.shape}")
+    if A.shape != E.shape or A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"expected A and E to be (batched) square matrices of one shape, got "
+                         f"{A.shape} and {E.shape}")
     value, derivative = jvp(expm, (A,), (E.astype(A.dtype),))
     return (value, derivative) if compute_expm else derivative

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import fluxion.numpy as jnp
+from fluxion._src.numpy.util import to_inexact_dtype
 from fluxion import lax
 from fluxion.lax import linalg as lax_linalg
 
@@ -23,7 +24,8 @@ def _require_inexact(name, a):
 
 def _inexact(a):
     a = jnp.asarray(a)
-    return a if jnp.issubdtype(a.dtype, jnp.inexact) else a.astype(jnp.result_type(float))
+    # JAX's map: bool and integers up to 32 bits become float32 even with x64 on
+    return a.astype(to_inexact_dtype(np.dtype(a.dtype)))
 
 
 def _complex(a):

@@ -6,11 +6,13 @@ from a size alone are computed with NumPy and returned as constants.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion._src import dtypes
+from fluxion._src.numpy.util import check_arraylike, to_inexact_dtype
 
 
 def _index_matrix(rows: int, cols: int, fn) -> np.ndarray:
@@ -21,6 +23,7 @@ def _index_matrix(rows: int, cols: int, fn) -> np.ndarray:
 def toeplitz(c, r=None):
     """The Toeplitz matrix with first column `c` and first row `r` (conj(c) by default; r[0]
     is ignored); leading dimensions of c and r are batch dimensions."""
+    check_arraylike("toeplitz", c, *(() if r is None else (r,)))  # lists are refused, as in JAX
     c = jnp.atleast_1d(jnp.asarray(c))
     r = jnp.conj(c) if r is None else jnp.atleast_1d(jnp.asarray(r))
     m, n = c.shape[-1], r.shape[-1]
@@ -32,16 +35,24 @@ def toeplitz(c, r=None):
 
 
 def hankel(c, r=None):
-    """The Hankel matrix with first column `c` and last row `r` (zeros by default)."""
-    c = jnp.ravel(jnp.asarray(c))
-    r = jnp.zeros_like(c) if r is None else jnp.ravel(jnp.asarray(r))
-    m, n = c.shape[0], r.shape[0]
-    values = jnp.concatenate([c, r[1:]])
-    return values[_index_matrix(m, n, lambda i, j: i + j)]
+    """The Hankel matrix with first column `c` and last row `r` (zeros by default; r[0] is
+    ignored); leading dimensions of c and r are batch dimensions, as in JAX."""
+    check_arraylike("hankel", c, *(() if r is None else (r,)))  # lists are refused, as in JAX
+    c = jnp.asarray(c)
+    r = jnp.zeros_like(c) if r is None else jnp.asarray(r)
+    for name, v in (("c", c), ("r", r)):
+        if v.ndim == 0:
+            raise ValueError(f"hankel: {name} must be at least 1-dimensional, got a scalar.")
+    m, n = c.shape[-1], r.shape[-1]
+    batch = np.broadcast_shapes(c.shape[:-1], r.shape[:-1])
+    c, r = jnp.broadcast_to(c, batch + (m,)), jnp.broadcast_to(r, batch + (n,))
+    values = jnp.concatenate([c, r[..., 1:].astype(c.dtype)], axis=-1)
+    return values[..., _index_matrix(m, n, lambda i, j: i + j)]
 
 
 def circulant(c):
     """The circulant matrix whose first column is `c` (leading dims are batch dims)."""
+    check_arraylike("circulant", c)  # lists are refused, as in JAX
     c = jnp.atleast_1d(jnp.asarray(c))
     n = c.shape[-1]
     return c[..., _index_matrix(n, n, lambda i, j: (i - j) % n)]
@@ -49,11 +60,12 @@ def circulant(c):
 
 def companion(a):
     """The companion matrix of the polynomial with coefficients `a` (highest degree first)."""
+    check_arraylike("companion", a)  # lists are refused, as in JAX
     a = jnp.atleast_1d(jnp.asarray(a))
     n = a.shape[-1]
     if n < 2:
         raise ValueError("The length of `a` must be at least 2.")
-    first_row = -a[..., 1:] / a[..., :1]
+    first_row = -(a[..., 1:] / a[..., :1])  # divide first: bool/int promote to float
     below = jnp.eye(n - 2, n - 1, dtype=first_row.dtype)
     below = jnp.broadcast_to(below, first_row.shape[:-1] + below.shape)
     return jnp.concatenate([first_row[..., None, :], below], axis=-2)
@@ -61,6 +73,7 @@ def companion(a):
 
 def block_diag(*arrs):
     """The block-diagonal matrix of the given 2-D (or lower) arrays."""
+    check_arraylike("block_diag", *arrs)  # lists are refused, as in JAX
     if not arrs:
         return jnp.zeros((1, 0))
     blocks = [jnp.atleast_2d(jnp.asarray(a)) for a in arrs]
@@ -76,12 +89,16 @@ def block_diag(*arrs):
 
 def convolution_matrix(a, n: int, mode: str = "full"):
     """The matrix A with A @ v == convolve(a, v, mode) for vectors v of length n."""
-    a = jnp.asarray(a)
-    if a.ndim != 1:
-        raise ValueError("convolution_matrix expects a one-dimensional argument.")
+    check_arraylike("convolution_matrix", a)  # lists are refused, as in JAX
+    n = operator.index(n)
     if n <= 0:
         raise ValueError(f"n must be a positive integer, got {n}")
-    m = a.shape[0]
+    a = jnp.asarray(a)
+    if a.ndim == 0:
+        raise ValueError("convolution_matrix: a must be at least 1-dimensional, got a scalar.")
+    m = a.shape[-1]
+    if m < 1:
+        raise ValueError(f"len(a) must be at least 1; got shape {a.shape}.")
     if mode == "full":
         rows, offset = m + n - 1, 0
     elif mode == "same":
@@ -90,14 +107,15 @@ def convolution_matrix(a, n: int, mode: str = "full"):
         rows, offset = max(m, n) - min(m, n) + 1, min(m, n) - 1
     else:
         raise ValueError(f"Unrecognized mode={mode!r}")
-    padded = jnp.concatenate([a, jnp.zeros((1,), a.dtype)])  # index m reads zero
+    padded = jnp.concatenate([a, jnp.zeros(a.shape[:-1] + (1,), a.dtype)], axis=-1)
     index = _index_matrix(rows, n, lambda i, j: i + offset - j)
-    index = np.where((index >= 0) & (index < m), index, m)
-    return padded[index]
+    index = np.where((index >= 0) & (index < m), index, m)  # index m reads zero
+    return padded[..., index]
 
 
 def fiedler(a):
     """The symmetric matrix |a[i] - a[j]|."""
+    check_arraylike("fiedler", a)  # lists are refused, as in JAX
     a = jnp.atleast_1d(jnp.asarray(a))
     return jnp.abs(a[..., :, None] - a[..., None, :])
 
@@ -105,9 +123,14 @@ def fiedler(a):
 def fiedler_companion(a):
     """Fiedler's pentadiagonal companion matrix of the polynomial with coefficients `a`
     (highest degree first): its eigenvalues are the polynomial's roots."""
+    check_arraylike("fiedler_companion", a)  # lists are refused, as in JAX
     a = jnp.atleast_1d(jnp.asarray(a))
-    if a.ndim > 1:
-        raise ValueError("Input `a` must be a 1-D array.")
+    a = a.astype(to_inexact_dtype(np.dtype(a.dtype)))
+    if a.shape[-1] == 0:
+        raise ValueError("fiedler_companion requires the last axis of 'a' to have nonzero "
+                         f"length, but got an array of shape {a.shape}.")
+    if a.ndim > 1:  # leading dimensions are batch dimensions, as in JAX
+        return jnp.vectorize(fiedler_companion, signature="(n)->(m,m)")(a)
     if a.shape[0] < 2:
         return jnp.zeros((0, 0), a.dtype)
     c = a[1:] / a[0]  # monic coefficients c[0] .. c[n-1]
@@ -140,6 +163,8 @@ def hadamard(n: int, dtype=int):
 
 def helmert(n: int, full: bool = False):
     """The Helmert matrix of order n (without its first row unless `full`)."""
+    if n < 1:
+        raise ValueError(f"n must be a positive integer; got {n}.")
     h = np.tril(np.ones((n, n)), -1) - np.diag(np.arange(n))
     d = np.arange(n) * np.arange(1, n + 1)
     h[0] = 1
@@ -166,7 +191,8 @@ def invhilbert(n: int):
 
 
 def _pascal(n: int, kind: str) -> np.ndarray:
-    lower = np.array([[math.comb(i, j) for j in range(n)] for i in range(n)], dtype=np.float64)
+    lower = np.array([[math.comb(i, j) for j in range(n)] for i in range(n)],
+                     dtype=np.float64).reshape(n, n)
     if kind == "lower":
         return lower
     if kind == "upper":
@@ -200,16 +226,21 @@ def invpascal(n: int, kind: str | None = None):
 
 def leslie(f, s):
     """The Leslie matrix with fecundities `f` (first row) and survival rates `s`."""
+    check_arraylike("leslie", f, s)  # lists are refused, as in JAX
     f, s = jnp.atleast_1d(jnp.asarray(f)), jnp.atleast_1d(jnp.asarray(s))
-    if f.ndim != 1 or s.ndim != 1:
-        raise ValueError("Incorrect shape for f or s. f and s must be one-dimensional.")
-    n = f.shape[0]
-    if s.shape[0] != n - 1:
+    n = f.shape[-1]
+    if n < 2:
+        raise ValueError(f"The length of f along the last axis must be at least 2; got shape "
+                         f"{f.shape}.")
+    if s.shape[-1] != n - 1:
         raise ValueError(f"Incorrect lengths for f and s. The length of s must be one less than "
-                         f"the length of f, got {n} and {s.shape[0]}.")
-    dtype = dtypes.result_type(f, s, 1.0)
-    out = jnp.zeros((n, n), dtype).at[0].set(f.astype(dtype))
-    return out.at[np.arange(1, n), np.arange(n - 1)].set(s.astype(dtype))
+                         f"the length of f, got {n} and {s.shape[-1]}.")
+    dtype = dtypes.result_type(f, s)  # JAX keeps integer and bool inputs' dtype
+    batch = np.broadcast_shapes(f.shape[:-1], s.shape[:-1])
+    f = jnp.broadcast_to(f.astype(dtype), batch + (n,))
+    s = jnp.broadcast_to(s.astype(dtype), batch + (n - 1,))
+    out = jnp.zeros(batch + (n, n), dtype).at[..., 0, :].set(f)
+    return out.at[..., np.arange(1, n), np.arange(n - 1)].set(s)
 
 
 def dft(n: int, scale: str | None = None, *, dtype=None):

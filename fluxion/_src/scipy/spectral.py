@@ -113,6 +113,13 @@ def _transform(x, win, detrend, nperseg, step, nfft, twosided):
 _BOUNDARIES = ("even", "odd", "constant", "zeros", None)
 
 
+def _empty_pair_shape(x_shape, y_shape, axis):
+    """The broadcast outer shape of x and y with the shorter length at `axis`."""
+    outer = np.broadcast_shapes(x_shape[:axis] + x_shape[axis + 1:],
+                                y_shape[:axis] + y_shape[axis + 1:])
+    return outer[:axis] + (min(x_shape[axis], y_shape[axis]),) + outer[axis:]
+
+
 def _spectral(x, y, fs, window, nperseg, noverlap, nfft, detrend, return_onesided, scaling,
               axis, mode, boundary=None, padded=False):
     """(frequencies, segment times, per-segment spectra with segments on the last axis)."""
@@ -130,6 +137,11 @@ def _spectral(x, y, fs, window, nperseg, noverlap, nfft, detrend, return_oneside
     axis = canonicalize_axis(_static_int(axis, "axis of windowed-FFT"), x.ndim)
     result_dtype = _complex_dtype(x.dtype)
     real_dtype = np.finfo(result_dtype).dtype
+    if x.size == 0 or (y is not None and y.size == 0):  # empty in, empty out (as SciPy)
+        shape = x.shape if y is None else _empty_pair_shape(x.shape, y.shape, axis)
+        spectrum_dtype = result_dtype if (mode == "stft" or y is not None) else real_dtype
+        return (jnp.zeros(shape, real_dtype), jnp.zeros(shape, real_dtype),
+                jnp.zeros(shape, spectrum_dtype))
     if nperseg is not None:
         nperseg = _static_int(nperseg, "nperseg of windowed-FFT")
         if nperseg < 1:

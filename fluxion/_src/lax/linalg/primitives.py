@@ -55,8 +55,11 @@ def _check_matrix(name, a, square=True, min_ndim=2):
     if square and a.shape[-1] != a.shape[-2]:
         raise ValueError(f"{name} requires the last two dimensions of its input to be equal "
                          f"(a square matrix), got shape {a.shape}")
-    if not (dtypes.is_float(a.dtype) or dtypes.is_complex(a.dtype)) or \
-            np.dtype(a.dtype) not in lapack._PREFIX:
+    if (dtypes.is_float(a.dtype) or dtypes.is_complex(a.dtype)) and \
+            np.dtype(a.dtype) not in lapack._PREFIX:  # float16, bfloat16: as JAX's lowering
+        raise NotImplementedError(f"{name}: unsupported dtype {np.dtype(a.dtype).name}; LAPACK "
+                                  f"takes float32, float64, complex64 or complex128")
+    if not (dtypes.is_float(a.dtype) or dtypes.is_complex(a.dtype)):
         raise TypeError(f"{name} requires a float32, float64, complex64 or complex128 input, "
                         f"got {np.dtype(a.dtype).name}")
 
