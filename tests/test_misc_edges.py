@@ -94,3 +94,25 @@ def test_regular_grid_axis_length_must_match_values():
         RegularGridInterpolator((GRID[0], GRID[1][:3]), VALUES)
     with pytest.raises(ValueError):
         ScipyRGI((GRID[0], GRID[1][:3]), VALUES)
+
+
+def test_updates_at_indices_of_an_empty_axis_are_dropped():
+    # JAX's scatter drops them; reading there stays an IndexError (as in NumPy).
+    empty = fnp.zeros(0)
+    for mode in (None, "drop", "clip", "fill"):
+        assert empty.at[np.array([0, 1])].add(np.array([1.0, 2.0]), mode=mode).shape == (0,)
+    assert fnp.zeros((2, 0)).at[1].set(3.0).shape == (2, 0)
+    assert fluxion.jit(lambda i: empty.at[i].add(1.0))(np.array([0])).shape == (0,)
+    with pytest.raises(IndexError):
+        empty[np.array([0])]
+
+
+def test_bincount_with_zero_length_is_empty():
+    counts = fnp.bincount(np.array([0, 1, 3]), length=0)
+    assert counts.shape == (0,) and counts.dtype == np.int32
+
+
+def test_polyfit_takes_an_integral_float_degree_like_numpy():
+    x = np.arange(4.0, dtype=np.float32)
+    np.testing.assert_allclose(fnp.polyfit(x, 2 * x + 1, 1.0), np.polyfit(x, 2 * x + 1, 1.0),
+                               atol=1e-5)
