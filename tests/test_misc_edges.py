@@ -116,3 +116,11 @@ def test_polyfit_takes_an_integral_float_degree_like_numpy():
     x = np.arange(4.0, dtype=np.float32)
     np.testing.assert_allclose(fnp.polyfit(x, 2 * x + 1, 1.0), np.polyfit(x, 2 * x + 1, 1.0),
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(0, 2), (3, 0)])
+def test_nearest_resize_to_an_empty_shape(shape):
+    img = np.arange(12, dtype=np.int32).reshape(3, 4)
+    for out in (image.resize(img, shape, "nearest"),
+                fluxion.jit(lambda a: image.resize(a, shape, "nearest"))(img)):
+        assert out.shape == shape and out.dtype == np.int32

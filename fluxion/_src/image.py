@@ -190,6 +190,9 @@ def _resize_nearest(x, shape):
     for d, (m, n) in enumerate(zip(x.shape, shape)):
         if m == n:
             continue
+        if n == 0:  # nothing to sample (m / n would divide by zero)
+            x = jnp.take(x, jnp.zeros(0, np.int32), axis=d)
+            continue
         offsets = jnp.floor((jnp.arange(n, dtype=np.float32) + 0.5) * (m / n)).astype(np.int32)
         x = jnp.take(x, offsets, axis=d)
     return x
