@@ -176,6 +176,10 @@ def scale_and_translate(image, shape, spatial_dims, scale, translation, method,
     scale, translation = _inexact(scale), _inexact(translation)
     dtype = dtypes.promote_types(scale.dtype, translation.dtype)
     scale, translation = scale.astype(dtype), translation.astype(dtype)
+    for name, value in (("scale", scale), ("translation", translation)):
+        if value.shape != (len(spatial_dims),):
+            raise ValueError(f"scale_and_translate: {name} needs one value per spatial "
+                             f"dimension {tuple(spatial_dims)}, got shape {value.shape}")
     if len(spatial_dims) == 0:
         return image
     return _resample(image, shape, tuple(spatial_dims), scale, translation, method, antialias,
@@ -185,6 +189,9 @@ def scale_and_translate(image, shape, spatial_dims, scale, translation, method,
 def _resize_nearest(x, shape):
     for d, (m, n) in enumerate(zip(x.shape, shape)):
         if m == n:
+            continue
+        if n == 0:  # nothing to sample (m / n would divide by zero)
+            x = jnp.take(x, jnp.zeros(0, np.int32), axis=d)
             continue
         offsets = jnp.floor((jnp.arange(n, dtype=np.float32) + 0.5) * (m / n)).astype(np.int32)
         x = jnp.take(x, offsets, axis=d)

@@ -163,6 +163,8 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     x, xp, fp = util.ensure_arraylike("interp", x, xp, fp)
     if xp.shape != fp.shape or xp.ndim != 1:
         raise ValueError("xp and fp must be one-dimensional arrays of equal size")
+    if xp.shape[0] == 0:
+        raise ValueError("array of sample points is empty")
     x_arr, xp_arr = util.promote_dtypes_inexact(x, xp)
     fp_arr, = util.promote_dtypes_inexact(fp)
     extrapolate = []

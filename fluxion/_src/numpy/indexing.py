@@ -384,14 +384,15 @@ def _dim_size(kind, value, advanced_shape) -> int:
     return value.length
 
 
-def _gather_plan(shape: tuple, entries, wrap_negative: bool) -> _Plan:
+def _gather_plan(shape: tuple, entries, wrap_negative: bool, for_update: bool = False) -> _Plan:
     advanced = [e for e in entries if isinstance(e, (_Int, _IndexArray))]
     advanced_shape = util.broadcast_shapes(*(np.shape(e.index) for e in advanced))
     layout = _output_layout(entries, advanced_shape)
     gather_layout = [d for d in layout if d[0] != "new"]
     batch = [d for d in gather_layout if d[0] in ("strided", "advanced")]
     batch_shape = tuple(_dim_size(k, v, advanced_shape) for k, v in batch)
-    if math.prod(batch_shape) != 0:
+    # An update at an index of an empty axis is dropped (JAX's scatter), a read has no value.
+    if math.prod(batch_shape) != 0 and not for_update:
         for e in advanced:
             if e.dim is not None and shape[e.dim] == 0:
                 raise IndexError(f"index is out of bounds for axis {e.dim} with size 0")
@@ -504,7 +505,8 @@ def _scatter_update(arr, idx, values, scatter_fn: Callable, *, indices_are_sorte
     """`arr` with `scatter_fn` combining `values` into `arr[idx]` (a new array)."""
     arr = util.as_array(arr)
     aval = core.get_aval(arr)
-    plan = _gather_plan(aval.shape, _parse_index(aval.shape, idx), wrap_negative_indices)
+    plan = _gather_plan(aval.shape, _parse_index(aval.shape, idx), wrap_negative_indices,
+                        for_update=True)
     updates = lax._convert_element_type(util.as_array(values), aval.dtype, aval.weak_type)
     updates = util.broadcast_to(updates, plan.result_shape)
     if plan.new_axes:

@@ -93,7 +93,7 @@ def polyfit(x, y, deg: int, rcond=None, full: bool = False, w=None, cov=False):
         x_arr, y_arr = util.ensure_arraylike("polyfit", x, y)
     else:
         x_arr, y_arr, w = util.ensure_arraylike("polyfit", x, y, w)
-    deg = operator.index(core.concrete_or_error(deg, "deg must be int"))
+    deg = int(core.concrete_or_error(deg, "deg must be int"))  # NumPy and JAX take 1.0
     order = deg + 1
     if deg < 0:
         raise ValueError("expected deg >= 0")

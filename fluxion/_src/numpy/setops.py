@@ -102,7 +102,8 @@ def _unique(ar, axis, return_index=False, return_inverse=False, return_counts=Fa
     result = jnp.moveaxis(result, 0, axis)
     ret = (result,)
     if return_index:
-        ret += (perm[ind] if n else perm.astype(int_dtype),)
+        # Zero-sized input has no first indices: with `size` they are zero padding, like counts.
+        ret += (perm[ind] if n else jnp.zeros(0 if size is None else size, int_dtype),)
     if return_inverse:
         if n:
             imask = jnp.cumsum(mask, dtype=int_dtype) - 1
@@ -145,11 +146,9 @@ def unique(ar, return_index: bool = False, return_inverse: bool = False,
 
 def _unique_flat_or_axis(arr, return_index, return_inverse, return_counts, axis, equal_nan,
                          size, fill_value):
-    if arr.ndim == 0 and axis is None:
-        arr = arr.reshape(1)
     inverse_shape = None
     if axis is None:
-        inverse_shape = arr.shape
+        inverse_shape = arr.shape  # a scalar input gets a scalar inverse, as in NumPy
         arr = arr.ravel()
         axis = 0
     return _unique(arr, axis, return_index, return_inverse, return_counts, equal_nan=equal_nan,

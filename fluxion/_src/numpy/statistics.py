@@ -367,6 +367,16 @@ def corrcoef(x, y=None, rowvar: bool = True, dtype=None):
     return real_part
 
 
+def _check_concrete_range_order(range):
+    """Raise NumPy's ValueError when a known `range` has its maximum below its minimum."""
+    if isinstance(range, (list, tuple)) and len(range) == 2:
+        if not all(core.is_concrete(r) for r in range):
+            return  # traced bounds cannot be checked
+        lo, hi = (float(np.asarray(core.concrete_or_error(r))) for r in range)
+        if lo > hi:
+            raise ValueError(f"max must be larger than min in range parameter, got {range}")
+
+
 def histogram_bin_edges(a, bins=10, range=None, weights=None):
     """Edges of the bins `histogram` uses: `bins`+1 evenly spaced, or `bins` itself if 1-D."""
     jnp = _jnp()
@@ -380,7 +390,9 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
     bins_int = core.concrete_or_error(bins, "argument bins of histogram_bin_edges")
     bins_int = operator.index(np.asarray(bins_int).item())
     if range is None:
-        range = [jnp.min(arr), jnp.max(arr)]
+        # NumPy's range for no data is (0, 1); min/max of nothing has no value.
+        range = [0.0, 1.0] if arr.size == 0 else [jnp.min(arr), jnp.max(arr)]
+    _check_concrete_range_order(range)
     range = jnp.asarray(range, dtype=dtype) if not isinstance(range, (list, tuple)) else \
         jnp.stack([util.convert(r, dtype) for r in range]) if len(range) else jnp.zeros(0, dtype)
     if range.shape != (2,):

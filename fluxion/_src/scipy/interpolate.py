@@ -22,6 +22,15 @@ def _as_points(xi, ndim: int):
     return xi.reshape(-1, ndim) if xi.ndim == 1 else xi
 
 
+def _check_grid_sizes(grid, values_shape):
+    """Raise SciPy's ValueError when a grid axis and `values` disagree in length."""
+    for axis, g in enumerate(grid):
+        if g.ndim != 1 or g.shape[0] != values_shape[axis]:
+            raise ValueError(f"there are {g.shape[0] if g.ndim else 1} points in dimension "
+                             f"{axis}, but values has {values_shape[axis]} values in that "
+                             "dimension")
+
+
 class RegularGridInterpolator:
     """Interpolate `values` given on the grid `points` (one increasing array per axis).
 
@@ -50,6 +59,7 @@ class RegularGridInterpolator:
                                  "with values")
         self.fill_value = fill_value
         self.grid = tuple(jnp.asarray(p) for p in points)
+        _check_grid_sizes(self.grid, self.values.shape)
 
     def __call__(self, xi, method=None):
         method = self.method if method is None else method
@@ -82,6 +92,9 @@ class RegularGridInterpolator:
         else:
             result = self.values[tuple(jnp.where(t <= 0.5, c, c + 1)
                                        for c, t in zip(cells, fractions))]
+            # A NaN coordinate has no nearest grid point (SciPy answers NaN).
+            nan_point = jnp.any(jnp.isnan(xi), axis=1)
+            result = jnp.where(nan_point[trailing], np.nan, result)
         if self.fill_value is not None:
             result = jnp.where(outside[trailing], self.fill_value, result)
         return result.reshape(shape[:-1] + self.values.shape[ndim:])
