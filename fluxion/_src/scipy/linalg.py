@@ -234,15 +234,19 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True, overwrite_a: boo
 def eigh(a, b=None, lower: bool = True, eigvals_only: bool = False, overwrite_a: bool = False,
          overwrite_b: bool = False, turbo: bool = True, eigvals=None, type: int = 1,
          check_finite: bool = True):
-    """Eigenvalues (ascending) and eigenvectors of a Hermitian matrix, read from its `lower`
-    (or upper) triangle; the generalized problem (b) is not supported, as in JAX."""
+    """Eigenvalues (ascending) and eigenvectors of a Hermitian matrix; the generalized
+    problem (b) is not supported, as in JAX.
+
+    As JAX does, the input is symmetrized, (a + a^H) / 2, before the factorization (SciPy
+    reads only the `lower` or upper triangle): the same numbers for a Hermitian `a`, and JAX's
+    numbers (and gradients) for any other."""
     if b is not None:
         raise NotImplementedError("Only the b=None case of eigh is implemented")
     if type != 1:
         raise NotImplementedError("Only the type=1 case of eigh is implemented.")
     if eigvals is not None:
         raise NotImplementedError("Only the eigvals=None case of eigh is implemented.")
-    v, w = lax_linalg.eigh(_inexact(a), lower=lower, symmetrize_input=False)
+    v, w = lax_linalg.eigh(_inexact(a), lower=lower)
     return w if eigvals_only else (w, v)
 
 
