@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import fluxion.numpy as jnp
-from fluxion._src.numpy.util import to_inexact_dtype
+from fluxion._src.scipy.linalg import _inexact
 from fluxion import lax
 from fluxion.lax import linalg as lax_linalg
 
@@ -20,12 +20,6 @@ def _require_inexact(name, a):
     if not jnp.issubdtype(dtype, jnp.inexact):
         raise TypeError(f"{name} does not accept dtype {np.dtype(dtype).name}; accepted dtypes "
                         "are subtypes of floating or complexfloating.")
-
-
-def _inexact(a):
-    a = jnp.asarray(a)
-    # JAX's map: bool and integers up to 32 bits become float32 even with x64 on
-    return a.astype(to_inexact_dtype(np.dtype(a.dtype)))
 
 
 def _complex(a):
