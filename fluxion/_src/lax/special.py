@@ -202,7 +202,7 @@ def _zeta_values(count: int):
 # log Gamma(1 + a) = -euler a + sum_k (-1)^k zeta(k) a^k / k for |a| < 1: used for a < 1/4,
 # where lgamma(1 + a) would see 1 + a rounded.
 _LGAMMA1P = [(-1) ** k * z / k for k, z in enumerate(_zeta_values(24), start=2)]
-_EULER = 0.57721566490153286061
+_EULER = np.euler_gamma
 
 
 def _upper_gamma_small_a(a, x):

@@ -18,7 +18,7 @@ from fluxion._src.api import jit
 from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.scipy.special_faddeeva import _half_to_single, _wofz, strong_inexact
 
-_EULER = 0.57721566490153286061
+_EULER = np.euler_gamma
 _TINY = 1e-30
 
 
