@@ -93,11 +93,13 @@ def wofz(z):
 _wofz_jit = jit(_wofz)
 
 
-def _half_to_single(fn, x):
-    """fn on float32 for half-precision x (the rational approximations need float32)."""
-    if x.dtype.itemsize < 4:
-        return fn(x.astype(np.float32)).astype(x.dtype)
-    return fn(x)
+def _half_to_single(fn, *args):
+    """fn on float32 for half-precision arguments (rational approximations and long series
+    need float32's digits), its result rounded back to the first argument's dtype."""
+    dtype = args[0].dtype
+    if dtype.itemsize < 4:
+        return fn(*(a.astype(np.float32) for a in args)).astype(dtype)
+    return fn(*args)
 
 
 @custom_jvp

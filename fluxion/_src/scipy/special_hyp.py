@@ -18,6 +18,7 @@ from fluxion import lax
 from fluxion._src.api import jit
 from fluxion._src.numpy.util import promote_dtypes_inexact
 from fluxion._src.scipy.special import gamma, gammaln, gammasgn
+from fluxion._src.scipy.special_faddeeva import _half_to_single
 
 _TERMS_1F1 = 320
 _TERMS_2F1 = 420
@@ -28,15 +29,6 @@ def _real_args(name, *args):
     if jnp.iscomplexobj(args[0]):
         raise ValueError(f"{name} does not support complex-valued inputs.")
     return jnp.broadcast_arrays(*args)
-
-
-def _in_single(fn, *args):
-    """fn on float32 for half-precision arguments: hundreds of series terms in float16 lose
-    everything (2F1(1, 1; 2; 1/2) came out NaN)."""
-    dtype = args[0].dtype
-    if dtype.itemsize < 4:
-        return fn(*(a.astype(np.float32) for a in args)).astype(dtype)
-    return fn(*args)
 
 
 def _series(ratio, terms: int, like):
@@ -67,7 +59,8 @@ def _hyp1f1_asymptotic(a, b, x):
 
 def hyp1f1(a, b, x):
     """Kummer's confluent hypergeometric function 1F1(a; b; x) for real arguments."""
-    return _in_single(_hyp1f1, *_real_args("hyp1f1", a, b, x))
+    # in float32 for half precision: hundreds of series terms in float16 lose everything
+    return _half_to_single(_hyp1f1, *_real_args("hyp1f1", a, b, x))
 
 
 @jit
@@ -145,7 +138,8 @@ def hyp2f1(a, b, c, x):
     """The Gauss hypergeometric function 2F1(a, b; c; x) for real arguments and x <= 1
     (NaN above 1 unless a or b is a non-positive integer; inf where c is a non-positive
     integer, as JAX)."""
-    return _in_single(_hyp2f1, *_real_args("hyp2f1", a, b, c, x))
+    # in float32 for half precision (2F1(1, 1; 2; 1/2) came out NaN in float16)
+    return _half_to_single(_hyp2f1, *_real_args("hyp2f1", a, b, c, x))
 
 
 @jit
