@@ -234,10 +234,14 @@ def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision=None,
 def _dot_general_lowering_cuda(ctx, lhs, rhs, **params):
     """XLA:GPU gets integer dots whose result type differs from the operands' wrong: int8 x
     int8 -> int32 came out doubled and int32 -> float32 failed to compile (jaxlib 0.11.2 on an
-    H200; JAX emits the same ops and gets the same). The operands take the result type first."""
+    H200; JAX emits the same ops and gets the same). The operands take the result type first.
+    The DEFAULT preset names no algorithm, so it takes the same path (int32 x int32 -> float16
+    under it failed XLA:GPU's emitter)."""
     out_dtype = ctx.avals_out[0].dtype
+    precision = params.get("precision")
+    names_algorithm = is_algorithm(precision) and precision is not DotAlgorithmPreset.DEFAULT
     if (lhs.dtype == rhs.dtype and dtypes.is_integer(lhs.dtype) and out_dtype != lhs.dtype
-            and not is_algorithm(params.get("precision"))):
+            and not names_algorithm):
         lhs, rhs = ctx.convert(lhs, out_dtype), ctx.convert(rhs, out_dtype)
     return _dot_general_lowering(ctx, lhs, rhs, **params)
 
