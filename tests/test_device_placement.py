@@ -23,8 +23,14 @@ if not ON_8_DEVICES:
             "        fx.random.normal(fx.random.key(0), (2,)), fx.device_put(x)]\n"
             "assert not dispatch.placing\n"
             "assert all(not o.committed and o.devices() == {fx.devices()[0]} for o in outs)\n"
+            # Eager calls cached to run directly on the buffers (one and two Arrays) follow
+            # placement once it is on.
+            "for _ in range(2): jnp.sin(x), jnp.dot(x, x.T)\n"
             "y = fx.device_put(x, fx.devices()[0])\n"
             "assert dispatch.placing and y.committed and (y + 1).committed\n"
+            "z = fx.device_put(x, fx.devices()[3])\n"
+            "for out in (jnp.sin(z), jnp.dot(z, x.T), jnp.dot(x, z.T)):\n"
+            "    assert out.committed and out.devices() == {fx.devices()[3]}\n"
             "print('OK')\n")
         proc = run_on_8_devices(["-c", code])
         assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr

@@ -130,3 +130,36 @@ def test_unary_front_honours_debug_nans_after_caching():
         with pytest.raises(FloatingPointError):
             jnp.log(x)
     assert np.isnan(np.asarray(jnp.log(x))).all()
+
+
+def test_two_array_calls_run_the_cached_program_directly():
+    """Two positional Arrays whose program is cached run it on their buffers (one lookup);
+    the values, and a failed run's explanation, are the general path's."""
+    from fluxion._src.numpy import eager
+    a, b = jnp.arange(12.0).reshape(3, 4), jnp.arange(4.0)
+    for _ in range(2):
+        np.testing.assert_allclose(jnp.dot(a, b), np.arange(12.0).reshape(3, 4) @ np.arange(4.0))
+    assert any(k[0] is jnp.dot.__wrapped__ for k in eager._direct)
+    gone = jnp.arange(12.0).reshape(3, 4)
+    gone.delete()
+    with pytest.raises(RuntimeError, match=r"deleted with shape=f32\[3,4\]"):
+        jnp.dot(gone, b)
+    np.testing.assert_allclose(jnp.dot(a, b), [14.0, 38.0, 62.0])
+
+
+def test_direct_calls_honour_debug_nans_and_disable_jit_after_caching():
+    from fluxion._src.numpy import eager
+    zero = jnp.zeros(5)
+    assert np.isnan(np.asarray(jnp.divide(zero, zero))).all()  # cached, no check
+    assert np.isnan(np.asarray(jnp.divide(zero, zero))).all()
+    with fluxion.debug_nans(True):
+        assert not eager._direct
+        with pytest.raises(FloatingPointError):
+            jnp.divide(zero, zero)
+    assert np.isnan(np.asarray(jnp.divide(zero, zero))).all()
+    with fluxion.disable_jit():
+        assert not eager._direct
+        jnp.divide(zero, zero), jnp.sin(zero)
+        assert not eager._direct  # nothing cached to run directly under disable_jit
+    jnp.divide(zero, zero)
+    assert eager._direct

@@ -97,11 +97,10 @@ class CompiledFunction:
         return [Array(b, a) if type(a) is ShapedArray else _wrap_output(b, a)
                 for b, a in zip(outs, self.out_avals)]
 
-    def direct_unary(self):
-        """`(execute, handlers, out_aval)` of a program of one operand and one result and no
-        constants: what an eager call on an Array's buffer needs and nothing more. None for
-        any other program."""
-        if (len(self.in_avals) != 1 or len(self.out_avals) != 1 or self.const_bufs
+    def direct_parts(self):
+        """`(execute, handlers, out_aval)` of a program of one result and no constants: what
+        an eager call on Arrays' buffers needs and nothing more. None for any other program."""
+        if (len(self.out_avals) != 1 or self.const_bufs
                 or type(self.out_avals[0]) is not ShapedArray):
             return None
         return (self.executable.loaded.execute_sharded, self.executable.handlers,

@@ -19,6 +19,9 @@ from fluxion._src.compiler import backend
 from fluxion._src.config import config
 
 active = False
+# Called once placement turns active: caches of direct executions (which skip the placement
+# check) empty themselves.
+on_activate: list = []
 
 
 def activate() -> None:
@@ -30,6 +33,8 @@ def activate() -> None:
         dispatch = sys.modules.get("fluxion._src.dispatch")
         if dispatch is not None:  # else it reads `active` when it is imported
             dispatch.placing = True
+        for hook in on_activate:
+            hook()
 
 
 # The default device and its sharding, while the flag does not change (reset by _on_config).

@@ -18,7 +18,7 @@ import inspect
 
 import numpy as np
 
-from fluxion._src import config_flags, core, dispatch, staging
+from fluxion._src import config_flags, core, dispatch, placement, staging
 from fluxion._src.array import Array
 from fluxion._src.caches import compile_lock
 from fluxion._src.traceback_util import strip_internal_frames
@@ -35,6 +35,42 @@ _NOT_CACHEABLE = object()
 
 
 fast_caches: list = []  # every wrapper's fast-path cache (debug_nans empties them)
+
+# Programs that eager calls run on Arrays' buffers directly (`CompiledFunction.direct_parts`):
+# (function, the Arrays' avals, config.trace_key) -> parts, one lookup on the hottest paths (a
+# lone Array in `_one_array_fast_path`, two positional Arrays at the top of the wrapper). These
+# calls skip the checks of the general path, so the cache is empty, and stays so, while a call
+# must not run that way: under disable_jit, debug_nans or debug_infs, and once arrays may be
+# placed on several devices.
+_direct: dict = {}
+_MAX_DIRECT = 4096
+_direct_allowed = True
+
+
+def _refresh_direct(*_) -> None:
+    global _direct_allowed
+    _direct_allowed = not (config.disable_jit or config.debug_nans or config.debug_infs
+                           or dispatch.placing)
+    if not _direct_allowed and _direct:
+        _clear_direct()
+
+
+def _clear_direct() -> None:
+    _direct.clear()
+    for cache in fast_caches:  # their hits would never refill `_direct` afterwards
+        cache.clear()
+
+
+def _direct_insert(key, parts) -> None:
+    if _direct_allowed:
+        if len(_direct) >= _MAX_DIRECT:
+            _clear_direct()
+        _direct[key] = parts
+
+
+config._listeners.append(_refresh_direct)
+placement.on_activate.append(_refresh_direct)
+_refresh_direct()
 
 
 def eager_compiled(static_argnames=()):
@@ -57,16 +93,25 @@ def eager_compiled(static_argnames=()):
         # tracing): keyed by the aval of a lone argument, or by the tuple of avals of several.
         fast_by_key = _FastCaches()
         fast_caches.append(fast_by_key)
-        # For functions of one positional-only argument: aval -> `CompiledFunction.direct_unary`
-        # parts, read by `_one_array_fast_path` alone.
+        # Calls that may run directly (see `_direct`): a lone Array into a function of one
+        # positional-only argument, two Arrays into the first two parameters.
         one_array = len(params) == 1 and params[0].kind is params[0].POSITIONAL_ONLY
-        direct_by_key = _FastCaches() if one_array else None
-        if one_array:
-            fast_caches.append(direct_by_key)
+        two_arrays = fast_arity >= 2
         trace_state, eval_trace = core._trace_state, core.eval_trace
 
         @functools.wraps(fun)
         def wrapper(*args, **kwargs):
+            if len(args) == 2 and trace_state.trace is eval_trace and not kwargs:
+                a, b = args
+                if type(a) is Array and type(b) is Array:
+                    direct = _direct.get((fun, a.aval, b.aval, config.trace_key))
+                    if direct is not None:
+                        execute, handlers, out_aval = direct
+                        try:
+                            return Array(execute([a._buf, b._buf]).consume_with_handlers(
+                                handlers)[0], out_aval)
+                        except Exception:
+                            pass  # the general path runs it again and explains the failure
             if trace_state.trace is not eval_trace or config.disable_jit:
                 return fun(*args, **kwargs)
             try:
@@ -110,8 +155,10 @@ def eager_compiled(static_argnames=()):
                     all_arrays = all(type(x) is Array for x in args)
                     _bounded_insert(fast_by_key[config.trace_key], fast_key,
                                     entry.array_call if all_arrays else entry)
-                    if one_array and all_arrays and entry.direct is not None:
-                        _bounded_insert(direct_by_key[config.trace_key], fast_key, entry.direct)
+                    if (all_arrays and not kwargs and entry.direct is not None
+                            and (one_array or (nargs == 2 and two_arrays))):
+                        _direct_insert((fun, *(x.aval for x in args), config.trace_key),
+                                       entry.direct)
                 return entry(dynamic)
             except Exception as e:  # leaves with the user's line, not fluxion's frames
                 strip_internal_frames(e)
@@ -120,30 +167,29 @@ def eager_compiled(static_argnames=()):
         def clear_cache():
             cache.clear()
             fast_by_key.clear()
-            if one_array:
-                direct_by_key.clear()
+            for key in [k for k in _direct if k[0] is fun]:
+                del _direct[key]
 
         if one_array:
-            wrapper = _one_array_fast_path(wrapper, direct_by_key, trace_state, eval_trace)
+            wrapper = _one_array_fast_path(wrapper, fun, trace_state, eval_trace)
         wrapper.eager_cache = cache
         wrapper.clear_cache = clear_cache
         return wrapper
     return decorate
 
 
-def _one_array_fast_path(general, direct_by_key, trace_state, eval_trace):
+def _one_array_fast_path(general, fun, trace_state, eval_trace):
     """A front for functions of one positional-only argument (the unary ufuncs): a lone
     Array whose program is cached runs it on its buffer, with no call in between (each
     Python call costs ~0.1 us of a ~5 us eager call). Everything else, and the explanation
     of a failed execution (a deleted buffer), goes to the general path. The exact
-    one-argument signature matters too: a `*args, **kwargs` front costs ~0.4 us more per
-    call on CPython 3.11."""
+    one-argument signature is the cheapest call CPython makes (a `*args, **kwargs` front
+    builds a tuple and a dict each call)."""
 
     @functools.wraps(general.__wrapped__)
     def one_array(x, /):
-        if (type(x) is Array and trace_state.trace is eval_trace and not config.disable_jit
-                and not dispatch.placing):
-            direct = direct_by_key[config.trace_key].get(x.aval)
+        if type(x) is Array and trace_state.trace is eval_trace:
+            direct = _direct.get((fun, x.aval, config.trace_key))
             if direct is not None:
                 execute, handlers, out_aval = direct
                 try:
@@ -260,7 +306,7 @@ class _Entry:
         self.out_tree = out_tree
         self.single = out_tree.num_leaves == 1 and out_tree == tree_flatten(0)[1]
         self.call = compiled.array_call(single_output=self.single)
-        self.direct = compiled.direct_unary() if self.single else None
+        self.direct = compiled.direct_parts() if self.single else None
         if self.single:
             self.array_call = self.call  # for arguments that are all Arrays already
         else:
