@@ -33,7 +33,7 @@ def _inexact(a):
 def cholesky(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True):
     """The Cholesky factor of a Hermitian positive-definite matrix: upper (a = U^H U) unless
     `lower` (a = L L^H). As SciPy, only the triangle named by `lower` is read (so the
-    gradient flows to that triangle alone, as JAX's)."""
+    gradient flows to that triangle alone)."""
     a = _inexact(a)
     factor = lax_linalg.cholesky(a if lower else _h(a), symmetrize_input=False)
     return factor if lower else _h(factor)

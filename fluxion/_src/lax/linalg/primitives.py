@@ -133,13 +133,18 @@ cholesky_p = _primitive("cholesky", _cholesky_abstract_eval, _cholesky_cpu)
 def _cholesky_jvp(primals, tangents):
     jnp = _jnp()
     x, = primals
-    sigma_dot = ad.instantiate(tangents[0])
+    # The factorization reads the lower triangle alone (and the diagonal's real part), so its
+    # tangent is the Hermitian matrix that triangle makes: nothing flows to the upper one, and
+    # a Hermitian tangent is unchanged.
+    tangent = ad.instantiate(tangents[0])
+    strict = jnp.tril(tangent, -1)
+    diagonal = jnp.eye(tangent.shape[-1], dtype=tangent.dtype) * (tangent + _H(tangent)) / 2
+    sigma_dot = strict + _H(strict) + diagonal
     L = cholesky_p.bind(x)
     # dL = L phi(L^-1 dA L^-H), phi takes the lower triangle with the diagonal halved.
     tmp = triangular_solve(L, sigma_dot, left_side=False, transpose_a=True, conjugate_a=True,
                            lower=True)
     L_dot = L @ _phi(triangular_solve(L, tmp, left_side=True, transpose_a=False, lower=True))
-    del jnp
     return L, L_dot
 
 
