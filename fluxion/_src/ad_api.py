@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 

@@ -9,7 +9,7 @@ import logging
 import operator
 import sys
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 

@@ -16,7 +16,7 @@ is stored and re-raised at the caller instead of XLA's error (see `SynchronousEx
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
