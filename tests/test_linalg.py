@@ -412,3 +412,30 @@ def test_multi_dot_shape_errors_as_jax(shapes):
     with pytest.raises(ValueError) as ours:
         fnp.linalg.multi_dot(arrays)
     assert str(ours.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_eigh_without_symmetrizing_differentiates_the_triangle_it_reads(lower):
+    """eigh(symmetrize_input=False) reads one triangle, so its gradient is zero on the other
+    and equals finite differences (JAX 0.10.2 spreads it over both); with symmetrized input
+    the gradient is JAX's."""
+    a = np.random.default_rng(5).standard_normal((4, 4))
+    sym = a + a.T
+    weights = np.arange(1.0, 5.0)
+
+    def loss(m, symmetrize=False):
+        v, w = fl.eigh(m, lower=lower, symmetrize_input=symmetrize)
+        return ((v ** 2) @ weights).sum() + (w * weights).sum()
+
+    with fluxion.enable_x64(True):
+        got = np.asarray(fluxion.grad(loss)(sym))
+        want = np.zeros((4, 4))
+        for i, j in np.ndindex(4, 4):
+            step = np.zeros((4, 4))
+            step[i, j] = 1e-6
+            want[i, j] = (float(loss(sym + step)) - float(loss(sym - step))) / 2e-6
+        np.testing.assert_allclose(got, want, atol=1e-7)
+        assert not (np.triu(got, 1) if lower else np.tril(got, -1)).any()
+        # Symmetrized, the gradient is the symmetric part: both triangles share it.
+        both = np.asarray(fluxion.grad(lambda m: loss(m, True))(sym))
+        np.testing.assert_allclose(both, (got + got.T) / 2, atol=1e-9)

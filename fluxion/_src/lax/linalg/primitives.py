@@ -130,16 +130,19 @@ def _cholesky_cpu(ctx, a):
 cholesky_p = _primitive("cholesky", _cholesky_abstract_eval, _cholesky_cpu)
 
 
-def _cholesky_jvp(primals, tangents):
+def _hermitian_tangent(tangent, lower: bool):
+    """The tangent of a factorization that reads one triangle of its operand (and the real
+    part of the diagonal): the Hermitian matrix that triangle makes. Nothing flows to the
+    other triangle, and a Hermitian tangent is unchanged."""
     jnp = _jnp()
-    x, = primals
-    # The factorization reads the lower triangle alone (and the diagonal's real part), so its
-    # tangent is the Hermitian matrix that triangle makes: nothing flows to the upper one, and
-    # a Hermitian tangent is unchanged.
-    tangent = ad.instantiate(tangents[0])
-    strict = jnp.tril(tangent, -1)
+    strict = jnp.tril(tangent, -1) if lower else jnp.triu(tangent, 1)
     diagonal = jnp.eye(tangent.shape[-1], dtype=tangent.dtype) * (tangent + _H(tangent)) / 2
-    sigma_dot = strict + _H(strict) + diagonal
+    return strict + _H(strict) + diagonal
+
+
+def _cholesky_jvp(primals, tangents):
+    x, = primals
+    sigma_dot = _hermitian_tangent(ad.instantiate(tangents[0]), lower=True)
     L = cholesky_p.bind(x)
     # dL = L phi(L^-1 dA L^-H), phi takes the lower triangle with the diagonal halved.
     tmp = triangular_solve(L, sigma_dot, left_side=False, transpose_a=True, conjugate_a=True,
@@ -681,7 +684,7 @@ def _eigh_jvp(primals, tangents, **params):
     a, = primals
     if _subset(params["subset_by_index"], a.shape[-1], "eigh") != (0, a.shape[-1]):
         raise NotImplementedError("Derivatives not defined for partial eigen decomposition.")
-    a_dot = ad.instantiate(tangents[0])
+    a_dot = _hermitian_tangent(ad.instantiate(tangents[0]), params["lower"])
     v, w = eigh_p.bind(a, **params)
     n = a.shape[-1]
     eye = jnp.eye(n, dtype=w.dtype)
