@@ -56,3 +56,17 @@ def test_normal_isf_of_tiny_probabilities():
     p = np.array([1e-30, 1e-10, 1e-4], np.float32)
     np.testing.assert_allclose(stats.norm.isf(p), scipy.stats.norm.isf(p.astype(np.float64)),
                                rtol=1e-5)
+
+
+def test_discrete_log_pmfs_exact_where_the_binomial_coefficient_is_one():
+    """log C(n, 0) = log C(n, n) = 0 exactly (XLA's lgamma(1) is 5e-7 in float32): binom at
+    k = 0 or n, nbinom and betabinom at k = 0 give SciPy's value to the last bit."""
+    import scipy.stats
+    from fluxion.scipy import stats as fstats
+    cases = [(fstats.binom.logpmf, scipy.stats.binom.logpmf, (0.0, 0.0, 0.3)),
+             (fstats.binom.logpmf, scipy.stats.binom.logpmf, (3.0, 3.0, 0.5)),
+             (fstats.binom.logpmf, scipy.stats.binom.logpmf, (0.0, 2.0, 0.5)),
+             (fstats.nbinom.logpmf, scipy.stats.nbinom.logpmf, (0.0, 2.0, 0.5)),
+             (fstats.betabinom.logpmf, scipy.stats.betabinom.logpmf, (0.0, 0.0, 2.0, 3.0))]
+    for ours, theirs, args in cases:
+        assert float(ours(*np.float32(args))) == np.float32(theirs(*args)), (ours, args)

@@ -199,11 +199,16 @@ def _geom_logpmf(k, p, loc=0):
 geom = _namespace("geom", logpmf=_geom_logpmf, pmf=lambda *a, **k: jnp.exp(_geom_logpmf(*a, **k)))
 
 
+def _log_choose(n, k):
+    """log C(n, k), exactly 0 at k = 0 and k = n (XLA's lgamma(1) is 5e-7 in float32)."""
+    value = sp.gammaln(n + 1) - sp.gammaln(k + 1) - sp.gammaln(n - k + 1)
+    return jnp.where((k == 0) | (k == n), 0.0, value)
+
+
 def _binom_logpmf(k, n, p, loc=0):
     k, n, p, loc = _inexact(k, n, p, loc)
     x = k - loc
-    log_comb = sp.gammaln(n + 1) - sp.gammaln(x + 1) - sp.gammaln(n - x + 1)
-    value = log_comb + sp.xlogy(x, p) + sp.xlog1py(n - x, -p)
+    value = _log_choose(n, x) + sp.xlogy(x, p) + sp.xlog1py(n - x, -p)
     return jnp.where((x >= 0) & (x <= n) & (x == jnp.floor(x)), value, -jnp.inf)
 
 
@@ -214,7 +219,8 @@ binom = _namespace("binom", logpmf=_binom_logpmf,
 def _nbinom_logpmf(k, n, p, loc=0):
     k, n, p, loc = _inexact(k, n, p, loc)
     x = k - loc
-    log_comb = sp.gammaln(n + x) - sp.gammaln(x + 1) - sp.gammaln(n)
+    # log C(n + x - 1, x), exactly 0 at x = 0 (lgamma(1) is 5e-7 in float32 on XLA).
+    log_comb = jnp.where(x == 0, 0.0, sp.gammaln(n + x) - sp.gammaln(x + 1) - sp.gammaln(n))
     value = log_comb + n * jnp.log(p) + sp.xlog1py(x, -p)
     return jnp.where(x >= 0, value, -jnp.inf)
 
@@ -226,8 +232,7 @@ nbinom = _namespace("nbinom", logpmf=_nbinom_logpmf,
 def _betabinom_logpmf(k, n, a, b, loc=0):
     k, n, a, b, loc = _inexact(k, n, a, b, loc)
     x = k - loc
-    log_comb = sp.gammaln(n + 1) - sp.gammaln(x + 1) - sp.gammaln(n - x + 1)
-    value = log_comb + sp.betaln(x + a, n - x + b) - sp.betaln(a, b)
+    value = _log_choose(n, x) + sp.betaln(x + a, n - x + b) - sp.betaln(a, b)
     return jnp.where((x >= 0) & (x <= n) & (x == jnp.floor(x)), value, -jnp.inf)
 
 
