@@ -132,19 +132,24 @@ def test_unary_front_honours_debug_nans_after_caching():
     assert np.isnan(np.asarray(jnp.log(x))).all()
 
 
-def test_two_array_calls_run_the_cached_program_directly():
-    """Two positional Arrays whose program is cached run it on their buffers (one lookup);
-    the values, and a failed run's explanation, are the general path's."""
+def test_one_or_two_array_calls_run_the_cached_program_directly():
+    """One or two positional Arrays whose program is cached run it on their buffers (one
+    lookup); the values, and a failed run's explanation, are the general path's."""
     from fluxion._src.numpy import eager
     a, b = jnp.arange(12.0).reshape(3, 4), jnp.arange(4.0)
     for _ in range(2):
         np.testing.assert_allclose(jnp.dot(a, b), np.arange(12.0).reshape(3, 4) @ np.arange(4.0))
+        np.testing.assert_allclose(a.sum(), 66.0)
     assert any(k[0] is jnp.dot.__wrapped__ for k in eager._direct)
+    assert any(k[0] is jnp.sum.__wrapped__ for k in eager._direct)
     gone = jnp.arange(12.0).reshape(3, 4)
     gone.delete()
     with pytest.raises(RuntimeError, match=r"deleted with shape=f32\[3,4\]"):
         jnp.dot(gone, b)
+    with pytest.raises(RuntimeError, match=r"deleted with shape=f32\[3,4\]"):
+        gone.sum()
     np.testing.assert_allclose(jnp.dot(a, b), [14.0, 38.0, 62.0])
+    np.testing.assert_allclose(jnp.sum(a, 0), [12.0, 15.0, 18.0, 21.0])  # not the one-arg entry
 
 
 def test_direct_calls_honour_debug_nans_and_disable_jit_after_caching():

@@ -37,8 +37,8 @@ _NOT_CACHEABLE = object()
 fast_caches: list = []  # every wrapper's fast-path cache (debug_nans empties them)
 
 # Programs that eager calls run on Arrays' buffers directly (`CompiledFunction.direct_parts`):
-# (function, the Arrays' avals, config.trace_key) -> parts, one lookup on the hottest paths (a
-# lone Array in `_one_array_fast_path`, two positional Arrays at the top of the wrapper). These
+# (function, the Arrays' avals, config.trace_key) -> parts, one lookup on the hottest paths
+# (`_one_array_fast_path`; one or two positional Arrays at the top of the wrapper). These
 # calls skip the checks of the general path, so the cache is empty, and stays so, while a call
 # must not run that way: under disable_jit, debug_nans or debug_infs, and once arrays may be
 # placed on several devices.
@@ -93,25 +93,38 @@ def eager_compiled(static_argnames=()):
         # tracing): keyed by the aval of a lone argument, or by the tuple of avals of several.
         fast_by_key = _FastCaches()
         fast_caches.append(fast_by_key)
-        # Calls that may run directly (see `_direct`): a lone Array into a function of one
-        # positional-only argument, two Arrays into the first two parameters.
+        # Functions of one positional-only argument get a front of that signature (the unary
+        # ufuncs); other calls with one or two positional Arrays and no keywords may run
+        # directly at the top of the wrapper (see `_direct`).
         one_array = len(params) == 1 and params[0].kind is params[0].POSITIONAL_ONLY
-        two_arrays = fast_arity >= 2
         trace_state, eval_trace = core._trace_state, core.eval_trace
 
         @functools.wraps(fun)
         def wrapper(*args, **kwargs):
-            if len(args) == 2 and trace_state.trace is eval_trace and not kwargs:
-                a, b = args
-                if type(a) is Array and type(b) is Array:
-                    direct = _direct.get((fun, a.aval, b.aval, config.trace_key))
-                    if direct is not None:
-                        execute, handlers, out_aval = direct
-                        try:
-                            return Array(execute([a._buf, b._buf]).consume_with_handlers(
-                                handlers)[0], out_aval)
-                        except Exception:
-                            pass  # the general path runs it again and explains the failure
+            if trace_state.trace is eval_trace and not kwargs:
+                nargs = len(args)
+                if nargs == 1:
+                    a, = args
+                    if type(a) is Array:
+                        direct = _direct.get((fun, a.aval, config.trace_key))
+                        if direct is not None:
+                            execute, handlers, out_aval = direct
+                            try:
+                                return Array(execute([a._buf]).consume_with_handlers(
+                                    handlers)[0], out_aval)
+                            except Exception:
+                                pass  # the general path runs it again and explains it
+                elif nargs == 2:
+                    a, b = args
+                    if type(a) is Array and type(b) is Array:
+                        direct = _direct.get((fun, a.aval, b.aval, config.trace_key))
+                        if direct is not None:
+                            execute, handlers, out_aval = direct
+                            try:
+                                return Array(execute([a._buf, b._buf]).consume_with_handlers(
+                                    handlers)[0], out_aval)
+                            except Exception:
+                                pass  # the general path runs it again and explains it
             if trace_state.trace is not eval_trace or config.disable_jit:
                 return fun(*args, **kwargs)
             try:
@@ -155,8 +168,8 @@ def eager_compiled(static_argnames=()):
                     all_arrays = all(type(x) is Array for x in args)
                     _bounded_insert(fast_by_key[config.trace_key], fast_key,
                                     entry.array_call if all_arrays else entry)
-                    if (all_arrays and not kwargs and entry.direct is not None
-                            and (one_array or (nargs == 2 and two_arrays))):
+                    # (fast_key is set: no argument up to here is static)
+                    if all_arrays and not kwargs and entry.direct is not None and 0 < nargs <= 2:
                         _direct_insert((fun, *(x.aval for x in args), config.trace_key),
                                        entry.direct)
                 return entry(dynamic)
