@@ -40,3 +40,17 @@ def test_rng_bit_generator_vmap_matches_a_loop_over_keys(jit):
 def test_rng_bit_generator_bad_key_size_is_a_type_error(key, alg):
     with pytest.raises(TypeError, match="needs a key of"):
         lax.rng_bit_generator(key, (3,), algorithm=getattr(lax.RandomAlgorithm, alg))
+
+
+# ---------------------------------------------------------------------------------------------
+# composite
+
+def test_composite_takes_numpy_and_python_operands_as_canonical_arrays():
+    add = lax.composite(lambda a, b: a + b, "my.add")
+    out = add(1.0, 2.0)
+    want = jlax.composite(lambda a, b: a + b, "my.add")(1.0, 2.0)
+    assert isinstance(out, fluxion.Array)
+    assert (out.dtype, out.weak_type, float(out)) == (want.dtype, want.weak_type, float(want))
+    first, ones = lax.composite(lambda a: (a, np.ones(2)), "my.pair")(np.arange(3.0))
+    assert isinstance(first, fluxion.Array) and first.dtype == ones.dtype == np.float32
+    np.testing.assert_array_equal(first, np.arange(3.0))

@@ -293,7 +293,12 @@ def composite(decomposition: Callable, name: str, version: int = 0):
         raise ValueError("composite name must be a non-empty string")
 
     def call(*args, **attributes):
-        return decomposition(*args, **attributes)
+        # The operands and results are arrays of canonical dtypes, as when JAX traces the
+        # decomposition: NumPy inputs must not run (and come back) as float64 NumPy arrays.
+        from fluxion._src.numpy.util import as_array
+        from fluxion._src.tree_util import tree_map
+        out = decomposition(*tree_map(as_array, args), **attributes)
+        return tree_map(as_array, out)
 
     call.__name__ = getattr(decomposition, "__name__", "composite")
     return call
