@@ -54,3 +54,34 @@ def test_composite_takes_numpy_and_python_operands_as_canonical_arrays():
     first, ones = lax.composite(lambda a: (a, np.ones(2)), "my.pair")(np.arange(3.0))
     assert isinstance(first, fluxion.Array) and first.dtype == ones.dtype == np.float32
     np.testing.assert_array_equal(first, np.arange(3.0))
+
+
+# ---------------------------------------------------------------------------------------------
+# special functions and ragged_dot
+
+def test_random_gamma_grad_at_zero_and_for_large_shape_in_float32():
+    a = np.array([0.5, 1.0, 2.0, 100.0, 3.0, 0.3], np.float32)
+    x = np.array([0.0, 0.0, 0.0, 100.0, 0.1, 2.0], np.float32)
+    out = np.asarray(lax.random_gamma_grad(a, x))
+    np.testing.assert_array_equal(out[:3], 0.0)
+    # dx/da at (100, 100) is 1.00166832... (float64 JAX and mpmath agree)
+    np.testing.assert_allclose(out, np.asarray(jlax.random_gamma_grad(a, x)), rtol=2e-6)
+    np.testing.assert_allclose(out[3], 1.0016683237741726, rtol=5e-6)
+
+
+def test_polygamma_has_no_gradient_in_its_order():
+    with pytest.raises(ValueError, match="with respect to m"):
+        fluxion.grad(lambda m: lax.polygamma(m, np.float32(2.5)))(np.float32(1.0))
+    with pytest.raises(ValueError):
+        jax.grad(lambda m: jlax.polygamma(m, np.float32(2.5)))(np.float32(1.0))
+    got = fluxion.grad(lambda x: lax.polygamma(np.float32(1.0), x))(np.float32(2.5))
+    want = jax.grad(lambda x: jlax.polygamma(np.float32(1.0), x))(np.float32(2.5))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_ragged_dot_refuses_float_group_sizes():
+    lhs, rhs = np.ones((3, 2), np.float32), np.ones((2, 2, 2), np.float32)
+    with pytest.raises(TypeError, match="integer group_sizes"):
+        lax.ragged_dot(lhs, rhs, np.array([1.0, 2.0], np.float32))
+    with pytest.raises(TypeError):
+        jlax.ragged_dot(lhs, rhs, np.array([1.0, 2.0], np.float32))

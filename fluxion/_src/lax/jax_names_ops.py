@@ -175,6 +175,9 @@ def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=Non
     if k != k2 or group_sizes.shape[0] != g:
         raise TypeError(f"ragged_dot: incompatible shapes {lhs.shape}, {rhs.shape}, "
                         f"{group_sizes.shape}")
+    if not dtypes.issubdtype(group_sizes.dtype, np.integer):
+        raise TypeError(f"ragged_dot requires integer group_sizes, got dtype "
+                        f"{group_sizes.dtype}")
     if lhs.dtype != rhs.dtype:
         raise TypeError(f"ragged_dot requires operands of the same dtype, got {lhs.dtype} and "
                         f"{rhs.dtype}")
