@@ -85,3 +85,15 @@ def test_ragged_dot_refuses_float_group_sizes():
         lax.ragged_dot(lhs, rhs, np.array([1.0, 2.0], np.float32))
     with pytest.raises(TypeError):
         jlax.ragged_dot(lhs, rhs, np.array([1.0, 2.0], np.float32))
+
+
+# ---------------------------------------------------------------------------------------------
+# convolution
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID", "SAME_LOWER"])
+def test_conv_nonpositive_stride_is_a_value_error(padding):
+    lhs, rhs = np.ones((1, 2, 5, 5), np.float32), np.ones((3, 2, 2, 2), np.float32)
+    with pytest.raises(ValueError, match="window_strides"):
+        lax.conv_general_dilated(lhs, rhs, (0, 1), padding)
+    with pytest.raises(ValueError):
+        jlax.conv_general_dilated(lhs, rhs, (0, 1), padding)
