@@ -97,3 +97,26 @@ def test_conv_nonpositive_stride_is_a_value_error(padding):
         lax.conv_general_dilated(lhs, rhs, (0, 1), padding)
     with pytest.raises(ValueError):
         jlax.conv_general_dilated(lhs, rhs, (0, 1), padding)
+
+
+# ---------------------------------------------------------------------------------------------
+# approx_max_k / approx_min_k
+
+@pytest.mark.parametrize("name", ["approx_max_k", "approx_min_k"])
+@pytest.mark.parametrize("k,recall,dim", [(3, 0.95, -1), (50, 0.5, 0), (1, 1.0, -1)])
+def test_approx_k_without_aggregation_keeps_xlas_reduced_size(name, k, recall, dim):
+    operand = np.random.RandomState(1).randn(2, 3000).astype(np.float32)
+    operand = operand.T.copy() if dim == 0 else operand
+    kw = dict(reduction_dimension=dim, recall_target=recall, aggregate_to_topk=False)
+    values, idx = getattr(lax, name)(operand, k, **kw)
+    want_values, want_idx = getattr(jlax, name)(operand, k, **kw)
+    assert values.shape == want_values.shape and idx.shape == want_idx.shape
+    np.testing.assert_array_equal(values, want_values)
+    np.testing.assert_array_equal(idx, want_idx)
+
+
+@pytest.mark.parametrize("kw", [dict(recall_target=0.0), dict(recall_target=1.5),
+                                dict(reduction_input_size_override=5)])
+def test_approx_k_bad_recall_or_size_override_is_a_value_error(kw):
+    with pytest.raises(ValueError):
+        lax.approx_max_k(np.ones((2, 12), np.float32), 2, **kw)

@@ -49,17 +49,37 @@ def _approx_top_k_abstract_eval(operand, *, k, reduction_dimension, recall_targe
     if not dtypes.is_float(operand.dtype):
         raise ValueError("operand must be a floating type")
     dim = _top_k_params(operand, k, reduction_dimension)
+    if not 0.0 < recall_target <= 1.0:
+        raise ValueError(f"recall_target should range in (0, 1], got {recall_target}")
+    size = operand.shape[dim]
+    if 0 <= reduction_input_size_override < size:
+        raise ValueError(f"reduction_input_size_override {reduction_input_size_override} must "
+                         f"be at least the size of the reduction dimension, {size}")
     shape = list(operand.shape)
-    shape[dim] = k
+    shape[dim] = _approx_output_size(size, operand.ndim, k, recall_target,
+                                     reduction_input_size_override, aggregate_to_topk)
     return [ShapedArray(tuple(shape), operand.dtype), ShapedArray(tuple(shape), np.int32)]
+
+
+def _approx_output_size(size, rank, k, recall_target, size_override, aggregate_to_topk):
+    """How many entries the reduction keeps: k when aggregated, else the size XLA's
+    approximate algorithm reduces to (its own formula, from jaxlib), which the CPU fallback
+    returns sorted."""
+    if aggregate_to_topk:
+        return k
+    from jaxlib import _jax
+    return _jax.approx_top_k_reduction_output_size(size, rank, k, recall_target, False,
+                                                   size_override)[0]
 
 
 def _approx_top_k_impl(operand, *, k, reduction_dimension, recall_target, is_max_k,
                        reduction_input_size_override, aggregate_to_topk):
     dim = reduction_dimension % operand.ndim
+    kept = _approx_output_size(operand.shape[dim], operand.ndim, k, recall_target,
+                               reduction_input_size_override, aggregate_to_topk)
     if is_max_k:
-        return list(top_k(operand, k, axis=dim))
-    values, idx = top_k(lax.neg(operand), k, axis=dim)
+        return list(top_k(operand, kept, axis=dim))
+    values, idx = top_k(lax.neg(operand), kept, axis=dim)
     return [lax.neg(values), idx]
 
 
