@@ -120,3 +120,17 @@ def test_approx_k_without_aggregation_keeps_xlas_reduced_size(name, k, recall, d
 def test_approx_k_bad_recall_or_size_override_is_a_value_error(kw):
     with pytest.raises(ValueError):
         lax.approx_max_k(np.ones((2, 12), np.float32), 2, **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# cumulative reductions
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"])
+@pytest.mark.parametrize("axis,reverse", [(-1, False), (-1, True), (2, False)])
+def test_cumulative_bad_axis_under_grad_is_the_primal_value_error(name, axis, reverse):
+    f = getattr(lax, name)
+    x = np.ones((2, 4), np.float32)
+    with pytest.raises(ValueError, match=name):
+        f(x, axis=axis, reverse=reverse)
+    with pytest.raises(ValueError, match=name):
+        fluxion.grad(lambda a: f(a, axis=axis, reverse=reverse).sum())(x)

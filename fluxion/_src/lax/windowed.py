@@ -523,15 +523,19 @@ def _logaddexp_body(block, args):
     return [block.select(block.compare(delta, delta, "NE"), block.add(x, y), smooth)]
 
 
+def _check_cumulative_axis(name: str, shape, axis: int) -> None:
+    if axis < 0:
+        raise ValueError(f"{name}: XLA operations do not allow negative axes, got axis={axis}")
+    if axis >= len(shape):
+        raise ValueError(f"{name}: axis {axis} is out of bounds for array of shape {shape}")
+
+
 def _cumulative(name: str, kind: str, allowed):
     body = _logaddexp_body if kind == "logaddexp" else _monoid_body(kind)
 
     def abstract_eval(x, *, axis, reverse):
         check_dtype(name, x, allowed)
-        if axis < 0:
-            raise ValueError(f"{name}: XLA operations do not allow negative axes, got axis={axis}")
-        if axis >= x.ndim:
-            raise ValueError(f"{name}: axis {axis} is out of bounds for array of shape {x.shape}")
+        _check_cumulative_axis(name, x.shape, axis)
         return x
 
     def lowering(ctx, x, *, axis, reverse):
@@ -834,8 +838,10 @@ def _prefix_scan(combine, x, axis: int):
     return _interleave(even, odd, axis)
 
 
-def _cumulative_jvp(combine):
+def _cumulative_jvp(name, combine):
     def rule(primals, tangents, *, axis, reverse):
+        # The primitive's own check, before the scan's operations would fail on a bad axis.
+        _check_cumulative_axis(name, core.get_aval(primals[0]).shape, axis)
         def scan(x):
             if reverse:
                 return [structural.rev(_prefix_scan(combine, structural.rev(x, (axis,)), axis),
@@ -863,10 +869,10 @@ ad.primitive_jvps[reduce_window_p] = _reduce_window_jvp
 ad.primitive_transposes[reduce_window_p] = _reduce_window_transpose
 ad.primitive_jvps[reduce_p] = _reduce_jvp
 ad.deflinear(cumsum_p, _cumsum_transpose)
-ad.primitive_jvps[cumprod_p] = _cumulative_jvp(lax_ops.mul)
-ad.primitive_jvps[cummax_p] = _cumulative_jvp(lax_ops.max)
-ad.primitive_jvps[cummin_p] = _cumulative_jvp(lax_ops.min)
-ad.primitive_jvps[cumlogsumexp_p] = _cumulative_jvp(_logaddexp)
+ad.primitive_jvps[cumprod_p] = _cumulative_jvp("cumprod", lax_ops.mul)
+ad.primitive_jvps[cummax_p] = _cumulative_jvp("cummax", lax_ops.max)
+ad.primitive_jvps[cummin_p] = _cumulative_jvp("cummin", lax_ops.min)
+ad.primitive_jvps[cumlogsumexp_p] = _cumulative_jvp("cumlogsumexp", _logaddexp)
 
 
 # ---------------------------------------------------------------------------------------------
