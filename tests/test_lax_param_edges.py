@@ -134,3 +134,24 @@ def test_cumulative_bad_axis_under_grad_is_the_primal_value_error(name, axis, re
         f(x, axis=axis, reverse=reverse)
     with pytest.raises(ValueError, match=name):
         fluxion.grad(lambda a: f(a, axis=axis, reverse=reverse).sum())(x)
+
+
+@pytest.mark.parametrize("axis,reverse", [(0, False), (1, True), (1, False)])
+def test_cumlogsumexp_takes_complex_operands_as_jax(axis, reverse):
+    rng = np.random.RandomState(3)
+    z = (rng.randn(3, 7) * 3 + 1j * rng.randn(3, 7) * 4).astype(np.complex64)
+    f = lambda a: lax.cumlogsumexp(a, axis=axis, reverse=reverse)  # noqa: E731
+    want = jlax.cumlogsumexp(z, axis=axis, reverse=reverse)
+    for got in (f(z), fluxion.jit(f)(z)):
+        assert got.dtype == np.complex64
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    tangent = np.ones_like(z) * (1 + 2j)
+    _, got_t = fluxion.jvp(f, (z,), (tangent,))
+    _, want_t = jax.jvp(lambda a: jlax.cumlogsumexp(a, axis=axis, reverse=reverse),
+                        (z,), (tangent,))
+    np.testing.assert_allclose(got_t, want_t, rtol=2e-5, atol=2e-5)
+
+
+def test_cumlogsumexp_single_complex_entry_is_on_the_principal_branch():
+    z = np.array([0.5 - 4j], np.complex64)
+    np.testing.assert_allclose(lax.cumlogsumexp(z), np.log(np.exp(z)), rtol=1e-6)
