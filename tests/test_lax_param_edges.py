@@ -155,3 +155,16 @@ def test_cumlogsumexp_takes_complex_operands_as_jax(axis, reverse):
 def test_cumlogsumexp_single_complex_entry_is_on_the_principal_branch():
     z = np.array([0.5 - 4j], np.complex64)
     np.testing.assert_allclose(lax.cumlogsumexp(z), np.log(np.exp(z)), rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# pad
+
+@pytest.mark.parametrize("config", [((0, 0, -1), (0, 0, 0)), ((-2, -2, 0), (0, 0, 0)),
+                                    ((0, 0, 0),)])
+def test_pad_reports_a_bad_config_before_a_dtype_mismatch(config):
+    x = np.ones((3, 4), np.float32)
+    with pytest.raises(ValueError):
+        lax.pad(x, np.int32(0), config)
+    with pytest.raises(ValueError):
+        jlax.pad(x, np.int32(0), config)
