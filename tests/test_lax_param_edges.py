@@ -168,3 +168,16 @@ def test_pad_reports_a_bad_config_before_a_dtype_mismatch(config):
         lax.pad(x, np.int32(0), config)
     with pytest.raises(ValueError):
         jlax.pad(x, np.int32(0), config)
+
+
+# ---------------------------------------------------------------------------------------------
+# reduce / reduce_window computations
+
+@pytest.mark.parametrize("module", [lax, jlax])
+def test_reduction_computation_changing_dtype_is_a_value_error(module):
+    x = np.ones((2, 3), np.float32)
+    to_int = lambda p, q: (p + q).astype(np.int32)  # noqa: E731
+    with pytest.raises(ValueError):
+        module.reduce(x, np.float32(0), to_int, (1,))
+    with pytest.raises(ValueError):
+        module.reduce_window(x, np.float32(0), to_int, (1, 2), (1, 1), "VALID")

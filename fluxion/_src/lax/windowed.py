@@ -74,8 +74,8 @@ def _trace_computation(opname: str, computation, tree, flat_avals: tuple) -> Clo
                          f"{tree}, got {out_trees[0]}")
     expected = [a.strip_weak_type() for a in flat_avals]
     got = [a.strip_weak_type() for a in closed.out_avals]
-    if got != expected:
-        raise TypeError(f"{opname} computation must return scalars of its operands' types "
+    if got != expected:  # ValueError, the class JAX's verifier raises for this program
+        raise ValueError(f"{opname} computation must return scalars of its operands' types "
                         f"{[a.str_short() for a in expected]}, got {[a.str_short() for a in got]}")
     return closed
 
