@@ -181,3 +181,15 @@ def test_reduction_computation_changing_dtype_is_a_value_error(module):
         module.reduce(x, np.float32(0), to_int, (1,))
     with pytest.raises(ValueError):
         module.reduce_window(x, np.float32(0), to_int, (1, 2), (1, 1), "VALID")
+
+
+def test_random_gamma_grad_has_forward_mode_only_as_jax():
+    a = np.array([0.5, 2.0, 30.0], np.float32)
+    x = np.array([0.3, 1.0, 25.0], np.float32)
+    ones = np.ones(3, np.float32)
+    out, tangent = fluxion.jvp(lax.random_gamma_grad, (a, x), (ones, ones))
+    want_out, want_tangent = jax.jvp(jlax.random_gamma_grad, (a, x), (ones, ones))
+    np.testing.assert_allclose(out, want_out, rtol=1e-5)
+    np.testing.assert_allclose(tangent, want_tangent, rtol=1e-4)
+    with pytest.raises(ValueError, match="Reverse-mode"):
+        fluxion.grad(lambda s: lax.random_gamma_grad(s, np.float32(1.0)))(np.float32(2.0))

@@ -401,6 +401,17 @@ ad.defjvp(igammac_p, lambda g, a, x: lax.neg(lax.mul(g, igamma_grad_a(a, x))),
           lambda g, a, x: lax.neg(_igamma_dx(g, a, x)))
 
 
+def _random_gamma_grad_jvp(primals, tangents):
+    """Forward mode through the implementation's own iterations (as JAX differentiates it);
+    reverse mode stays unavailable, the loops having data-dependent trip counts."""
+    (out,), (out_tangent,) = ad.jvp_flat(
+        lambda a, x: [_upcast(_random_gamma_grad_impl)(a, x)], primals, tangents)
+    return out, out_tangent
+
+
+ad.primitive_jvps[random_gamma_grad_p] = _random_gamma_grad_jvp
+
+
 def igamma(a, x):
     """Regularized lower incomplete gamma function P(a, x)."""
     return igamma_p.bind(a, x)
