@@ -136,7 +136,7 @@ def test_cumulative_bad_axis_under_grad_is_the_primal_value_error(name, axis, re
         fluxion.grad(lambda a: f(a, axis=axis, reverse=reverse).sum())(x)
 
 
-@pytest.mark.parametrize("axis,reverse", [(0, False), (1, True), (1, False)])
+@pytest.mark.parametrize("axis,reverse", [(0, False), (1, True)])
 def test_cumlogsumexp_takes_complex_operands_as_jax(axis, reverse):
     rng = np.random.RandomState(3)
     z = (rng.randn(3, 7) * 3 + 1j * rng.randn(3, 7) * 4).astype(np.complex64)
