@@ -235,7 +235,7 @@ def test_reduce_bad_computation_and_dimensions():
     x = np.ones((2, 3), np.float32)
     with pytest.raises(ValueError, match="must return the structure of its operands"):
         lax.reduce(x, np.float32(0), lambda a, b: (a, b), (1,))
-    with pytest.raises(TypeError, match="must return scalars of its operands' types"):
+    with pytest.raises(ValueError, match="must return scalars of its operands' types"):
         lax.reduce(x, np.float32(0), lambda a, b: lax.convert_element_type(a, np.int32), (1,))
     with pytest.raises(ValueError, match="reduce dimensions must be distinct and in range"):
         lax.reduce(x, np.float32(0), lambda a, b: lax.add(a, b), (2,))

@@ -413,6 +413,7 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
     window_strides = _spatial_tuple(name, "window_strides", window_strides, n_spatial)
     lhs_dilation = _spatial_tuple(name, "lhs_dilation", lhs_dilation, n_spatial)
     rhs_dilation = _spatial_tuple(name, "rhs_dilation", rhs_dilation, n_spatial)
+    check_positive(name, "window_strides", window_strides, ValueError)  # before 'SAME' divides
     if isinstance(padding, str):
         if any(d != 1 for d in lhs_dilation):
             raise ValueError("String padding is not implemented for transposed convolution using "

@@ -379,6 +379,12 @@ def unbroadcast(aval, ct):
     return lax.reshape(lax.reduce_sum(ct, axes), aval.shape)
 
 
+def _polygamma_order_tangent(g, ans, m, x):
+    """polygamma is defined only at integer orders m, so it has no derivative in m."""
+    raise ValueError("polygamma gradient with respect to m is not supported (as in JAX): the "
+                     "order m takes integer values only")
+
+
 def _defjvp(prim, *term_fns, pass_params: bool = False):
     def rule(primals, tangents, **params):
         ans = prim.bind(*primals, **params)
@@ -507,7 +513,8 @@ def _register_rules():
     _defjvp(erf_inv_p, lambda g, ans, x: mul(g, mul(c(x, np.sqrt(np.pi) / 2), lax.exp(mul(ans, ans)))))
     _defjvp(lgamma_p, lambda g, ans, x: mul(g, lax.digamma(x)))
     _defjvp(digamma_p, lambda g, ans, x: mul(g, lax.polygamma(c(x, 1), x)))
-    _defjvp(polygamma_p, None, lambda g, ans, m, x: mul(g, lax.polygamma(add(m, c(m, 1)), x)))
+    _defjvp(polygamma_p, _polygamma_order_tangent,
+            lambda g, ans, m, x: mul(g, lax.polygamma(add(m, c(m, 1)), x)))
     _defjvp(abs_p, _abs_jvp)
     for prim in (sign_p, floor_p, ceil_p, round_p, is_finite_p, nextafter_p, and_p, or_p, xor_p,
                  not_p, shift_left_p, shift_right_logical_p, shift_right_arithmetic_p,

@@ -325,7 +325,21 @@ def _rng_bit_generator_abstract_eval(key, *, shape, dtype, algorithm):
                                                        np.uint64)):
         raise TypeError(f"rng_bit_generator: unsupported dtype {np.dtype(dtype)}; must be an "
                         "unsigned integer type")
+    _check_rng_state_size(key, algorithm)
     return [ShapedArray(key.shape, key.dtype), ShapedArray(shape, np.dtype(dtype))]
+
+
+def _check_rng_state_size(key, algorithm):
+    """XLA's state is a vector of 64-bit words (a uint32 key is viewed as pairs): two for
+    THREE_FRY, two or three for PHILOX and the CPU default; refuse other sizes before XLA's
+    verifier fails on them."""
+    n = key.shape[0]
+    words = n if key.dtype == np.uint64 else (n // 2 if n % 2 == 0 else None)
+    allowed = (2,) if algorithm == RandomAlgorithm.RNG_THREE_FRY else (2, 3)
+    if words not in allowed:
+        sizes = " or ".join(f"uint32[{2 * w}] / uint64[{w}]" for w in allowed)
+        raise TypeError(f"rng_bit_generator with {algorithm.name} needs a key of {sizes}, "
+                        f"got {key.dtype}{list(key.shape)}")
 
 
 def _rng_bit_generator_lowering(ctx, key, *, shape, dtype, algorithm):
@@ -352,6 +366,27 @@ rng_bit_generator_p = standard_primitive("rng_bit_generator", _rng_bit_generator
 ad.defjvp_zero(rng_bit_generator_p)
 
 
+def _rng_bit_generator_batching_rule(args, dims, *, shape, dtype, algorithm):
+    """One generator call per key, stacked: each batch element gets exactly what an
+    unbatched call with its own key gives (JAX 0.10.2 instead draws every element's bits
+    from the first key)."""
+    key, = args
+    dim, = dims
+    if dim is batching.not_mapped:
+        return rng_bit_generator_p.bind(key, shape=shape, dtype=dtype,
+                                        algorithm=algorithm), [dim, dim]
+    keys = batching.moveaxis(key, dim, 0)
+    outs = [rng_bit_generator_p.bind(structural.index_in_dim(keys, i, 0, keepdims=False),
+                                     shape=shape, dtype=dtype, algorithm=algorithm)
+            for i in range(core.get_aval(keys).shape[0])]
+    stacked = [structural.concatenate([structural.expand_dims(o[j], (0,)) for o in outs], 0)
+               for j in range(2)]
+    return stacked, [0, 0]
+
+
+batching.primitive_batchers[rng_bit_generator_p] = _rng_bit_generator_batching_rule
+
+
 def rng_bit_generator(key, shape, dtype=np.uint32, algorithm=RandomAlgorithm.RNG_DEFAULT, *,
                       out_sharding=None):
     """Stateless random bits from XLA's RngBitGenerator: returns (new_key, bits).
@@ -361,7 +396,8 @@ def rng_bit_generator(key, shape, dtype=np.uint32, algorithm=RandomAlgorithm.RNG
     del out_sharding
     shape = tuple(operator.index(d) for d in shape)
     key = _asarray(key)
-    new_key, bits = rng_bit_generator_p.bind(key, shape=shape, dtype=np.dtype(dtype),
+    new_key, bits = rng_bit_generator_p.bind(key, shape=shape,
+                                             dtype=dtypes.canonicalize_dtype(dtype),
                                              algorithm=RandomAlgorithm(algorithm))
     return new_key, bits
 

@@ -49,17 +49,37 @@ def _approx_top_k_abstract_eval(operand, *, k, reduction_dimension, recall_targe
     if not dtypes.is_float(operand.dtype):
         raise ValueError("operand must be a floating type")
     dim = _top_k_params(operand, k, reduction_dimension)
+    if not 0.0 < recall_target <= 1.0:
+        raise ValueError(f"recall_target should range in (0, 1], got {recall_target}")
+    size = operand.shape[dim]
+    if 0 <= reduction_input_size_override < size:
+        raise ValueError(f"reduction_input_size_override {reduction_input_size_override} must "
+                         f"be at least the size of the reduction dimension, {size}")
     shape = list(operand.shape)
-    shape[dim] = k
+    shape[dim] = _approx_output_size(size, operand.ndim, k, recall_target,
+                                     reduction_input_size_override, aggregate_to_topk)
     return [ShapedArray(tuple(shape), operand.dtype), ShapedArray(tuple(shape), np.int32)]
+
+
+def _approx_output_size(size, rank, k, recall_target, size_override, aggregate_to_topk):
+    """How many entries the reduction keeps: k when aggregated, else the size XLA's
+    approximate algorithm reduces to (its own formula, from jaxlib), which the CPU fallback
+    returns sorted."""
+    if aggregate_to_topk:
+        return k
+    from jaxlib import _jax
+    return _jax.approx_top_k_reduction_output_size(size, rank, k, recall_target, False,
+                                                   size_override)[0]
 
 
 def _approx_top_k_impl(operand, *, k, reduction_dimension, recall_target, is_max_k,
                        reduction_input_size_override, aggregate_to_topk):
     dim = reduction_dimension % operand.ndim
+    kept = _approx_output_size(operand.shape[dim], operand.ndim, k, recall_target,
+                               reduction_input_size_override, aggregate_to_topk)
     if is_max_k:
-        return list(top_k(operand, k, axis=dim))
-    values, idx = top_k(lax.neg(operand), k, axis=dim)
+        return list(top_k(operand, kept, axis=dim))
+    values, idx = top_k(lax.neg(operand), kept, axis=dim)
     return [lax.neg(values), idx]
 
 
@@ -175,6 +195,9 @@ def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=Non
     if k != k2 or group_sizes.shape[0] != g:
         raise TypeError(f"ragged_dot: incompatible shapes {lhs.shape}, {rhs.shape}, "
                         f"{group_sizes.shape}")
+    if not dtypes.issubdtype(group_sizes.dtype, np.integer):
+        raise TypeError(f"ragged_dot requires integer group_sizes, got dtype "
+                        f"{group_sizes.dtype}")
     if lhs.dtype != rhs.dtype:
         raise TypeError(f"ragged_dot requires operands of the same dtype, got {lhs.dtype} and "
                         f"{rhs.dtype}")
@@ -293,7 +316,12 @@ def composite(decomposition: Callable, name: str, version: int = 0):
         raise ValueError("composite name must be a non-empty string")
 
     def call(*args, **attributes):
-        return decomposition(*args, **attributes)
+        # The operands and results are arrays of canonical dtypes, as when JAX traces the
+        # decomposition: NumPy inputs must not run (and come back) as float64 NumPy arrays.
+        from fluxion._src.numpy.util import as_array
+        from fluxion._src.tree_util import tree_map
+        out = decomposition(*tree_map(as_array, args), **attributes)
+        return tree_map(as_array, out)
 
     call.__name__ = getattr(decomposition, "__name__", "composite")
     return call

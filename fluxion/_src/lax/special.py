@@ -267,9 +267,10 @@ def _all_done(done):
     return lax.reduce_and(done, tuple(range(done.ndim)))
 
 
-def _gamma_series_grad_a(a, x):
+def _gamma_series_grad_a(a, x, per_density=False):
     """dP/da from the power series, carrying each term's derivative in `a` alongside it and
-    iterating until both the terms and their derivatives are negligible."""
+    iterating until both the terms and their derivatives are negligible. `per_density`
+    divides by the gamma density x^(a-1) e^-x / Gamma(a) analytically (no exponentials)."""
     eps = _eps(a.dtype)
     zero, one = _full(a, 0.0), _full(a, 1.0)
 
@@ -295,13 +296,17 @@ def _gamma_series_grad_a(a, x):
     init = (np.int32(0), one, zero, one, zero, lax.ne(a, a))
     _, _, _, total, dtotal, _ = while_loop(cond, body, init)
     a1 = lax.add(a, one)
-    log_front = lax.sub(lax.sub(lax.mul(a, lax.log(x)), x), lax.lgamma(a1))
     dlog_front = lax.sub(lax.log(x), lax.digamma(a1))
-    return lax.mul(lax.exp(log_front), lax.add(lax.mul(dlog_front, total), dtotal))
+    inner = lax.add(lax.mul(dlog_front, total), dtotal)
+    if per_density:  # the front x^a e^-x / Gamma(a+1) over the density is x / a
+        return lax.mul(lax.div(x, a), inner)
+    log_front = lax.sub(lax.sub(lax.mul(a, lax.log(x)), x), lax.lgamma(a1))
+    return lax.mul(lax.exp(log_front), inner)
 
 
-def _gamma_fraction_grad_a(a, x):
-    """dQ/da from the continued fraction: the Lentz recurrences with their derivatives."""
+def _gamma_fraction_grad_a(a, x, per_density=False):
+    """dQ/da from the continued fraction: the Lentz recurrences with their derivatives.
+    `per_density` divides by the gamma density x^(a-1) e^-x / Gamma(a) analytically."""
     eps, tiny = _eps(a.dtype), _tiny(a.dtype)
     zero, one = _full(a, 0.0), _full(a, 1.0)
 
@@ -342,18 +347,21 @@ def _gamma_fraction_grad_a(a, x):
     init = (np.int32(1), b0, _full(a, 1.0 / tiny), zero, d0, dd0, d0, dd0, lax.ne(a, a))
     *_, h, dh, _ = while_loop(cond, body, init)
     dlog_prefix = lax.sub(lax.log(x), lax.digamma(a))
-    return lax.mul(lax.exp(_log_prefix(a, x)), lax.add(lax.mul(dlog_prefix, h), dh))
+    inner = lax.add(lax.mul(dlog_prefix, h), dh)
+    if per_density:  # the prefix x^a e^-x / Gamma(a) over the density is x
+        return lax.mul(x, inner)
+    return lax.mul(lax.exp(_log_prefix(a, x)), inner)
 
 
-def _igamma_grad_a_impl(a, x):
+def _igamma_grad_a_impl(a, x, per_density=False):
     a, x = _broadcast_all(a, x)
     one = _full(a, 1.0)
     use_series = lax.lt(x, lax.add(a, one))
     xs = structural.select(use_series, x, one)
     xs = structural.select(lax.gt(xs, _full(a, 0.0)), xs, one)
     xc = structural.select(use_series, lax.add(a, _full(a, 2.0)), x)
-    out = structural.select(use_series, _gamma_series_grad_a(a, xs),
-                            lax.neg(_gamma_fraction_grad_a(a, xc)))
+    out = structural.select(use_series, _gamma_series_grad_a(a, xs, per_density),
+                            lax.neg(_gamma_fraction_grad_a(a, xc, per_density)))
     flat = lax.bitwise_or(lax.eq(x, _full(x, 0.0)), lax.eq(x, _full(x, np.inf)))
     out = structural.select(flat, _full(a, 0.0), out)
     invalid = lax.bitwise_or(lax.bitwise_or(lax.lt(x, _full(x, 0.0)), lax.le(a, _full(a, 0.0))),
@@ -366,12 +374,14 @@ igamma_grad_a_p = binop("igamma_grad_a", FLOAT, lowering.lower_fun(
 
 
 def _random_gamma_grad_impl(a, x):
-    # A gamma sample x with P(a, x) = u fixed: dx/da = -(dP/da) / (dP/dx).
+    # A gamma sample x with P(a, x) = u fixed: dx/da = -(dP/da) / (dP/dx), where dP/dx is
+    # the gamma density; the quotient is formed without the density's exponential, which
+    # would lose float32 digits to cancellation for large a. A zero sample has derivative 0
+    # (as in JAX); an infinite one none.
     a, x = _broadcast_all(a, x)
-    dp_da = _igamma_grad_a_impl(a, x)
-    log_dp_dx = lax.sub(lax.sub(lax.mul(lax.sub(a, _full(a, 1.0)), lax.log(x)), x),
-                        lax.lgamma(a))
-    return lax.neg(lax.div(dp_da, lax.exp(log_dp_dx)))
+    out = lax.neg(_igamma_grad_a_impl(a, x, per_density=True))
+    out = structural.select(lax.eq(x, _full(x, 0.0)), _full(a, 0.0), out)
+    return structural.select(lax.eq(x, _full(x, np.inf)), _full(a, np.nan), out)
 
 
 random_gamma_grad_p = binop("random_gamma_grad", FLOAT, lowering.lower_fun(
@@ -389,6 +399,17 @@ def _igamma_dx(g, a, x):
 ad.defjvp(igamma_p, lambda g, a, x: lax.mul(g, igamma_grad_a(a, x)), _igamma_dx)
 ad.defjvp(igammac_p, lambda g, a, x: lax.neg(lax.mul(g, igamma_grad_a(a, x))),
           lambda g, a, x: lax.neg(_igamma_dx(g, a, x)))
+
+
+def _random_gamma_grad_jvp(primals, tangents):
+    """Forward mode through the implementation's own iterations (as JAX differentiates it);
+    reverse mode stays unavailable, the loops having data-dependent trip counts."""
+    (out,), (out_tangent,) = ad.jvp_flat(
+        lambda a, x: [_upcast(_random_gamma_grad_impl)(a, x)], primals, tangents)
+    return out, out_tangent
+
+
+ad.primitive_jvps[random_gamma_grad_p] = _random_gamma_grad_jvp
 
 
 def igamma(a, x):

@@ -620,9 +620,6 @@ def _dilated_size(size: int, interior: int) -> int:
 def _pad_abstract_eval(x, padding_value, *, padding_config):
     if padding_value.ndim != 0:
         raise ValueError(f"padding_value must be a scalar; got shape {padding_value.shape}")
-    if x.dtype != padding_value.dtype:
-        raise TypeError(f"pad operand and padding_value must be same dtype: got {x.dtype} and "
-                        f"{padding_value.dtype}.")
     if len(padding_config) != x.ndim:
         raise ValueError(f"length of padding_config must equal the number of axes of operand, got "
                          f"padding_config {padding_config} for operand shape {x.shape}")
@@ -635,6 +632,10 @@ def _pad_abstract_eval(x, padding_value, *, padding_config):
         raise ValueError(f"Dimension size after padding is not at least 0, got result shape "
                          f"{shape}, for padding_config {padding_config} and operand shape "
                          f"{x.shape}")
+    # The dtypes last, as JAX checks shapes before dtypes.
+    if x.dtype != padding_value.dtype:
+        raise TypeError(f"pad operand and padding_value must be same dtype: got {x.dtype} and "
+                        f"{padding_value.dtype}.")
     return ShapedArray(shape, x.dtype, x.weak_type and padding_value.weak_type)
 
 

@@ -21,7 +21,8 @@ from fluxion._src.compiler.lowering import register_lowering
 from fluxion._src.core import ClosedJaxpr, ShapedArray
 from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.lax import lax as lax_ops, structural
-from fluxion._src.lax.base import ANY, FLOAT, NUMBER, ORDERED, check_dtype, standard_primitive
+from fluxion._src.lax.base import (ANY, INEXACT, NUMBER, ORDERED, check_dtype,
+                                   standard_primitive)
 from fluxion._src.lax.convolution import (canonical_padding, check_positive, dilate_dim,
                                           padtype_to_pads, stride_dim)
 from fluxion._src.lax.elementwise import ge_p, le_p
@@ -73,8 +74,8 @@ def _trace_computation(opname: str, computation, tree, flat_avals: tuple) -> Clo
                          f"{tree}, got {out_trees[0]}")
     expected = [a.strip_weak_type() for a in flat_avals]
     got = [a.strip_weak_type() for a in closed.out_avals]
-    if got != expected:
-        raise TypeError(f"{opname} computation must return scalars of its operands' types "
+    if got != expected:  # ValueError, the class JAX's verifier raises for this program
+        raise ValueError(f"{opname} computation must return scalars of its operands' types "
                         f"{[a.str_short() for a in expected]}, got {[a.str_short() for a in got]}")
     return closed
 
@@ -523,21 +524,27 @@ def _logaddexp_body(block, args):
     return [block.select(block.compare(delta, delta, "NE"), block.add(x, y), smooth)]
 
 
+def _check_cumulative_axis(name: str, shape, axis: int) -> None:
+    if axis < 0:
+        raise ValueError(f"{name}: XLA operations do not allow negative axes, got axis={axis}")
+    if axis >= len(shape):
+        raise ValueError(f"{name}: axis {axis} is out of bounds for array of shape {shape}")
+
+
 def _cumulative(name: str, kind: str, allowed):
     body = _logaddexp_body if kind == "logaddexp" else _monoid_body(kind)
 
     def abstract_eval(x, *, axis, reverse):
         check_dtype(name, x, allowed)
-        if axis < 0:
-            raise ValueError(f"{name}: XLA operations do not allow negative axes, got axis={axis}")
-        if axis >= x.ndim:
-            raise ValueError(f"{name}: axis {axis} is out of bounds for array of shape {x.shape}")
+        _check_cumulative_axis(name, x.shape, axis)
         return x
 
     def lowering(ctx, x, *, axis, reverse):
         n = x.shape[axis]
         if n == 0:
             return x
+        if dtypes.is_complex(x.aval.dtype):  # no complex ops in region bodies: scan instead
+            return _complex_cumlogsumexp_lowering(ctx, x, axis=axis, reverse=reverse)
         # Window i covers elements [i - n + 1, i] (or [i, i + n - 1] reversed); the padding
         # contributes identities, so each window reduces a prefix (or suffix).
         identity = -np.inf if kind == "logaddexp" else identity_value(kind, x.dtype)
@@ -563,7 +570,7 @@ cumsum_p, cumsum = _cumulative("cumsum", "add", NUMBER)
 cumprod_p, cumprod = _cumulative("cumprod", "mul", NUMBER)
 cummax_p, cummax = _cumulative("cummax", "max", NUMBER)
 cummin_p, cummin = _cumulative("cummin", "min", NUMBER)
-cumlogsumexp_p, cumlogsumexp = _cumulative("cumlogsumexp", "logaddexp", FLOAT)
+cumlogsumexp_p, cumlogsumexp = _cumulative("cumlogsumexp", "logaddexp", INEXACT)
 cumsum.__doc__ = "Cumulative sum of `operand` along `axis` (from the end if `reverse`)."
 cumprod.__doc__ = "Cumulative product of `operand` along `axis` (from the end if `reverse`)."
 cummax.__doc__ = "Cumulative maximum of `operand` along `axis` (from the end if `reverse`)."
@@ -771,8 +778,30 @@ def _reduce_jvp(primals, tangents, *, computation, jaxpr, dimensions):
     return outs, out_tangents
 
 
+def _wrap_phase(theta):
+    """`theta` moved into [-pi, pi) by whole turns."""
+    def const(v):
+        return structural.full_like(theta, v)
+    turns = lax_ops.rem(lax_ops.add(theta, const(np.pi)), const(2 * np.pi))
+    turns = structural.select(lax_ops.lt(turns, const(0.0)),
+                              lax_ops.add(turns, const(2 * np.pi)), turns)
+    return lax_ops.sub(turns, const(np.pi))
+
+
+def _complex_logaddexp(x, y):
+    """log(exp(x) + exp(y)) for complex operands: the (lexicographically) larger operand plus
+    log1p(exp(smaller - larger)), with the phase wrapped into [-pi, pi) as JAX does."""
+    larger = lax_ops.max(x, y)
+    two = structural.full_like(larger, 2)
+    out = lax_ops.add(larger, lax_ops.log1p(lax_ops.exp(
+        lax_ops.sub(lax_ops.add(x, y), lax_ops.mul(larger, two)))))
+    return lax_ops.complex(lax_ops.real(out), _wrap_phase(lax_ops.imag(out)))
+
+
 def _logaddexp_value(x, y):
     """log(exp(x) + exp(y)) without overflow, in lax operations."""
+    if dtypes.is_complex(core.get_aval(x).dtype):
+        return _complex_logaddexp(x, y)
     delta = lax_ops.sub(x, y)
     smooth = lax_ops.add(lax_ops.max(x, y),
                          lax_ops.log1p(lax_ops.exp(lax_ops.neg(lax_ops.abs(delta)))))
@@ -790,6 +819,9 @@ def _logaddexp_jvp(primals, tangents):
     # max/abs formulation would split the tangent wrongly at ties.
     (x, y), (tx, ty) = primals, tangents
     out = _logaddexp(x, y)
+    if dtypes.is_complex(core.get_aval(out).dtype):  # holomorphic: exp(x - out), exp(y - out)
+        return out, lax_ops.add(lax_ops.mul(tx, lax_ops.exp(lax_ops.sub(x, out))),
+                                lax_ops.mul(ty, lax_ops.exp(lax_ops.sub(y, out))))
     finite = lax_ops.is_finite(out)
     safe_out = _finite_or_zero(out)
 
@@ -801,6 +833,20 @@ def _logaddexp_jvp(primals, tangents):
 
 _logaddexp = custom_jvp(_logaddexp_value)
 _logaddexp.defjvp(_logaddexp_jvp)
+
+
+def _complex_cumlogsumexp(x, *, axis, reverse):
+    # Each entry alone is log(exp(x)) too: its phase on the principal branch.
+    x = lax_ops.complex(lax_ops.real(x), _wrap_phase(lax_ops.imag(x)))
+    if reverse:
+        return structural.rev(_prefix_scan(_logaddexp, structural.rev(x, (axis,)), axis), (axis,))
+    return _prefix_scan(_logaddexp, x, axis)
+
+
+def _complex_cumlogsumexp_lowering(ctx, x, *, axis, reverse):
+    from fluxion._src.compiler.lowering import lower_fun
+    return lower_fun(_complex_cumlogsumexp, multiple_results=False)(ctx, x, axis=axis,
+                                                                     reverse=reverse)
 
 
 def _interleave(even, odd, axis: int):
@@ -834,8 +880,10 @@ def _prefix_scan(combine, x, axis: int):
     return _interleave(even, odd, axis)
 
 
-def _cumulative_jvp(combine):
+def _cumulative_jvp(name, combine):
     def rule(primals, tangents, *, axis, reverse):
+        # The primitive's own check, before the scan's operations would fail on a bad axis.
+        _check_cumulative_axis(name, core.get_aval(primals[0]).shape, axis)
         def scan(x):
             if reverse:
                 return [structural.rev(_prefix_scan(combine, structural.rev(x, (axis,)), axis),
@@ -863,10 +911,10 @@ ad.primitive_jvps[reduce_window_p] = _reduce_window_jvp
 ad.primitive_transposes[reduce_window_p] = _reduce_window_transpose
 ad.primitive_jvps[reduce_p] = _reduce_jvp
 ad.deflinear(cumsum_p, _cumsum_transpose)
-ad.primitive_jvps[cumprod_p] = _cumulative_jvp(lax_ops.mul)
-ad.primitive_jvps[cummax_p] = _cumulative_jvp(lax_ops.max)
-ad.primitive_jvps[cummin_p] = _cumulative_jvp(lax_ops.min)
-ad.primitive_jvps[cumlogsumexp_p] = _cumulative_jvp(_logaddexp)
+ad.primitive_jvps[cumprod_p] = _cumulative_jvp("cumprod", lax_ops.mul)
+ad.primitive_jvps[cummax_p] = _cumulative_jvp("cummax", lax_ops.max)
+ad.primitive_jvps[cummin_p] = _cumulative_jvp("cummin", lax_ops.min)
+ad.primitive_jvps[cumlogsumexp_p] = _cumulative_jvp("cumlogsumexp", _logaddexp)
 
 
 # ---------------------------------------------------------------------------------------------
