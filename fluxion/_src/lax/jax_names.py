@@ -367,21 +367,20 @@ ad.defjvp_zero(rng_bit_generator_p)
 
 
 def _rng_bit_generator_batching_rule(args, dims, *, shape, dtype, algorithm):
-    """One generator call per key, stacked: each batch element gets exactly what an
-    unbatched call with its own key gives (JAX 0.10.2 instead draws every element's bits
-    from the first key)."""
+    """One generator call per key, in a loop over the keys (a program of constant size):
+    each batch element gets exactly what an unbatched call with its own key gives (JAX
+    0.10.2 instead draws every element's bits from the first key)."""
+    from fluxion._src.lax import control_flow  # control flow is built on this module
     key, = args
     dim, = dims
     if dim is batching.not_mapped:
         return rng_bit_generator_p.bind(key, shape=shape, dtype=dtype,
                                         algorithm=algorithm), [dim, dim]
     keys = batching.moveaxis(key, dim, 0)
-    outs = [rng_bit_generator_p.bind(structural.index_in_dim(keys, i, 0, keepdims=False),
-                                     shape=shape, dtype=dtype, algorithm=algorithm)
-            for i in range(core.get_aval(keys).shape[0])]
-    stacked = [structural.concatenate([structural.expand_dims(o[j], (0,)) for o in outs], 0)
-               for j in range(2)]
-    return stacked, [0, 0]
+    new_keys, bits = control_flow.map(
+        lambda k: tuple(rng_bit_generator_p.bind(k, shape=shape, dtype=dtype,
+                                                 algorithm=algorithm)), keys)
+    return [new_keys, bits], [0, 0]
 
 
 batching.primitive_batchers[rng_bit_generator_p] = _rng_bit_generator_batching_rule
