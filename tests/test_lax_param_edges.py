@@ -193,3 +193,15 @@ def test_random_gamma_grad_has_forward_mode_only_as_jax():
     np.testing.assert_allclose(tangent, want_tangent, rtol=1e-4)
     with pytest.raises(ValueError, match="Reverse-mode"):
         fluxion.grad(lambda s: lax.random_gamma_grad(s, np.float32(1.0)))(np.float32(2.0))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_complex_cumsum_and_cumprod_keep_their_own_lowering(reverse):
+    """Only cumlogsumexp takes the complex prefix scan; cumsum/cumprod of complex operands
+    are sums and products (against NumPy)."""
+    x = (np.arange(1.0, 6.0) + 1j * np.arange(5.0)[::-1]).astype(np.complex64) / 3
+    flip = (lambda a: a[::-1]) if reverse else (lambda a: a)
+    np.testing.assert_allclose(lax.cumsum(x, reverse=reverse), flip(np.cumsum(flip(x))),
+                               rtol=1e-6)
+    np.testing.assert_allclose(lax.cumprod(x, reverse=reverse), flip(np.cumprod(flip(x))),
+                               rtol=1e-5)

@@ -543,7 +543,8 @@ def _cumulative(name: str, kind: str, allowed):
         n = x.shape[axis]
         if n == 0:
             return x
-        if dtypes.is_complex(x.aval.dtype):  # no complex ops in region bodies: scan instead
+        if kind == "logaddexp" and dtypes.is_complex(x.aval.dtype):
+            # The complex logaddexp has no region-body form here: a prefix scan instead.
             return _complex_cumlogsumexp_lowering(ctx, x, axis=axis, reverse=reverse)
         # Window i covers elements [i - n + 1, i] (or [i, i + n - 1] reversed); the padding
         # contributes identities, so each window reduces a prefix (or suffix).
