@@ -247,3 +247,30 @@ def test_dtype_helpers_match_jax():
     assert np.isinf(fnp.inf) and np.isnan(fnp.nan)
     with pytest.raises(ValueError):
         fnp.isdtype(fnp.int8, "no such kind")
+
+
+def test_explicit_64_bit_dtypes_warn_without_x64_as_jax():
+    """An explicit 64-bit dtype with x64 disabled warns (JAX's UserWarning, pointing at the
+    caller's line) and is narrowed; Python types and x64 never warn."""
+    import warnings
+
+    from fluxion import lax as flax
+
+    def caught(call):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            call()
+        return [w for w in seen if "Explicitly requested dtype" in str(w.message)]
+
+    for make in (lambda m, lax: m.zeros(2, np.float64), lambda m, lax: m.arange(3, dtype="int64"),
+                 lambda m, lax: m.ones((2, 2)).astype(np.float64),
+                 lambda m, lax: m.ones((2, 2)).sum(dtype=np.float64),
+                 lambda m, lax: m.asarray([1.0], np.float64),
+                 lambda m, lax: lax.convert_element_type(m.ones(2), np.float64)):
+        ours, theirs = caught(lambda: make(fnp, flax)), caught(lambda: make(jnp, jax.lax))
+        assert len(ours) == 1 and theirs  # (JAX warns twice for some)
+        assert ours[0].category is UserWarning and ours[0].filename == __file__
+        assert "truncated to dtype" in str(ours[0].message)
+    assert not caught(lambda: fnp.zeros(2, float))
+    with fluxion.enable_x64(True):
+        assert not caught(lambda: fnp.zeros(2, np.float64))

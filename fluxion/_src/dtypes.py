@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -120,6 +121,23 @@ def _canonicalize(dtype: np.dtype, x64: bool) -> np.dtype:
                             "jaxlib 0.10.2 cannot hold them (as in JAX)")
         raise TypeError(f"fluxion does not support dtype {dtype}")
     return dtype if x64 else _TO_32.get(dtype, dtype)
+
+
+def check_user_dtype(requested, fun_name: str = "") -> np.dtype:
+    """A dtype the user asked for (a dtype, its name, a scalar type or a Python type), in
+    canonical form. As in JAX, an explicit 64-bit dtype with x64 disabled warns and is
+    narrowed; Python types stand for their kind's default and never warn."""
+    wanted = dtype(requested)
+    canonical = canonicalize_dtype(wanted)
+    if canonical != wanted:
+        from fluxion._src.traceback_util import user_stacklevel
+        where = f" requested in {fun_name}" if fun_name else ""
+        warnings.warn(f"Explicitly requested dtype {wanted}{where} is not available, and will "
+                      f"be truncated to dtype {canonical.name}. To enable more dtypes, set the "
+                      "jax_enable_x64 configuration option or the JAX_ENABLE_X64 shell "
+                      "environment variable. See https://github.com/jax-ml/jax#current-gotchas "
+                      "for more.", UserWarning, stacklevel=user_stacklevel())
+    return canonical
 
 
 def dtype(x, canonicalize: bool = False) -> np.dtype:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import types
 
 from fluxion._src.config import config
@@ -17,6 +18,15 @@ _INTERNAL_DIR = os.path.dirname(os.path.abspath(__file__))  # fluxion/_src
 
 def _is_internal(frame) -> bool:
     return frame.f_code.co_filename.startswith(_INTERNAL_DIR)
+
+
+def user_stacklevel() -> int:
+    """`warnings.warn`'s stacklevel, called from inside fluxion, that names the first frame
+    outside fluxion/_src (the user's line)."""
+    frame, level = sys._getframe(2), 2  # the caller of warnings.warn's caller
+    while frame is not None and _is_internal(frame):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def filter_traceback(tb):

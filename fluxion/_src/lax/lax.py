@@ -191,7 +191,9 @@ def convert_element_type(operand, new_dtype):
     """
     if new_dtype is None:
         raise ValueError("convert_element_type: new_dtype must be specified.")
-    return _convert_element_type(operand, new_dtype, weak_type=False)
+    return _convert_element_type(operand, dtypes.check_user_dtype(new_dtype,
+                                                                  "convert_element_type"),
+                                 weak_type=False)
 
 
 def _convert_element_type(operand, new_dtype=None, weak_type: bool = False):

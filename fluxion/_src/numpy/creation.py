@@ -16,10 +16,11 @@ from fluxion._src.sharding_types import accepts_out_sharding, has_explicit_axes
 
 
 def user_dtype(dtype) -> np.dtype | None:
-    """A dtype argument (None, a dtype, a scalar type or Python type) as a canonical dtype."""
+    """A dtype argument (None, a dtype, a scalar type or Python type) as a canonical dtype
+    (an explicit 64-bit dtype with x64 disabled warns, as in JAX)."""
     if dtype is None:
         return None
-    return dtypes.canonicalize_dtype(dtypes.dtype(dtype))
+    return dtypes.check_user_dtype(dtype)
 
 
 def _with_device(fun):

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import warnings
 
 import numpy as np
 
@@ -24,15 +23,7 @@ def user_dtype(dtype, default: type, fun_name: str = "") -> np.dtype:
     np_dtype = dtypes.dtype(dtype)  # Python types give the canonical default of their kind
     if np_dtype not in dtypes.SUPPORTED_DTYPES:
         raise TypeError(f"JAX only supports number, bool, and string dtypes, got dtype {dtype}")
-    canonical = dtypes.canonicalize_dtype(np_dtype)
-    if canonical != np_dtype:
-        where = f" requested in {fun_name}" if fun_name else ""
-        warnings.warn(f"Explicitly requested dtype {np_dtype}{where} is not available, and will "
-                      f"be truncated to dtype {canonical.name}. To enable more dtypes, set the "
-                      "jax_enable_x64 configuration option or the JAX_ENABLE_X64 shell "
-                      "environment variable. See https://github.com/jax-ml/jax#current-gotchas "
-                      "for more.", stacklevel=4)
-    return canonical
+    return dtypes.check_user_dtype(np_dtype, fun_name)
 
 
 def require_float(name: str, dtype, kinds: str = "a float") -> None:
