@@ -243,13 +243,13 @@ argmin_p = standard_primitive("argmin", _argminmax_abstract_eval("argmin"),
 
 def argmax(operand, axis: int, index_dtype):
     """Index of the largest element along `axis` (the first one on ties; the first NaN if any)."""
-    index_dtype = dtypes.canonicalize_dtype(dtypes.dtype(index_dtype))
+    index_dtype = dtypes.check_user_dtype(index_dtype, "argmax")
     return argmax_p.bind(operand, axes=(operator.index(axis),), index_dtype=index_dtype)
 
 
 def argmin(operand, axis: int, index_dtype):
     """Index of the smallest element along `axis` (the first one on ties; the first NaN if any)."""
-    index_dtype = dtypes.canonicalize_dtype(dtypes.dtype(index_dtype))
+    index_dtype = dtypes.check_user_dtype(index_dtype, "argmin")
     return argmin_p.bind(operand, axes=(operator.index(axis),), index_dtype=index_dtype)
 
 

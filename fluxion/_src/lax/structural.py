@@ -1074,7 +1074,8 @@ def broadcasted_iota(dtype, shape: Sequence[int], dimension: int):
     """An array of `shape` whose elements count 0, 1, ... along `dimension`."""
     shape = _int_tuple("broadcasted_iota", "shape", shape)
     dimension = operator.index(core.concrete_or_error(dimension, "dimension of broadcasted_iota"))
-    return iota_p.bind(dtype=_canonical_user_dtype(dtype), shape=shape, dimension=dimension,
+    return iota_p.bind(dtype=dtypes.check_user_dtype(dtype, "broadcasted_iota"), shape=shape,
+                       dimension=dimension,
                        sharding=None)
 
 
@@ -1196,7 +1197,7 @@ def full(shape: Sequence[int], fill_value, dtype=None, *, sharding=None):
         weak_type = dtypes.is_weakly_typed(fill_value)
         fill_dtype = dtypes.dtype(fill_value, canonicalize=True)
     else:
-        weak_type, fill_dtype = False, _canonical_user_dtype(dtype)
+        weak_type, fill_dtype = False, dtypes.check_user_dtype(dtype, "full")
     fill_value = lax._convert_element_type(fill_value, fill_dtype, weak_type)
     return lax.broadcast(fill_value, shape)
 
