@@ -22,3 +22,26 @@ def test_geomspace_int_keeps_exact_powers(x64):
     np.testing.assert_array_equal(np.asarray(got), want)
     np.testing.assert_array_equal(np.asarray(fluxion.jit(
         lambda: fnp.geomspace(1, 256, 9, dtype=int))()), want)
+
+
+def test_array_of_none_is_a_value_error():
+    with pytest.raises(ValueError, match="None"):
+        fnp.array(None)
+    with pytest.raises(ValueError, match="None"):
+        fnp.asarray(None)
+
+
+@pytest.mark.parametrize("total", [None, 6, 4])
+def test_repeat_counts_of_shape_one_broadcast(total):
+    x = np.arange(3)
+    want = np.repeat(x, np.array([2]))[:total]
+    got = fnp.repeat(fnp.asarray(x), np.array([2]), total_repeat_length=total)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    if total is not None:  # counts known only at run time
+        traced = fluxion.jit(lambda r: fnp.repeat(fnp.asarray(x), r, total_repeat_length=total))
+        np.testing.assert_array_equal(np.asarray(traced(fnp.asarray([2]))), want)
+
+
+def test_repeat_refuses_a_list_of_counts_as_jax():
+    with pytest.raises(TypeError, match="repeat"):
+        fnp.repeat(fnp.arange(3), [1, 0, 2])

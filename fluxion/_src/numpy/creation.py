@@ -78,6 +78,8 @@ def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin:
         raise NotImplementedError(f"array: only order='K' and 'C' are supported, got {order!r}")
     if hasattr(object, "__jax_array__"):
         object = object.__jax_array__()
+    if object is None:
+        raise ValueError("None is not a valid value for jnp.array")  # JAX's class and words
     dtype = user_dtype(dtype)
     weak = dtype is None and dtypes.is_weakly_typed(object)
     if isinstance(object, (Array, core.Tracer)):

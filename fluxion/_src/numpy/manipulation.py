@@ -427,6 +427,7 @@ def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | No
         filled with the last element of `a` along `axis` (as JAX does).
     """
     a = util.ensure_arraylike("repeat", a)
+    util.check_arraylike("repeat", repeats)  # as JAX: a list of counts is refused
     if axis is None:
         a, axis = ravel(a), 0
     axis = util.canonicalize_axis(axis, _ndim(a))
@@ -448,9 +449,9 @@ def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | No
         out = lax.broadcast_in_dim(a, expanded, tuple(i for i in range(len(expanded))
                                                       if i != axis + 1))
         return lax.reshape(out, dims[:axis] + (n * count,) + dims[axis + 1:])
-    if repeats.ndim and repeats.shape != (n,):
+    if repeats.ndim and repeats.shape not in ((n,), (1,)):
         raise ValueError(f"repeats has shape {repeats.shape}, but the axis has length {n}")
-    repeats = np.broadcast_to(repeats, (n,))
+    repeats = np.broadcast_to(repeats, (n,))  # one count, shape () or (1,), for every element
     if total_repeat_length is None:
         return _take_static(a, np.repeat(np.arange(n), repeats), axis)
     return _take_static(a, _repeat_sources(repeats, int(total_repeat_length)), axis)
@@ -471,7 +472,7 @@ def _repeat_traced(a, repeats, axis, n, total):
     counts = util.ensure_arraylike("repeat", repeats)
     if not dtypes.is_integer(_aval(counts).dtype):
         raise TypeError(f"repeats must be integers, got {_aval(counts).dtype}")
-    if _ndim(counts) > 1 or (_ndim(counts) == 1 and _shape(counts)[0] != n):
+    if _ndim(counts) > 1 or (_ndim(counts) == 1 and _shape(counts)[0] not in (n, 1)):
         raise ValueError(f"repeats has shape {_shape(counts)}, but the axis has length {n}")
     if total == 0:
         return ls.slice_in_dim(a, 0, 0, 1, axis)
