@@ -45,3 +45,11 @@ def test_repeat_counts_of_shape_one_broadcast(total):
 def test_repeat_refuses_a_list_of_counts_as_jax():
     with pytest.raises(TypeError, match="repeat"):
         fnp.repeat(fnp.arange(3), [1, 0, 2])
+
+
+def test_take_of_float_indices_is_a_value_error_as_jax():
+    x = fnp.arange(4.0)
+    with pytest.raises(ValueError, match="integer"):
+        fnp.take(x, fnp.array([1.0]))
+    with pytest.raises(TypeError, match="integer"):  # JAX's class differs here
+        fnp.take_along_axis(x, fnp.array([1.0]), axis=0)
