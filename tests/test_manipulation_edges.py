@@ -53,3 +53,33 @@ def test_take_of_float_indices_is_a_value_error_as_jax():
         fnp.take(x, fnp.array([1.0]))
     with pytest.raises(TypeError, match="integer"):  # JAX's class differs here
         fnp.take_along_axis(x, fnp.array([1.0]), axis=0)
+
+
+@pytest.mark.parametrize("start,stop,num", [(-7, 3, 6), (-10, 10, 11), (0, 10, 4), (5, -5, 6)])
+def test_linspace_integer_dtype_floors_exact_steps_as_numpy(start, stop, num):
+    want = np.linspace(start, stop, num, dtype=np.int32)
+    got = fnp.linspace(start, stop, num, dtype=np.int32)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    jitted = fluxion.jit(lambda: fnp.linspace(start, stop, num, dtype=np.int32))()
+    np.testing.assert_array_equal(np.asarray(jitted), want)
+
+
+@pytest.mark.parametrize("start,stop,base,axis", [
+    (0.0, 2.0, [2.0, 10.0], 0),                 # JAX 0.10.2 fails to broadcast this
+    ([0.0, 1.0], 2.0, [2.0, 10.0], 1),          # and this
+    ([0.0, 5.0], [5.0, 0.0], [2.0, 3.0], 0),    # JAX's own docstring example
+    ([[0.0], [1.0]], 3.0, [2.0, 4.0, 10.0], -1),
+])
+def test_logspace_array_base_applies_per_sequence_as_numpy(start, stop, base, axis):
+    want = np.logspace(start, stop, 4, base=base, axis=axis)
+    got = fnp.logspace(fnp.asarray(start), fnp.asarray(stop), 4, base=fnp.asarray(base), axis=axis)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5)
+    assert got.dtype == np.float32
+
+
+def test_logspace_scalar_base_keeps_dtype_and_gradient():
+    got = fnp.logspace(0.0, 2.0, 3)
+    assert got.dtype == np.float32 and not got.weak_type
+    grad = fluxion.grad(lambda s: fnp.logspace(s, 2.0, 3).sum())(0.0)
+    # d/ds of 10**s + 10**((s + 2) / 2) + 100 at s = 0
+    np.testing.assert_allclose(float(grad), np.log(10.0) * (1 + 10 / 2), rtol=1e-5)

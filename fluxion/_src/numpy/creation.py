@@ -295,8 +295,14 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = 
         fraction = lax.reshape(iota(real_dtype, (divisions,), 0), fraction_shape)
         fraction = util.convert(fraction / util.convert(divisions, real_dtype), compute_dtype)
         lo, hi = (structural.expand_dims(b, (axis,)) for b in (start, stop))
-        # start * (1 - t) + stop * t is exact at both ends, unlike start + t * (stop - start).
-        out = lo * (1 - fraction) + hi * fraction
+        if dtypes.is_integer(dtype):
+            # NumPy's start + i * step: exact where the steps are, so the floor below does not
+            # turn -3 into -4 (JAX's blend gives linspace(-7, 3, 6, dtype=int)[2] == -4).
+            steps = lax.reshape(iota(real_dtype, (divisions,), 0), fraction_shape)
+            out = lo + util.convert(steps, compute_dtype) * structural.expand_dims(delta, (axis,))
+        else:
+            # start * (1 - t) + stop * t is exact at both ends, unlike start + t * (stop - start).
+            out = lo * (1 - fraction) + hi * fraction
         if endpoint:
             out = structural.concatenate([out, hi], axis)
     if dtypes.is_integer(dtype) and not dtypes.is_integer(core.get_aval(out).dtype):
@@ -314,12 +320,22 @@ def logspace(start, stop, num: int = 50, endpoint: bool = True, base=10.0, dtype
     """`base ** linspace(start, stop, ...)`."""
     num = util.static_int(num, "'num' argument of jnp.logspace")
     axis = util.static_int(axis, "'axis' argument of jnp.logspace")
-    start, stop = util.ensure_arraylike("logspace", start, stop)
+    start, stop, base = util.ensure_arraylike("logspace", start, stop, base)
     dtype = user_dtype(dtype) or _to_inexact(dtypes.result_type(start, stop))
     compute_dtype = _to_inexact(dtype)
+    # As NumPy: start, stop and base take the rank of their broadcast, and each base applies to
+    # the whole sequence it sits beside (its axis is inserted where the sequences run).
+    ndim = len(util.broadcast_shapes(*(core.get_aval(v).shape for v in (start, stop, base))))
+    start, stop, base = (_with_leading_ones(v, ndim) for v in (start, stop, base))
     exponents = linspace(util.convert(start, compute_dtype), util.convert(stop, compute_dtype),
                          num, endpoint=endpoint, axis=axis)
+    base = structural.expand_dims(base, (util.canonicalize_axis(axis, ndim + 1),))
     return util.convert(ufuncs.power(base, exponents), dtype)
+
+
+def _with_leading_ones(x, ndim: int):
+    shape = core.get_aval(x).shape
+    return lax.reshape(x, (1,) * (ndim - len(shape)) + shape)
 
 
 # ---------------------------------------------------------------------------------------------
