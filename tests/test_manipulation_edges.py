@@ -83,3 +83,20 @@ def test_logspace_scalar_base_keeps_dtype_and_gradient():
     grad = fluxion.grad(lambda s: fnp.logspace(s, 2.0, 3).sum())(0.0)
     # d/ds of 10**s + 10**((s + 2) / 2) + 100 at s = 0
     np.testing.assert_allclose(float(grad), np.log(10.0) * (1 + 10 / 2), rtol=1e-5)
+
+
+def test_split_takes_an_integral_float_section_count_as_numpy():
+    x = np.arange(4.0)
+    for got, want in zip(fnp.split(fnp.asarray(x), 2.0), np.split(x, 2.0)):
+        np.testing.assert_array_equal(np.asarray(got), want)
+    with pytest.raises(TypeError):
+        fnp.array_split(fnp.asarray(x), 2.5)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: fnp.repeat(x, 2.0),                               # NumPy and JAX: TypeError
+    lambda x: fnp.pad(x, 1, mode="mean", stat_length=1.5),      # JAX: TypeError
+])
+def test_non_integer_counts_raise_type_error(call):
+    with pytest.raises(TypeError):
+        call(fnp.arange(4.0))

@@ -310,7 +310,7 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
     sections = core.concrete_or_error(indices_or_sections,
                                       f"The indices_or_sections argument of jnp.{name}")
     if np.ndim(sections) == 0:
-        parts = operator.index(sections)
+        parts = _section_count(sections)
         if parts <= 0:
             raise ValueError("number sections must be larger than 0.")
         if equal and n % parts:
@@ -324,6 +324,16 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
         bounds = [0] + cuts + [n]
     return [ls.slice_in_dim(ary, int(lo), builtins.max(int(lo), int(hi)), 1, axis)
             for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def _section_count(sections) -> int:
+    """The number of sections as an int; NumPy and JAX also take a float such as 2.0."""
+    if isinstance(sections, (float, np.floating)) or (
+            hasattr(sections, "dtype") and dtypes.is_float(sections.dtype)):
+        if float(sections) != int(float(sections)):
+            raise TypeError(f"the number of sections must be an integer, got {sections}")
+        return int(float(sections))
+    return operator.index(sections)
 
 
 def split(ary, indices_or_sections, axis: int = 0) -> list:
@@ -440,6 +450,8 @@ def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | No
     repeats = np.asarray(core.concrete_or_error(
         repeats, "The repeats argument of jnp.repeat must be concrete (or pass "
                  "total_repeat_length)"))
+    if not (np.issubdtype(repeats.dtype, np.integer) or repeats.dtype == bool):
+        raise TypeError(f"jnp.repeat: repeats must be integers, got dtype {repeats.dtype}")
     if np.any(repeats < 0):
         raise ValueError(f"repeats may not contain negative values, got {repeats}")
     if repeats.ndim == 0 and total_repeat_length is None:
@@ -691,6 +703,8 @@ def _pad_statistic(a, widths, stat_length, mode):
     aval = _aval(a)
     lengths = None if stat_length is None else _pad_pairs(stat_length, aval.ndim,
                                                            "stat_length")
+    if lengths is not None and not np.issubdtype(lengths.dtype, np.integer):
+        raise TypeError(f"jnp.pad: stat_length must be integers, got {stat_length}")
     if lengths is not None and np.any(lengths < 0):
         raise ValueError("index can't contain negative values")
     for axis, (lo, hi) in enumerate(widths):
