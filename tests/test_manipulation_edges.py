@@ -100,3 +100,27 @@ def test_split_takes_an_integral_float_section_count_as_numpy():
 def test_non_integer_counts_raise_type_error(call):
     with pytest.raises(TypeError):
         call(fnp.arange(4.0))
+
+
+@pytest.mark.parametrize("args,dtype", [
+    ((0, 5, 1.5), np.int32), ((-2.5, 2), np.int32), ((1, 3.5, 0.5), np.int8),
+    ((250, 256), np.uint8), ((0.5, 3), np.uint8), ((0, 5, 1.5), np.float16),
+])
+def test_arange_with_a_dtype_counts_as_numpy(args, dtype):
+    got = fnp.arange(*args, dtype=dtype)
+    want = np.arange(*args, dtype=dtype)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_arange_negative_start_into_unsigned_wraps_as_jax():
+    np.testing.assert_array_equal(np.asarray(fnp.arange(-2, 3, dtype=np.uint8)),
+                                  np.array([254, 255, 0, 1, 2], np.uint8))
+
+
+def test_diagonal_offset_must_be_an_integer():
+    with pytest.raises(ValueError, match="integer"):  # JAX's classes for each
+        fnp.eye(3, k=1.0)
+    with pytest.raises(TypeError):
+        fnp.tri(3, k=1.0)
+    np.testing.assert_array_equal(np.asarray(fnp.eye(3, k=fnp.asarray(1))), np.eye(3, k=1))

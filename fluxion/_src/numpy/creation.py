@@ -243,8 +243,16 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
         return iota(dtype, (_iota_length(start),), 0)
     if step is None and _is_zero(start):
         return iota(dtype, (_iota_length(stop),), 0)
-    values = np.arange(_host(start), _host(stop), None if step is None else _host(step))
+    values = np.arange(_host(start), _host(stop), None if step is None else _host(step),
+                       dtype=_host_arange_dtype(dtype))
     return lax._convert_element_type(values.astype(dtype), dtype, False)
+
+
+def _host_arange_dtype(dtype):
+    """The NumPy dtype to count in: for integers NumPy's integer arange steps by
+    int(start + step) - int(start) (arange(0, 5, 1.5, dtype=int) is 0, 1, 2, 3), which
+    truncating float values afterwards does not give."""
+    return np.int64 if dtypes.is_integer(dtype) else None  # then wrapped like a cast
 
 
 def _host(x):
@@ -356,9 +364,13 @@ def _matrix_dims(name, N, M):
     return N, M
 
 
-def _int_offset(k):
+def _int_offset(k, error=TypeError):
+    """The diagonal offset `k` as an int32 scalar; `error` (JAX's class for the caller) when
+    `k` is not an integer."""
     if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
         return lax._convert_element_type(int(k), dtypes.int32, False)
+    if not (dtypes.is_integer(dtypes.dtype(k)) or dtypes.dtype(k) == np.bool_):
+        raise error(f"k must be a scalar integer; got {k}")
     return util.convert(k, dtypes.int32)
 
 
@@ -366,7 +378,7 @@ def _int_offset(k):
 def eye(N, M=None, k=0, dtype=None, *, device=None):
     """An N x M matrix with ones on the k-th diagonal and zeros elsewhere."""
     N, M = _matrix_dims("eye", N, M)
-    mask = _diagonal_mask(N, M, _int_offset(k), ufuncs.equal)
+    mask = _diagonal_mask(N, M, _int_offset(k, ValueError), ufuncs.equal)
     return util.convert(mask, user_dtype(dtype) or dtypes.default_float_dtype())
 
 
