@@ -124,3 +124,26 @@ def test_diagonal_offset_must_be_an_integer():
     with pytest.raises(TypeError):
         fnp.tri(3, k=1.0)
     np.testing.assert_array_equal(np.asarray(fnp.eye(3, k=fnp.asarray(1))), np.eye(3, k=1))
+
+
+@pytest.mark.parametrize("start,stop,num,endpoint", [
+    (1.0, 128.0, 8, True), (-1.0, 1000.0, 4, True), (3.0, 7.0, 1, True), (1.0, 16.0, 4, False),
+    (2.0, 5.0, 0, True)])
+def test_geomspace_starts_and_ends_exactly_as_numpy(start, stop, num, endpoint):
+    got = np.asarray(fnp.geomspace(start, stop, num, endpoint=endpoint))
+    with np.errstate(invalid="ignore"):  # mixed signs: NaN between the ends
+        want = np.geomspace(start, stop, num, endpoint=endpoint)
+    assert got.shape == want.shape
+    if num:
+        assert got[0] == start
+        if endpoint and num > 1:
+            assert got[-1] == stop
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_geomspace_exact_ends_keep_array_bounds_axis_and_gradient():
+    start, stop = np.array([1.0, 2.0]), np.array([8.0, 32.0])
+    got = fnp.geomspace(fnp.asarray(start), fnp.asarray(stop), 3, axis=1)
+    np.testing.assert_allclose(np.asarray(got), np.geomspace(start, stop, 3, axis=1), rtol=1e-6)
+    grad = fluxion.grad(lambda a: fnp.geomspace(a, 8.0, 4).sum())(1.0)
+    np.testing.assert_allclose(float(grad), 11 / 3, rtol=1e-5)  # JAX gives the same
