@@ -147,3 +147,25 @@ def test_geomspace_exact_ends_keep_array_bounds_axis_and_gradient():
     np.testing.assert_allclose(np.asarray(got), np.geomspace(start, stop, 3, axis=1), rtol=1e-6)
     grad = fluxion.grad(lambda a: fnp.geomspace(a, 8.0, 4).sum())(1.0)
     np.testing.assert_allclose(float(grad), 11 / 3, rtol=1e-5)  # JAX gives the same
+
+
+def test_pad_linear_ramp_traced_end_values_carry_their_derivative():
+    # Taking the concrete value of a JVP tracer dropped d(end)/dv: row 0 of the Jacobian was 0.
+    x = fnp.arange(1.0, 6.0)
+    ramp = lambda v: fnp.pad(v, (2, 2), mode="linear_ramp", end_values=(v[0] * 3, 1.0))
+    want = np.zeros((9, 5))
+    want[0, 0], want[1, 0] = 3.0, 2.0            # 3 v0, then the midpoint of 3 v0 and v0
+    want[2:7] = np.eye(5)
+    want[7, 4] = 0.5                              # the midpoint of v4 and 1
+    for jac in (fluxion.jacfwd(ramp), fluxion.jit(fluxion.jacrev(ramp))):
+        np.testing.assert_allclose(np.asarray(jac(x)), want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(fluxion.jit(ramp)(x)),
+                               np.pad(np.arange(1.0, 6.0), 2, "linear_ramp", end_values=(3, 1)))
+
+
+def test_pad_linear_ramp_end_values_traced_under_jit_as_numpy():
+    ramp = fluxion.jit(lambda e: fnp.pad(fnp.arange(1, 6), 2, mode="linear_ramp", end_values=e))
+    want = np.pad(np.arange(1, 6), 2, mode="linear_ramp", end_values=[[7.5, -3]])
+    np.testing.assert_array_equal(np.asarray(ramp(fnp.asarray([[7.5, -3.0]]))), want)
+    with pytest.raises(ValueError, match="end_values"):
+        ramp(fnp.ones((3, 2)))

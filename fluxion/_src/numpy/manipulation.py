@@ -679,16 +679,39 @@ def _along(value, a, axis, count):
     return lax.broadcast_in_dim(value, tuple(target), tuple(range(len(target))))
 
 
+def _has_tracer(x) -> bool:
+    if isinstance(x, (list, tuple)):
+        return builtins.any(_has_tracer(v) for v in x)
+    return isinstance(x, core.Tracer)
+
+
+def _pad_end_values(end_values, nd: int) -> list:
+    """linear_ramp's end values as a (before, after) pair of scalars per axis.
+
+    Traced end values stay traced, so that their derivatives reach the ramps (taking their
+    concrete value under jvp/grad would silently drop them).
+    """
+    if not _has_tracer(end_values):
+        return [[v.item() for v in pair] for pair in _pad_pairs(end_values, nd, "end_values")]
+    ends = asarray(end_values)
+    try:
+        ends = util.broadcast_to(ends, (nd, 2))
+    except ValueError:
+        raise ValueError(f"jnp.pad: end_values with shape {_shape(ends)} cannot be broadcast "
+                         f"to ({nd}, 2) for an array of rank {nd}") from None
+    return [[ends[axis, side] for side in range(2)] for axis in range(nd)]
+
+
 def _pad_linear_ramp(a, widths, end_values):
     from fluxion._src.numpy.creation import linspace
     aval = _aval(a)
-    ends = _pad_pairs(end_values, aval.ndim, "end_values")
+    ends = _pad_end_values(end_values, aval.ndim)
     for axis, (lo, hi) in enumerate(widths):
         _check_axis_extendable(a, axis, lo, hi)
         parts = []
         for first, amount, end in ((True, lo, ends[axis][0]), (False, hi, ends[axis][1])):
             edge = squeeze(_edge(a, axis, first), axis)
-            ramp = linspace(end.item(), edge, amount, endpoint=False, dtype=aval.dtype,
+            ramp = linspace(end, edge, amount, endpoint=False, dtype=aval.dtype,
                             axis=axis)
             ramp = lax._convert_element_type(ramp, aval.dtype, aval.weak_type)
             parts.append(ramp if first else ls.rev(ramp, (axis,)))
