@@ -169,3 +169,17 @@ def test_pad_linear_ramp_end_values_traced_under_jit_as_numpy():
     np.testing.assert_array_equal(np.asarray(ramp(fnp.asarray([[7.5, -3.0]]))), want)
     with pytest.raises(ValueError, match="end_values"):
         ramp(fnp.ones((3, 2)))
+
+
+@pytest.mark.parametrize("obj", [range(2, 5), memoryview(np.arange(3, dtype=np.int16))])
+def test_array_takes_ranges_and_buffers_as_jax(obj):
+    got = fnp.array(obj)
+    want = np.asarray(obj)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    assert got.dtype == (np.int32 if isinstance(obj, range) else np.int16) and not got.weak_type
+
+
+@pytest.mark.parametrize("obj", [b"ab", "abc", {1: 2}, (i for i in range(3))])
+def test_array_refuses_non_numeric_objects_with_type_error(obj):
+    with pytest.raises(TypeError):
+        fnp.array(obj)

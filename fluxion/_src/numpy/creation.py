@@ -59,6 +59,20 @@ def _sequence_to_array(seq, dtype):
     return lax._convert_element_type(np.array(seq, dtype=dtype), dtype, False)
 
 
+def _numeric_host_array(obj) -> np.ndarray:
+    """What NumPy makes of `obj` (a range, a memoryview, ...) when that is numeric, as JAX
+    takes them; TypeError for strings, bytes, dicts, generators and the like."""
+    if not isinstance(obj, (str, bytes, dict)):
+        try:
+            value = np.asarray(obj)
+        except (TypeError, ValueError):
+            value = None
+        if value is not None and value.dtype in dtypes.SUPPORTED_DTYPES:
+            return value
+    raise TypeError(f"Unexpected input type for array: {type(obj)}; only numeric values can "
+                    "become arrays")
+
+
 def _check_int_fits(value: int, dtype) -> None:
     info = dtypes.iinfo(dtype)  # ml_dtypes' iinfo also knows int2 and int4
     if not info.min <= value <= info.max:
@@ -99,7 +113,7 @@ def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin:
     elif hasattr(object, "__array__"):
         out = util.as_array(np.asarray(object))
     else:
-        raise TypeError(f"Unexpected input type for array: {type(object)}")
+        out = util.as_array(_numeric_host_array(object))
     out = lax._convert_element_type(out, dtype or core.get_aval(out).dtype, weak)
     ndim = core.get_aval(out).ndim
     if ndmin > ndim:
