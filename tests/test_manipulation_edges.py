@@ -183,3 +183,10 @@ def test_array_takes_ranges_and_buffers_as_jax(obj):
 def test_array_refuses_non_numeric_objects_with_type_error(obj):
     with pytest.raises(TypeError):
         fnp.array(obj)
+
+
+def test_pad_linear_ramp_into_integers_matches_numpy():
+    x = np.arange(1, 4)
+    want = np.pad(x, (3, 4), mode="linear_ramp", end_values=10)  # JAX x32: 10, 6, 3, ...
+    np.testing.assert_array_equal(
+        np.asarray(fnp.pad(fnp.asarray(x), (3, 4), mode="linear_ramp", end_values=10)), want)

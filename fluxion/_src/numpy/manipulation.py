@@ -437,7 +437,7 @@ def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | No
         filled with the last element of `a` along `axis` (as JAX does).
     """
     a = util.ensure_arraylike("repeat", a)
-    util.check_arraylike("repeat", repeats)  # as JAX: a list of counts is refused
+    util.check_arraylike("repeat", a, repeats)  # as JAX: a list of counts is refused
     if axis is None:
         a, axis = ravel(a), 0
     axis = util.canonicalize_axis(axis, _ndim(a))
