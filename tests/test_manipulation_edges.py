@@ -199,3 +199,12 @@ def test_geomspace_eager_runs_one_program_like_jit(dtype):
     jitted = fluxion.jit(lambda a, b: fnp.geomspace(a, b, 8, dtype=dtype))(1, 128)
     np.testing.assert_array_equal(np.asarray(eager), np.asarray(jitted))
     assert eager.dtype == dtype
+
+
+@pytest.mark.parametrize("fn", ["linspace", "logspace"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int32])
+def test_spaces_eager_match_jit_with_traced_bounds(fn, dtype):
+    space = getattr(fnp, fn)
+    eager = space(1, 3, 11, dtype=dtype)
+    jitted = fluxion.jit(lambda a, b: space(a, b, 11, dtype=dtype))(1, 3)
+    np.testing.assert_array_equal(np.asarray(eager), np.asarray(jitted))
