@@ -11,6 +11,7 @@ from fluxion._src.array import Array
 from fluxion._src.lax import lax
 from fluxion._src.lax import structural
 from fluxion._src.numpy import ufuncs, util
+from fluxion._src.numpy.eager import eager_compiled
 from fluxion._src.numpy.util import canonicalize_shape
 from fluxion._src.sharding_types import accepts_out_sharding, has_explicit_axes
 
@@ -60,6 +61,20 @@ def _sequence_to_array(seq, dtype):
     return lax._convert_element_type(np.array(seq, dtype=dtype), dtype, False)
 
 
+def _numeric_host_array(obj) -> np.ndarray:
+    """What NumPy makes of `obj` (a range, a memoryview, ...) when that is numeric, as JAX
+    takes them; TypeError for strings, bytes, dicts, generators and the like."""
+    if not isinstance(obj, (str, bytes, dict)):
+        try:
+            value = np.asarray(obj)
+        except (TypeError, ValueError):
+            value = None
+        if value is not None and value.dtype in dtypes.SUPPORTED_DTYPES:
+            return value
+    raise TypeError(f"Unexpected input type for array: {type(obj)}; only numeric values can "
+                    "become arrays")
+
+
 def _check_int_fits(value: int, dtype) -> None:
     info = dtypes.iinfo(dtype)  # ml_dtypes' iinfo also knows int2 and int4
     if not info.min <= value <= info.max:
@@ -79,6 +94,8 @@ def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin:
         raise NotImplementedError(f"array: only order='K' and 'C' are supported, got {order!r}")
     if hasattr(object, "__jax_array__"):
         object = object.__jax_array__()
+    if object is None:
+        raise ValueError("None is not a valid value for jnp.array")  # JAX's class and words
     dtype = user_dtype(dtype)
     weak = dtype is None and dtypes.is_weakly_typed(object)
     if isinstance(object, (Array, core.Tracer)):
@@ -98,7 +115,7 @@ def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin:
     elif hasattr(object, "__array__"):
         out = util.as_array(np.asarray(object))
     else:
-        raise TypeError(f"Unexpected input type for array: {type(object)}")
+        out = util.as_array(_numeric_host_array(object))
     out = lax._convert_element_type(out, dtype or core.get_aval(out).dtype, weak)
     ndim = core.get_aval(out).ndim
     if ndmin > ndim:
@@ -242,8 +259,16 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
         return iota(dtype, (_iota_length(start),), 0)
     if step is None and _is_zero(start):
         return iota(dtype, (_iota_length(stop),), 0)
-    values = np.arange(_host(start), _host(stop), None if step is None else _host(step))
+    values = np.arange(_host(start), _host(stop), None if step is None else _host(step),
+                       dtype=_host_arange_dtype(dtype))
     return lax._convert_element_type(values.astype(dtype), dtype, False)
+
+
+def _host_arange_dtype(dtype):
+    """The NumPy dtype to count in: for integers NumPy's integer arange steps by
+    int(start + step) - int(start) (arange(0, 5, 1.5, dtype=int) is 0, 1, 2, 3), which
+    truncating float values afterwards does not give."""
+    return np.int64 if dtypes.is_integer(dtype) else None  # then wrapped like a cast
 
 
 def _host(x):
@@ -261,7 +286,10 @@ def _iota_length(stop) -> int:
     return max(0, int(np.ceil(stop)))
 
 
+# linspace and logspace run as one program when eager, as JAX jits them: op by op, XLA rounded
+# differently from the fused program under jit (2.0 vs 1.999 in float16, one ulp in float32).
 @_with_device
+@eager_compiled(static_argnames=('num', 'endpoint', 'retstep', 'dtype', 'axis'))
 def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = False,
              dtype=None, axis: int = 0, *, device=None):
     """`num` evenly spaced values from start to stop (inclusive when endpoint=True).
@@ -294,8 +322,14 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = 
         fraction = lax.reshape(iota(real_dtype, (divisions,), 0), fraction_shape)
         fraction = util.convert(fraction / util.convert(divisions, real_dtype), compute_dtype)
         lo, hi = (structural.expand_dims(b, (axis,)) for b in (start, stop))
-        # start * (1 - t) + stop * t is exact at both ends, unlike start + t * (stop - start).
-        out = lo * (1 - fraction) + hi * fraction
+        if dtypes.is_integer(dtype):
+            # NumPy's start + i * step: exact where the steps are, so the floor below does not
+            # turn -3 into -4 (JAX's blend gives linspace(-7, 3, 6, dtype=int)[2] == -4).
+            steps = lax.reshape(iota(real_dtype, (divisions,), 0), fraction_shape)
+            out = lo + util.convert(steps, compute_dtype) * structural.expand_dims(delta, (axis,))
+        else:
+            # start * (1 - t) + stop * t is exact at both ends, unlike start + t * (stop - start).
+            out = lo * (1 - fraction) + hi * fraction
         if endpoint:
             out = structural.concatenate([out, hi], axis)
     if dtypes.is_integer(dtype) and not dtypes.is_integer(core.get_aval(out).dtype):
@@ -308,17 +342,28 @@ def _to_inexact(dtype) -> np.dtype:
     return util.to_inexact_dtype(np.dtype(dtype))
 
 
+@eager_compiled(static_argnames=('num', 'endpoint', 'dtype', 'axis'))
 def logspace(start, stop, num: int = 50, endpoint: bool = True, base=10.0, dtype=None,
              axis: int = 0):
     """`base ** linspace(start, stop, ...)`."""
     num = util.static_int(num, "'num' argument of jnp.logspace")
     axis = util.static_int(axis, "'axis' argument of jnp.logspace")
-    start, stop = util.ensure_arraylike("logspace", start, stop)
+    start, stop, base = util.ensure_arraylike("logspace", start, stop, base)
     dtype = user_dtype(dtype) or _to_inexact(dtypes.result_type(start, stop))
     compute_dtype = _to_inexact(dtype)
+    # As NumPy: start, stop and base take the rank of their broadcast, and each base applies to
+    # the whole sequence it sits beside (its axis is inserted where the sequences run).
+    ndim = len(util.broadcast_shapes(*(core.get_aval(v).shape for v in (start, stop, base))))
+    start, stop, base = (_with_leading_ones(v, ndim) for v in (start, stop, base))
     exponents = linspace(util.convert(start, compute_dtype), util.convert(stop, compute_dtype),
                          num, endpoint=endpoint, axis=axis)
+    base = structural.expand_dims(base, (util.canonicalize_axis(axis, ndim + 1),))
     return util.convert(ufuncs.power(base, exponents), dtype)
+
+
+def _with_leading_ones(x, ndim: int):
+    shape = core.get_aval(x).shape
+    return lax.reshape(x, (1,) * (ndim - len(shape)) + shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,9 +384,13 @@ def _matrix_dims(name, N, M):
     return N, M
 
 
-def _int_offset(k):
+def _int_offset(k, error=TypeError):
+    """The diagonal offset `k` as an int32 scalar; `error` (JAX's class for the caller) when
+    `k` is not an integer."""
     if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
         return lax._convert_element_type(int(k), dtypes.int32, False)
+    if not (dtypes.is_integer(dtypes.dtype(k)) or dtypes.dtype(k) == np.bool_):
+        raise error(f"k must be a scalar integer; got {k}")
     return util.convert(k, dtypes.int32)
 
 
@@ -349,7 +398,7 @@ def _int_offset(k):
 def eye(N, M=None, k=0, dtype=None, *, device=None):
     """An N x M matrix with ones on the k-th diagonal and zeros elsewhere."""
     N, M = _matrix_dims("eye", N, M)
-    mask = _diagonal_mask(N, M, _int_offset(k), ufuncs.equal)
+    mask = _diagonal_mask(N, M, _int_offset(k, ValueError), ufuncs.equal)
     return util.convert(mask, user_dtype(dtype) or dtypes.default_float_dtype())
 
 

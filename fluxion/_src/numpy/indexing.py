@@ -685,12 +685,16 @@ def _take_mode(mode, indices, size: int):
     raise ValueError(f"Invalid mode '{mode}' for take")
 
 
-def _integer_indices(fname: str, indices):
-    """Integer indices; host values stay NumPy arrays so that index arithmetic folds."""
+def _integer_indices(fname: str, indices, error=TypeError):
+    """Integer indices; host values stay NumPy arrays so that index arithmetic folds.
+
+    `error` is the class JAX raises for other indices (take: ValueError, take_along_axis:
+    TypeError).
+    """
     if not _is_traced_or_device(indices):
         indices = np.asarray(indices)
     if not dtypes.is_integer(indices.dtype):
-        raise TypeError(f"{fname} indices must be of integer type, got {indices.dtype}")
+        raise error(f"{fname} indices must be of integer type, got {indices.dtype}")
     return indices
 
 
@@ -715,7 +719,7 @@ def take(a, indices, axis: int | None = None, out=None, mode=None, unique_indice
         raise NotImplementedError("The 'out' argument to take is not supported.")
     util.check_arraylike("take", a, indices)
     a = util.as_array(a)
-    indices = _integer_indices("take", indices)
+    indices = _integer_indices("take", indices, ValueError)
     if axis is None:
         a = lax.reshape(a, (core.get_aval(a).size,))
         axis = 0

@@ -310,7 +310,7 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
     sections = core.concrete_or_error(indices_or_sections,
                                       f"The indices_or_sections argument of jnp.{name}")
     if np.ndim(sections) == 0:
-        parts = operator.index(sections)
+        parts = _section_count(sections)
         if parts <= 0:
             raise ValueError("number sections must be larger than 0.")
         if equal and n % parts:
@@ -324,6 +324,16 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
         bounds = [0] + cuts + [n]
     return [ls.slice_in_dim(ary, int(lo), builtins.max(int(lo), int(hi)), 1, axis)
             for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def _section_count(sections) -> int:
+    """The number of sections as an int; NumPy and JAX also take a float such as 2.0."""
+    if isinstance(sections, (float, np.floating)) or (
+            hasattr(sections, "dtype") and dtypes.is_float(sections.dtype)):
+        if float(sections) != int(float(sections)):
+            raise TypeError(f"the number of sections must be an integer, got {sections}")
+        return int(float(sections))
+    return operator.index(sections)
 
 
 def split(ary, indices_or_sections, axis: int = 0) -> list:
@@ -427,6 +437,7 @@ def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | No
         filled with the last element of `a` along `axis` (as JAX does).
     """
     a = util.ensure_arraylike("repeat", a)
+    util.check_arraylike("repeat", a, repeats)  # as JAX: a list of counts is refused
     if axis is None:
         a, axis = ravel(a), 0
     axis = util.canonicalize_axis(axis, _ndim(a))
@@ -439,6 +450,8 @@ def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | No
     repeats = np.asarray(core.concrete_or_error(
         repeats, "The repeats argument of jnp.repeat must be concrete (or pass "
                  "total_repeat_length)"))
+    if not (np.issubdtype(repeats.dtype, np.integer) or repeats.dtype == bool):
+        raise TypeError(f"jnp.repeat: repeats must be integers, got dtype {repeats.dtype}")
     if np.any(repeats < 0):
         raise ValueError(f"repeats may not contain negative values, got {repeats}")
     if repeats.ndim == 0 and total_repeat_length is None:
@@ -448,9 +461,9 @@ def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | No
         out = lax.broadcast_in_dim(a, expanded, tuple(i for i in range(len(expanded))
                                                       if i != axis + 1))
         return lax.reshape(out, dims[:axis] + (n * count,) + dims[axis + 1:])
-    if repeats.ndim and repeats.shape != (n,):
+    if repeats.ndim and repeats.shape not in ((n,), (1,)):
         raise ValueError(f"repeats has shape {repeats.shape}, but the axis has length {n}")
-    repeats = np.broadcast_to(repeats, (n,))
+    repeats = np.broadcast_to(repeats, (n,))  # one count, shape () or (1,), for every element
     if total_repeat_length is None:
         return _take_static(a, np.repeat(np.arange(n), repeats), axis)
     return _take_static(a, _repeat_sources(repeats, int(total_repeat_length)), axis)
@@ -471,7 +484,7 @@ def _repeat_traced(a, repeats, axis, n, total):
     counts = util.ensure_arraylike("repeat", repeats)
     if not dtypes.is_integer(_aval(counts).dtype):
         raise TypeError(f"repeats must be integers, got {_aval(counts).dtype}")
-    if _ndim(counts) > 1 or (_ndim(counts) == 1 and _shape(counts)[0] != n):
+    if _ndim(counts) > 1 or (_ndim(counts) == 1 and _shape(counts)[0] not in (n, 1)):
         raise ValueError(f"repeats has shape {_shape(counts)}, but the axis has length {n}")
     if total == 0:
         return ls.slice_in_dim(a, 0, 0, 1, axis)
@@ -666,16 +679,39 @@ def _along(value, a, axis, count):
     return lax.broadcast_in_dim(value, tuple(target), tuple(range(len(target))))
 
 
+def _has_tracer(x) -> bool:
+    if isinstance(x, (list, tuple)):
+        return builtins.any(_has_tracer(v) for v in x)
+    return isinstance(x, core.Tracer)
+
+
+def _pad_end_values(end_values, nd: int) -> list:
+    """linear_ramp's end values as a (before, after) pair of scalars per axis.
+
+    Traced end values stay traced, so that their derivatives reach the ramps (taking their
+    concrete value under jvp/grad would silently drop them).
+    """
+    if not _has_tracer(end_values):
+        return [[v.item() for v in pair] for pair in _pad_pairs(end_values, nd, "end_values")]
+    ends = asarray(end_values)
+    try:
+        ends = util.broadcast_to(ends, (nd, 2))
+    except ValueError:
+        raise ValueError(f"jnp.pad: end_values with shape {_shape(ends)} cannot be broadcast "
+                         f"to ({nd}, 2) for an array of rank {nd}") from None
+    return [[ends[axis, side] for side in range(2)] for axis in range(nd)]
+
+
 def _pad_linear_ramp(a, widths, end_values):
     from fluxion._src.numpy.creation import linspace
     aval = _aval(a)
-    ends = _pad_pairs(end_values, aval.ndim, "end_values")
+    ends = _pad_end_values(end_values, aval.ndim)
     for axis, (lo, hi) in enumerate(widths):
         _check_axis_extendable(a, axis, lo, hi)
         parts = []
         for first, amount, end in ((True, lo, ends[axis][0]), (False, hi, ends[axis][1])):
             edge = squeeze(_edge(a, axis, first), axis)
-            ramp = linspace(end.item(), edge, amount, endpoint=False, dtype=aval.dtype,
+            ramp = linspace(end, edge, amount, endpoint=False, dtype=aval.dtype,
                             axis=axis)
             ramp = lax._convert_element_type(ramp, aval.dtype, aval.weak_type)
             parts.append(ramp if first else ls.rev(ramp, (axis,)))
@@ -690,6 +726,8 @@ def _pad_statistic(a, widths, stat_length, mode):
     aval = _aval(a)
     lengths = None if stat_length is None else _pad_pairs(stat_length, aval.ndim,
                                                            "stat_length")
+    if lengths is not None and not np.issubdtype(lengths.dtype, np.integer):
+        raise TypeError(f"jnp.pad: stat_length must be integers, got {stat_length}")
     if lengths is not None and np.any(lengths < 0):
         raise ValueError("index can't contain negative values")
     for axis, (lo, hi) in enumerate(widths):

@@ -347,24 +347,29 @@ def arccosh(x, /):
     return result
 
 
-def _log_base(name, x, base: float):
+def _log_base(name, x, inverse_log_base: float):
+    """log(x) * inverse_log_base, the logarithm in the base whose 1/ln(base) is given.
+
+    The caller passes np.log10(np.e)-style constants: 1 / np.log(10) is one ulp low in
+    float64, which made log10 of exact powers of ten miss (and geomspace's integer results).
+    """
     (x,) = promote_args_inexact(name, x)
     if dtypes.is_complex(_dtype(x)):
         r = lax.log(x)
         re, im = lax.real(r), lax.imag(r)
-        scale = _strong_const(re, 1 / np.log(base))
+        scale = _strong_const(re, inverse_log_base)
         return lax.complex(lax.mul(re, scale), lax.mul(im, scale))
-    return lax.mul(lax.log(x), _strong_const(x, 1 / np.log(base)))  # as JAX: not a division
+    return lax.mul(lax.log(x), _strong_const(x, inverse_log_base))  # as JAX: not a division
 
 
 def log2(x, /):
     """Elementwise base-2 logarithm."""
-    return _log_base("log2", x, 2.0)
+    return _log_base("log2", x, np.log2(np.e))
 
 
 def log10(x, /):
     """Elementwise base-10 logarithm."""
-    return _log_base("log10", x, 10.0)
+    return _log_base("log10", x, np.log10(np.e))
 
 
 def deg2rad(x, /):
