@@ -132,39 +132,76 @@ def test_unary_front_honours_debug_nans_after_caching():
     assert np.isnan(np.asarray(jnp.log(x))).all()
 
 
-def test_one_or_two_array_calls_run_the_cached_program_directly():
-    """One or two positional Arrays whose program is cached run it on their buffers (one
-    lookup); the values, and a failed run's explanation, are the general path's."""
-    from fluxion._src.numpy import eager
+_DIRECT_CALLS_CHECK = r"""
+import numpy as np, pytest, fluxion, fluxion.numpy as jnp
+from fluxion._src import dispatch
+from fluxion._src.numpy import eager
+assert not dispatch.placing
+
+# One or two positional Arrays whose program is cached run it on their buffers (one lookup);
+# the values, and a failed run's explanation, are the general path's.
+a, b = jnp.arange(12.0).reshape(3, 4), jnp.arange(4.0)
+for _ in range(2):
+    np.testing.assert_allclose(jnp.dot(a, b), np.arange(12.0).reshape(3, 4) @ np.arange(4.0))
+    np.testing.assert_allclose(a.sum(), 66.0)
+assert any(k[0] is jnp.dot.__wrapped__ for k in eager._direct)
+assert any(k[0] is jnp.sum.__wrapped__ for k in eager._direct)
+gone = jnp.arange(12.0).reshape(3, 4)
+gone.delete()
+with pytest.raises(RuntimeError, match=r"deleted with shape=f32\[3,4\]"):
+    jnp.dot(gone, b)
+with pytest.raises(RuntimeError, match=r"deleted with shape=f32\[3,4\]"):
+    gone.sum()
+np.testing.assert_allclose(jnp.dot(a, b), [14.0, 38.0, 62.0])
+np.testing.assert_allclose(jnp.sum(a, 0), [12.0, 15.0, 18.0, 21.0])  # not the one-arg entry
+
+# debug_nans and disable_jit empty the direct cache, and nothing enters it meanwhile.
+zero = jnp.zeros(5)
+for _ in range(2):
+    assert np.isnan(np.asarray(jnp.divide(zero, zero))).all()  # cached, no check
+with fluxion.debug_nans(True):
+    assert not eager._direct
+    with pytest.raises(FloatingPointError):
+        jnp.divide(zero, zero)
+assert np.isnan(np.asarray(jnp.divide(zero, zero))).all()
+with fluxion.disable_jit():
+    assert not eager._direct
+    jnp.divide(zero, zero), jnp.sin(zero)
+    assert not eager._direct
+jnp.divide(zero, zero)
+assert eager._direct
+
+# Placement turns on for good: the cache empties and direct calls stop.
+fluxion.device_put(zero, fluxion.devices()[0])
+assert dispatch.placing and not eager._direct
+jnp.divide(zero, zero), jnp.sin(zero), a.sum()
+assert not eager._direct
+print("OK")
+"""
+
+
+def test_direct_calls_in_a_fresh_process():
+    """The direct-execution cache (fluxion/_src/numpy/eager.py `_direct`), checked where
+    placement has not turned on (in this process an earlier test may have turned it on)."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", _DIRECT_CALLS_CHECK], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_direct_paths_keep_values_and_explanations():
+    """In this process (placement possibly on): the same calls, values and errors."""
     a, b = jnp.arange(12.0).reshape(3, 4), jnp.arange(4.0)
     for _ in range(2):
-        np.testing.assert_allclose(jnp.dot(a, b), np.arange(12.0).reshape(3, 4) @ np.arange(4.0))
+        np.testing.assert_allclose(jnp.dot(a, b), [14.0, 38.0, 62.0])
         np.testing.assert_allclose(a.sum(), 66.0)
-    assert any(k[0] is jnp.dot.__wrapped__ for k in eager._direct)
-    assert any(k[0] is jnp.sum.__wrapped__ for k in eager._direct)
     gone = jnp.arange(12.0).reshape(3, 4)
     gone.delete()
     with pytest.raises(RuntimeError, match=r"deleted with shape=f32\[3,4\]"):
         jnp.dot(gone, b)
-    with pytest.raises(RuntimeError, match=r"deleted with shape=f32\[3,4\]"):
-        gone.sum()
-    np.testing.assert_allclose(jnp.dot(a, b), [14.0, 38.0, 62.0])
-    np.testing.assert_allclose(jnp.sum(a, 0), [12.0, 15.0, 18.0, 21.0])  # not the one-arg entry
-
-
-def test_direct_calls_honour_debug_nans_and_disable_jit_after_caching():
-    from fluxion._src.numpy import eager
     zero = jnp.zeros(5)
-    assert np.isnan(np.asarray(jnp.divide(zero, zero))).all()  # cached, no check
-    assert np.isnan(np.asarray(jnp.divide(zero, zero))).all()
+    jnp.divide(zero, zero)
     with fluxion.debug_nans(True):
-        assert not eager._direct
         with pytest.raises(FloatingPointError):
             jnp.divide(zero, zero)
-    assert np.isnan(np.asarray(jnp.divide(zero, zero))).all()
-    with fluxion.disable_jit():
-        assert not eager._direct
-        jnp.divide(zero, zero), jnp.sin(zero)
-        assert not eager._direct  # nothing cached to run directly under disable_jit
-    jnp.divide(zero, zero)
-    assert eager._direct
