@@ -271,6 +271,9 @@ def test_explicit_64_bit_dtypes_warn_without_x64_as_jax():
         assert len(ours) == 1 and theirs  # (JAX warns twice for some)
         assert ours[0].category is UserWarning and ours[0].filename == __file__
         assert "truncated to dtype" in str(ours[0].message)
+    named = [str(caught(call)[0].message) for call in (lambda: fnp.zeros(2, np.float64),
+                                                        lambda: fnp.ones(2).sum(dtype="int64"))]
+    assert "requested in zeros" in named[0] and "requested in sum" in named[1]
     assert not caught(lambda: fnp.zeros(2, float))
     with fluxion.enable_x64(True):
         assert not caught(lambda: fnp.zeros(2, np.float64))

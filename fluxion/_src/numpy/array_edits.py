@@ -458,7 +458,7 @@ def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axi
     if dtype is None:
         dtype = util.to_inexact_dtype(dtypes.result_type(start, stop))
     else:
-        dtype = creation.user_dtype(dtype)
+        dtype = creation.user_dtype(dtype, "geomspace")
     compute_dtype = util.to_inexact_dtype(dtype)
     start, stop = util.convert(start, compute_dtype), util.convert(stop, compute_dtype)
     sign = ufuncs.sign(start)

@@ -16,12 +16,12 @@ from fluxion._src.numpy.util import canonicalize_shape
 from fluxion._src.sharding_types import accepts_out_sharding, has_explicit_axes
 
 
-def user_dtype(dtype) -> np.dtype | None:
+def user_dtype(dtype, fun_name: str = "") -> np.dtype | None:
     """A dtype argument (None, a dtype, a scalar type or Python type) as a canonical dtype
-    (an explicit 64-bit dtype with x64 disabled warns, as in JAX)."""
+    (an explicit 64-bit dtype with x64 disabled warns, naming `fun_name`, as in JAX)."""
     if dtype is None:
         return None
-    return dtypes.check_user_dtype(dtype)
+    return dtypes.check_user_dtype(dtype, fun_name.removeprefix("jnp."))
 
 
 def _with_device(fun):
@@ -96,7 +96,7 @@ def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin:
         object = object.__jax_array__()
     if object is None:
         raise ValueError("None is not a valid value for jnp.array")  # JAX's class and words
-    dtype = user_dtype(dtype)
+    dtype = user_dtype(dtype, "array")
     weak = dtype is None and dtypes.is_weakly_typed(object)
     if isinstance(object, (Array, core.Tracer)):
         out = object
@@ -148,7 +148,7 @@ def _check_shape_arg(name: str, shape) -> tuple:
 def zeros(shape, dtype=None, *, device=None):
     """An array of zeros (dtype defaults to the default float type)."""
     shape = _check_shape_arg("zeros", shape)
-    return _filled(shape, 0, user_dtype(dtype) or dtypes.default_float_dtype())
+    return _filled(shape, 0, user_dtype(dtype, "zeros") or dtypes.default_float_dtype())
 
 
 @accepts_out_sharding
@@ -156,7 +156,7 @@ def zeros(shape, dtype=None, *, device=None):
 def ones(shape, dtype=None, *, device=None):
     """An array of ones (dtype defaults to the default float type)."""
     shape = _check_shape_arg("ones", shape)
-    return _filled(shape, 1, user_dtype(dtype) or dtypes.default_float_dtype())
+    return _filled(shape, 1, user_dtype(dtype, "ones") or dtypes.default_float_dtype())
 
 
 @accepts_out_sharding
@@ -173,7 +173,7 @@ def full(shape, fill_value, dtype=None, *, device=None):
     fill = util.ensure_arraylike("full", fill_value)
     if np.ndim(fill) == 0:
         weak = dtype is None and dtypes.is_weakly_typed(fill_value)
-        dtype = user_dtype(dtype) or core.get_aval(fill).dtype
+        dtype = user_dtype(dtype, "full") or core.get_aval(fill).dtype
         return _filled(shape, fill, dtype, weak)
     return util.broadcast_to(asarray(fill, dtype=dtype), shape)
 
@@ -182,7 +182,7 @@ def _like(name, a, fill_value, dtype, shape):
     util.check_arraylike(name, a)
     aval = core.get_aval(util.as_array(a))
     weak = dtype is None and dtypes.is_weakly_typed(a)
-    dtype = user_dtype(dtype) or aval.dtype
+    dtype = user_dtype(dtype, name) or aval.dtype
     shape = aval.shape if shape is None else canonicalize_shape(shape)
     out = _filled(shape, fill_value, dtype, weak)
     sharding = getattr(a, "_sharding", None)  # a global Array's
@@ -221,7 +221,8 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
         return _like("full_like", a, fill, dtype, shape)
     aval = core.get_aval(a)
     shape = aval.shape if shape is None else canonicalize_shape(shape)
-    return util.broadcast_to(asarray(fill, dtype=user_dtype(dtype) or aval.dtype), shape)
+    fill_dtype = user_dtype(dtype, "full_like") or aval.dtype
+    return util.broadcast_to(asarray(fill, dtype=fill_dtype), shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,7 +242,8 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     float32) unless `dtype` is given.
     """
     if type(start) is DimExpr and stop is None and step is None:  # arange of a symbolic size
-        return iota(user_dtype(dtype) if dtype is not None else dtypes.default_int_dtype(),
+        return iota(user_dtype(dtype, "arange") if dtype is not None
+                    else dtypes.default_int_dtype(),
                     (start,), 0)
     for name, value in (("start", start), ("stop", stop), ("step", step)):
         if value is not None:
@@ -254,7 +256,7 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
                          "starting in JAX v0.10.0.")
     if dtype is None:
         dtype = dtypes.result_type(*(v for v in (start, stop, step) if v is not None))
-    dtype = user_dtype(dtype)
+    dtype = user_dtype(dtype, "arange")
     if stop is None and step is None:
         return iota(dtype, (_iota_length(start),), 0)
     if step is None and _is_zero(start):
@@ -301,7 +303,7 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = 
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     start, stop = util.ensure_arraylike("linspace", start, stop)
-    dtype = user_dtype(dtype) or _to_inexact(dtypes.result_type(start, stop))
+    dtype = user_dtype(dtype, "linspace") or _to_inexact(dtypes.result_type(start, stop))
     compute_dtype = _to_inexact(dtype)
     start, stop = util.broadcast_arrays(util.convert(start, compute_dtype),
                                         util.convert(stop, compute_dtype))
@@ -349,7 +351,7 @@ def logspace(start, stop, num: int = 50, endpoint: bool = True, base=10.0, dtype
     num = util.static_int(num, "'num' argument of jnp.logspace")
     axis = util.static_int(axis, "'axis' argument of jnp.logspace")
     start, stop, base = util.ensure_arraylike("logspace", start, stop, base)
-    dtype = user_dtype(dtype) or _to_inexact(dtypes.result_type(start, stop))
+    dtype = user_dtype(dtype, "logspace") or _to_inexact(dtypes.result_type(start, stop))
     compute_dtype = _to_inexact(dtype)
     # As NumPy: start, stop and base take the rank of their broadcast, and each base applies to
     # the whole sequence it sits beside (its axis is inserted where the sequences run).
@@ -399,7 +401,7 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
     """An N x M matrix with ones on the k-th diagonal and zeros elsewhere."""
     N, M = _matrix_dims("eye", N, M)
     mask = _diagonal_mask(N, M, _int_offset(k, ValueError), ufuncs.equal)
-    return util.convert(mask, user_dtype(dtype) or dtypes.default_float_dtype())
+    return util.convert(mask, user_dtype(dtype, "eye") or dtypes.default_float_dtype())
 
 
 def identity(n, dtype=None):
@@ -411,7 +413,7 @@ def tri(N, M=None, k: int = 0, dtype=None):
     """An N x M matrix with ones at and below the k-th diagonal."""
     N, M = _matrix_dims("tri", N, M)
     mask = _diagonal_mask(N, M, _int_offset(k), ufuncs.less_equal)
-    return util.convert(mask, user_dtype(dtype) or dtypes.default_float_dtype())
+    return util.convert(mask, user_dtype(dtype, "tri") or dtypes.default_float_dtype())
 
 
 def _triangle(name, m, k, compare):

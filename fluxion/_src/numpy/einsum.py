@@ -55,7 +55,8 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
     operands = list(util.ensure_arraylike("einsum", *operands)) if len(operands) > 1 else [
         util.ensure_arraylike("einsum", *operands)]
     dtype, weak = dtypes.result_type_with_weak(*operands)
-    out_dtype = user_dtype(preferred_element_type) if preferred_element_type is not None else dtype
+    out_dtype = (user_dtype(preferred_element_type, "einsum")
+                 if preferred_element_type is not None else dtype)
     if optimize is False:
         path = [(0, 1)] * (len(operands) - 1) if len(operands) > 1 else [(0,)]
     else:

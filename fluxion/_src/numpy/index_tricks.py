@@ -155,7 +155,7 @@ def ix_(*args) -> tuple:
 
 def indices(dimensions, dtype=None, sparse: bool = False):
     """Index grids of an array of shape `dimensions` (stacked, or a tuple when sparse)."""
-    dtype = creation.user_dtype(int if dtype is None else dtype)
+    dtype = creation.user_dtype(int if dtype is None else dtype, "indices")
     dims = tuple(operator.index(_static(d, "dimensions argument of jnp.indices"))
                  for d in dimensions)
     n = len(dims)
@@ -255,7 +255,7 @@ def ravel_multi_index(multi_index, dims, mode: str = "raise", order: str = "C", 
     if dtype is None:
         dtype = dtypes.result_type(int, *index_arrays)
     else:
-        dtype = creation.user_dtype(dtype)
+        dtype = creation.user_dtype(dtype, "ravel_multi_index")
     if not dtypes.is_integer(dtype):
         raise ValueError(f"dtype={dtype!r} is not an integer type.")
     if math.prod(dims) - 1 > np.iinfo(dtype).max:

@@ -32,7 +32,7 @@ def _promote_for_product(name, a, b, preferred_element_type):
     a, b = util.ensure_arraylike(name, a, b)
     dtype, weak = dtypes.result_type_with_weak(a, b)
     if preferred_element_type is not None:
-        return a, b, user_dtype(preferred_element_type), False
+        return a, b, user_dtype(preferred_element_type, name), False
     return a, b, dtype, weak
 
 

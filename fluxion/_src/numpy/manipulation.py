@@ -201,7 +201,7 @@ def concatenate(arrays, axis: int | None = 0, dtype=None):
         raise ValueError("Zero-dimensional arrays cannot be concatenated.")
     axis = util.canonicalize_axis(axis, _ndim(arrays[0]))
     arrays = util.promote_dtypes(*arrays) if dtype is None else [
-        util.convert(a, user_dtype(dtype)) for a in arrays]
+        util.convert(a, user_dtype(dtype, "concatenate")) for a in arrays]
     if len(arrays) == 1:
         return arrays[0]
     return ls.concatenate(arrays, axis)
@@ -830,7 +830,7 @@ def argsort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = T
             descending: bool = False, dtype=None):
     """Indices that sort `a` along `axis`; a stable sort keeps equal elements in order."""
     arr, axis = _sort_axis("argsort", util.ensure_arraylike("argsort", a), axis, kind, order)
-    index_dtype = user_dtype(dtype) if dtype is not None else dtypes.default_int_dtype()
+    index_dtype = user_dtype(dtype, "argsort") if dtype is not None else dtypes.default_int_dtype()
     # laid out as `arr` on Explicit mesh axes (sort wants its operands sharded alike), as JAX
     from fluxion._src.sharded_jit import sharding_like
     indices = sharding_like(ls.broadcasted_iota(index_dtype, _shape(arr), axis), arr)
@@ -847,7 +847,7 @@ def argsort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = T
 def astype(x, dtype, /, *, copy: bool = False, device=None):
     """`x` converted to `dtype` (complex to real keeps the real part)."""
     x = util.ensure_arraylike("astype", x)
-    return util.convert(x, user_dtype(dtype))
+    return util.convert(x, user_dtype(dtype, "astype"))
 
 
 def copy(a, order=None):

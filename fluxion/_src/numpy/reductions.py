@@ -86,7 +86,7 @@ def _reduction(a, name: str, monoid: str, *, has_identity=True, preproc=None,
     if dtype is None:
         result_dtype = _promote_integer_dtype(aval.dtype) if promote_integers else aval.dtype
     else:
-        result_dtype = user_dtype(dtype)
+        result_dtype = user_dtype(dtype, name)
     compute_dtype = (_upcast_f16(result_dtype) if upcast_f16 and dtypes.is_inexact(result_dtype)
                      else result_dtype)
     a = util.convert(a, compute_dtype)
@@ -186,7 +186,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims: bool = False, *, where=No
     a = util.ensure_arraylike("mean", a)
     where = _check_where("mean", where)
     axes = util.canonicalize_axes(axis, _aval(a).ndim, "jnp.mean")
-    result_dtype = user_dtype(dtype) if dtype is not None else _to_inexact(_aval(a).dtype)
+    result_dtype = user_dtype(dtype, "mean") if dtype is not None else _to_inexact(_aval(a).dtype)
     compute_dtype = _upcast_f16(result_dtype) if dtype is None and dtypes.is_inexact(
         result_dtype) else result_dtype
     total = sum(a, axes, dtype=compute_dtype, keepdims=keepdims, where=where)
@@ -223,7 +223,7 @@ def var(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = Fals
     a = util.ensure_arraylike("var", a)
     where = _check_where("var", where)
     axes = util.canonicalize_axes(axis, _aval(a).ndim, "jnp.var")
-    compute_dtype, result_dtype = _var_dtypes(_aval(a).dtype, user_dtype(dtype))
+    compute_dtype, result_dtype = _var_dtypes(_aval(a).dtype, user_dtype(dtype, "var"))
     a = util.convert(a, compute_dtype)
     if mean is None:
         center = _mean(a, axes, dtype=compute_dtype, keepdims=True, where=where)
@@ -247,8 +247,10 @@ def std(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = Fals
         where=None, mean=None, correction=None):
     """Standard deviation over `axis`: the square root of `var`."""
     _check_no_out("std", out)
-    if dtype is not None and not dtypes.is_inexact(user_dtype(dtype)):
-        raise ValueError(f"dtype argument to jnp.std must be inexact; got {dtype}")
+    if dtype is not None:
+        wanted, dtype = dtype, user_dtype(dtype, "std")  # (var then gets it canonical)
+        if not dtypes.is_inexact(dtype):
+            raise ValueError(f"dtype argument to jnp.std must be inexact; got {wanted}")
     return lax.sqrt(var(a, axis, dtype, None, ddof, keepdims, where=where, mean=mean,
                         correction=correction))
 
@@ -363,7 +365,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims: bool = False, where=No
     dt = _aval(a).dtype
     if not dtypes.is_inexact(dt):
         return mean(a, axis, dtype, keepdims=keepdims, where=where)
-    dtype = user_dtype(dtype) if dtype is not None else dt
+    dtype = user_dtype(dtype, "nanmean") if dtype is not None else dt
     count = sum(ufuncs.logical_not(ufuncs.isnan(a)), axis, dtype=dtype, keepdims=keepdims,
                 where=where)
     total = nansum(a, axis, dtype=dtype, keepdims=keepdims, where=where)
@@ -417,7 +419,7 @@ def _cumulative(name, scan_name, a, axis, dtype, out, fill_nan=False, fill=0):
             else _aval(a).dtype
         compute_dtype = result_dtype
     else:
-        result_dtype = user_dtype(dtype)
+        result_dtype = user_dtype(dtype, name)
         if result_dtype == dtypes.bool_:
             a = util.to_bool(a)
             compute_dtype = _promote_integer_dtype(result_dtype)
