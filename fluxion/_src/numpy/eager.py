@@ -102,29 +102,23 @@ def eager_compiled(static_argnames=()):
         @functools.wraps(fun)
         def wrapper(*args, **kwargs):
             if trace_state.trace is eval_trace and not kwargs:
-                nargs = len(args)
+                nargs, direct = len(args), None
                 if nargs == 1:
                     a, = args
                     if type(a) is Array:
                         direct = _direct.get((fun, a.aval, config.trace_key))
-                        if direct is not None:
-                            execute, handlers, out_aval = direct
-                            try:
-                                return Array(execute([a._buf]).consume_with_handlers(
-                                    handlers)[0], out_aval)
-                            except Exception:
-                                pass  # the general path runs it again and explains it
+                        bufs = [a._buf]
                 elif nargs == 2:
                     a, b = args
                     if type(a) is Array and type(b) is Array:
                         direct = _direct.get((fun, a.aval, b.aval, config.trace_key))
-                        if direct is not None:
-                            execute, handlers, out_aval = direct
-                            try:
-                                return Array(execute([a._buf, b._buf]).consume_with_handlers(
-                                    handlers)[0], out_aval)
-                            except Exception:
-                                pass  # the general path runs it again and explains it
+                        bufs = [a._buf, b._buf]
+                if direct is not None:
+                    execute, handlers, out_aval = direct
+                    try:
+                        return Array(execute(bufs).consume_with_handlers(handlers)[0], out_aval)
+                    except Exception:
+                        pass  # the general path runs it again and explains the failure
             if trace_state.trace is not eval_trace or config.disable_jit:
                 return fun(*args, **kwargs)
             try:
