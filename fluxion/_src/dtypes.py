@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 
 from fluxion._src.config import config
+from fluxion._src.traceback_util import user_stacklevel
 
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
@@ -130,7 +131,6 @@ def check_user_dtype(requested, fun_name: str = "") -> np.dtype:
     wanted = dtype(requested)
     canonical = canonicalize_dtype(wanted)
     if canonical != wanted:
-        from fluxion._src.traceback_util import user_stacklevel
         where = f" requested in {fun_name}" if fun_name else ""
         warnings.warn(f"Explicitly requested dtype {wanted}{where} is not available, and will "
                       f"be truncated to dtype {canonical.name}. To enable more dtypes, set the "
