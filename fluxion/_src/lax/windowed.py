@@ -839,9 +839,7 @@ _logaddexp.defjvp(_logaddexp_jvp)
 def _complex_cumlogsumexp(x, *, axis, reverse):
     # Each entry alone is log(exp(x)) too: its phase on the principal branch.
     x = lax_ops.complex(lax_ops.real(x), _wrap_phase(lax_ops.imag(x)))
-    if reverse:
-        return structural.rev(_prefix_scan(_logaddexp, structural.rev(x, (axis,)), axis), (axis,))
-    return _prefix_scan(_logaddexp, x, axis)
+    return _directed_scan(_logaddexp, x, axis, reverse)
 
 
 def _complex_cumlogsumexp_lowering(ctx, x, *, axis, reverse):
@@ -881,15 +879,19 @@ def _prefix_scan(combine, x, axis: int):
     return _interleave(even, odd, axis)
 
 
+def _directed_scan(combine, x, axis: int, reverse: bool):
+    """`_prefix_scan` along `axis`, from the end if `reverse` (a suffix scan)."""
+    if reverse:
+        return structural.rev(_prefix_scan(combine, structural.rev(x, (axis,)), axis), (axis,))
+    return _prefix_scan(combine, x, axis)
+
+
 def _cumulative_jvp(name, combine):
     def rule(primals, tangents, *, axis, reverse):
         # The primitive's own check, before the scan's operations would fail on a bad axis.
         _check_cumulative_axis(name, core.get_aval(primals[0]).shape, axis)
         def scan(x):
-            if reverse:
-                return [structural.rev(_prefix_scan(combine, structural.rev(x, (axis,)), axis),
-                                       (axis,))]
-            return [_prefix_scan(combine, x, axis)]
+            return [_directed_scan(combine, x, axis, reverse)]
         (out,), (out_tangent,) = ad.jvp_flat(scan, primals, tangents)
         return out, out_tangent
     return rule
