@@ -321,16 +321,15 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = 
         delta = (stop - start) / util.convert(divisions, compute_dtype)
         real_dtype = np.dtype(dtypes.finfo(compute_dtype).dtype)
         fraction_shape = (1,) * axis + (divisions,) + (1,) * (len(bounds_shape) - axis)
-        fraction = lax.reshape(iota(real_dtype, (divisions,), 0), fraction_shape)
-        fraction = util.convert(fraction / util.convert(divisions, real_dtype), compute_dtype)
+        steps = lax.reshape(iota(real_dtype, (divisions,), 0), fraction_shape)
         lo, hi = (structural.expand_dims(b, (axis,)) for b in (start, stop))
         if dtypes.is_integer(dtype):
             # NumPy's start + i * step: exact where the steps are, so the floor below does not
             # turn -3 into -4 (JAX's blend gives linspace(-7, 3, 6, dtype=int)[2] == -4).
-            steps = lax.reshape(iota(real_dtype, (divisions,), 0), fraction_shape)
             out = lo + util.convert(steps, compute_dtype) * structural.expand_dims(delta, (axis,))
         else:
             # start * (1 - t) + stop * t is exact at both ends, unlike start + t * (stop - start).
+            fraction = util.convert(steps / util.convert(divisions, real_dtype), compute_dtype)
             out = lo * (1 - fraction) + hi * fraction
         if endpoint:
             out = structural.concatenate([out, hi], axis)
