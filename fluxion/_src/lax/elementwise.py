@@ -64,24 +64,31 @@ div_p = binop("div", NUMBER, _integer_division_lowering("stablehlo.divide", _all
 rem_p = binop("rem", REAL, _integer_division_lowering("stablehlo.remainder", lambda ctx, x: x))
 
 
-def _minmax_lowering(hlo_op: str, direction: str):
+def emit_max_min(ops, x, y, kind: str):
+    """`max` or `min` of two values of the same shape in any block (reductions' bodies too).
+
+    Complex numbers are ordered lexicographically, by real then imaginary part, as NumPy's;
+    XLA's maximum/minimum of complex numbers compares only the real parts (XLA:CPU) or does
+    not compile (elementwise)."""
+    if not dtypes.is_complex(x.dtype):
+        return ops.op1(f"stablehlo.{kind}imum", [x, y], x.aval)
+    direction = "GT" if kind == "max" else "LT"
+    part = ShapedArray(x.shape, _real_dtype(x.dtype))
+    x_re, y_re = ops.op1("stablehlo.real", [x], part), ops.op1("stablehlo.real", [y], part)
+    x_im, y_im = ops.op1("stablehlo.imag", [x], part), ops.op1("stablehlo.imag", [y], part)
+    pick_x = ops.select(ops.compare(x_re, y_re, "EQ"), ops.compare(x_im, y_im, direction),
+                        ops.compare(x_re, y_re, direction))
+    return ops.select(pick_x, x, y)
+
+
+def _minmax_lowering(kind: str):
     def rule(ctx, x, y):
-        x, y = broadcast_operands(ctx, [x, y])
-        if not dtypes.is_complex(x.dtype):
-            return ctx.op1(hlo_op, [x, y], ctx.avals_out[0])
-        # Complex numbers are ordered lexicographically, by real then imaginary part; XLA:CPU's
-        # maximum/minimum of complex numbers compares only the real parts.
-        part = ShapedArray(x.shape, _real_dtype(x.dtype))
-        x_re, y_re = ctx.op1("stablehlo.real", [x], part), ctx.op1("stablehlo.real", [y], part)
-        x_im, y_im = ctx.op1("stablehlo.imag", [x], part), ctx.op1("stablehlo.imag", [y], part)
-        pick_x = ctx.select(ctx.compare(x_re, y_re, "EQ"), ctx.compare(x_im, y_im, direction),
-                            ctx.compare(x_re, y_re, direction))
-        return ctx.select(pick_x, x, y)
+        return emit_max_min(ctx, *broadcast_operands(ctx, [x, y]), kind)
     return rule
 
 
-max_p = binop("max", ANY, _minmax_lowering("stablehlo.maximum", "GT"))
-min_p = binop("min", ANY, _minmax_lowering("stablehlo.minimum", "LT"))
+max_p = binop("max", ANY, _minmax_lowering("max"))
+min_p = binop("min", ANY, _minmax_lowering("min"))
 neg_p = unop("neg", NUMBER, "stablehlo.negate")
 atan2_p = binop("atan2", INEXACT, "stablehlo.atan2")
 nextafter_p = binop("nextafter", FLOAT, "chlo.next_after")

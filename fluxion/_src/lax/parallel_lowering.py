@@ -12,9 +12,11 @@ import threading
 
 import numpy as np
 
+from fluxion._src import dtypes
 from fluxion._src.compiler import lowering
 from fluxion._src.core import ShapedArray
 from fluxion._src.lax import parallel
+from fluxion._src.lax.elementwise import emit_max_min
 
 _state = threading.local()
 
@@ -100,7 +102,10 @@ def _all_reduce_rule(kind):
                   "stablehlo.minimum": "stablehlo.and"}[op]
         scalar = ShapedArray((), dtype)
         region = ctx.new_block([scalar, scalar])
-        region.ret([region.op1(op, [region.args[0], region.args[1]], scalar)])
+        if kind != "psum" and dtypes.is_complex(dtype):
+            region.ret([emit_max_min(region, *region.args, kind[1:])])
+        else:
+            region.ret([region.op1(op, [region.args[0], region.args[1]], scalar)])
         return ctx.op1("stablehlo.all_reduce", [x], x.aval,
                        {"replica_groups": _groups_attr(groups), **_cross_partition_attrs()},
                        [region])

@@ -8,6 +8,7 @@ from fluxion._src import ad, batching, core, dtypes
 from fluxion._src.config import config
 from fluxion._src.core import ShapedArray
 from fluxion._src.lax.base import ANY, INT_OR_BOOL, NUMBER, check_dtype, standard_primitive
+from fluxion._src.lax.elementwise import emit_max_min
 
 
 def _reduced_shape(opname, x, axes) -> tuple:
@@ -37,7 +38,7 @@ def identity_value(kind: str, dtype) -> np.ndarray:
             info = ml_dtypes.iinfo(dtype)  # also int2/int4
             return np.array(info.min if kind == "max" else info.max, dtype)
         extreme = np.array(sign * np.inf, dtype)
-        if not np.isinf(extreme.astype(np.float32)):
+        if not np.isinf(extreme.real.astype(np.float32)):
             # Narrow floats without infinities (float8_e4m3fn, ...): their largest finite value.
             info = ml_dtypes.finfo(dtype)
             extreme = np.array(info.min if kind == "max" else info.max, dtype)
@@ -65,9 +66,15 @@ def emit_reduce(ctx, operands, inits, axes, body) -> list:
 
 def monoid_reduce(ctx, x, axes, kind: str):
     init = ctx.constant(identity_value(kind, x.dtype), x.dtype)
-    op = _HLO_OPS[kind]
     return emit_reduce(ctx, [x], [init], axes,
-                       lambda b, accs, xs: [b.op1(op, [accs[0], xs[0]], accs[0].aval)])[0]
+                       lambda b, accs, xs: [monoid_op(b, accs[0], xs[0], kind)])[0]
+
+
+def monoid_op(ops, acc, x, kind: str):
+    """One step of a monoid reduction's body (complex max/min lexicographic, as NumPy's)."""
+    if kind in ("max", "min"):
+        return emit_max_min(ops, acc, x, kind)
+    return ops.op1(_HLO_OPS[kind], [acc, x], acc.aval)
 
 
 def _check_f16_reduction(x, axes) -> None:

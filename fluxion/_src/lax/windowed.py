@@ -26,9 +26,9 @@ from fluxion._src.lax.base import (ANY, INEXACT, NUMBER, ORDERED, check_dtype,
 from fluxion._src.lax.convolution import (canonical_padding, check_positive, dilate_dim,
                                           padtype_to_pads, stride_dim)
 from fluxion._src.lax.elementwise import ge_p, le_p
-from fluxion._src.lax.reductions import (emit_reduce, identity_value, reduce_and_p, reduce_max_p,
-                                         reduce_min_p, reduce_or_p, reduce_prod_p, reduce_sum_p,
-                                         reduce_xor_p)
+from fluxion._src.lax.reductions import (emit_reduce, identity_value, monoid_op, reduce_and_p,
+                                         reduce_max_p, reduce_min_p, reduce_or_p, reduce_prod_p,
+                                         reduce_sum_p, reduce_xor_p)
 from fluxion._src.tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["cumlogsumexp", "cumlogsumexp_p", "cummax", "cummax_p", "cummin", "cummin_p",
@@ -36,10 +36,6 @@ __all__ = ["cumlogsumexp", "cumlogsumexp_p", "cummax", "cummax_p", "cummin", "cu
            "reduce_window_max_p", "reduce_window_min_p", "reduce_window_p",
            "reduce_window_shape_tuple", "reduce_window_sum_p", "select_and_gather_add_p",
            "select_and_scatter_add_p"]
-
-_MONOID_OPS = {"add": "stablehlo.add", "mul": "stablehlo.multiply", "max": "stablehlo.maximum",
-               "min": "stablehlo.minimum"}
-
 
 # ---------------------------------------------------------------------------------------------
 # Tracing user computations
@@ -273,8 +269,7 @@ def _emit_dynamic_reduce_window(ctx, operands, inits, region, results, window_di
 
 
 def _monoid_body(kind: str):
-    op = _MONOID_OPS[kind]
-    return lambda block, args: [block.op1(op, list(args), args[0].aval)]
+    return lambda block, args: [monoid_op(block, *args, kind)]
 
 
 def _reduce_window_abstract_eval(*avals, jaxpr, consts, window_dimensions, window_strides,
