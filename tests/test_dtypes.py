@@ -224,3 +224,12 @@ def test_weak_types_of_same_width_keep_their_width(x64_mode):
         return w + w
     ours = fluxion.eval_shape(lambda x: f(flax, x), np.zeros(2, ml_dtypes.bfloat16))
     assert (ours.dtype, ours.weak_type) == (ml_dtypes.bfloat16, True)
+
+
+def test_scalar_types_compare_both_ways():
+    # `np.complex64 != jnp.bfloat16` reaches the scalar type's reflected __ne__ (it raised).
+    for ours, theirs in ((fnp.bfloat16, jnp.bfloat16), (fnp.float32, jnp.float32),
+                         (fnp.int8, jnp.int8)):
+        for other in (np.complex64, np.float32, np.int8, ml_dtypes.bfloat16):
+            assert (other != ours) == (other != theirs) == (not other == ours)
+            assert (ours != other) == (theirs != other)

@@ -112,6 +112,12 @@ def test_cov_corrcoef():
     agree("cov", np.zeros((3, 0)), np.zeros((2, 0)))
     agree("cov", m, aweights=-aw)  # JAX takes absolute weights (numpy raises)
     agree("cov", m, ddof=9)  # negative degrees of freedom: JAX divides by them
+    for row in (m[:1], m[:1].T):  # NumPy >= 2.2: a (1, n) m with rowvar=False is n variables
+        for rowvar in (True, False):
+            agree("cov", row, rowvar=rowvar, ddof=0)
+            np.testing.assert_allclose(np.asarray(fnp.cov(row, rowvar=rowvar, ddof=0)),
+                                       np.cov(row, rowvar=rowvar, ddof=0), rtol=1e-5)
+            agree("cov", row, m[:1], rowvar=rowvar)  # y keeps the old rule (NumPy, JAX)
     agree("cov", m, dtype=np.int32)
     agree("corrcoef", m)
     agree("corrcoef", m, y)

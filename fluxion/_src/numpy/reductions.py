@@ -247,6 +247,7 @@ def std(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = Fals
         where=None, mean=None, correction=None):
     """Standard deviation over `axis`: the square root of `var`."""
     _check_no_out("std", out)
+    where = _check_where("std", where)
     if dtype is not None:
         wanted, dtype = dtype, user_dtype(dtype, "std")  # (var then gets it canonical)
         if not dtypes.is_inexact(dtype):

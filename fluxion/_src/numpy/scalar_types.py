@@ -23,8 +23,8 @@ class _ScalarMeta(type):
     def __eq__(cls, other):
         return other is cls or other == cls.dtype.type
 
-    def __ne__(cls, other):
-        return not cls.__eq__(other)
+    def __ne__(cls, other):  # (`cls.__eq__` would find the instances' object.__eq__)
+        return not _ScalarMeta.__eq__(cls, other)
 
     def __call__(cls, x):
         from fluxion._src.numpy.creation import asarray

@@ -11,7 +11,7 @@ import numpy as np
 from fluxion._src import core, dtypes
 from fluxion._src.numpy import util
 from fluxion._src.numpy.eager import eager_compiled
-from fluxion._src.numpy.reductions import _var_dtypes
+from fluxion._src.numpy.reductions import _check_where, _var_dtypes
 
 _QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest", "inverted_cdf")
 
@@ -224,6 +224,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = F
     """Variance ignoring NaNs (NaN where fewer than ddof+1 values remain)."""
     jnp = _jnp()
     a = util.ensure_arraylike("nanvar", a)
+    where = _check_where("nanvar", where)
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.nanvar is not supported.")
     if dtype is not None:
@@ -255,6 +256,7 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = F
     """Standard deviation ignoring NaNs."""
     jnp = _jnp()
     a = util.ensure_arraylike("nanstd", a)
+    where = _check_where("nanstd", where)
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.nanstd is not supported.")
     return jnp.sqrt(nanvar(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims,
@@ -301,13 +303,13 @@ def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof=None, fweights=
     if dtype is not None and not dtypes.issubdtype(dtype, np.inexact):
         raise ValueError(f"cov: dtype must be a subclass of float or complex; got {dtype=}")
     X = jnp.atleast_2d(m)
-    if not rowvar and X.shape[0] != 1:
+    if not rowvar and m.ndim != 1:  # NumPy >= 2.2: a (1, n) matrix is n variables too
         X = X.T
     if X.shape[0] == 0:
         return jnp.array([]).reshape(0, 0)
     if y is not None:
         y = jnp.atleast_2d(y)
-        if not rowvar and y.shape[0] != 1:
+        if not rowvar and y.shape[0] != 1:  # (NumPy 2.2 changed m's rule only)
             y = y.T
         X = jnp.vstack((X, y))
     if X.shape[1] == 0:  # no observations: NaN, as numpy's 0/0 (JAX's rule)
