@@ -44,9 +44,26 @@ def cho_factor(a, lower: bool = False, overwrite_a: bool = False, check_finite: 
     return cholesky(a, lower=lower), lower
 
 
-def _solve_triangular(a, b, lower, trans, unit_diagonal=False):
-    vector = b.ndim == a.ndim - 1
+def _is_vector_rhs(name: str, first_arg: str, a, b) -> bool:
+    """Whether `b` holds vectors (…, n) rather than matrices (…, n, k), as JAX decides: a 1-d
+    `b`, or one with a single dimension fewer than `a` that ends in n (deprecated in JAX)."""
+    if b.ndim == 1:
+        return True
+    if a.ndim == b.ndim + 1 and a.shape[-1] == b.shape[-1]:
+        warnings.warn(f"jax.scipy.linalg.{name}: batched 1D solves with b.ndim > 1 are "
+                      "deprecated, and in the future will be treated as a batched 2D solve. "
+                      f"Use {name}({first_arg}, b[..., None]).squeeze(-1) to avoid this "
+                      "warning.", FutureWarning, stacklevel=3)
+        return True
+    return False
+
+
+def _solve_triangular(a, b, lower, trans, unit_diagonal=False, *, vector: bool):
+    """One batched triangular solve; the batch dimensions of `a` and `b` broadcast."""
     rhs = b[..., None] if vector else b
+    batch = np.broadcast_shapes(a.shape[:-2], rhs.shape[:-2])
+    a = jnp.broadcast_to(a, batch + a.shape[-2:])
+    rhs = jnp.broadcast_to(rhs, batch + rhs.shape[-2:])
     x = lax_linalg.triangular_solve(a, rhs, left_side=True, lower=lower,
                                     transpose_a=trans in (1, 2), conjugate_a=trans == 2,
                                     unit_diagonal=unit_diagonal)
@@ -54,12 +71,13 @@ def _solve_triangular(a, b, lower, trans, unit_diagonal=False):
 
 
 def cho_solve(c_and_lower, b, overwrite_b: bool = False, check_finite: bool = True):
-    """Solve a x = b given `cho_factor(a)`."""
+    """Solve a x = b given `cho_factor(a)`; batch dimensions broadcast."""
     c, lower = c_and_lower
     c, b = _inexact(c), jnp.asarray(b)
     b = b.astype(jnp.result_type(c, b))
-    first = _solve_triangular(c, b, lower=lower, trans=0 if lower else 2)
-    return _solve_triangular(c, first, lower=lower, trans=2 if lower else 0)
+    vector = _is_vector_rhs("cho_solve", "c_and_lower", c, b)
+    first = _solve_triangular(c, b, lower=lower, trans=0 if lower else 2, vector=vector)
+    return _solve_triangular(c, first, lower=lower, trans=2 if lower else 0, vector=vector)
 
 
 _TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
@@ -72,8 +90,9 @@ def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = F
         raise ValueError(f"Invalid 'trans' value {trans!r}")
     a, b = _inexact(a), jnp.asarray(b)
     dtype = jnp.result_type(a, b)
-    return _solve_triangular(a.astype(dtype), b.astype(dtype), lower, _TRANS[trans],
-                             unit_diagonal)
+    a, b = a.astype(dtype), b.astype(dtype)
+    return _solve_triangular(a, b, lower, _TRANS[trans], unit_diagonal,
+                             vector=_is_vector_rhs("solve_triangular", "a", a, b))
 
 
 def solve(a, b, lower: bool = False, overwrite_a: bool = False, overwrite_b: bool = False,
@@ -119,12 +138,7 @@ def lu_solve(lu_and_piv, b, trans: int = 0, overwrite_b: bool = False,
         raise ValueError(f"b matrix must have rank >= 1, got shape {b.shape}")
     perm = lax_linalg.lu_pivots_to_permutation(pivots, m)
     # b is a (batch of) vector(s) when 1-D or one dimension short of lu, as in JAX
-    vector = b.ndim == 1 or (lu.ndim == b.ndim + 1 and b.shape[-1] == m)
-    if vector and b.ndim > 1:
-        warnings.warn("jax.scipy.linalg.lu_solve: batched 1D solves with b.ndim > 1 are "
-                      "deprecated, and in the future will be treated as a batched 2D solve. "
-                      "Use lu_solve(lu_and_piv, b[..., None]).squeeze(-1) to avoid this "
-                      "warning.", FutureWarning, stacklevel=2)
+    vector = _is_vector_rhs("lu_solve", "lu_and_piv", lu, b)
     if (b.shape[-1] if vector else b.shape[-2] if b.ndim > 1 else None) != m:
         raise ValueError(f"lu_solve: b of shape {b.shape} does not match the LU "
                          f"decomposition of shape {lu.shape}")
@@ -139,11 +153,12 @@ def lu_solve(lu_and_piv, b, trans: int = 0, overwrite_b: bool = False,
 
     if trans == 0:
         x = _solve_triangular(lu, permute_rows(rhs, perm), lower=True, trans=0,
-                              unit_diagonal=True)
-        x = _solve_triangular(lu, x, lower=False, trans=0)
+                              unit_diagonal=True, vector=False)
+        x = _solve_triangular(lu, x, lower=False, trans=0, vector=False)
     else:
-        x = _solve_triangular(lu, rhs, lower=False, trans=trans)
-        x = _solve_triangular(lu, x, lower=True, trans=trans, unit_diagonal=True)
+        x = _solve_triangular(lu, rhs, lower=False, trans=trans, vector=False)
+        x = _solve_triangular(lu, x, lower=True, trans=trans, unit_diagonal=True,
+                              vector=False)
         x = permute_rows(x, jnp.argsort(perm, axis=-1))
     return x[..., 0] if vector else x
 
