@@ -1,6 +1,7 @@
 """fluxion.numpy.linalg: NumPy's linear algebra on the LAPACK-backed lax.linalg primitives."""
 from __future__ import annotations
 
+import functools
 import operator
 from typing import NamedTuple
 
@@ -15,6 +16,11 @@ from fluxion._src.numpy import util
 
 class LinAlgError(Exception):
     """Raised by linear algebra functions on invalid input (NumPy's class name)."""
+
+
+class EigResult(NamedTuple):
+    eigenvalues: object
+    eigenvectors: object
 
 
 class EighResult(NamedTuple):
@@ -136,14 +142,15 @@ def eigvalsh(a, UPLO: str | None = "L", *, symmetrize_input: bool = True):
 
 
 def qr(a, mode: str = "reduced"):
-    """QR decomposition; `mode` is 'reduced', 'complete', 'r' or 'raw' (as NumPy)."""
+    """QR decomposition; `mode` is 'reduced', 'complete', 'r' or 'raw' (as NumPy), or 'full'
+    (NumPy's deprecated name, as JAX: the same as 'reduced')."""
     jnp = _jnp()
     a = _inexact("jnp.linalg.qr", a)
     _require_matrix("qr", a, square=False)
     if mode == "raw":
         h, taus = lax_linalg.geqrf(a)
         return QRResult(_T(h), taus)
-    if mode in ("reduced", "r"):
+    if mode in ("reduced", "r", "full"):
         full = False
     elif mode == "complete":
         full = True
@@ -305,7 +312,20 @@ def slogdet(a, *, method: str | None = None):
 
 
 def lstsq(a, b, rcond=None, *, numpy_resid: bool = False):
-    """Least-squares solution of a x = b via the SVD: (x, residuals, rank, s)."""
+    """Least-squares solution of a x = b via the SVD: (x, residuals, rank, s).
+
+    A negative `rcond` means machine precision (NumPy's rule). With `numpy_resid`, the
+    residuals are empty where NumPy's are (rank < N or M <= N): that needs a concrete rank,
+    so, as in JAX, it works outside jit only.
+    """
+    x, resid, rank, s = _lstsq(a, b, rcond)
+    m, n = np.shape(a)
+    if numpy_resid and (rank < n or m <= n):
+        resid = _jnp().asarray([])
+    return x, resid, rank, s
+
+
+def _lstsq(a, b, rcond):
     jnp = _jnp()
     a, b = _inexact("jnp.linalg.lstsq", a, b)
     if a.ndim != 2:
@@ -317,27 +337,25 @@ def lstsq(a, b, rcond=None, *, numpy_resid: bool = False):
     vector = b.ndim == 1
     if vector:
         b = b[:, None]
-    if rcond is None:
-        rcond = np.finfo(a.dtype).eps * shape_poly.max_dim(n, m)
-    u, s, vh = svd(a, full_matrices=False)
-    mask = (s >= jnp.array(rcond, dtype=s.dtype) * s[0]) & (s > 0)
-    rank = mask.sum()
-    safe_s = jnp.where(mask, s, 1).astype(a.dtype)
-    s_inv = jnp.where(mask, 1 / safe_s, 0)[:, None]
-    uTb = jnp.matmul(_H(u), b)
-    x = jnp.matmul(_H(vh), s_inv * uTb)
-    if numpy_resid:
-        if rank < n or m <= n:
-            resid = jnp.asarray([])
-        else:
-            b_est = jnp.matmul(a, x)
-            resid = jnp.linalg.norm(b - b_est, axis=0) ** 2
+    eps = np.finfo(a.dtype).eps
+    if a.size == 0:  # (the SVD of an empty matrix has no s[0] to scale rcond by)
+        s = jnp.empty(0, a.dtype)
+        rank = jnp.array(0, int)
+        x = jnp.zeros((n, *b.shape[1:]), a.dtype)
     else:
-        b_est = jnp.matmul(a, x)
-        resid = norm(b - b_est, axis=0) ** 2
+        if rcond is None:
+            rcond = eps * shape_poly.max_dim(n, m)
+        else:
+            rcond = jnp.where(jnp.asarray(rcond) < 0, eps, rcond)
+        u, s, vh = svd(a, full_matrices=False)
+        mask = (s >= jnp.asarray(rcond, dtype=s.dtype) * s[0]) & (s > 0)
+        rank = mask.sum()
+        safe_s = jnp.where(mask, s, 1).astype(a.dtype)
+        s_inv = jnp.where(mask, 1 / safe_s, 0)[:, None]
+        x = jnp.matmul(_H(vh), s_inv * jnp.matmul(_H(u), b))
+    resid = norm(b - jnp.matmul(a, x), axis=0) ** 2
     if vector:
         x = x.ravel()
-        resid = resid.ravel() if not numpy_resid else resid
     return x, resid, rank, s
 
 
@@ -350,17 +368,27 @@ def _pinv(a, rtol):
     return jnp.matmul(_T(vh), _T(u) / s[..., None])
 
 
+def _chain(x, y, z):
+    """x @ y @ z in the cheaper order: the pinv JVP's products pass through m x m or n x n
+    matrices in one order, which for a 400000 x 2 input do not fit in memory."""
+    (a, b), (c, d) = x.shape[-2:], z.shape[-2:]
+    if a * b * c + a * c * d <= b * c * d + a * b * d:
+        return (x @ y) @ z
+    return x @ (y @ z)
+
+
 @_pinv.defjvp
 def _pinv_jvp(primals, tangents):
-    # The derivative of the pseudo-inverse (Golub & Pereyra), valid away from rank changes.
-    jnp = _jnp()
+    # The derivative of the pseudo-inverse (Golub & Pereyra), valid away from rank changes:
+    # -p da p + p p^H da^H (I - a p) + (I - p a) da^H p^H p, with no identity formed.
     a, rtol = primals
     a_dot, _ = tangents
     p = _pinv(a, rtol)
-    m, n = a.shape[-2:]
-    p_dot = -p @ a_dot @ p
-    p_dot = p_dot + p @ _H(p) @ _H(a_dot) @ (jnp.eye(m, dtype=a.dtype) - a @ p)
-    p_dot = p_dot + (jnp.eye(n, dtype=a.dtype) - p @ a) @ _H(a_dot) @ _H(p) @ p
+    p_h, a_dot_h = _H(p), _H(a_dot)
+    left = _chain(p, p_h, a_dot_h)  # p p^H da^H
+    right = _chain(a_dot_h, p_h, p)  # da^H p^H p
+    p_dot = (-_chain(p, a_dot, p) + left - _chain(left, a, p) + right
+             - _chain(p, a, right))
     return p, p_dot
 
 
@@ -370,6 +398,8 @@ def pinv(a, rtol=None, hermitian: bool = False, *, rcond=None):
     a = _inexact("jnp.linalg.pinv", a)
     _require_matrix("pinv", a, square=False)
     if rcond is not None:
+        if rtol is not None:
+            raise ValueError("pinv: only one of rtol and rcond may be specified.")
         rtol = rcond
     m, n = a.shape[-2:]
     if m == 0 or n == 0:
@@ -481,7 +511,7 @@ def tensorsolve(a, b, axes=None):
     jnp = _jnp()
     a, b = _inexact("jnp.linalg.tensorsolve", a, b)
     if axes is not None:
-        a = jnp.moveaxis(a, axes, len(axes) * (a.ndim - 1,))
+        a = jnp.moveaxis(a, axes, tuple(range(a.ndim - len(axes), a.ndim)))  # to the end
     out_shape = a.shape[b.ndim:]
     if a.shape[:b.ndim] != b.shape:
         raise ValueError("b must match the leading dimensions of a.")
@@ -533,8 +563,8 @@ def vector_norm(x, /, *, axis=None, keepdims: bool = False, ord=2):
     absx = jnp.abs(x)
     if ord is None or ord == 2:
         return jnp.sqrt(jnp.sum(jnp.real(x * jnp.conj(x)), axis=axis, keepdims=keepdims))
-    if ord == np.inf:
-        return jnp.max(absx, axis=axis, keepdims=keepdims)
+    if ord == np.inf:  # (initial=0: the norm of nothing is 0, as JAX's; min-norms raise)
+        return jnp.max(absx, axis=axis, keepdims=keepdims, initial=0)
     if ord == -np.inf:
         return jnp.min(absx, axis=axis, keepdims=keepdims)
     if ord == 0:
@@ -558,19 +588,21 @@ def matrix_norm(x, /, *, keepdims: bool = False, ord="fro", _axes=(-2, -1)):
     if ord in ("fro", "f", None):
         return jnp.sqrt(jnp.sum(jnp.real(x * jnp.conj(x)), axis=(row, col),
                                 keepdims=keepdims))
+    # The largest of no values is 0 (norms of empty matrices, as JAX's); the smallest raises.
+    largest = functools.partial(jnp.max, initial=0)
     if ord in (1, -1):
-        red = jnp.max if ord == 1 else jnp.min
+        red = largest if ord == 1 else jnp.min
         c = col - 1 if (not keepdims and col > row) else col
         return red(jnp.sum(absx, axis=row, keepdims=keepdims), axis=c, keepdims=keepdims)
     if ord in (np.inf, -np.inf):
-        red = jnp.max if ord == np.inf else jnp.min
+        red = largest if ord == np.inf else jnp.min
         r = row - 1 if (not keepdims and row > col) else row
         return red(jnp.sum(absx, axis=col, keepdims=keepdims), axis=r, keepdims=keepdims)
     if ord in ("nuc", 2, -2):
         y = jnp.moveaxis(x, (row, col), (-2, -1))
         s = svdvals(y)
         if ord == 2:
-            out = jnp.max(s, axis=-1)
+            out = largest(s, axis=-1)
         elif ord == -2:
             out = jnp.min(s, axis=-1)
         else:
@@ -665,11 +697,12 @@ def matrix_transpose(x, /):
 
 
 def eig(a):
-    """Eigenvalues and right eigenvectors of general square matrices (complex results)."""
+    """Eigenvalues and right eigenvectors of general square matrices (complex results):
+    EigResult."""
     a = _inexact("jnp.linalg.eig", a)
     _require_matrix("eig", a)
     w, v = lax_linalg.eig(a, compute_left_eigenvectors=False)
-    return w, v
+    return EigResult(w, v)
 
 
 def eigvals(a):
@@ -691,11 +724,17 @@ def _compile_eager_calls():
     namespace = globals()
     for name, fn in list(namespace.items()):
         if (name.startswith("_") or not callable(fn) or isinstance(fn, type)
-                or getattr(fn, "__module__", None) != __name__ or name == "multi_dot"):
+                or getattr(fn, "__module__", None) != __name__ or name in _OP_BY_OP):
             continue
         import inspect
         params = set(inspect.signature(fn).parameters)
         namespace[name] = eager_compiled(static_argnames=tuple(params & static))(fn)
+    namespace["_lstsq"] = eager_compiled(static_argnames=("rcond",))(_lstsq)
+
+
+# multi_dot chains its products op by op; lstsq's numpy_resid needs the concrete rank (the
+# solution itself, `_lstsq`, is one executable).
+_OP_BY_OP = {"multi_dot", "lstsq"}
 
 
 _compile_eager_calls()
