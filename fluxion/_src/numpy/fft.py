@@ -68,7 +68,7 @@ def _fft_core(func_name: str, fft_type: FftType, a, s, axes, norm):
         axes = range(arr.ndim) if s is None else range(arr.ndim - len(s), arr.ndim)
     axes = tuple(axes)
     if len(axes) != len(set(axes)):
-        raise ValueError(f"{full_name} does not support repeated axes. Got axes {axes}.")
+        raise ValueError(f"{full_name} does not support repeated axes. Got axes {list(axes)}.")
 
     if given_axes is not None:
         axes = tuple(range(arr.ndim - len(axes), arr.ndim))

@@ -79,12 +79,11 @@ def _rsf2csf_2d(T, Z):
     rows = jnp.arange(n)
 
     def rotate(m, T, Z):
-        # mu: the eigenvalue of the 2x2 block with the positive imaginary part (LAPACK geev's
-        # first of a conjugate pair), shifted by T[m, m].
-        a, b = T[m - 1, m - 1], T[m - 1, m]
+        # mu: LAPACK geev's first eigenvalue of the 2x2 block (as SciPy: for a real Schur
+        # block, the one with positive imaginary part), shifted by T[m, m]. A closed form
+        # orders the eigenvalues of other blocks differently.
         c, d = T[m, m - 1], T[m, m]
-        half_tr = (a + d) / 2
-        mu = half_tr + jnp.sqrt(half_tr * half_tr - (a * d - b * c)) - d
+        mu = jnp.linalg.eigvals(lax.dynamic_slice(T, (m - 1, m - 1), (2, 2)))[0] - d
         r = jnp.sqrt(jnp.abs(mu) ** 2 + jnp.abs(c) ** 2).astype(T.dtype)
         cs, sn = mu / r, c / r
         G = jnp.stack([jnp.stack([jnp.conj(cs), sn]), jnp.stack([-sn, cs])])

@@ -46,7 +46,7 @@ def hankel(c, r=None):
     m, n = c.shape[-1], r.shape[-1]
     batch = np.broadcast_shapes(c.shape[:-1], r.shape[:-1])
     c, r = jnp.broadcast_to(c, batch + (m,)), jnp.broadcast_to(r, batch + (n,))
-    values = jnp.concatenate([c, r[..., 1:].astype(c.dtype)], axis=-1)
+    values = jnp.concatenate([c, r[..., 1:]], axis=-1)  # (promotes c and r together)
     return values[..., _index_matrix(m, n, lambda i, j: i + j)]
 
 
@@ -64,7 +64,8 @@ def companion(a):
     a = jnp.atleast_1d(jnp.asarray(a))
     n = a.shape[-1]
     if n < 2:
-        raise ValueError("The length of `a` must be at least 2.")
+        raise ValueError(f"The length of `a` along the last axis must be at least 2; got "
+                         f"shape {a.shape}.")
     first_row = -(a[..., 1:] / a[..., :1])  # divide first: bool/int promote to float
     below = jnp.eye(n - 2, n - 1, dtype=first_row.dtype)
     below = jnp.broadcast_to(below, first_row.shape[:-1] + below.shape)
@@ -92,7 +93,7 @@ def convolution_matrix(a, n: int, mode: str = "full"):
     check_arraylike("convolution_matrix", a)  # lists are refused, as in JAX
     n = operator.index(n)
     if n <= 0:
-        raise ValueError(f"n must be a positive integer, got {n}")
+        raise ValueError(f"n must be a positive integer; got {n}.")
     a = jnp.asarray(a)
     if a.ndim == 0:
         raise ValueError("convolution_matrix: a must be at least 1-dimensional, got a scalar.")
@@ -106,7 +107,7 @@ def convolution_matrix(a, n: int, mode: str = "full"):
     elif mode == "valid":
         rows, offset = max(m, n) - min(m, n) + 1, min(m, n) - 1
     else:
-        raise ValueError(f"Unrecognized mode={mode!r}")
+        raise ValueError(f"mode must be one of 'full', 'valid', 'same'; got {mode!r}.")
     padded = jnp.concatenate([a, jnp.zeros(a.shape[:-1] + (1,), a.dtype)], axis=-1)
     index = _index_matrix(rows, n, lambda i, j: i + offset - j)
     index = np.where((index >= 0) & (index < m), index, m)  # index m reads zero
@@ -153,8 +154,8 @@ def fiedler_companion(a):
 
 def hadamard(n: int, dtype=int):
     """The Hadamard matrix of order n (a power of two), by Sylvester's construction."""
-    if n < 1 or n & (n - 1):
-        raise ValueError("n must be an positive a power of 2 integer")
+    if n < 1 or not math.log2(n).is_integer():  # (2.0 is accepted, as in JAX)
+        raise ValueError(f"n must be a positive power of 2; got {n}.")
     h = np.ones((1, 1))
     while h.shape[0] < n:
         h = np.block([[h, h], [h, -h]])
@@ -199,7 +200,7 @@ def _pascal(n: int, kind: str) -> np.ndarray:
         return lower.T
     if kind == "symmetric":
         return lower @ lower.T
-    raise ValueError("kind must be 'symmetric', 'lower', or 'upper'")
+    raise ValueError(f"Expected kind to be one of: ['symmetric', 'lower', 'upper']; got {kind}")
 
 
 def pascal(n: int, kind: str | None = None):
@@ -220,7 +221,7 @@ def invpascal(n: int, kind: str | None = None):
     elif kind == "symmetric":
         out = lower_inv.T @ lower_inv
     else:
-        raise ValueError("'kind' must be 'symmetric', 'lower' or 'upper'.")
+        raise ValueError(f"Expected kind to be one of: ['symmetric', 'lower', 'upper']; got {kind}")
     return jnp.asarray(out, dtype=dtypes.default_float_dtype())
 
 
@@ -254,4 +255,8 @@ def dft(n: int, scale: str | None = None, *, dtype=None):
         m = m / math.sqrt(n)
     elif scale == "n":
         m = m / n
-    return jnp.asarray(m, dtype=dtype or dtypes.canonicalize_dtype(np.complex128))
+    if dtype is None:
+        dtype = dtypes.canonicalize_dtype(np.complex128)
+    elif not dtypes.issubdtype(dtype, np.complexfloating):
+        raise ValueError(f"dtype must be a complex floating-point type; got {np.dtype(dtype)}.")
+    return jnp.asarray(m, dtype=dtype)

@@ -57,7 +57,7 @@ def _check_matrix(name, a, square=True, min_ndim=2):
                          f"(a square matrix), got shape {a.shape}")
     if (dtypes.is_float(a.dtype) or dtypes.is_complex(a.dtype)) and \
             np.dtype(a.dtype) not in lapack._PREFIX:  # float16, bfloat16: as JAX's lowering
-        raise NotImplementedError(f"{name}: unsupported dtype {np.dtype(a.dtype).name}; LAPACK "
+        raise NotImplementedError(f"{name}: Unsupported dtype {np.dtype(a.dtype).name}. LAPACK "
                                   f"takes float32, float64, complex64 or complex128")
     if not (dtypes.is_float(a.dtype) or dtypes.is_complex(a.dtype)):
         raise TypeError(f"{name} requires a float32, float64, complex64 or complex128 input, "
@@ -800,7 +800,8 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv, subset_by_index, a
     dA = ad.instantiate(tangents[0])
     s, U, Vt = svd_p.bind(A, full_matrices=False, compute_uv=True,
                           subset_by_index=subset_by_index, algorithm=algorithm)
-    if compute_uv and full_matrices:
+    if compute_uv and full_matrices and A.shape[-2] != A.shape[-1]:
+        # (a square matrix's full and reduced SVDs are the same, as JAX uses)
         raise NotImplementedError(
             "Singular value decomposition JVP not implemented for full matrices")
     Ut, V = _H(U), _H(Vt)
