@@ -33,7 +33,7 @@ def test_log1mexp_values_and_derivative(x64):
     # Maechler's accurate evaluation, in NumPy float64.
     want = np.where(x < np.log(2), np.log(-np.expm1(-x)), np.log1p(-np.exp(-x)))
     np.testing.assert_allclose(fluxion.nn.log1mexp(x), want, rtol=1e-12)
-    check_grads(fluxion.nn.log1mexp, (x,), order=1, modes=["fwd", "rev"])
+    check_grads(fluxion.nn.log1mexp, (x,), order=1, modes=["fwd", "rev"], eps=1e-7)  # curved at 1e-3
     np.testing.assert_allclose(fluxion.grad(lambda t: fluxion.nn.log1mexp(t).sum())(x),
                                1 / np.expm1(x), rtol=1e-12)
 

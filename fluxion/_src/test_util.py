@@ -1,129 +1,231 @@
-"""Gradient checking against finite differences (`fluxion.test_util.check_grads`)."""
+"""Derivatives checked against finite differences (`fluxion.test_util`), with the semantics of
+`jax.test_util`: the same default step, tangent draws and tolerances by dtype, so a gradient test
+written for JAX passes or fails the same way here.
+
+Tolerances are looked up by the dtype of each compared output (not of the inputs), merged
+with the caller's (a number, or a dict from dtype to number), and, as in JAX, scaled by the
+number of elements compared. Forward mode compares `jvp` with central differences; reverse mode
+checks Re<v, conj(vjp(conj u))> = Re<J v, u>, which holds for every function, holomorphic or
+not. Higher orders check `jvp` itself (as a function of primals and tangents) and the VJP applied
+to the primal output.
+"""
 from __future__ import annotations
 
+import functools
+import operator
+
+import ml_dtypes
 import numpy as np
 
-from fluxion._src import core, dtypes
-from fluxion._src.tree_util import tree_flatten, tree_map, tree_unflatten
+from fluxion._src import dtypes
+from fluxion._src.tree_util import tree_map, tree_reduce
 
-_DEFAULT_TOL = {np.dtype(np.float16): 1e-1, dtypes.bfloat16: 1e-1, np.dtype(np.float32): 2e-2,
-                np.dtype(np.float64): 1e-5, np.dtype(np.complex64): 2e-2,
-                np.dtype(np.complex128): 1e-5}
-_DEFAULT_EPS = {np.dtype(np.float16): 1e-1, dtypes.bfloat16: 1e-1, np.dtype(np.float32): 1e-3,
-                np.dtype(np.float64): 1e-6, np.dtype(np.complex64): 1e-3,
-                np.dtype(np.complex128): 1e-6}
+EPS = 1e-4
 
+_float8 = [getattr(ml_dtypes, name) for name in
+           ("float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn",
+            "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz") if hasattr(ml_dtypes, name)]
 
-def _leaves(tree):
-    return [np.asarray(x) for x in tree_flatten(tree)[0]]
-
-
-def _real_inner(xs, ys) -> float:
-    """Re <xs, ys> = Re sum(conj(x) * y): the real inner product of C^n as R^2n."""
-    return float(sum(np.real(np.vdot(np.asarray(x, np.complex128), np.asarray(y, np.complex128)))
-                     for x, y in zip(_leaves(xs), _leaves(ys))))
-
-
-def _random_like(tree, rng):
-    def draw(x):
-        x = np.asarray(x)
-        if dtypes.is_complex(x.dtype):
-            return (rng.standard_normal(x.shape) + 1j * rng.standard_normal(x.shape)).astype(x.dtype)
-        return rng.standard_normal(x.shape).astype(x.dtype)
-    return tree_map(draw, tree)
-
-
-def _tol(tree, given):
-    """The tolerance for `tree`'s leaves: `given` (a number, or a dict from dtype to number as
-    JAX's check_grads takes) over the defaults, the loosest over the leaves' dtypes."""
-    if given is not None and not isinstance(given, dict):
-        return given
-    table = dict(_DEFAULT_TOL)
-    table.update({np.dtype(k): v for k, v in (given or {}).items()})
-    return max([table.get(np.asarray(x).dtype, 1e-5) for x in _leaves(tree)] or [1e-5])
+# Tolerances when comparing values of each dtype (JAX's figures): exact for integers.
+_VALUE_TOLERANCE = {
+    **{np.dtype(t): 0 for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
+                                np.uint16, np.uint32, np.uint64, ml_dtypes.int4,
+                                ml_dtypes.uint4)},
+    dtypes.float0: 0,
+    **{np.dtype(t): 1e-1 for t in _float8},
+    np.dtype(ml_dtypes.bfloat16): 1e-2, np.dtype(np.float16): 1e-3,
+    np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-15,
+    np.dtype(np.complex64): 1e-6, np.dtype(np.complex128): 1e-15,
+}
+# Defaults for derivatives (JAX's default_gradient_tolerance).
+_GRADIENT_TOLERANCE = {
+    **{np.dtype(t): 1e-1 for t in _float8},
+    np.dtype(ml_dtypes.bfloat16): 1e-1, np.dtype(np.float16): 1e-2,
+    np.dtype(np.float32): 2e-3, np.dtype(np.float64): 1e-5,
+    np.dtype(np.complex64): 1e-3, np.dtype(np.complex128): 1e-5,
+}
+_PYTHON_SCALAR_DTYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int64),
+                         float: np.dtype(np.float64), complex: np.dtype(np.complex128)}
 
 
-def _eps(tree, given):
-    if given is not None:
-        return given
-    return max([_DEFAULT_EPS.get(np.asarray(x).dtype, 1e-4) for x in _leaves(tree)] or [1e-4])
+def _is_python_scalar(x) -> bool:
+    return not isinstance(x, np.generic) and isinstance(x, (bool, int, float, complex))
 
 
-def _add(tree, delta, scale):
-    return tree_map(lambda x, d: (np.asarray(x) + scale * np.asarray(d)).astype(np.asarray(x).dtype),
-                    tree, delta)
+def _dtype(x) -> np.dtype:
+    if hasattr(x, "dtype"):
+        return np.dtype(x.dtype)
+    return _PYTHON_SCALAR_DTYPES.get(type(x)) or np.asarray(x).dtype
 
 
-def _assert_close(name, got, want, atol, rtol):
-    for g, w in zip(_leaves(got), _leaves(want)):
-        np.testing.assert_allclose(np.asarray(g, np.complex128), np.asarray(w, np.complex128),
-                                   atol=atol, rtol=rtol, err_msg=name)
+def _merge(tol, defaults):
+    if tol is None:
+        return defaults
+    if not isinstance(tol, dict):
+        return tol
+    return {**defaults, **{np.dtype(k): v for k, v in tol.items()}}
 
 
-def numerical_jvp(f, primals, tangents, eps):
-    plus = f(*_add(primals, tangents, eps))
-    minus = f(*_add(primals, tangents, -eps))
-    return tree_map(lambda a, b: (np.asarray(a, np.float64 if not np.iscomplexobj(a) else np.complex128)
-                                  - np.asarray(b)) / (2 * eps), plus, minus)
+def tolerance(dtype, tol=None):
+    """The tolerance for values of `dtype`: `tol` itself when a number, else its entry for
+    the (canonical) dtype, falling back to the defaults for comparing values."""
+    if tol is None:
+        tol = {}
+    if not isinstance(tol, dict):
+        return tol
+    tol = {np.dtype(k): v for k, v in tol.items()}
+    dtype = dtypes.canonicalize_dtype(np.dtype(dtype))
+    return tol.get(dtype, _VALUE_TOLERANCE[dtype])
 
 
-def check_jvp(f, primals, atol=None, rtol=None, eps=None, rng=None):
-    from fluxion._src.ad_api import jvp
-    rng = rng or np.random.default_rng(0)
-    tangents = _random_like(primals, rng)
-    eps = _eps(primals, eps)
-    _, out_tangent = jvp(f, tuple(primals), tuple(tangents))
-    expected = numerical_jvp(f, primals, tangents, eps)
-    tol = _tol(primals, atol)
-    _assert_close("JVP against finite differences", out_tangent, expected, tol,
-                  _tol(primals, rtol))
+def _assert_close(x, y, atol, rtol, err_msg):
+    x, y = np.asarray(x), np.asarray(y)
+    assert x.shape == y.shape, (x.shape, y.shape, err_msg)
+    if x.dtype == y.dtype == dtypes.float0:
+        np.testing.assert_array_equal(x, y, err_msg=err_msg)
+        return
+    atol = max(tolerance(x.dtype, atol), tolerance(y.dtype, atol)) * x.size
+    rtol = max(tolerance(x.dtype, rtol), tolerance(y.dtype, rtol)) * y.size
+    upcast = lambda v: v.astype(np.float32) if v.dtype in _LOW_PRECISION else v
+    kwargs = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v}
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(upcast(x), upcast(y), err_msg=err_msg, **kwargs)
 
 
-def check_vjp(f, primals, atol=None, rtol=None, eps=None, rng=None):
-    """Checks Re<v, conj(vjp(conj(u)))> == Re<J v, u> with J v by finite differences.
+_LOW_PRECISION = {np.dtype(t) for t in (*_float8, ml_dtypes.bfloat16)}
 
-    The real inner products make the identity hold for every function, holomorphic or not
-    (|z|, slogdet, the SVD), with JAX's convention that a VJP maps conj(u) to conj(u^H J).
-    """
-    from fluxion._src.ad_api import vjp
-    rng = rng or np.random.default_rng(1)
-    out, pullback = vjp(f, *primals)
-    tangents = _random_like(primals, rng)
-    cotangent = _random_like(out, rng)
-    cts_in = pullback(tree_map(np.conj, cotangent))
-    eps = _eps(primals, eps)
-    jvp_numeric = numerical_jvp(f, primals, tangents, eps)
-    lhs = _real_inner(tangents, tree_map(np.conj, cts_in))
-    rhs = _real_inner(jvp_numeric, cotangent)
-    tol = _tol(primals, atol)
-    np.testing.assert_allclose(lhs, rhs, atol=tol * max(1.0, abs(rhs)), rtol=_tol(primals, rtol),
-                               err_msg="VJP against finite differences (dot-product test)")
+
+def check_close(xs, ys, atol=None, rtol=None, err_msg=""):
+    """Assert two pytrees close, leaf by leaf, with tolerances by dtype."""
+    tree_map(functools.partial(_assert_close, atol=atol, rtol=rtol, err_msg=err_msg), xs, ys)
+
+
+def _keep_type(f):
+    """f applied to values as NumPy does, the result cast back to the first argument's dtype
+    (a Python scalar stays one)."""
+    def apply(*args):
+        out = np.array(f(*args), dtype=_dtype(args[0]))
+        return out.item() if all(_is_python_scalar(a) for a in args) else out
+    return apply
+
+
+_add = functools.partial(tree_map, _keep_type(operator.add))
+_sub = functools.partial(tree_map, _keep_type(operator.sub))
+_conj = functools.partial(tree_map, _keep_type(np.conj))
+
+
+def _scale(xs, a):
+    def scale(x):
+        dtype = _dtype(x)
+        out = np.multiply(x, np.array(a, dtype=dtype), dtype=dtype)
+        return out.item() if _is_python_scalar(x) else out
+    return tree_map(scale, xs)
+
+
+def _difference(x, y):
+    """x - y in x's dtype, with inf - inf = 0."""
+    dtype = _dtype(x)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.equal(x, y), np.array(0, dtype), np.subtract(x, y, dtype=dtype))
+
+
+def _rand_like(rng, x):
+    dtype = _dtype(x)
+    draw = lambda: np.asarray(rng.randn(*np.shape(x)), dtype=dtype)
+    out = draw() + dtype.type(1j) * draw() if dtypes.is_complex(dtype) else draw()
+    return out.item() if _is_python_scalar(x) else out
+
+
+def _inner(xs, ys) -> float:
+    """Re sum(conj(x) * y) over the leaves: the real inner product of C^n as R^2n."""
+    contract = lambda x, y: np.real(np.dot(np.conj(x).reshape(-1), np.reshape(y, -1)))
+    return tree_reduce(np.add, tree_map(contract, xs, ys))
+
+
+def numerical_jvp(f, primals, tangents, eps=EPS):
+    """(f(x + eps t) - f(x - eps t)) / (2 eps), each step computed in its value's dtype."""
+    delta = _scale(tangents, eps)
+    f_plus, f_minus = f(*_add(primals, delta)), f(*_sub(primals, delta))
+    return _scale(tree_map(_difference, f_plus, f_minus), 0.5 / eps)
+
+
+def _check_dtypes_match(xs, ys):
+    def same(x, y):
+        assert dtypes.canonicalize_dtype(_dtype(x)) == dtypes.canonicalize_dtype(_dtype(y)), \
+            f"dtypes differ: {_dtype(x)} and {_dtype(y)}"
+    tree_map(same, xs, ys)
+
+
+def check_jvp(f, f_jvp, args, atol=None, rtol=None, eps=EPS, err_msg=""):
+    """Check `f_jvp(args, tangents)` (typically ``functools.partial(jvp, f)``) against
+    central differences of `f` in one random direction."""
+    atol = _merge(atol, _GRADIENT_TOLERANCE)
+    rtol = _merge(rtol, _GRADIENT_TOLERANCE)
+    tangents = tree_map(functools.partial(_rand_like, np.random.RandomState(0)), args)
+    out, out_tangent = f_jvp(args, tangents)
+    _check_dtypes_match(out, out_tangent)
+    expected = f(*args)
+    _check_dtypes_match(out, expected)
+    check_close(out, expected, atol, rtol, f"{err_msg} primal" if err_msg else "primal")
+    check_close(out_tangent, numerical_jvp(f, args, tangents, eps), atol, rtol,
+                f"{err_msg} tangent" if err_msg else "tangent")
+
+
+def check_vjp(f, f_vjp, args, atol=None, rtol=None, eps=EPS, err_msg=""):
+    """Check `f_vjp(*args)` (typically ``functools.partial(vjp, f)``) against central
+    differences of `f`: Re<v, conj(vjp(conj u))> = Re<J v, u> for random u and v."""
+    atol = _merge(atol, _GRADIENT_TOLERANCE)
+    rtol = _merge(rtol, _GRADIENT_TOLERANCE)
+    rand_like = functools.partial(_rand_like, np.random.RandomState(0))
+    out, pullback = f_vjp(*args)
+    check_close(out, f(*args), atol, rtol, f"{err_msg} primal" if err_msg else "primal")
+    tangents = tree_map(rand_like, args)
+    tangent_out = numerical_jvp(f, args, tangents, eps)
+    cotangent = tree_map(rand_like, out)
+    cotangent_in = _conj(pullback(_conj(cotangent)))
+    check_close(_inner(tangents, cotangent_in), _inner(tangent_out, cotangent), atol, rtol,
+                f"{err_msg} cotangent projection" if err_msg else "cotangent projection")
 
 
 def check_grads(f, args, order: int, modes=("fwd", "rev"), atol=None, rtol=None, eps=None):
-    """Check derivatives of `f` at `args` (a tuple) against finite differences, up to `order`.
+    """Check derivatives of `f` at `args` against finite differences, up to `order`.
 
-    Forward mode compares jvp with central differences; reverse mode checks the dot-product
-    identity <vjp(u), v> = <u, J v>. Higher orders apply the same checks to the derivative
-    functions themselves.
+    Parameters
+    ----------
+    f : function to check at ``f(*args)``.
+    args : tuple of argument values.
+    order : derivatives up to this order are checked.
+    modes : 'fwd' (jvp), 'rev' (vjp) and/or 'lin' (linearize).
+    atol, rtol : tolerances, numbers or dicts from dtype to number.
+    eps : the finite-difference step (1e-4 by default).
     """
-    from fluxion._src.ad_api import jvp, vjp
+    from fluxion._src.ad_api import jvp, linearize, vjp
     args = tuple(args)
-    if order < 1:
-        return
-    if "fwd" in modes:
-        check_jvp(f, args, atol, rtol, eps)
-        if order > 1:
-            def f_jvp(*primals):
-                tangents = _random_like(primals, np.random.default_rng(2))
-                return jvp(f, primals, tangents)[1]
-            check_grads(f_jvp, args, order - 1, ("fwd",), atol, rtol, eps)
-    if "rev" in modes:
-        check_vjp(f, args, atol, rtol, eps)
-        if order > 1:
-            out = f(*args)
-            cotangent = _random_like(out, np.random.default_rng(3))
+    eps = eps or EPS
 
-            def f_vjp(*primals):
-                return vjp(f, *primals)[1](cotangent)
-            check_grads(f_vjp, args, order - 1, ("rev",), atol, rtol, eps)
+    def jvp_from_linearize(fun, primals, tangents):
+        out, f_lin = linearize(fun, *primals)
+        return out, f_lin(*tangents)
+
+    def check(fun, args, order, err_msg=""):
+        if "fwd" in modes:
+            msg = f"JVP of {err_msg}" if err_msg else "JVP"
+            check_jvp(fun, functools.partial(jvp, fun), args, atol, rtol, eps, msg)
+            if order > 1:
+                check(functools.partial(jvp, fun), (args, args), order - 1, msg)
+        if "rev" in modes:
+            msg = f"VJP of {err_msg}" if err_msg else "VJP"
+            check_vjp(fun, functools.partial(vjp, fun), args, atol, rtol, eps, msg)
+            if order > 1:
+                def fun_vjp(*primals):
+                    out, pullback = vjp(fun, *primals)
+                    return pullback(out)
+                check(fun_vjp, args, order - 1, msg)
+        if "lin" in modes:
+            msg = f"LIN of {err_msg}" if err_msg else "LIN"
+            check_jvp(fun, functools.partial(jvp_from_linearize, fun), args, atol, rtol, eps,
+                      msg)
+            if order > 1:
+                check(functools.partial(jvp_from_linearize, fun), (args, args), order - 1, msg)
+
+    check(f, args, order)
