@@ -130,6 +130,9 @@ class custom_jvp:
         fun, passes_keys = self.fun, config.debug_key_reuse and not key_flow.staged()
         if passes_keys:  # run once, at the caller's level (staged, `_key_reuse_staged` below)
             fun = key_flow.transparent(fun, (tuple(args), {}))
+        # The rule is kept in the staged equation: it must not hold the arguments (tracers)
+        # but where the key-reuse checker needs them.
+        key_args = diff if passes_keys else None
 
         def flat_fun(*xs):
             out = fun(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
@@ -140,11 +143,11 @@ class custom_jvp:
         def flat_jvp(primals, tangents):
             p = tree_unflatten(in_tree, primals)
             t = tree_unflatten(in_tree, tangents)
-            if passes_keys:
-                key_flow.pass_in(diff, p)
+            if key_args is not None:
+                key_flow.pass_in(key_args, p)
             out_p, out_t = self.jvp(*nondiff, tuple(p), tuple(t))
-            if passes_keys:
-                key_flow.pass_back(diff, p)
+            if key_args is not None:
+                key_flow.pass_back(key_args, p)
             p_leaves, p_tree = tree_flatten(out_p)
             t_leaves, t_tree = tree_flatten(out_t)
             out_tree_box.append(p_tree)
@@ -350,6 +353,9 @@ class custom_vjp:
             args = inspect.signature(self.fun).bind(*args, **kwargs).args
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         leaves, in_tree = tree_flatten(diff)
+        # The backward rule outlives this call (a staged equation keeps it): it checks the
+        # cotangents against the arguments' abstract values, not the arguments (tracers).
+        diff_avals = tree_map(core.get_aval, diff)
         name = fun_name(self.fun)
         out_tree_box = []
         fun, fwd = self.fun, self.fwd
@@ -384,7 +390,7 @@ class custom_vjp:
                 ct_leaves = [ad.instantiate(c) for c in ct_leaves]
             ct = tree_unflatten(out_tree_box[-1], ct_leaves)
             cts = self.bwd(*nondiff, residuals, ct)
-            if not isinstance(cts, (tuple, list)) or len(cts) != len(diff):
+            if not isinstance(cts, (tuple, list)) or len(cts) != len(diff_avals):
                 raise TypeError(
                     f"Custom VJP bwd rule must produce an output with the same container (pytree) "
                     f"structure as the args tuple of the primal function, and in particular must "
@@ -392,10 +398,10 @@ class custom_vjp:
                     f"function, but got bwd output of type {type(cts).__name__} for primal input "
                     f"structure {in_tree}.")
             out = []
-            for arg, ct in zip(diff, cts):
+            for arg, ct in zip(diff_avals, cts):
                 arg_leaves, arg_tree = tree_flatten(arg)
                 if ct is None:
-                    out.extend(ad.Zero(ad.tangent_aval(core.get_aval(a))) for a in arg_leaves)
+                    out.extend(ad.Zero(ad.tangent_aval(a)) for a in arg_leaves)
                     continue
                 # As JAX: the cotangent is a prefix of the argument, a None standing for zeros
                 # of the whole subtree there (none at all where the argument has a None).
@@ -411,10 +417,9 @@ class custom_vjp:
                                     f"{ct_tree} for an argument with structure {arg_tree}.")
                 for c, sub in pairs:
                     if c is None:
-                        out.extend(ad.Zero(ad.tangent_aval(core.get_aval(a)))
-                                   for a in tree_flatten(sub)[0])
+                        out.extend(ad.Zero(ad.tangent_aval(a)) for a in tree_flatten(sub)[0])
                         continue
-                    aval = core.get_aval(sub)
+                    aval = sub
                     ca = core.get_aval(c)
                     if ca.shape != aval.shape:
                         raise ValueError(f"Custom VJP bwd rule must produce an output with "
