@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import math
+import operator
+import warnings
 
 import numpy as np
 
 from fluxion._src import dtypes
 from fluxion._src.custom_derivatives import custom_jvp
+from fluxion._src.traceback_util import user_stacklevel
 
 
 def _jnp():
@@ -194,15 +197,33 @@ def softmax(x, axis=-1, where=None):
 
 
 def one_hot(x, num_classes: int, *, dtype=None, axis=-1):
-    """One-hot encode integer array `x` along a new axis of size num_classes."""
+    """One-hot encode integer array `x` along a new axis of size num_classes.
+
+    `axis` is a position in the result, or the name of a mapped axis (vmap's axis_name,
+    shard_map's mesh axes) of size num_classes: then each instance compares `x` with its
+    index along that axis."""
     jnp = _jnp()
-    dtype = dtype or dtypes.default_float_dtype()
+    from fluxion._src import core
+    from fluxion._src.lax import parallel, structural
+    from fluxion._src.numpy.util import canonicalize_axis
+    num_classes = core.concrete_or_error(
+        num_classes, "The error arose in jax.nn.one_hot argument `num_classes`")
     x = jnp.asarray(x)
-    classes = jnp.arange(num_classes)
-    axis = axis % (x.ndim + 1)
-    shape = [1] * (x.ndim + 1)
-    shape[axis] = num_classes
-    return (jnp.expand_dims(x, axis) == classes.reshape(shape)).astype(dtype)
+    if not dtypes.is_integer(x.dtype):
+        warnings.warn(f"jax.nn.one_hot input should be integer-typed; got dtype={x.dtype}",
+                      DeprecationWarning, stacklevel=user_stacklevel())
+    dtype = dtypes.default_float_dtype() if dtype is None else dtype
+    if isinstance(axis, (str, tuple)):
+        axis_size = parallel.axis_size(axis)
+        if num_classes != axis_size:
+            raise ValueError(f"Expected num_classes to match the size of axis {axis}, but "
+                             f"{num_classes} != {axis_size}")
+        return (x == parallel.axis_index(axis)).astype(dtype)
+    axis = canonicalize_axis(operator.index(axis), x.ndim + 1)
+    shape = [1] * x.ndim
+    shape.insert(axis, num_classes)
+    classes = structural.broadcasted_iota(x.dtype, tuple(shape), axis)
+    return (jnp.expand_dims(x, axis) == classes).astype(dtype)
 
 
 def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, *,

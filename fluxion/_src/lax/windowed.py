@@ -804,26 +804,28 @@ def _logaddexp_value(x, y):
     return structural.select(lax_ops.ne(delta, delta), lax_ops.add(x, y), smooth)
 
 
-def _finite_or_zero(x):
+def _pos_inf_to_zero(x):
     aval = core.get_aval(x)
-    zero = lax_ops.broadcast_in_dim(lax_ops._convert_element_type(0, aval.dtype, False), aval.shape, ())
-    return structural.select(lax_ops.is_finite(x), x, zero)
+    zero, inf = (lax_ops.broadcast_in_dim(
+        lax_ops._convert_element_type(v, aval.dtype, aval.weak_type), aval.shape, ())
+        for v in (0, np.inf))
+    return structural.select(lax_ops.eq(x, inf), zero, x)
 
 
 def _logaddexp_jvp(primals, tangents):
     # The derivative is exp(x - out) for x (and likewise y), also where x == y: the value's
-    # max/abs formulation would split the tangent wrongly at ties.
+    # max/abs formulation would split the tangent wrongly at ties. +inf stands in as 0 (an
+    # infinite out's weight is exp(0) for the infinite operand, exp(-inf) = 0 for a -inf one);
+    # NaN stays NaN (JAX's rule).
     (x, y), (tx, ty) = primals, tangents
     out = _logaddexp(x, y)
     if dtypes.is_complex(core.get_aval(out).dtype):  # holomorphic: exp(x - out), exp(y - out)
         return out, lax_ops.add(lax_ops.mul(tx, lax_ops.exp(lax_ops.sub(x, out))),
                                 lax_ops.mul(ty, lax_ops.exp(lax_ops.sub(y, out))))
-    finite = lax_ops.is_finite(out)
-    safe_out = _finite_or_zero(out)
+    safe_out = _pos_inf_to_zero(out)
 
-    def weight(v):  # exp(v - out); an infinite `out` (inf - inf) uses finite stand-ins
-        return structural.select(finite, lax_ops.exp(lax_ops.sub(v, out)),
-                                 lax_ops.exp(lax_ops.sub(_finite_or_zero(v), safe_out)))
+    def weight(v):
+        return lax_ops.exp(lax_ops.sub(_pos_inf_to_zero(v), safe_out))
     return out, lax_ops.add(lax_ops.mul(tx, weight(x)), lax_ops.mul(ty, weight(y)))
 
 

@@ -61,10 +61,11 @@ def map_coordinates(input, coordinates, order: int, mode: str = "constant", cval
         raise ValueError(f"coordinates must be a sequence of length input.ndim, but "
                          f"{len(coordinates)} != {values.ndim}")
     if mode not in _BOUNDARY:
-        raise NotImplementedError(f"fluxion.scipy.ndimage.map_coordinates does not support mode "
-                                  f"{mode}; the modes are {set(_BOUNDARY)}.")
+        raise NotImplementedError(f"fluxion.scipy.ndimage.map_coordinates does not yet support "
+                                  f"mode {mode}; the modes are {set(_BOUNDARY)}.")
     if order not in (0, 1):
-        raise NotImplementedError("fluxion.scipy.ndimage.map_coordinates requires order <= 1")
+        raise NotImplementedError("fluxion.scipy.ndimage.map_coordinates currently requires "
+                                  "order<=1")
     nodes = _nearest if order == 0 else _linear
     per_axis = []
     for coordinate, size in zip(coordinates, values.shape):
