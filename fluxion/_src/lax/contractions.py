@@ -246,6 +246,20 @@ def _dot_general_lowering_cuda(ctx, lhs, rhs, **params):
     return _dot_general_lowering(ctx, lhs, rhs, **params)
 
 
+def _dot_general_lowering_cpu(ctx, lhs, rhs, **params):
+    """XLA:CPU runs a float16/bfloat16 dot with a wider float result in some programs only:
+    followed by a transpose (which it folds into the dot), it fails at run time ("Unsupported
+    element type for DotThunk::Execute: BF16 x BF16 = F32"; JAX's einsum hits it too when it
+    transposes the result). The operands take the result type first: their products are
+    exact in it, so the values are those of the mixed dot."""
+    out_dtype = ctx.avals_out[0].dtype
+    if (lhs.dtype == rhs.dtype and lhs.dtype in (dtypes.float16, dtypes.bfloat16)
+            and dtypes.is_float(out_dtype) and out_dtype.itemsize > lhs.dtype.itemsize
+            and not is_algorithm(params.get("precision"))):
+        lhs, rhs = ctx.convert(lhs, out_dtype), ctx.convert(rhs, out_dtype)
+    return _dot_general_lowering(ctx, lhs, rhs, **params)
+
+
 dot_general_p = standard_primitive("dot_general", _dot_general_abstract_eval, _dot_general_lowering)
 
 
@@ -260,6 +274,7 @@ def _dot_general_pp_rule(eqn, context):
 
 core.pp_eqn_rules[dot_general_p] = _dot_general_pp_rule
 lowering.register_lowering(dot_general_p, _dot_general_lowering_cuda, platform="cuda")
+lowering.register_lowering(dot_general_p, _dot_general_lowering_cpu, platform="cpu")
 
 
 # ---------------------------------------------------------------------------------------------
