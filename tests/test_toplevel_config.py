@@ -1,6 +1,7 @@
 """JAX's configuration context managers, runtime names and small modules at fluxion's top level,
 each checked against JAX (the oracle) for values, exception classes and messages."""
 import logging
+import sys
 import typing
 import warnings
 
@@ -689,3 +690,18 @@ def test_explain_cache_misses_names_the_changed_flag(caplog):
     assert "numpy_rank_promotion changed from allow to raise" in msgs[0]
     assert "enable_x64 changed from False to True" in msgs[1]
     assert "default_matmul_precision changed from None to highest" in msgs[1]
+
+
+def test_parse_flags_with_absl(monkeypatch):
+    # JAX's absl-style test programs call config.parse_flags_with_absl() at import.
+    monkeypatch.setattr(sys, "argv", ["prog", "--jax_numpy_rank_promotion=raise",
+                                      "--jax_not_a_flag=3", "--nojax_debug_nans",
+                                      "--fluxion_debug_infs=true", "--", "--jax_enable_x64"])
+    try:
+        fluxion.config.parse_flags_with_absl()
+        assert fluxion.config.numpy_rank_promotion == "raise"
+        assert fluxion.config.debug_infs is True and fluxion.config.debug_nans is False
+        assert fluxion.config.enable_x64 is False  # (after "--": not ours)
+    finally:
+        fluxion.config.update("numpy_rank_promotion", "allow")
+        fluxion.config.update("debug_infs", False)

@@ -7,7 +7,9 @@ accepted as aliases for ours (``enable_x64``).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import sys
 
 _TRUE = {"1", "true", "yes", "on", "t", "y"}
 
@@ -134,6 +136,29 @@ class Config:
         if name.startswith("_"):
             object.__setattr__(self, name, value)
         else:
+            self.update(name, value)
+
+    def parse_flags_with_absl(self) -> None:
+        """Apply the ``--jax_<flag>=<value>`` (or ``--fluxion_<flag>``) command-line arguments
+        before the first ``--``, as JAX's method of this name does for absl-style test
+        programs: ``--jax_enable_x64``, ``--nojax_enable_x64``, ``--jax_numpy_rank_promotion=
+        raise``. Flags fluxion does not have are ignored (absl's known_only)."""
+        for arg in itertools.takewhile(lambda a: a != "--", sys.argv[1:]):
+            name, has_value, text = arg.partition("=")
+            negated = name.startswith(("--nojax_", "--nofluxion_"))
+            name = name.removeprefix("--no" if negated else "--")
+            if not name.startswith(("jax_", "fluxion_")):
+                continue
+            name = name.partition("_")[2]
+            if name not in self._defaults:
+                continue
+            default = self._defaults[name]
+            if isinstance(default, bool) or not has_value:
+                value = (not negated) if not has_value else text.lower() in _TRUE
+            elif isinstance(default, (int, float)):
+                value = type(default)(text)
+            else:
+                value = text
             self.update(name, value)
 
     def signature(self) -> tuple:

@@ -1,0 +1,121 @@
+"""nn, autodiff, ndimage and XLA:CPU behaviours found by running JAX 0.10.2's own tests against
+fluxion, each checked here against JAX or NumPy directly."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import fluxion
+import fluxion.numpy as fnp
+import fluxion.scipy.ndimage
+from fluxion.test_util import check_grads
+
+
+@pytest.mark.parametrize("x,kw", [(np.array([1, 2, 0]), {}),
+                                  (np.array([[1, 3], [0, -1]]), {"axis": 0}),
+                                  (np.array([1, 2]), {"axis": -2}),
+                                  (np.array([1, 2], np.uint8), {"dtype": np.int8}), (3, {})])
+def test_one_hot_matches_jax(x, kw):
+    ours, theirs = fluxion.nn.one_hot(x, 3, **kw), jax.nn.one_hot(x, 3, **kw)
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+def test_one_hot_warnings_errors_and_axis_names():
+    with pytest.warns(DeprecationWarning, match="one_hot input should be integer-typed"):
+        fluxion.nn.one_hot(fnp.array([1.0]), 3)
+    with pytest.raises(fluxion.errors.ConcretizationTypeError,
+                       match="jax.nn.one_hot argument `num_classes`"):
+        fluxion.jit(fluxion.nn.one_hot)(3, 5)
+    with pytest.raises(ValueError, match="out of bounds"):
+        fluxion.nn.one_hot(np.array([1]), 3, axis=3)
+    x = np.array([0, 2, 1])
+    ours = fluxion.vmap(lambda v: fluxion.nn.one_hot(v, 3, axis="i"), axis_name="i")(x)
+    theirs = jax.vmap(lambda v: jax.nn.one_hot(v, 3, axis="i"), axis_name="i")(x)
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+    with pytest.raises(ValueError, match="Expected num_classes to match"):
+        fluxion.vmap(lambda v: fluxion.nn.one_hot(v, 4, axis="i"), axis_name="i")(x)
+
+
+SPECIAL = [np.nan, np.inf, -np.inf, 1.0, 80.0, -80.0]
+
+
+@pytest.mark.parametrize("x", SPECIAL)
+@pytest.mark.parametrize("y", [0.0, np.nan, np.inf, -np.inf])
+def test_logaddexp_tangent_at_special_values(x, y):
+    # NaN gave a finite tangent (softplus'(nan) was 1), -inf a tangent weight of 1, not 0.
+    args, tangents = (np.float32(x), np.float32(y)), (np.float32(1.5), np.float32(2.5))
+    ours = fluxion.jvp(fnp.logaddexp, args, tangents)
+    theirs = jax.jvp(jnp.logaddexp, args, tangents)
+    np.testing.assert_array_equal(np.asarray(ours[1]), np.asarray(theirs[1]))
+    t = fluxion.jvp(lambda v: fnp.logaddexp(v, 0.0), (1.0,), (1.0,))[1]
+    assert t.weak_type
+
+
+def test_softplus_gradient_checks_as_in_jax():
+    check_grads(fluxion.nn.softplus, (float("nan"),), order=1)
+    check_grads(fluxion.nn.elu, (1e4,), order=4, eps=1.0, modes=["fwd"])
+    check_grads(fluxion.nn.elu, (1e4,), order=4, eps=1.0, modes=["rev"])
+    check_grads(fluxion.nn.relu, (1.0,), order=3, rtol=1e-2, atol=1e-2)
+
+
+def test_check_grads_catches_a_wrong_rule():
+    bad = fluxion.custom_jvp(lambda x: x * x)
+    bad.defjvp(lambda p, t: (p[0] * p[0], 3 * p[0] * t[0]))
+    with pytest.raises(AssertionError):
+        check_grads(bad, (np.float32(1.5),), order=1, modes=["fwd"])
+
+
+def _sigmoid_rule(g, ans, x):
+    return g * ans * (1 - ans)
+
+
+@pytest.mark.parametrize("kind", ["custom_jvp", "custom_vjp", "grad_inside"])
+def test_custom_rules_in_loops_leak_no_tracers(kind):
+    # The staged equation kept the rule, and the rule's closure the call's arguments (tracers
+    # of the loop body): checking_leaks reported them; memory held them.
+    sigmoid = fluxion.custom_jvp(lambda x: 1 / (1 + fnp.exp(-x)))
+    sigmoid.defjvps(_sigmoid_rule)
+    sine = fluxion.custom_vjp(fnp.sin)
+    sine.defvjp(lambda x: (fnp.sin(x), x), lambda r, g: (g * fnp.cos(r),))
+    body = {"custom_jvp": sigmoid, "custom_vjp": sine,
+            "grad_inside": fluxion.grad(lambda y: sine(y) * sigmoid(y))}[kind]
+
+    @fluxion.jit
+    def run(x):
+        return fluxion.lax.scan(lambda h, _: (body(h + x), None), x, None, length=2)[0]
+
+    with fluxion.checking_leaks():
+        run(np.float32(0.5))
+        fluxion.grad(run)(np.float32(0.5))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16"])
+def test_half_precision_dot_with_wider_result_then_transpose(dtype):
+    # XLA:CPU folds the transpose into the dot and then cannot run a bf16 x bf16 -> f32 dot
+    # ("Unsupported element type for DotThunk::Execute"); JAX fails the same way here.
+    x = np.random.RandomState(0).randn(16, 128, 4, 32).astype(jnp.dtype(dtype))
+    f = lambda x: fnp.swapaxes(fnp.einsum("BTNH,BSNH->BNTS", x, x,
+                                          preferred_element_type=np.float32), -1, -2)
+    out = np.asarray(fluxion.jit(f)(x))
+    wide = x.astype(np.float32)
+    np.testing.assert_allclose(out, np.einsum("BTNH,BSNH->BNST", wide, wide), rtol=1e-5,
+                               atol=1e-4)
+
+
+def test_map_coordinates_errors_name_the_limits_as_jax():
+    x, c = np.arange(5.0), [np.linspace(0, 5, num=3)]
+    with pytest.raises(NotImplementedError, match="requires order<=1"):
+        fluxion.scipy.ndimage.map_coordinates(x, c, order=2)
+    with pytest.raises(NotImplementedError, match="does not yet support mode"):
+        fluxion.scipy.ndimage.map_coordinates(x, c, order=1, mode="grid-wrap")
+
+
+def test_check_jvp_and_check_vjp_take_jax_signatures():
+    import functools
+    from fluxion.test_util import check_jvp, check_vjp
+    x = np.linspace(-1, 1, 5).astype(np.float32)
+    check_jvp(fnp.tanh, functools.partial(fluxion.jvp, fnp.tanh), (x,))
+    check_vjp(fnp.tanh, functools.partial(fluxion.vjp, fnp.tanh), (x,))
+    check_grads(fnp.tanh, (x,), order=2, modes=["fwd", "rev", "lin"])
