@@ -128,7 +128,10 @@ def test_hyp2f1_matches_scipy(x64):
     for args in [(1.0, 1.0, 2.0, 0.999), (0.5, 1.5, 4.0, 0.97), (1.5, 2.5, 2.0, 0.99),
                  (0.7, 1.2, 2.9, 0.95)]:  # the last: c - a - b is 1 only up to rounding
         _close(sp.hyp2f1(*args), _scipy("hyp2f1", *args), 1e-9)
-    assert np.isnan(sp.hyp2f1(1.0, 1.0, 3.0, 1.5))
+    # above 1: SciPy's inf, or the real closed forms (1 - x)^-b where c == a
+    for args in [(1.0, 1.0, 3.0, 1.5), (0.45, 0.7, 0.45, 1.5), (1.0, 1.0, 1.0, 1.5),
+                 (2.0, 3.0, 3.0, 3.0), (3.0, 2.0, 3.0, 1.5), (-2.0, 1.5, 2.5, 3.0)]:
+        _close(sp.hyp2f1(*args), _scipy("hyp2f1", *args), 1e-9)
     assert sp.hyp2f1(1.0, 1.0, -2.0, 0.5) == np.inf
 
 

@@ -138,6 +138,11 @@ class Config:
         else:
             self.update(name, value)
 
+    @property
+    def x64_enabled(self) -> bool:
+        """Whether 64-bit types are enabled (JAX's `config.x64_enabled`)."""
+        return self.enable_x64
+
     def parse_flags_with_absl(self) -> None:
         """Apply the ``--jax_<flag>=<value>`` (or ``--fluxion_<flag>``) command-line arguments
         before the first ``--``, as JAX's method of this name does for absl-style test

@@ -131,6 +131,8 @@ def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = 
     jnp = _jnp()
     from fluxion._src.lax.stop_gradient import stop_gradient
     from fluxion._src.numpy.util import canonicalize_axes, promote_dtypes_inexact
+    if where is not None:  # masked-out entries must not reach exp (their 0 * inf cotangent)
+        a = jnp.where(where, a, 0)
     if b is None:
         (a,) = promote_dtypes_inexact(a)  # int32 -> float32 even with x64, as JAX
     else:

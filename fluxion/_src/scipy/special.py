@@ -355,8 +355,8 @@ def multigammaln(a, d):
     d = int(core.concrete_or_error(d, "The d argument of multigammaln must be concrete"))
     a = _inexact(a)
     constant = 0.25 * d * (d - 1) * math.log(math.pi)
-    shifts = jnp.arange(d, dtype=a.dtype) / 2
-    return jnp.sum(gammaln(a[..., None] - shifts), axis=-1) + constant
+    shifts = (jnp.arange(d, dtype=a.dtype) / 2).reshape((1,) * a.ndim + (d,))  # (no rank
+    return jnp.sum(gammaln(a[..., None] - shifts), axis=-1) + constant  # promotion: 'raise')
 
 
 def factorial(n, exact: bool = False):
@@ -402,7 +402,9 @@ def _xlogy_jvp(primals, tangents):
     tx, ty = tangents
     out = xlogy(x, y)
     x, y = _inexact(x, y)
-    return out, tx * jnp.log(y) + jnp.where(x == 0, 0.0, x / y) * ty
+    # x / y, but 0 at x = y = 0 (JAX: NaN); kept as a quotient where y != 0 so that its own
+    # derivative in x (1 / y, the mixed second derivative) survives at x = 0.
+    return out, tx * jnp.log(y) + x / jnp.where((x == 0) & (y == 0), 1, y) * ty
 
 
 @custom_jvp
@@ -419,7 +421,7 @@ def _xlog1py_jvp(primals, tangents):
     tx, ty = tangents
     out = xlog1py(x, y)
     x, y = _inexact(x, y)
-    return out, tx * jnp.log1p(y) + jnp.where(x == 0, 0.0, x / (1 + y)) * ty
+    return out, tx * jnp.log1p(y) + x / jnp.where((x == 0) & (y == -1), 1, 1 + y) * ty
 
 
 def entr(x):

@@ -136,8 +136,8 @@ def _hyp2f1_integer_gap(a, b, m, s):
 
 def hyp2f1(a, b, c, x):
     """The Gauss hypergeometric function 2F1(a, b; c; x) for real arguments and x <= 1
-    (NaN above 1 unless a or b is a non-positive integer; inf where c is a non-positive
-    integer, as JAX)."""
+    (above 1: the polynomial or (1 - x)^-b forms where they are real, else inf, as SciPy;
+    inf where c is a non-positive integer, as JAX)."""
     # in float32 for half precision (2F1(1, 1; 2; 1/2) came out NaN in float16)
     return _half_to_single(_hyp2f1, *_real_args("hyp2f1", a, b, c, x))
 
@@ -183,9 +183,13 @@ def _hyp2f1(a, b, c, x):
     gauss = gamma(c) * gamma(jnp.where(d > 0, d, 1.0)) * _rgamma(c - a) * _rgamma(c - b)
     divergent_sign = gammasgn(c) * gammasgn(jnp.where(d < 0, -d, 1.0)) * gammasgn(a) * gammasgn(b)
     at_one = jnp.where(d > 0, gauss, divergent_sign * np.inf)
-    # Above 1 only a polynomial (a terminating series) is real-valued.
+    # Above 1 the series diverges: a polynomial (a terminating series) is summed; with c equal
+    # to a (or b) and an integer b (or a), 2F1 = (1 - x)^-b is real; SciPy and JAX give inf
+    # for the rest.
+    above = jnp.where((a == c) & _is_integer(b), (1 - x) ** (-b),
+                      jnp.where((b == c) & _is_integer(a), (1 - x) ** (-a), np.inf))
     value = jnp.where((x == 1) & ~polynomial, at_one,
-                      jnp.where((x > 1) & ~polynomial, np.nan, value))
+                      jnp.where((x > 1) & ~polynomial, above, value))
     # 2F1 ~ x^-min(a, b) as x -> -inf
     value = jnp.where((x == -np.inf) & (a > 0) & (b > 0), 0.0, value)
     value = jnp.where((c <= 0) & _is_integer(c), np.inf, value)

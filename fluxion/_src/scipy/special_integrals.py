@@ -225,6 +225,9 @@ def _sici_jvp(primals, tangents):
 
 def sici(x):
     """The sine and cosine integrals (Si(x), Ci(x)); for x < 0, Ci(x) is Ci(|x|), as SciPy."""
+    x = jnp.asarray(x)
+    if jnp.iscomplexobj(x):  # (JAX's words for sici)
+        raise ValueError(f"Argument `x` to sici must be real-valued. Got dtype {x.dtype}.")
     (x,) = _real_input("sici", x)
     if x.dtype.itemsize < 4:
         si, ci = _sici_jit(x.astype(np.float32))

@@ -175,7 +175,8 @@ def sph_harm_y(n, m, theta, phi, diff_n: int | None = None, n_max: int | None = 
 def _sph_harm_y(n, m, theta, phi, n_max: int):
     n, m, theta, phi = jnp.broadcast_arrays(n, m, theta, phi)
     abs_m = jnp.abs(m)
-    legendre = _normalized_legendre(n, abs_m, jnp.cos(theta), jnp.sin(theta), n_max)
+    # P_n^m(cos theta) has the factor sqrt(1 - cos^2) = |sin theta| (SciPy's, for any theta)
+    legendre = _normalized_legendre(n, abs_m, jnp.cos(theta), jnp.abs(jnp.sin(theta)), n_max)
     legendre = jnp.where((abs_m > n) | (n < 0), 0.0, legendre)
     angle = abs_m.astype(theta.dtype) * phi
     y = lax.complex(legendre * jnp.cos(angle), legendre * jnp.sin(angle))
