@@ -55,6 +55,17 @@ def check_jit_outputs(traced, args, outs) -> None:
     raise _error(kind, f"jit({traced.name})", None)
 
 
+def check_eager_outputs(name: str, outs, rerun) -> None:
+    """After an eager jnp function ran as one program: if an output is bad, `rerun` it op by
+    op (each primitive checked: the first bad one raises); else name the function."""
+    from fluxion._src.tree_util import tree_leaves
+    kind = _bad_kind(tree_leaves(outs))
+    if kind is None:
+        return
+    rerun()
+    raise _error(kind, name, core.user_frame_summary())
+
+
 class _Found(Exception):
     """Stops a re-run at the first bad equation; `found` is (primitive name, source info)."""
 

@@ -18,7 +18,7 @@ import inspect
 
 import numpy as np
 
-from fluxion._src import config_flags, core, dispatch, placement, staging
+from fluxion._src import config_flags, core, dispatch, nan_checks, placement, staging
 from fluxion._src.array import Array
 from fluxion._src.caches import compile_lock
 from fluxion._src.traceback_util import strip_internal_frames
@@ -142,8 +142,9 @@ def eager_compiled(static_argnames=()):
                             fast_key = None
                         if call is not None:
                             return call(args)
-                if config.debug_nans or config.debug_infs:  # op by op, each primitive checked
-                    return fun(*args, **kwargs)
+                # debug_nans/debug_infs: the program's outputs are checked (as JAX checks its
+                # jitted jnp functions'); only a bad output re-runs the function op by op.
+                checking = config.debug_nans or config.debug_infs
                 signature, dynamic = _signature(args, kwargs, static_positions,
                                                 static_argnames)
                 if signature is _NOT_CACHEABLE:
@@ -158,6 +159,11 @@ def eager_compiled(static_argnames=()):
                             entry = _compile(fun, args, kwargs, static_positions,
                                              static_argnames)
                             _bounded_insert(cache, signature, entry)
+                if checking:
+                    out = entry(dynamic)
+                    nan_checks.check_eager_outputs(fun.__name__, out,
+                                                   lambda: fun(*args, **kwargs))
+                    return out
                 if fast_key is not None:
                     all_arrays = all(type(x) is Array for x in args)
                     _bounded_insert(fast_by_key[config.trace_key], fast_key,

@@ -295,14 +295,19 @@ def sem(a, axis: int | None = 0, ddof: int = 1, nan_policy: str = "propagate", *
     if nan_policy not in ("propagate", "omit"):
         raise ValueError(f"nan_policy must be 'propagate' or 'omit', got {nan_policy!r}")
     a = _inexact(a)
+    ndim = a.ndim
     if axis is None:
         a, axis = a.ravel(), 0
     if nan_policy == "omit":
         count = jnp.sum(~jnp.isnan(a), axis=axis, keepdims=keepdims)
         mean = jnp.nanmean(a, axis=axis, keepdims=True)
         squares = jnp.nansum((a - mean) ** 2, axis=axis, keepdims=keepdims)
-        return jnp.sqrt(squares / (count - ddof)) / jnp.sqrt(count)
-    return jnp.std(a, axis=axis, ddof=ddof, keepdims=keepdims) / math.sqrt(a.shape[axis])
+        out = jnp.sqrt(squares / (count - ddof)) / jnp.sqrt(count)
+    else:
+        out = jnp.std(a, axis=axis, ddof=ddof, keepdims=keepdims) / math.sqrt(a.shape[axis])
+    if keepdims and a.ndim != ndim:  # axis=None: one size-1 dimension per input dimension
+        out = out.reshape((1,) * ndim)
+    return out
 
 
 class ModeResult(NamedTuple):
@@ -415,9 +420,9 @@ def rankdata(a, method: str = "average", *, axis: int | None = None,
         raise NotImplementedError("The 'raise' and 'omit' nan_policy values are not supported")
     a = jnp.asarray(a)
     if axis is not None:
-        return jnp.moveaxis(_rank_rows(jnp.moveaxis(a, axis, 0).reshape(a.shape[axis], -1)
-                                              .T, method).T.reshape(
-            (a.shape[axis],) + tuple(np.delete(a.shape, axis))), 0, axis)
+        moved = jnp.moveaxis(a, axis, 0)  # (sizes spelled out: an empty axis has no -1)
+        rows = moved.reshape(moved.shape[0], math.prod(moved.shape[1:]))
+        return jnp.moveaxis(_rank_rows(rows.T, method).T.reshape(moved.shape), 0, axis)
     a = a.ravel()
     ranks = _rank_flat(a, method)
     if jnp.issubdtype(a.dtype, jnp.inexact):  # 'propagate': a NaN makes every rank NaN
@@ -462,23 +467,30 @@ def _rank_rows(rows, method):
 def _gamma_logpdf(x, a, loc=0, scale=1):
     z, scale = _standardize(x, loc, scale)
     a = _inexact(a)
+    # Outside the support z stands in as 1: no NaN inside (debug_nans, gradients), as JAX
+    outside = z < 0
+    z = jnp.where(outside, 1, z)
     value = sp.xlogy(a - 1, z) - z - sp.gammaln(a) - jnp.log(scale)
-    return jnp.where(z < 0, -jnp.inf, value)
+    return jnp.where(outside, -jnp.inf, value)
 
 
 def _chi2_logpdf(x, df, loc=0, scale=1):
     z, scale = _standardize(x, loc, scale)
     half = _inexact(df) / 2
+    outside = z < 0
+    z = jnp.where(outside, 1, z)  # (as gamma's)
     value = (sp.xlogy(half - 1, z) - z / 2 - sp.gammaln(half) - half * np.log(2.0)
              - jnp.log(scale))
-    return jnp.where(z < 0, -jnp.inf, value)
+    return jnp.where(outside, -jnp.inf, value)
 
 
 def _beta_logpdf(x, a, b, loc=0, scale=1):
     z, scale = _standardize(x, loc, scale)
     a, b = _inexact(a, b)
+    outside = (z < 0) | (z > 1)
+    z = jnp.where(outside, 0.5, z)  # (as gamma's)
     value = sp.xlogy(a - 1, z) + sp.xlog1py(b - 1, -z) - sp.betaln(a, b) - jnp.log(scale)
-    return jnp.where((z < 0) | (z > 1), -jnp.inf, value)
+    return jnp.where(outside, -jnp.inf, value)
 
 
 def _gennorm_logpdf(x, beta, loc=0, scale=1):
