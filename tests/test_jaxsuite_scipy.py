@@ -101,3 +101,13 @@ def test_sem_keepdims_with_axis_none(shape, nan_policy):
     want = scipy.stats.sem(x, axis=None, keepdims=True, nan_policy=nan_policy)
     assert ours.shape == want.shape
     np.testing.assert_allclose(np.asarray(ours), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n_shape,x_shape", [((4,), (3, 1)), ((3, 1), (2, 1, 4)), ((), ())])
+def test_polygamma_broadcasts_n_and_x(n_shape, x_shape):
+    rng = np.random.RandomState(0)
+    n = np.asarray(rng.randint(0, 4, size=n_shape), np.int32)
+    x = np.asarray(rng.rand(*x_shape) + 0.5, np.float32)
+    ours = fsp.polygamma(n, x)
+    assert ours.shape == np.broadcast_shapes(n_shape, x_shape)
+    np.testing.assert_allclose(np.asarray(ours), osp.polygamma(n, x), rtol=1e-4)

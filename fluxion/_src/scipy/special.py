@@ -307,7 +307,9 @@ def polygamma(n, x):
         raise ValueError(f"polygamma: n must be an integer array, got dtype {n.dtype}")
     from fluxion._src.numpy.util import convert
     from fluxion.core import get_aval
-    return lax.polygamma(convert(n, x.dtype, get_aval(x).weak_type), x)  # x's weak type
+    n = convert(n, x.dtype, get_aval(x).weak_type)  # x's weak type
+    n, x = jnp.broadcast_arrays(n, x)  # (lax.polygamma takes equal shapes)
+    return lax.polygamma(n, x)
 
 
 def _log_gamma_ratio(a, b):
