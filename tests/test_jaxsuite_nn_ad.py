@@ -119,3 +119,34 @@ def test_check_jvp_and_check_vjp_take_jax_signatures():
     check_jvp(fnp.tanh, functools.partial(fluxion.jvp, fnp.tanh), (x,))
     check_vjp(fnp.tanh, functools.partial(fluxion.vjp, fnp.tanh), (x,))
     check_grads(fnp.tanh, (x,), order=2, modes=["fwd", "rev", "lin"])
+
+
+@pytest.mark.parametrize("make", [lambda d: fnp.zeros((2,), d), lambda d: fnp.ones((), d),
+                                  lambda d: fnp.full((2,), 0, d), lambda d: fnp.empty((3,), d),
+                                  lambda d: fnp.zeros_like(np.zeros(2), dtype=d),
+                                  lambda d: fnp.array(np.zeros(2, d))])
+def test_float0_arrays_stay_on_the_host(make):
+    # XLA has no float0: these raised "Unknown NumPy dtype" from the runtime.
+    out = make(fluxion.dtypes.float0)
+    assert out.dtype == fluxion.dtypes.float0 and isinstance(out, np.ndarray)
+
+
+def test_float0_tangent_through_a_custom_jvp():
+    @fluxion.custom_jvp
+    def f(x, y):
+        return x, y
+
+    f.defjvp(lambda p, t: (p, (2.0, fluxion.custom_derivatives.zero_from_primal(p[1]))))
+    _, tangents = fluxion.jvp(f, (2.0, 3), (np.ones(()), fnp.zeros((), fluxion.dtypes.float0)))
+    assert float(tangents[0]) == 2.0 and tangents[1].dtype == fluxion.dtypes.float0
+
+
+def test_custom_vjp_nondiff_argnames():
+    import functools
+
+    @functools.partial(fluxion.custom_vjp, nondiff_argnums=(0,), nondiff_argnames=("g",))
+    def app(f, g, x):
+        return f(g(x))
+
+    app.defvjp(lambda f, g, x: (app(f, g, x), None), lambda f, g, _, ct: (7 * ct,))
+    assert float(fluxion.grad(lambda x: app(lambda y: y, lambda y: 2 * y, x))(1.0)) == 7.0

@@ -327,10 +327,10 @@ class custom_vjp:
     (one per argument; with nondiff_argnums, bwd receives those arguments first).
     """
 
-    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = (), nondiff_argnames=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.nondiff_argnums = _resolve_argnums(fun, nondiff_argnums, nondiff_argnames)
         self.fwd = None
         self.bwd = None
         self.symbolic_zeros = False

@@ -156,7 +156,10 @@ def reciprocal(x):
 # Conversion
 
 def _host_constant(value: np.ndarray, new_dtype, weak_type: bool) -> Array:
-    """A device Array for a host value converted to new_dtype; scalars are cached."""
+    """A device Array for a host value converted to new_dtype; scalars are cached. float0
+    values (which have no data) stay NumPy arrays, as JAX's do."""
+    if new_dtype == dtypes.float0:
+        return np.zeros(np.shape(value), dtypes.float0)
     arr = _convert_on_host(value, new_dtype)
     if arr.ndim == 0:
         return scalar_array(arr, weak_type)

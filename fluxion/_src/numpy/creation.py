@@ -133,6 +133,8 @@ def asarray(a, dtype=None, order: str | None = None, *, copy: bool | None = None
 # Filled arrays
 
 def _filled(shape, value, dtype, weak_type: bool = False):
+    if dtype == dtypes.float0:  # no data: a NumPy array, as JAX's (XLA has no float0)
+        return np.zeros(shape, dtypes.float0)
     scalar = lax._convert_element_type(value, dtype, weak_type)
     return lax.broadcast_in_dim(scalar, shape, ())
 
