@@ -147,3 +147,36 @@ def test_array_of_python_int_checks_the_requested_dtype(value, dtype):
             return "OverflowError"
         return str(r.dtype), r.weak_type, np.asarray(r).item()
     assert outcome(fnp) == outcome(jnp)
+
+
+UINT32_MAX = 2**32 - 1
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: m.array([UINT32_MAX, 1], m.uint32),
+    lambda m: m.asarray([[UINT32_MAX], [1]], m.uint32),
+    lambda m: m.array([UINT32_MAX, np.uint32(3)]),
+    lambda m: m.array([UINT32_MAX, 1], m.uint8),        # OverflowError in both
+    lambda m: m.array([2**33, 1.0]),                    # a float array: no int check
+    lambda m: m.array([2**33], m.float32),
+    lambda m: m.array([2**40, 1]),                      # OverflowError in both
+    lambda m: m.full(3, UINT32_MAX, m.uint32),
+    lambda m: m.full(3, 2**40, m.int8),                 # wraps, as lax.full does
+    lambda m: m.full(3, 2**40),                         # wraps too (weak int32)
+    lambda m: m.full_like(m.zeros(2, m.uint32), UINT32_MAX),
+    lambda m: m.full_like(m.zeros(2, m.float32), 2**40),
+    lambda m: m.zeros(3, m.uint32).at[0].set(UINT32_MAX),
+    lambda m: m.zeros(3, m.uint32).at[1].add(2**31),
+    lambda m: m.zeros(3, m.int8).at[0].set(2**40),      # OverflowError in both
+])
+def test_python_ints_are_checked_against_the_target_dtype(make):
+    # A Python int listed for (or written into) a uint32 array was checked against int32.
+    def outcome(module):
+        try:
+            r = make(module)
+        except OverflowError:
+            return "OverflowError"
+        return str(r.dtype), r.weak_type, np.asarray(r).tolist()
+    assert outcome(fnp) == outcome(jnp)
+    if outcome(jnp) != "OverflowError":
+        assert fluxion.jit(lambda: make(fnp))().tolist() == outcome(jnp)[2]

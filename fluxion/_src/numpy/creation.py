@@ -49,10 +49,14 @@ def _leaves(obj) -> list:
 def _sequence_to_array(seq, dtype):
     leaves = _leaves(seq)
     util.check_arraylike("array", *leaves)
-    for leaf in leaves:
-        util.check_python_int(leaf)
     if dtype is None:
         dtype = dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype()
+    # Python ints must fit the array's dtype when it is an integer type (uint32 max may be
+    # listed for a uint32 array; [2**33, 1.0] is a float array), as in JAX.
+    if dtypes.is_integer(dtype):
+        for leaf in leaves:
+            if type(leaf) is int:
+                _check_int_fits(leaf, dtypes.canonicalize_dtype(dtype))
     if any(isinstance(leaf, core.Tracer) for leaf in leaves) or (
             placement.active and any(type(leaf) is Array and leaf.committed for leaf in leaves)):
         # traced or committed elements: stacked by fluxion (on the committed device)
@@ -170,6 +174,11 @@ def empty(shape, dtype=None, *, device=None):
 def full(shape, fill_value, dtype=None, *, device=None):
     """An array of `shape` filled with `fill_value` (broadcast if it is an array)."""
     shape = _check_shape_arg("full", shape)
+    if type(fill_value) is int:
+        # Converted straight to `dtype` (uint32 max fits a uint32 array; a too large int wraps),
+        # as JAX's lax.full does.
+        return _filled(shape, fill_value, user_dtype(dtype, "full") or dtypes.default_int_dtype(),
+                       dtype is None)
     fill = util.ensure_arraylike("full", fill_value)
     if np.ndim(fill) == 0:
         weak = dtype is None and dtypes.is_weakly_typed(fill_value)
@@ -216,6 +225,10 @@ def empty_like(prototype, dtype=None, shape=None, *, device=None):
 @_with_device
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
     """`fill_value` broadcast to the shape of `a`, in a's dtype unless `dtype` is given."""
+    if type(fill_value) is int:
+        # Converted straight to the result dtype, as in `full`.
+        return _like("full_like", util.ensure_arraylike("full_like", a), fill_value, dtype,
+                     shape)
     a, fill = util.ensure_arraylike("full_like", a, fill_value)
     if np.ndim(fill) == 0:
         return _like("full_like", a, fill, dtype, shape)

@@ -507,7 +507,10 @@ def _scatter_update(arr, idx, values, scatter_fn: Callable, *, indices_are_sorte
     aval = core.get_aval(arr)
     plan = _gather_plan(aval.shape, _parse_index(aval.shape, idx), wrap_negative_indices,
                         for_update=True)
-    updates = lax._convert_element_type(util.as_array(values), aval.dtype, aval.weak_type)
+    if not (type(values) is int and dtypes.is_integer(aval.dtype)
+            and dtypes.iinfo(aval.dtype).min <= values <= dtypes.iinfo(aval.dtype).max):
+        values = util.as_array(values)  # other Python ints must fit the default int type
+    updates = lax._convert_element_type(values, aval.dtype, aval.weak_type)
     updates = util.broadcast_to(updates, plan.result_shape)
     if plan.new_axes:
         updates = structural.squeeze(updates, plan.new_axes)
