@@ -396,3 +396,17 @@ def test_take_along_axis_jit_and_errors():
         take_along_axis(arr, np.zeros(3, np.int32), axis=0)
     with pytest.raises(TypeError, match="integer"):
         take_along_axis(arr, np.zeros((3, 1)), axis=0)
+
+
+@pytest.mark.parametrize("x_shape, mask_shape", [((3,), (0,)), ((3, 4), (0,)), ((3, 4), (0, 4)),
+                                                 ((3, 4), (3, 0)), ((3, 4, 5), (3, 0))])
+def test_empty_boolean_mask_may_face_any_size(x_shape, mask_shape):
+    # A size-0 mask dimension against a non-empty one raised IndexError (NumPy and JAX accept).
+    x = np.arange(np.prod(x_shape), dtype=np.int32).reshape(x_shape)
+    mask = np.empty(mask_shape, bool)
+    want = x[mask]
+    got = fluxion.numpy.asarray(x)[mask]
+    assert got.shape == want.shape == jnp.asarray(x)[mask].shape
+    np.testing.assert_array_equal(fluxion.numpy.asarray(x).at[mask].set(7), x)
+    with pytest.raises(IndexError):
+        fluxion.numpy.asarray(x)[np.empty((2,) + mask_shape[1:], bool)]

@@ -219,7 +219,8 @@ def _parse_index(shape: tuple, idx) -> list:
 
 def _mask_entries(mask: np.ndarray, dim: int, shape: tuple, position: int) -> list:
     expected = shape[dim:dim + mask.ndim]
-    if mask.shape != expected:
+    # An empty mask selects nothing: its zero-size dimensions may face any size (NumPy, JAX).
+    if len(expected) != mask.ndim or any(m not in (0, s) for m, s in zip(mask.shape, expected)):
         raise IndexError(f"boolean index did not match shape of indexed array in index "
                          f"{position}: got {mask.shape}, expected {expected}")
     return [_IndexArray(dim + i, nz) for i, nz in enumerate(np.nonzero(mask))]
