@@ -34,6 +34,9 @@ INDICES = [
     True, False, (0, True), (I([0, 1]), slice(None), True), (None, False, Ellipsis),
     np.int64(2), (np.int32(-1), np.uint8(3)), I(1), (I(2), slice(None), I([0, 1])),
     (make_array(I([2, 0], np.int32)), 1), make_array(np.int32(-2)),
+    # An ellipsis standing for no dimension still parts the index arrays: their dimension
+    # comes first, (2, 3) (the arrays were taken as adjacent: (3, 2)).
+    (slice(None), I([0, 1]), Ellipsis, I([0, 1])), (slice(None), 0, Ellipsis, I([1, 2])),
 ]
 
 
@@ -268,7 +271,8 @@ def test_traced_int_uses_dynamic_slice():
 # .at[] updates, against NumPy
 
 UPDATE_INDICES = [1, (slice(None), 2), I([0, 2, 0]), (I([0, 0, 1]), slice(1, 3), I([4, 4, 0])),
-                  (Ellipsis, I([1, 1])), (slice(None, None, -1), None, 3), X[:, :, 0] > 20]
+                  (Ellipsis, I([1, 1])), (slice(None, None, -1), None, 3), X[:, :, 0] > 20,
+                  (slice(None), I([0, 1]), Ellipsis, I([0, 1]))]
 
 
 def _numpy_at(ufunc, x, idx, values):
@@ -292,7 +296,8 @@ def test_at_updates_match_numpy_ufunc_at(k, method, ufunc, rng):
 # Without repeated positions: which of several sets to one position wins is unspecified.
 SET_INDICES = [1, (slice(None), 2), I([0, 2]), (I([0, 1]), slice(1, 3), I([4, 0])),
                (Ellipsis, I([1, 3])), (slice(None, None, -1), None, 3), X[:, :, 0] > 20,
-               (slice(None, None, 2), I([[1], [3]]), 0)]
+               (slice(None, None, 2), I([[1], [3]]), 0),
+               (slice(None), I([0, 1]), Ellipsis, I([0, 1]))]
 
 
 @pytest.mark.parametrize("k", range(len(SET_INDICES)))

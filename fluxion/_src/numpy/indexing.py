@@ -58,6 +58,14 @@ class _NewAxis:
 _NEWAXIS = _NewAxis()
 
 
+class _Separator:
+    """An ellipsis standing for no dimension: it indexes nothing, but index arrays on its two
+    sides are not adjacent (NumPy then puts their broadcast dimensions first)."""
+
+
+_SEPARATOR = _Separator()
+
+
 def _is_traced_or_device(x) -> bool:
     return isinstance(x, (Array, core.Tracer))
 
@@ -190,11 +198,14 @@ def _parse_index(shape: tuple, idx) -> list:
     if consumed > len(shape):
         raise IndexError(f"Too many indices: array is {len(shape)}-dimensional, but {consumed} "
                          f"were indexed")
-    if all(kind != "ellipsis" for kind, _ in items):
+    explicit_ellipsis = any(kind == "ellipsis" for kind, _ in items)
+    if not explicit_ellipsis:
         items.append(("ellipsis", None))
     entries, dim = [], 0
     for kind, value in items:
         if kind == "ellipsis":
+            if explicit_ellipsis and len(shape) == consumed:
+                entries.append(_SEPARATOR)
             for _ in range(len(shape) - consumed):
                 entries.append(_Slice(dim, 0, 1, shape[dim]))
                 dim += 1
@@ -277,7 +288,7 @@ def _basic_take(arr, entries):
     int_dims = [e.dim for e in entries if isinstance(e, _Int)]
     if int_dims:
         arr = structural.squeeze(arr, int_dims)
-    out_entries = [e for e in entries if not isinstance(e, _Int)]
+    out_entries = [e for e in entries if not isinstance(e, _Int) and e is not _SEPARATOR]
     new_axes = [i for i, e in enumerate(out_entries) if e is _NEWAXIS]
     if new_axes:
         arr = structural.expand_dims(arr, new_axes)
