@@ -415,3 +415,18 @@ def test_empty_boolean_mask_may_face_any_size(x_shape, mask_shape):
     np.testing.assert_array_equal(fluxion.numpy.asarray(x).at[mask].set(7), x)
     with pytest.raises(IndexError):
         fluxion.numpy.asarray(x)[np.empty((2,) + mask_shape[1:], bool)]
+
+
+@pytest.mark.parametrize("idx, meant", [([0], "array"), ([0, 0], "array"), ([[0, 0]], "tuple"),
+                                        ([0, [0, 1]], "tuple"), ([0, np.arange(2)], "tuple"),
+                                        ([0, None], "tuple"), ([0, slice(None)], "tuple")])
+def test_list_index_error_suggests_what_was_meant(idx, meant):
+    # The message always suggested arr[array(seq)], also for lists of index-tuple parts.
+    x = fluxion.numpy.arange(6).reshape(3, 2)
+    message = rf"use `arr\[{meant}\(seq\)\]`"
+    with pytest.raises(TypeError, match=message):
+        x[idx]
+    with pytest.raises(TypeError, match=message):
+        x.at[idx].set(0)
+    with pytest.raises(TypeError, match=message):
+        jnp.arange(6).reshape(3, 2)[idx]

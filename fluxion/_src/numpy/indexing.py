@@ -74,9 +74,17 @@ def _as_index_tuple(idx) -> tuple:
     if isinstance(idx, tuple):
         return idx
     if isinstance(idx, list):
+        # Lists of scalars were probably meant as an index array; others as an index tuple.
+        meant = "tuple" if any(_is_multidimensional_part(i) for i in idx) else "array"
         raise TypeError("Using a non-tuple sequence for multidimensional indexing is not allowed; "
-                        "use `arr[array(seq)]` instead of `arr[seq]`.")
+                        f"use `arr[{meant}(seq)]` instead of `arr[seq]`.")
     return (idx,)
+
+
+def _is_multidimensional_part(item) -> bool:
+    """Whether an element of a list index only makes sense as one entry of an index tuple."""
+    return (item is None or item is Ellipsis or isinstance(item, (list, tuple, slice))
+            or (isinstance(item, (np.ndarray, Array, core.Tracer)) and np.ndim(item) != 0))
 
 
 def _host_index_array(item, position: int) -> np.ndarray:
