@@ -430,3 +430,24 @@ def test_list_index_error_suggests_what_was_meant(idx, meant):
         x.at[idx].set(0)
     with pytest.raises(TypeError, match=message):
         jnp.arange(6).reshape(3, 2)[idx]
+
+
+@pytest.mark.parametrize("x_shape, i_shape, axis", [((3, 4), (3, 6), 1), ((3, 4), (5, 4), 0),
+                                                    ((2, 1, 4), (2, 3, 4), 1), ((12,), (5,), None)])
+@pytest.mark.parametrize("kwargs", [dict(mode="one_hot"),
+                                    dict(mode="one_hot", wrap_negative_indices=False),
+                                    dict(mode="clip", wrap_negative_indices=False),
+                                    dict(mode="fill", wrap_negative_indices=False)])
+def test_take_along_axis_one_hot_mode_and_wrap_negative_indices(x_shape, i_shape, axis, kwargs):
+    # mode='one_hot' raised ValueError and wrap_negative_indices was an unknown keyword.
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    n = x.size if axis is None else x_shape[axis]
+    i = rng.integers(-n - 2, n + 2, i_shape).astype(np.int32)
+    want = jnp.take_along_axis(x, i, axis=axis, **kwargs)
+    def take(x, i):
+        return take_along_axis(x, i, axis=axis, **kwargs)
+    for fn in (take, fluxion.jit(take)):
+        got = fn(x, i)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)

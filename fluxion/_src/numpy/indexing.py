@@ -765,17 +765,21 @@ def take(a, indices, axis: int | None = None, out=None, mode=None, unique_indice
                                fill_value=fill_value)
 
 
-def take_along_axis(arr, indices, axis: int | None = -1, mode=None, fill_value=None):
+def take_along_axis(arr, indices, axis: int | None = -1, mode=None, fill_value=None, *,
+                    wrap_negative_indices: bool | None = None):
     """Pick `arr`'s elements at `indices` along `axis`, matching positions elsewhere.
 
     Parameters
     ----------
     arr : array_like
     indices : integer array of `arr`'s rank; other dimensions broadcast against `arr`'s.
-        Negative values count from the end.
     axis : int or None (None: `arr` flattened, `indices` 1-D).
-    mode : as for `take` (default 'fill').
+    mode : as for `take` (default 'fill'), or 'one_hot': a product with one-hot rows of the
+        indices (out-of-bounds indices give 0).
     fill_value : scalar, optional
+    wrap_negative_indices : bool, optional
+        Whether negative indices count from the end; by default they do unless `mode` is
+        'promise_in_bounds' (JAX's rule).
     """
     util.check_arraylike("take_along_axis", arr, indices)
     arr = util.as_array(arr)
@@ -795,9 +799,40 @@ def take_along_axis(arr, indices, axis: int | None = -1, mode=None, fill_value=N
     out_shape = util.broadcast_shapes(index_shape, shape[:axis] + (1,) + shape[axis + 1:])
     if shape[axis] == 0:
         return structural.full(out_shape, 0, core.get_aval(arr).dtype)
-    indices = _normalized_index(indices, shape[axis], _index_dtype(shape), True)
+    if wrap_negative_indices is None:
+        wrap_negative_indices = mode != "promise_in_bounds"
+    indices = _normalized_index(indices, shape[axis], _index_dtype(shape), wrap_negative_indices)
+    if mode == "one_hot":
+        return _one_hot_along_axis(arr, indices, axis)
     indices, gather_mode = _take_mode(mode, indices, shape[axis])
     return _gather_along_axis(arr, indices, axis, gather_mode, fill_value)
+
+
+def _one_hot_along_axis(arr, indices, axis: int):
+    """take_along_axis as a sum of `arr` times one-hot rows of `indices` (a dot, no gather)."""
+    from fluxion._src.numpy.einsum import einsum
+    size = core.get_aval(arr).shape[axis]
+    indices = util.as_array(indices)
+    moved_indices = structural.expand_dims(_move_axis_last(indices, axis), (-1,))
+    hot = lax.eq(moved_indices, lax.broadcast_in_dim(
+        structural.iota(core.get_aval(indices).dtype, size),
+        core.get_aval(moved_indices).shape[:-1] + (size,), (core.get_aval(moved_indices).ndim - 1,)))
+    dtype = core.get_aval(arr).dtype
+    out = einsum("...yz,...z->...y", hot, _move_axis_last(arr, axis),
+                 preferred_element_type=dtype, precision=lax.Precision.HIGHEST)
+    return _move_last_axis_to(out, axis)
+
+
+def _move_axis_last(x, axis: int):
+    ndim = core.get_aval(x).ndim
+    return structural.transpose(x, tuple(d for d in range(ndim) if d != axis) + (axis,))
+
+
+def _move_last_axis_to(x, axis: int):
+    ndim = core.get_aval(x).ndim
+    order = list(range(ndim - 1))
+    order.insert(axis, ndim - 1)
+    return structural.transpose(x, tuple(order))
 
 
 def _gather_along_axis(arr, indices, axis: int, mode, fill_value):
