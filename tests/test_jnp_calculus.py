@@ -140,3 +140,16 @@ def test_jit_vmap_grads():
         check_grads(lambda y: fnp.gradient(y, 0.5), (x64,), order=1)
         check_grads(lambda a: fnp.cross(a, np.ones(3)), (R.randn(3),), order=1)
         check_grads(lambda p: fnp.unwrap(p), (np.array([0.1, 3.5, 6.9]),), order=1)
+
+
+@pytest.mark.parametrize("y_shape, dx_shape, axis", [
+    ((3, 4, 5), (4, 5), 0), ((3, 4, 5), (3, 5), 1), ((2, 3, 4, 5), (2, 1, 3, 5), 2),
+    ((3, 4, 5), (2, 4, 5), 0), ((3, 4, 5), (3, 3, 5), 1), ((3, 10), (3, 1), -1)])
+def test_trapezoid_array_dx_broadcasts_in_y_layout(y_shape, dx_shape, axis):
+    # y's axis was moved last while dx kept its layout: dx paired with the wrong axes.
+    rng = np.random.default_rng(0)
+    y = rng.standard_normal(y_shape).astype(np.float32)
+    dx = rng.standard_normal(dx_shape).astype(np.float32)
+    want = np.trapezoid(y, dx=dx, axis=axis)
+    for fn in (fnp.trapezoid, fluxion.jit(fnp.trapezoid, static_argnames="axis")):
+        np.testing.assert_allclose(fn(y, dx=dx, axis=axis), want, rtol=1e-5, atol=1e-5)

@@ -144,12 +144,15 @@ def trapezoid(y, x=None, dx=1.0, axis: int = -1):
         d = dx
     else:
         y_arr, x_arr = util.promote_dtypes_inexact(*util.ensure_arraylike("trapezoid", y, x))
-        if x_arr.ndim == 1:
-            d = diff(x_arr)
-        else:
-            d = jnp.moveaxis(diff(x_arr, axis=axis), axis, -1)
-    y_arr = jnp.moveaxis(y_arr, axis, -1)
-    return 0.5 * jnp.sum(d * (y_arr[..., 1:] + y_arr[..., :-1]), axis=-1)
+        d = diff(x_arr, axis=-1 if x_arr.ndim == 1 else axis)
+    axis = util.canonicalize_axis(axis, y_arr.ndim)
+    if x is not None and x_arr.ndim == 1:
+        d = d.reshape(tuple(d.shape[0] if i == axis else 1 for i in range(y_arr.ndim)))
+    # An array `d` (dx, or diff of an n-d x) broadcasts against y's intervals in y's own
+    # layout, as in NumPy (moving y's axis last had paired dx's axes with the wrong ones).
+    leading = (slice(None),) * axis
+    upper, lower = y_arr[leading + (slice(1, None),)], y_arr[leading + (slice(None, -1),)]
+    return 0.5 * jnp.sum(d * (upper + lower), axis=axis)
 
 
 @eager_compiled(static_argnames=('left', 'right', 'period'))
