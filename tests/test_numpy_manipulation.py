@@ -254,3 +254,15 @@ def test_repeat_traced_counts_under_vmap_and_errors():
         fluxion.jit(lambda c: fnp.repeat(a, c))(counts[0])
     with pytest.raises(ValueError, match="shape"):
         fluxion.jit(lambda c: fnp.repeat(a, c, total_repeat_length=3))(counts[0, :2])
+
+
+@pytest.mark.parametrize("shift, axis", [(np.array([4, 2, 5, 5, 2, 4]), None),
+                                         (np.array([3]), (0,)), (np.array([1, 2]), (0, -1)),
+                                         (np.array(-7), 1)])
+def test_roll_by_a_shift_array(shift, axis):
+    # A 1-D shift array raised TypeError (only integer scalar arrays ...).
+    x = np.arange(60).reshape(3, 4, 5)
+    want = np.roll(x, shift, axis=axis)
+    np.testing.assert_array_equal(fnp.roll(x, shift, axis=axis), want)
+    np.testing.assert_array_equal(fluxion.jit(lambda v, s: fnp.roll(v, s, axis=axis))(x, shift),
+                                  want)

@@ -551,12 +551,20 @@ def _roll_one(a, shift, axis):
     return ls.dynamic_slice_in_dim(ls.concatenate([a, a], axis), start, n, axis)
 
 
+def _shift_values(shift) -> tuple:
+    """A scalar shift, or the elements of a 1-D shift array (host or traced), as a tuple."""
+    ndim = np.ndim(shift)
+    if ndim > 1:
+        raise ValueError(f"roll: shift must be a scalar or 1-D, got shape {np.shape(shift)}")
+    return (shift,) if ndim == 0 else tuple(shift[i] for i in range(np.shape(shift)[0]))
+
+
 def roll(a, shift, axis=None):
     """Shift elements cyclically by `shift` along `axis` (of the flattened array if None)."""
     a = util.ensure_arraylike("roll", a)
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), _shape(a))
-    shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
+    shifts = shift if isinstance(shift, (tuple, list)) else _shift_values(shift)
     axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
     if len(shifts) == 1:
         shifts = shifts * len(axes)
