@@ -153,3 +153,14 @@ def test_trapezoid_array_dx_broadcasts_in_y_layout(y_shape, dx_shape, axis):
     want = np.trapezoid(y, dx=dx, axis=axis)
     for fn in (fnp.trapezoid, fluxion.jit(fnp.trapezoid, static_argnames="axis")):
         np.testing.assert_allclose(fn(y, dx=dx, axis=axis), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.uint8])
+@pytest.mark.parametrize("period", [2, 4, 2 * np.pi])
+def test_unwrap_of_integers_with_an_integer_period_stays_integer(dtype, period):
+    # The result was always floating point; JAX keeps p's dtype promoted with the period's.
+    x = np.array([[0, 3, 7, 1], [5, 0, 2, 9]], dtype)
+    agree("unwrap", x, period=period)
+    agree("unwrap", x, period=period, discont=np.pi, axis=0)
+    agree("unwrap", np.zeros((0, 3), dtype), period=period, axis=0)
+    jit_agrees(lambda v: fnp.unwrap(v, period=period), x)

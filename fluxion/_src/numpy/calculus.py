@@ -260,13 +260,15 @@ def unwrap(p, discont=None, axis: int = -1, period=2 * np.pi):
     """Unwrap phases: replace jumps larger than `discont` by their `period` complement."""
     jnp = _jnp()
     p = util.ensure_arraylike("unwrap", p)
+    # Integer phases with an integer period stay integers (as in JAX).
+    p, period = util.promote_dtypes(p, period)
     if dtypes.is_complex(p.dtype):
         raise ValueError("jnp.unwrap does not support complex inputs.")
     if p.shape[axis] == 0:
-        return util.promote_dtypes_inexact(p)[0]
+        return p
     if discont is None:
         discont = period / 2
-    interval = period / 2
+    interval = period // 2 if dtypes.is_integer(p.dtype) else period / 2
     dd = diff(p, axis=axis)
     ddmod = jnp.remainder(dd + interval, period) - interval
     ddmod = jnp.where((ddmod == -interval) & (dd > 0), interval, ddmod)
