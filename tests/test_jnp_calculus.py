@@ -1,5 +1,6 @@
 """fluxion.numpy differences, integrals, interpolation and convolution against jax.numpy and
 NumPy, with gradients checked by finite differences."""
+import jax.numpy
 import numpy as np
 import pytest
 
@@ -164,3 +165,10 @@ def test_unwrap_of_integers_with_an_integer_period_stays_integer(dtype, period):
     agree("unwrap", x, period=period, discont=np.pi, axis=0)
     agree("unwrap", np.zeros((0, 3), dtype), period=period, axis=0)
     jit_agrees(lambda v: fnp.unwrap(v, period=period), x)
+
+
+def test_gradient_over_no_axes_is_an_empty_list():
+    # axis=() and 0-d input raised ValueError; NumPy and JAX give no gradients.
+    for args, kwargs in [((np.arange(10.0),), dict(axis=())), ((np.float32(3.0),), {})]:
+        want = jax.numpy.gradient(*args, **kwargs)
+        assert want == [] and fnp.gradient(*args, **kwargs) == []

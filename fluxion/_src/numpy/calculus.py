@@ -120,7 +120,9 @@ def gradient(f, *varargs, axis=None, edge_order=None):
     else:
         axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
         axes = tuple(util.canonicalize_axis(i, a.ndim) for i in axes)
-    if not axes or min(a.shape[i] for i in axes) < 2:
+    if not axes:
+        return []  # no axes (axis=(), or a 0-d array), no gradients, as in JAX
+    if min(a.shape[i] for i in axes) < 2:
         raise ValueError("Shape of array too small to calculate a numerical gradient, at least "
                          "(edge_order + 1) elements are required.")
     if len(spacing) == 0:
