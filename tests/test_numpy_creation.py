@@ -180,3 +180,21 @@ def test_python_ints_are_checked_against_the_target_dtype(make):
     assert outcome(fnp) == outcome(jnp)
     if outcome(jnp) != "OverflowError":
         assert fluxion.jit(lambda: make(fnp))().tolist() == outcome(jnp)[2]
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: m.eye(3, k=2**40), lambda m: m.eye(3, k=-2**40), lambda m: m.eye(3, 4, k=2**31),
+    lambda m: m.tri(3, k=np.int64(-2**40)), lambda m: m.tri(3, 5, k=2**31 - 1),
+])
+def test_diagonal_offsets_past_int32_select_nothing_or_everything(make):
+    # The offset wrapped to int32: eye(3, k=2**40) was the identity.
+    np.testing.assert_array_equal(make(fnp), make(np))
+
+
+@pytest.mark.parametrize("make", [lambda m: m.tri(3, k=2**40),
+                                  lambda m: m.tril(m.ones((3, 3)), k=2**40),
+                                  lambda m: m.triu(m.ones((3, 3)), k=-2**40)])
+def test_python_int_offsets_past_int32_overflow_in_tri(make):
+    for module in (jnp, fnp):
+        with pytest.raises(OverflowError):
+            make(module)

@@ -398,11 +398,16 @@ def _matrix_dims(name, N, M):
     return N, M
 
 
-def _int_offset(k, error=TypeError):
-    """The diagonal offset `k` as an int32 scalar; `error` (JAX's class for the caller) when
-    `k` is not an integer."""
+def _int_offset(k, rows: int, cols: int, error=TypeError, check_int32: bool = True):
+    """The diagonal offset `k` of a (rows, cols) matrix as an int32 scalar; `error` (JAX's class
+    for the caller) when `k` is not an integer. A Python int outside int32 is an OverflowError
+    if `check_int32` (JAX's rule); static offsets past the matrix are clamped to its edges
+    (the mask is the same; wrapping to int32 had moved the diagonal)."""
     if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
-        return lax._convert_element_type(int(k), dtypes.int32, False)
+        if check_int32:
+            util.check_python_int(k)
+        k = min(max(int(k), -rows), cols)
+        return lax._convert_element_type(k, dtypes.int32, False)
     if not (dtypes.is_integer(dtypes.dtype(k)) or dtypes.dtype(k) == np.bool_):
         raise error(f"k must be a scalar integer; got {k}")
     return util.convert(k, dtypes.int32)
@@ -412,7 +417,8 @@ def _int_offset(k, error=TypeError):
 def eye(N, M=None, k=0, dtype=None, *, device=None):
     """An N x M matrix with ones on the k-th diagonal and zeros elsewhere."""
     N, M = _matrix_dims("eye", N, M)
-    mask = _diagonal_mask(N, M, _int_offset(k, ValueError), ufuncs.equal)
+    mask = _diagonal_mask(N, M, _int_offset(k, N, M, ValueError, check_int32=False),
+                          ufuncs.equal)
     return util.convert(mask, user_dtype(dtype, "eye") or dtypes.default_float_dtype())
 
 
@@ -424,7 +430,7 @@ def identity(n, dtype=None):
 def tri(N, M=None, k: int = 0, dtype=None):
     """An N x M matrix with ones at and below the k-th diagonal."""
     N, M = _matrix_dims("tri", N, M)
-    mask = _diagonal_mask(N, M, _int_offset(k), ufuncs.less_equal)
+    mask = _diagonal_mask(N, M, _int_offset(k, N, M), ufuncs.less_equal)
     return util.convert(mask, user_dtype(dtype, "tri") or dtypes.default_float_dtype())
 
 
@@ -436,7 +442,7 @@ def _triangle(name, m, k, compare):
                          f"{aval.shape}")
     k = util.static_int(k, f"'k' argument of jnp.{name}")
     rows, cols = aval.shape[-2:]
-    mask = _diagonal_mask(rows, cols, _int_offset(k), getattr(ufuncs, compare))
+    mask = _diagonal_mask(rows, cols, _int_offset(k, rows, cols), getattr(ufuncs, compare))
     mask = util.broadcast_to(mask, aval.shape)
     return util.select(mask, m, zeros_like(m))
 
@@ -467,7 +473,7 @@ def diag(v, k: int = 0):
     padded = structural.pad(v, util.scalar_like(v, 0), ((0, abs(k), 0),))
     along = (0,) if k >= 0 else (1,)
     values = lax.broadcast_in_dim(padded, (n, n), along)
-    mask = _diagonal_mask(n, n, _int_offset(k), ufuncs.equal)
+    mask = _diagonal_mask(n, n, _int_offset(k, n, n), ufuncs.equal)
     return util.select(mask, values, zeros_like(values))
 
 
