@@ -1,4 +1,5 @@
 """fluxion.numpy array creation against NumPy (values) and JAX (dtypes, weak types)."""
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -198,3 +199,23 @@ def test_python_int_offsets_past_int32_overflow_in_tri(make):
     for module in (jnp, fnp):
         with pytest.raises(OverflowError):
             make(module)
+
+
+@pytest.mark.parametrize("name, args", [("zeros_like", ()), ("ones_like", ()), ("empty_like", ()),
+                                        ("full_like", (2,)), ("full_like", (2.5,)),
+                                        ("full_like", (np.arange(3),))])
+def test_like_functions_take_duck_typed_shapes(name, args):
+    # Objects with shape and dtype (ShapeDtypeStruct) raised TypeError; JAX accepts them.
+    want = getattr(jnp, name)(jax.ShapeDtypeStruct((2, 3), np.dtype("int32")), *args)
+    for fn in (getattr(fnp, name), fluxion.jit(getattr(fnp, name), static_argnums=0)):
+        got = fn(fluxion.ShapeDtypeStruct((2, 3), np.dtype("int32")), *args)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        assert got.weak_type == want.weak_type
+        if name != "empty_like":
+            np.testing.assert_array_equal(got, want)
+
+
+def test_array_of_a_list_holding_none_is_a_value_error():
+    for module in (jnp, fnp):
+        with pytest.raises(ValueError, match="None is not a valid value for jnp.array"):
+            module.array([0.0, None])

@@ -362,3 +362,14 @@ def test_sinc_derivatives_at_zero(order, want):
     x = np.array([0.0, 0.5, -1.25], np.float32)
     np.testing.assert_allclose(fluxion.vmap(nth(fluxion, fnp, False))(x),
                                jax.vmap(nth(jax, jnp, False))(x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("a1, a2", [([1, 2], [1, 2]), ([1, 2], [1, 2, 3]), ([1, 2], [1, 4]),
+                                    ((1.0, np.nan), [1.0, np.nan])])
+def test_array_equal_takes_lists(a1, a2):
+    # Lists raised TypeError (JAX and NumPy take them).
+    for equal_nan in (False, True):
+        want = jnp.array_equal(a1, a2, equal_nan=equal_nan)
+        got = fnp.array_equal(a1, a2, equal_nan=equal_nan)
+        assert bool(got) == bool(want) == np.array_equal(a1, a2, equal_nan=equal_nan)
+        assert got.dtype == want.dtype

@@ -48,6 +48,8 @@ def _leaves(obj) -> list:
 
 def _sequence_to_array(seq, dtype):
     leaves = _leaves(seq)
+    if any(leaf is None for leaf in leaves):
+        raise ValueError("None is not a valid value for jnp.array")  # JAX's class and words
     util.check_arraylike("array", *leaves)
     if dtype is None:
         dtype = dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype()
@@ -187,10 +189,23 @@ def full(shape, fill_value, dtype=None, *, device=None):
     return util.broadcast_to(asarray(fill, dtype=dtype), shape)
 
 
-def _like(name, a, fill_value, dtype, shape):
+def _is_duck_typed(a) -> bool:
+    """An object that is no array but has `shape` and `dtype` (a ShapeDtypeStruct, ...)."""
+    return not util.is_arraylike(a) and hasattr(a, "shape") and hasattr(a, "dtype")
+
+
+def _like_aval(name, a) -> core.ShapedArray:
+    """The shape, dtype and weak type that `a` (an array or a duck-typed one) lends."""
+    if _is_duck_typed(a):
+        return core.ShapedArray(tuple(a.shape), dtypes.canonicalize_dtype(a.dtype),
+                                weak_type=bool(getattr(a, "weak_type", False)))
     util.check_arraylike(name, a)
-    aval = core.get_aval(util.as_array(a))
-    weak = dtype is None and dtypes.is_weakly_typed(a)
+    return core.get_aval(util.as_array(a))
+
+
+def _like(name, a, fill_value, dtype, shape):
+    aval = _like_aval(name, a)
+    weak = dtype is None and aval.weak_type
     dtype = user_dtype(dtype, name) or aval.dtype
     shape = aval.shape if shape is None else canonicalize_shape(shape)
     out = _filled(shape, fill_value, dtype, weak)
@@ -225,10 +240,15 @@ def empty_like(prototype, dtype=None, shape=None, *, device=None):
 @_with_device
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
     """`fill_value` broadcast to the shape of `a`, in a's dtype unless `dtype` is given."""
-    if type(fill_value) is int:
-        # Converted straight to the result dtype, as in `full`.
-        return _like("full_like", util.ensure_arraylike("full_like", a), fill_value, dtype,
-                     shape)
+    if type(fill_value) is int or _is_duck_typed(a):
+        # A Python int is converted straight to the result dtype, as in `full`.
+        fill = fill_value if type(fill_value) is int else util.ensure_arraylike(
+            "full_like", fill_value)
+        if np.ndim(fill) == 0:
+            return _like("full_like", a, fill, dtype, shape)
+        aval = _like_aval("full_like", a)
+        return util.broadcast_to(asarray(fill, dtype=user_dtype(dtype, "full_like") or aval.dtype),
+                                 aval.shape if shape is None else canonicalize_shape(shape))
     a, fill = util.ensure_arraylike("full_like", a, fill_value)
     if np.ndim(fill) == 0:
         return _like("full_like", a, fill, dtype, shape)

@@ -754,8 +754,9 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan: bool = False):
 
 def array_equal(a1, a2, equal_nan: bool = False):
     """True if the arrays have one shape and equal elements."""
+    from fluxion._src.numpy.creation import asarray
     from fluxion._src.numpy.reductions import all as all_
-    a1, a2 = ensure_arraylike("array_equal", a1, a2)
+    a1, a2 = asarray(a1), asarray(a2)  # lists too, as in NumPy and JAX
     if core.get_aval(a1).shape != core.get_aval(a2).shape:
         return lax._convert_element_type(False, dtypes.bool_, False)
     eq = equal(a1, a2)
