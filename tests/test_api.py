@@ -639,3 +639,14 @@ def test_common_operations_do_not_import_jax_even_when_installed():
                          env=env)
     assert out.stdout.strip() == "False", out.stderr
     assert out.stderr == "", "XLA's start-up INFO lines reach the user"
+
+
+@pytest.mark.parametrize("name", ["devices", "local_devices", "device_count",
+                                  "local_device_count", "process_index", "process_count",
+                                  "process_indices"])
+def test_device_queries_take_jax_backend_keyword(name):
+    # The keyword was named backend_name: jax code calling local_devices(backend="cpu") failed.
+    import jax
+    got = getattr(fluxion, name)(backend="cpu")
+    want = getattr(jax, name)(backend="cpu")
+    assert (len(got) == len(want)) if isinstance(got, list) else got == want
