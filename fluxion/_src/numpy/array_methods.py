@@ -196,7 +196,9 @@ def _reshape(self, *args, order="C", out_sharding=None):
 
 def _transpose(self, *args):
     """Axes permuted: `x.transpose()`, `x.transpose(1, 0)` or `x.transpose((1, 0))`."""
-    return manipulation.transpose(self, _shape_args(args) if args else None)
+    if not args or args == (None,):  # x.transpose(None) reverses the axes too
+        return manipulation.transpose(self, None)
+    return manipulation.transpose(self, _shape_args(args))
 
 
 def _astype(self, dtype, copy: bool = False, device=None):

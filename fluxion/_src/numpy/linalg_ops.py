@@ -243,4 +243,9 @@ def trace(a, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype=None, out=No
     from fluxion._src.numpy.reductions import sum as sum_
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.trace is not supported.")
+    a = util.ensure_arraylike("trace", a)
+    if _ndim(a) >= 2 and (util.canonicalize_axis(axis1, _ndim(a))
+                          == util.canonicalize_axis(axis2, _ndim(a))):
+        # JAX's class for trace (diagonal's is TypeError)
+        raise ValueError(f"axis1 and axis2 can not be same. axis1={axis1} and axis2={axis2}")
     return sum_(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
