@@ -153,3 +153,11 @@ def test_trace_with_equal_axes_is_a_value_error(axes):
     for module in (jnp, fnp):
         with pytest.raises(ValueError, match="axis1 and axis2 can not be same"):
             module.trace(np.ones((2, 2)), axis1=axes[0], axis2=axes[1])
+
+
+def test_tobytes_of_a_traced_array_is_a_concretization_error():
+    # Tracers had no tobytes (AttributeError); JAX raises ConcretizationTypeError.
+    from fluxion.errors import ConcretizationTypeError
+    with pytest.raises(ConcretizationTypeError, match="tobytes"):
+        fluxion.jit(lambda x: x.tobytes())(np.ones(3, np.float32))
+    assert fnp.ones(3).tobytes() == np.ones(3, np.float32).tobytes()

@@ -278,9 +278,15 @@ def _tracer_tolist(self):
     return np.asarray(value).tolist()
 
 
+def _tracer_tobytes(self, order="C"):
+    value = core.concrete_or_error(self, "The tobytes() method of a traced array")
+    return np.asarray(value).tobytes(order)
+
+
 # Array already has these; tracers get them here.
 _TRACER_ONLY = {
     "tolist": _tracer_tolist,
+    "tobytes": _tracer_tobytes,
     "nbytes": property(lambda self: self.aval.size * self.aval.dtype.itemsize),
     "itemsize": property(lambda self: self.aval.dtype.itemsize),
     "item": _tracer_item,
