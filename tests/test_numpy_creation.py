@@ -219,3 +219,18 @@ def test_array_of_a_list_holding_none_is_a_value_error():
     for module in (jnp, fnp):
         with pytest.raises(ValueError, match="None is not a valid value for jnp.array"):
             module.array([0.0, None])
+
+
+@pytest.mark.parametrize("make", [lambda m: m.zeros(2, 3), lambda m: m.ones(2, 3),
+                                  lambda m: m.empty(2, 3), lambda m: m.zeros(2, 3.0),
+                                  lambda m: m.arange(3, dtype=2), lambda m: m.full(2, 3, 4),
+                                  lambda m: m.ones(3).astype(1)])
+def test_a_number_is_no_dtype(make):
+    # zeros(2, 3) gave int32 zeros (3 was read as a value whose dtype to take).
+    with pytest.raises(TypeError, match="Cannot interpret") as jax_error:
+        make(jnp)
+    with pytest.raises(TypeError, match="Cannot interpret") as fluxion_error:
+        make(fnp)
+    assert ("Did you accidentally write" in str(jax_error.value)) == (
+        "Did you accidentally write" in str(fluxion_error.value))
+    assert fnp.zeros(2, np.int32(3)).dtype == np.int32  # a NumPy scalar lends its dtype

@@ -149,26 +149,43 @@ def _check_shape_arg(name: str, shape) -> tuple:
     raise TypeError(f"{name} requires a shape (an int or a sequence of ints), got {shape!r}")
 
 
+def _shape_and_dtype(name: str, shape, dtype):
+    """The shape and dtype arguments of zeros/ones/empty; an int dtype after an int shape was
+    probably meant as part of the shape, which JAX's error says."""
+    shape = _check_shape_arg(name, shape)
+    try:
+        return shape, user_dtype(dtype, name) or dtypes.default_float_dtype()
+    except TypeError as e:
+        if type(dtype) in (int, bool) and len(shape) == 1:
+            raise TypeError(f"{e}.\n\nDid you accidentally write `jax.numpy.{name}"
+                            f"({shape[0]}, {dtype})` when you meant `jax.numpy.{name}"
+                            f"(({shape[0]}, {dtype}))`, i.e. with a single tuple argument for "
+                            "the shape?") from None
+        raise
+
+
 @accepts_out_sharding
 @_with_device
 def zeros(shape, dtype=None, *, device=None):
     """An array of zeros (dtype defaults to the default float type)."""
-    shape = _check_shape_arg("zeros", shape)
-    return _filled(shape, 0, user_dtype(dtype, "zeros") or dtypes.default_float_dtype())
+    shape, dtype = _shape_and_dtype("zeros", shape, dtype)
+    return _filled(shape, 0, dtype)
 
 
 @accepts_out_sharding
 @_with_device
 def ones(shape, dtype=None, *, device=None):
     """An array of ones (dtype defaults to the default float type)."""
-    shape = _check_shape_arg("ones", shape)
-    return _filled(shape, 1, user_dtype(dtype, "ones") or dtypes.default_float_dtype())
+    shape, dtype = _shape_and_dtype("ones", shape, dtype)
+    return _filled(shape, 1, dtype)
 
 
 @accepts_out_sharding
+@_with_device
 def empty(shape, dtype=None, *, device=None):
     """An array of the given shape; XLA has no uninitialized memory, so it holds zeros."""
-    return zeros(shape, dtype, device=device)
+    shape, dtype = _shape_and_dtype("empty", shape, dtype)
+    return _filled(shape, 0, dtype)
 
 
 @accepts_out_sharding
