@@ -234,3 +234,13 @@ def test_a_number_is_no_dtype(make):
     assert ("Did you accidentally write" in str(jax_error.value)) == (
         "Did you accidentally write" in str(fluxion_error.value))
     assert fnp.zeros(2, np.int32(3)).dtype == np.int32  # a NumPy scalar lends its dtype
+
+
+def test_copy_order_ndmin_passed_positionally_warn():
+    x = fnp.array([1, 2, 3])
+    for module in (jnp, fnp):
+        with pytest.warns(DeprecationWarning, match="positionally is deprecated"):
+            out = module.array(np.arange(3), None, True, "K", 2)
+        assert out.shape == (1, 3)
+    with pytest.warns(DeprecationWarning):
+        assert fnp.array(x, None, False).shape == (3,)

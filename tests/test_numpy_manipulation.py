@@ -266,3 +266,16 @@ def test_roll_by_a_shift_array(shift, axis):
     np.testing.assert_array_equal(fnp.roll(x, shift, axis=axis), want)
     np.testing.assert_array_equal(fluxion.jit(lambda v, s: fnp.roll(v, s, axis=axis))(x, shift),
                                   want)
+
+
+@pytest.mark.parametrize("name", ["ndim", "shape", "size"])
+def test_ndim_shape_size_of_a_list_warn_as_jax(name):
+    # They were NumPy's own functions: no DeprecationWarning for lists.
+    import jax.numpy as jnp
+    for module in (jnp, fnp):
+        with pytest.warns(DeprecationWarning, match=f"{name} requires ndarray or scalar"):
+            got = getattr(module, name)([1, 2, 3])
+        assert got == getattr(np, name)([1, 2, 3])
+    x = np.ones((2, 3))
+    assert fnp.size(x, 1) == 3 and fnp.size(x, (0, 1)) == 6 and fnp.size(3) == 1
+    assert fluxion.jit(lambda v: fnp.zeros(fnp.size(v, 0)) + fnp.ndim(v))(x).shape == (2,)

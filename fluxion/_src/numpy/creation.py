@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from fluxion._src.numpy import ufuncs, util
 from fluxion._src.numpy.eager import eager_compiled
 from fluxion._src.numpy.util import canonicalize_shape
 from fluxion._src.sharding_types import accepts_out_sharding, has_explicit_axes
+from fluxion._src.traceback_util import user_stacklevel
 
 
 def user_dtype(dtype, fun_name: str = "") -> np.dtype | None:
@@ -89,13 +91,22 @@ def _check_int_fits(value: int, dtype) -> None:
 
 @accepts_out_sharding
 @_with_device
-def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin: int = 0, *,
+def array(object, dtype=None, *args, copy: bool = True, order: str | None = "K", ndmin: int = 0,
           device=None):
     """Create an array from an array, a scalar, or (nested) lists and tuples of them.
 
     Python scalars give weakly typed arrays; lists take the promoted dtype of their elements.
-    Arrays are immutable, so `copy` never changes the result.
+    Arrays are immutable, so `copy` never changes the result. Passing copy, order and ndmin
+    positionally is deprecated (as in JAX).
     """
+    if args:
+        if len(args) > 3:
+            raise TypeError(f"array() takes from 1 to 5 positional arguments but "
+                            f"{2 + len(args)} were given")
+        warnings.warn("Passing the copy, order, and ndmin arguments to jnp.array positionally is "
+                      "deprecated. Use keyword arguments instead.", DeprecationWarning,
+                      stacklevel=user_stacklevel())
+        copy, order, ndmin = (*args, *(copy, order, ndmin)[len(args):])
     if order is not None and order not in ("K", "C"):
         raise NotImplementedError(f"array: only order='K' and 'C' are supported, got {order!r}")
     if hasattr(object, "__jax_array__"):

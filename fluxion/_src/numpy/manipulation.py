@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import warnings
 import operator
 
 import numpy as np
@@ -33,7 +34,41 @@ def _ndim(x) -> int:
 
 
 # The shape queries are NumPy's: they read `.shape`, which arrays and tracers have.
-shape, ndim, size = np.shape, np.ndim, np.size
+def _warn_not_arraylike(name: str, a) -> None:
+    if not util.is_arraylike(a):
+        warnings.warn(f"{name} requires ndarray or scalar arguments, got {type(a)} at position 0. "
+                      "In a future release this will be an error.", DeprecationWarning,
+                      stacklevel=3)
+
+
+def ndim(a) -> int:
+    """The number of dimensions of `a` (lists still work, with a DeprecationWarning as JAX)."""
+    if hasattr(a, "ndim"):
+        return a.ndim
+    _warn_not_arraylike("ndim", a)
+    return np.ndim(a)
+
+
+def shape(a) -> tuple:
+    """The shape of `a` (lists still work, with a DeprecationWarning as JAX)."""
+    if hasattr(a, "shape"):
+        return tuple(a.shape)
+    _warn_not_arraylike("shape", a)
+    return np.shape(a)
+
+
+def size(a, axis=None) -> int:
+    """The number of elements of `a`, or along `axis` (an int or a sequence of them)."""
+    if hasattr(a, "shape"):
+        dims = tuple(a.shape)
+    else:
+        _warn_not_arraylike("size", a)
+        dims = np.shape(a)
+    if axis is None:
+        return math.prod(dims)
+    axes = util.canonicalize_axes(axis, len(dims), "size") if isinstance(axis, (tuple, list)) \
+        else (util.canonicalize_axis(axis, len(dims)),)
+    return math.prod(dims[i] for i in axes)
 
 
 # ---------------------------------------------------------------------------------------------
