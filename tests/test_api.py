@@ -650,3 +650,13 @@ def test_device_queries_take_jax_backend_keyword(name):
     got = getattr(fluxion, name)(backend="cpu")
     want = getattr(jax, name)(backend="cpu")
     assert (len(got) == len(want)) if isinstance(got, list) else got == want
+
+
+def test_masked_array_arguments_to_jit_are_a_value_error():
+    # The mask was dropped silently; JAX refuses masked arrays as jit arguments.
+    masked = np.ma.array([1, 2], mask=[True, False])
+    with pytest.raises(ValueError, match="numpy masked arrays are not supported"):
+        fluxion.jit(lambda x: x * 2)(masked)
+    with pytest.raises(ValueError, match="numpy masked arrays are not supported"):
+        jax.jit(lambda x: x * 2)(masked)
+    np.testing.assert_array_equal(fluxion.numpy.array(masked), [1, 2])  # as np.array, unmasked

@@ -80,6 +80,10 @@ def abstractify_args(fun, leaves, in_tree, static_pos=()) -> tuple:
     except TypeError:
         raise _invalid_argument_error(fun, leaves, in_tree, static_pos) from None
     for i, x in enumerate(leaves):
+        if isinstance(x, np.ma.MaskedArray):  # its mask would be dropped silently
+            raise ValueError("numpy masked arrays are not supported as direct inputs to JAX "
+                             "functions. Use arr.filled() to convert the value to a standard "
+                             "numpy array.")
         if type(x) is int and not dtypes.fits_default_int(x):
             path = optree.tree_paths(tree_unflatten(in_tree, leaves), none_is_leaf=False,
                                      namespace=tree_util.NAMESPACE)[i]
