@@ -279,3 +279,15 @@ def test_ndim_shape_size_of_a_list_warn_as_jax(name):
     x = np.ones((2, 3))
     assert fnp.size(x, 1) == 3 and fnp.size(x, (0, 1)) == 6 and fnp.size(3) == 1
     assert fluxion.jit(lambda v: fnp.zeros(fnp.size(v, 0)) + fnp.ndim(v))(x).shape == (2,)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda m: m.rot90(np.ones(3)), "rot90 requires its first argument to have ndim at least two"),
+    (lambda m: m.corrcoef(np.ones((2, 3)), dtype=int), "corrcoef: dtype must be"),
+])
+def test_error_messages_name_the_function_called(make, message):
+    # rot90 of a vector reported an axis out of bounds; corrcoef's dtype error named cov.
+    import jax.numpy as jnp
+    for module in (jnp, fnp):
+        with pytest.raises(ValueError, match=message):
+            make(module)

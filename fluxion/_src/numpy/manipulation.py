@@ -557,6 +557,9 @@ def flipud(m):
 def rot90(m, k: int = 1, axes=(0, 1)):
     """Rotate by 90 degrees k times in the plane of `axes`."""
     m = util.ensure_arraylike("rot90", m)
+    if _ndim(m) < 2:
+        raise ValueError("rot90 requires its first argument to have ndim at least two, but got "
+                         f"first argument of shape {_shape(m)}, which has ndim {_ndim(m)}")
     ax1, ax2 = (util.canonicalize_axis(x, _ndim(m)) for x in axes)
     if ax1 == ax2:
         raise ValueError("Axes must be different")
