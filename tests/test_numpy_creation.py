@@ -244,3 +244,8 @@ def test_copy_order_ndmin_passed_positionally_warn():
         assert out.shape == (1, 3)
     with pytest.warns(DeprecationWarning):
         assert fnp.array(x, None, False).shape == (3,)
+    for module in (jnp, fnp):
+        with pytest.raises(TypeError, match="got multiple values for argument 'copy'"):
+            module.array(x, None, True, copy=False)
+        with pytest.raises(TypeError, match="takes at most 5 positional arguments"):
+            module.array(x, None, True, "K", 0, "extra")

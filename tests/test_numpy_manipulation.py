@@ -278,6 +278,8 @@ def test_ndim_shape_size_of_a_list_warn_as_jax(name):
         assert got == getattr(np, name)([1, 2, 3])
     x = np.ones((2, 3))
     assert fnp.size(x, 1) == 3 and fnp.size(x, (0, 1)) == 6 and fnp.size(3) == 1
+    with pytest.raises(ValueError, match="repeated axis"):
+        fnp.size(x, (1, -1))
     assert fluxion.jit(lambda v: fnp.zeros(fnp.size(v, 0)) + fnp.ndim(v))(x).shape == (2,)
 
 

@@ -89,24 +89,39 @@ def _check_int_fits(value: int, dtype) -> None:
         raise OverflowError(f"Python integer {value} out of bounds for {np.dtype(dtype).name}")
 
 
+class _Unset:
+    """The default of a keyword that may also come positionally (to tell the two apart)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return repr(self.value)
+
+
 @accepts_out_sharding
 @_with_device
-def array(object, dtype=None, *args, copy: bool = True, order: str | None = "K", ndmin: int = 0,
-          device=None):
+def array(object, dtype=None, *args, copy: bool = _Unset(True), order: str | None = _Unset("K"),
+          ndmin: int = _Unset(0), device=None):
     """Create an array from an array, a scalar, or (nested) lists and tuples of them.
 
     Python scalars give weakly typed arrays; lists take the promoted dtype of their elements.
     Arrays are immutable, so `copy` never changes the result. Passing copy, order and ndmin
     positionally is deprecated (as in JAX).
     """
+    keywords = {"copy": copy, "order": order, "ndmin": ndmin}
     if args:
         if len(args) > 3:
-            raise TypeError(f"array() takes from 1 to 5 positional arguments but "
+            raise TypeError(f"array() takes at most 5 positional arguments but "
                             f"{2 + len(args)} were given")
+        for name in list(keywords)[:len(args)]:
+            if not isinstance(keywords[name], _Unset):
+                raise TypeError(f"array() got multiple values for argument '{name}'")
         warnings.warn("Passing the copy, order, and ndmin arguments to jnp.array positionally is "
                       "deprecated. Use keyword arguments instead.", DeprecationWarning,
                       stacklevel=user_stacklevel())
-        copy, order, ndmin = (*args, *(copy, order, ndmin)[len(args):])
+        keywords.update(zip(keywords, args))
+    copy, order, ndmin = (v.value if isinstance(v, _Unset) else v for v in keywords.values())
     if order is not None and order not in ("K", "C"):
         raise NotImplementedError(f"array: only order='K' and 'C' are supported, got {order!r}")
     if hasattr(object, "__jax_array__"):

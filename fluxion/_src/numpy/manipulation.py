@@ -66,8 +66,10 @@ def size(a, axis=None) -> int:
         dims = np.shape(a)
     if axis is None:
         return math.prod(dims)
-    axes = util.canonicalize_axes(axis, len(dims), "size") if isinstance(axis, (tuple, list)) \
-        else (util.canonicalize_axis(axis, len(dims)),)
+    axes = [util.canonicalize_axis(i, len(dims))
+            for i in (axis if isinstance(axis, (tuple, list)) else (axis,))]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"repeated axis: {axis}")  # NumPy's and JAX's words
     return math.prod(dims[i] for i in axes)
 
 
