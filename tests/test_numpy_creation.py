@@ -249,3 +249,16 @@ def test_copy_order_ndmin_passed_positionally_warn():
             module.array(x, None, True, copy=False)
         with pytest.raises(TypeError, match="takes at most 5 positional arguments"):
             module.array(x, None, True, "K", 0, "extra")
+
+
+@pytest.mark.parametrize("make_copy", [lambda x: fnp.array(x), lambda x: fnp.array(x, copy=True),
+                                       lambda x: x.copy(), lambda x: fnp.copy(x),
+                                       lambda x: x.astype(x.dtype, copy=True)])
+def test_copies_survive_donation_of_the_original(make_copy):
+    # Copies were the original object: donating it deleted the "copy" too.
+    x = fnp.arange(4.0)
+    y = make_copy(x)
+    assert y is not x
+    fluxion.jit(lambda t: t * 2, donate_argnums=0)(x)
+    np.testing.assert_array_equal(y, np.arange(4.0))
+    assert fnp.asarray(y) is y and y.astype(y.dtype) is y  # no copy asked, none made

@@ -203,7 +203,7 @@ def _transpose(self, *args):
 
 def _astype(self, dtype, copy: bool = False, device=None):
     """The array converted to `dtype`."""
-    return manipulation.astype(self, dtype)
+    return manipulation.astype(self, dtype, copy=copy)
 
 
 def _take(self, indices, axis=None, out=None, mode=None, unique_indices=False,
@@ -223,7 +223,7 @@ def _flatten(self, order="C"):
 
 
 def _copy(self):
-    """The array (arrays are immutable)."""
+    """A copy of the array, in a buffer of its own."""
     return manipulation.copy(self)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from fluxion._src.export.shape_poly import DimExpr
 from fluxion._src import core, dtypes, placement
-from fluxion._src.array import Array
+from fluxion._src.array import Array, duplicate
 from fluxion._src.lax import lax
 from fluxion._src.lax import structural
 from fluxion._src.numpy import ufuncs, util
@@ -132,8 +132,10 @@ def array(object, dtype=None, *args, copy: bool = _Unset(True), order: str | Non
     weak = dtype is None and dtypes.is_weakly_typed(object)
     if isinstance(object, (Array, core.Tracer)):
         out = object
-        if copy and placement.active and type(out) is Array:
-            out = placement.to_default_device(out)  # a copy is made where computations run
+        if copy and type(out) is Array:
+            # a copy is made where computations run, in a buffer of its own
+            moved = placement.to_default_device(out) if placement.active else out
+            out = moved if moved is not out else duplicate(out)
     elif isinstance(object, (list, tuple)):
         out = _sequence_to_array(object, dtype)
     elif util.is_arraylike(object):

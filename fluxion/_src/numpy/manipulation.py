@@ -893,11 +893,17 @@ def argsort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = T
 # Conversion helpers
 
 def astype(x, dtype, /, *, copy: bool = False, device=None):
-    """`x` converted to `dtype` (complex to real keeps the real part)."""
+    """`x` converted to `dtype` (complex to real keeps the real part); with `copy`, a new
+    buffer even when the dtype is x's."""
     x = util.ensure_arraylike("astype", x)
-    return util.convert(x, user_dtype(dtype, "astype"))
+    out = util.convert(x, user_dtype(dtype, "astype"))
+    if copy and out is x:
+        from fluxion._src.numpy.creation import array
+        return array(out, copy=True)
+    return out
 
 
 def copy(a, order=None):
-    """A copy of `a` (arrays are immutable, so this is `a` itself as an array)."""
-    return asarray(util.ensure_arraylike("copy", a))
+    """A copy of `a`, in a buffer of its own (donating `a` leaves the copy intact)."""
+    from fluxion._src.numpy.creation import array
+    return array(util.ensure_arraylike("copy", a), copy=True)
