@@ -106,7 +106,7 @@ def array(object, dtype=None, *args, copy: bool = _Unset(True), order: str | Non
     """Create an array from an array, a scalar, or (nested) lists and tuples of them.
 
     Python scalars give weakly typed arrays; lists take the promoted dtype of their elements.
-    Arrays are immutable, so `copy` never changes the result. Passing copy, order and ndmin
+    With `copy` (the default) an Array gets a buffer of its own. Passing copy, order and ndmin
     positionally is deprecated (as in JAX).
     """
     keywords = {"copy": copy, "order": order, "ndmin": ndmin}
