@@ -451,3 +451,15 @@ def test_take_along_axis_one_hot_mode_and_wrap_negative_indices(x_shape, i_shape
         got = fn(x, i)
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+@pytest.mark.parametrize("index", [lambda i: (i, [0, i]), lambda i: ([[i], [0]], [0, 1]),
+                                   lambda i: (1, [0, i + 2])])
+def test_index_lists_holding_traced_scalars(index):
+    # A list with a traced element went to np.asarray: TracerArrayConversionError.
+    x = np.arange(10.0).reshape(2, 5)
+    want = jnp.asarray(x)[index(jnp.asarray(1))]
+    got = fluxion.jit(lambda v, i: v[index(i)])(x, 1)
+    np.testing.assert_array_equal(got, want)
+    got_set = fluxion.jit(lambda v, i: fluxion.numpy.asarray(v).at[index(i)].set(-1.0))(x, 1)
+    np.testing.assert_array_equal(got_set, jnp.asarray(x).at[index(jnp.asarray(1))].set(-1.0))

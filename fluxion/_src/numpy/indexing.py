@@ -87,6 +87,11 @@ def _is_multidimensional_part(item) -> bool:
             or (isinstance(item, (np.ndarray, Array, core.Tracer)) and np.ndim(item) != 0))
 
 
+def _holds_device_values(seq) -> bool:
+    return any(_holds_device_values(x) if isinstance(x, (list, tuple)) else
+               _is_traced_or_device(x) for x in seq)
+
+
 def _host_index_array(item, position: int) -> np.ndarray:
     """A list, tuple or non-integer scalar in an index, as a NumPy index array."""
     arr = np.asarray(item)
@@ -169,7 +174,10 @@ def _classify(item, position: int):
         return "int", operator.index(item)
     if type(item) is shape_poly.DimExpr:  # a symbolic position: a traced index
         item = shape_poly.dimension_as_value(item)
-    if isinstance(item, (list, tuple, float, complex, np.generic)):
+    if isinstance(item, (list, tuple)) and _holds_device_values(item):
+        from fluxion._src.numpy.creation import asarray
+        item = asarray(item)  # a list holding traced (or device) scalars: stacked by fluxion
+    elif isinstance(item, (list, tuple, float, complex, np.generic)):
         item = _host_index_array(item, position)
     if isinstance(item, (np.ndarray, Array, core.Tracer)):
         dtype = np.dtype(item.dtype)
