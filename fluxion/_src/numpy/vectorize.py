@@ -5,6 +5,8 @@ import functools
 import re
 import warnings
 
+import numpy as np
+
 from fluxion._src import core
 from fluxion._src.config import config
 
@@ -80,7 +82,6 @@ def _check_rank_promotion(arrays, loop_shapes, signature):
 
 def _check_outputs(out, out_core, sizes, context):
     """Check `pyfunc`'s per-example outputs against the signature's output core dimensions."""
-    import fluxion.numpy as jnp
     if len(out_core) > 1 and not isinstance(out, tuple):
         raise TypeError("output must be a tuple when multiple outputs are expected, "
                         f"got: {out!r}\n{context}")
@@ -90,7 +91,7 @@ def _check_outputs(out, out_core, sizes, context):
                         f"got {len(outs)} {context}")
     sizes = dict(sizes)
     for o, dims in zip(outs, out_core):
-        shape = jnp.shape(o)
+        shape = np.shape(o)
         if len(shape) != len(dims):
             raise ValueError(f"output shape {shape} does not match core dimensions {dims} "
                              f"{context}")
