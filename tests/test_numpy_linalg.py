@@ -181,3 +181,17 @@ def test_eager_matches_jit():
 def test_errors(call, error):
     with pytest.raises(error):
         call()
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda m: m.broadcast_to(m.ones((3, 4, 5)), (4, 5)), ValueError,
+     "Cannot broadcast to shape with fewer dimensions"),
+    (lambda m: m.tensordot(m.ones((2, 2)), m.ones((2, 2)), axes=("a", "b")), TypeError,
+     "tensordot requires both axes lists to be either ints, tuples or lists"),
+])
+def test_shape_errors_say_what_is_wrong(call, error, message):
+    # Fewer target dimensions read as incompatible shapes; string axes failed in operator.index.
+    import jax.numpy as jnp
+    for module in (jnp, fnp):
+        with pytest.raises(error, match=message):
+            call(module)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
+
 from fluxion._src import core, dtypes
 from fluxion._src.export import shape_poly
 from fluxion._src.lax import lax
@@ -156,8 +158,11 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
         except (TypeError, ValueError):
             raise TypeError(f"tensordot axes argument must be an int, a pair of ints, or a pair "
                             f"of lists/tuples of ints, got {axes!r}") from None
-        a_axes = (a_axes,) if isinstance(a_axes, int) else tuple(a_axes)
-        b_axes = (b_axes,) if isinstance(b_axes, int) else tuple(b_axes)
+        if not all(isinstance(x, (int, np.integer, tuple, list)) for x in (a_axes, b_axes)):
+            raise TypeError(f"tensordot requires both axes lists to be either ints, tuples or "
+                            f"lists, got {a_axes} and {b_axes}")
+        a_axes = (a_axes,) if isinstance(a_axes, (int, np.integer)) else tuple(a_axes)
+        b_axes = (b_axes,) if isinstance(b_axes, (int, np.integer)) else tuple(b_axes)
         if len(a_axes) != len(b_axes):
             raise TypeError(f"tensordot requires axes lists to have equal length, got "
                             f"{list(a_axes)} and {list(b_axes)}.")

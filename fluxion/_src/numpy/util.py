@@ -138,7 +138,10 @@ def broadcast_to(x, shape) -> object:
         return x
     ndim = len(shape)
     lead = ndim - aval.ndim
-    if lead < 0 or any(d != 1 and d != s for d, s in zip(aval.shape, shape[lead:])):
+    if lead < 0:
+        raise ValueError(f"Cannot broadcast to shape with fewer dimensions: "
+                         f"arr_shape={aval.shape} shape={shape}")  # JAX's words
+    if any(d != 1 and d != s for d, s in zip(aval.shape, shape[lead:])):
         raise ValueError(f"Incompatible shapes for broadcasting: {aval.shape} and requested "
                          f"shape {shape}")
     # broadcast_in_dim expands size-1 operand dimensions itself.
