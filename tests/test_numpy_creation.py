@@ -262,3 +262,14 @@ def test_copies_survive_donation_of_the_original(make_copy):
     fluxion.jit(lambda t: t * 2, donate_argnums=0)(x)
     np.testing.assert_array_equal(y, np.arange(4.0))
     assert fnp.asarray(y) is y and y.astype(y.dtype) is y  # no copy asked, none made
+
+
+def test_array_copy_of_a_traced_value_is_a_copy_equation():
+    # Under jvp/vmap the input object itself came back, so donating it deleted the "copy".
+    x = fnp.ones(10)
+    f = lambda v: fnp.array(v, copy=True)  # noqa: E731
+    y, _ = fluxion.jvp(f, (x,), (fnp.ones(10),))
+    assert y is not x and fluxion.vmap(f)(x) is not x
+    assert [str(e.primitive) for e in fluxion.make_jaxpr(f)(x).eqns] == ["copy"]
+    assert [str(e.primitive) for e in fluxion.make_jaxpr(fnp.asarray)(x).eqns] == []
+    np.testing.assert_array_equal(fluxion.grad(lambda v: f(v).sum())(x), np.ones(10))

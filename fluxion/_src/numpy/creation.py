@@ -136,6 +136,9 @@ def array(object, dtype=None, *args, copy: bool = _Unset(True), order: str | Non
             # a copy is made where computations run, in a buffer of its own
             moved = placement.to_default_device(out) if placement.active else out
             out = moved if moved is not out else duplicate(out)
+        elif copy:
+            from fluxion._src.lax.jax_names import copy_p
+            out = copy_p.bind(out)  # a new value under jvp/vmap too (JAX's copy_p)
     elif isinstance(object, (list, tuple)):
         out = _sequence_to_array(object, dtype)
     elif util.is_arraylike(object):
