@@ -293,3 +293,11 @@ def test_error_messages_name_the_function_called(make, message):
     for module in (jnp, fnp):
         with pytest.raises(ValueError, match=message):
             make(module)
+
+
+def test_split_points_holding_a_tracer_are_a_concretization_error():
+    # A list with a traced split point reached NumPy: TracerArrayConversionError.
+    from fluxion.errors import ConcretizationTypeError
+    with pytest.raises(ConcretizationTypeError, match="indices_or_sections"):
+        fluxion.jit(lambda i: fnp.split(fnp.zeros((12, 2)), [2, i]))(2.0)
+    assert [p.shape for p in fnp.split(np.zeros(6), [1, fnp.asarray(3)])] == [(1,), (2,), (3,)]

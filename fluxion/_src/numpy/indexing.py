@@ -758,7 +758,7 @@ def take(a, indices, axis: int | None = None, out=None, mode=None, unique_indice
     axis = util.canonicalize_axis(axis, len(shape))
     index_shape = np.shape(indices)
     if shape[axis] == 0 and math.prod(index_shape) != 0:
-        raise IndexError("Cannot do a non-empty take() from an empty axis.")
+        raise IndexError("Cannot do a non-empty jnp.take() from an empty axis.")
     if mode is None or mode == "fill" or mode == "drop":
         indices = _normalized_index(indices, shape[axis], _index_dtype(shape), True)
     indices, gather_mode = _take_mode(mode, indices, shape[axis])

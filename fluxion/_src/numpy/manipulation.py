@@ -344,8 +344,10 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
     axis = util.canonicalize_axis(util.static_int(axis, f"axis argument of jnp.{name}"),
                                   _ndim(ary))
     n = _shape(ary)[axis]
-    sections = core.concrete_or_error(indices_or_sections,
-                                      f"The indices_or_sections argument of jnp.{name}")
+    context = f"The indices_or_sections argument of jnp.{name}"
+    if isinstance(indices_or_sections, (list, tuple)):  # each element must be concrete
+        indices_or_sections = [core.concrete_or_error(i, context) for i in indices_or_sections]
+    sections = core.concrete_or_error(indices_or_sections, context)
     if np.ndim(sections) == 0:
         parts = _section_count(sections)
         if parts <= 0:
