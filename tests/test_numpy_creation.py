@@ -273,3 +273,13 @@ def test_array_copy_of_a_traced_value_is_a_copy_equation():
     assert [str(e.primitive) for e in fluxion.make_jaxpr(f)(x).eqns] == ["copy"]
     assert [str(e.primitive) for e in fluxion.make_jaxpr(fnp.asarray)(x).eqns] == []
     np.testing.assert_array_equal(fluxion.grad(lambda v: f(v).sum())(x), np.ones(10))
+
+
+def test_shape_errors_show_a_tuple_and_the_jit_hint():
+    # zeros(1.) showed 'got 1.0.'; a traced dimension gave no hint about static_argnums.
+    with pytest.raises(TypeError, match=r"got \(1\.0,\)\.$"):
+        fnp.zeros(1.0)
+    with pytest.raises(TypeError, match="If using `jit`, try using `static_argnums`"):
+        fluxion.jit(lambda n: fnp.zeros((n, 2)))(3)
+    with pytest.raises(TypeError, match="If using `jit`, try using `static_argnums`"):
+        jax.jit(lambda n: jnp.zeros((n, 2)))(3)
