@@ -33,25 +33,16 @@ def _random_like(tree, rng):
     return tree_map(draw, tree)
 
 
-def _computed_dtypes(tree) -> list:
-    """The dtypes the leaves are computed in (float64 is float32 unless x64 is enabled)."""
-    return [dtypes.canonicalize_dtype(np.asarray(x).dtype) for x in _leaves(tree)]
-
-
 def _tol(tree, given):
-    """A tolerance for the leaves: `given` if a number, else the largest of the per-dtype
-    defaults, updated by `given` if it is a dict {dtype: tolerance} (as in JAX)."""
-    if given is not None and not isinstance(given, dict):
+    if given is not None:
         return given
-    table = dict(_DEFAULT_TOL)
-    table.update({np.dtype(k): v for k, v in (given or {}).items()})
-    return max([table.get(dt, 1e-5) for dt in _computed_dtypes(tree)] or [1e-5])
+    return max([_DEFAULT_TOL.get(np.asarray(x).dtype, 1e-5) for x in _leaves(tree)] or [1e-5])
 
 
 def _eps(tree, given):
     if given is not None:
         return given
-    return max([_DEFAULT_EPS.get(dt, 1e-4) for dt in _computed_dtypes(tree)] or [1e-4])
+    return max([_DEFAULT_EPS.get(np.asarray(x).dtype, 1e-4) for x in _leaves(tree)] or [1e-4])
 
 
 def _add(tree, delta, scale):
