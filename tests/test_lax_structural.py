@@ -483,23 +483,3 @@ def test_errors_are_raised_under_jit_too():
     # (jax.lax's eager path fails here with an internal ValueError; its shape rule says TypeError)
     with pytest.raises(TypeError, match="slice start_indices must have length"):
         fluxion.jit(lambda x: lax.slice(x, (0,), (1,)))(M23)
-
-
-@pytest.mark.parametrize("src, dst", [("int4", np.int8), ("int4", np.int16), ("uint4", np.uint8),
-                                      (np.uint8, "int4"), (np.uint8, "uint4"), ("int4", "uint4")])
-def test_views_and_bitcasts_of_4_bit_integers(src, dst):
-    # 4-bit types counted as 8 bits (their NumPy itemsize): XLA refused the bitcast.
-    import jax
-    import jax.numpy as jnp
-    import ml_dtypes
-    src = getattr(ml_dtypes, src) if isinstance(src, str) else src
-    dst = getattr(ml_dtypes, dst) if isinstance(dst, str) else dst
-    x = np.array([[1, 2, 3, 4], [5, 6, 7, 0]]).astype(src)
-    want = np.asarray(jnp.asarray(x).view(dst)).astype(np.int64)
-    for fn in (lambda v: fluxion.numpy.asarray(v).view(dst),
-               fluxion.jit(lambda v: v.view(dst))):
-        np.testing.assert_array_equal(np.asarray(fn(x)).astype(np.int64), want)
-    if jnp.iinfo(src).bits == jnp.iinfo(dst).bits and src != dst:
-        got = fluxion.lax.bitcast_convert_type(x, dst)
-        np.testing.assert_array_equal(np.asarray(got).astype(np.int64),
-                                      np.asarray(jax.lax.bitcast_convert_type(x, dst)).astype(np.int64))
