@@ -34,6 +34,9 @@ INDICES = [
     True, False, (0, True), (I([0, 1]), slice(None), True), (None, False, Ellipsis),
     np.int64(2), (np.int32(-1), np.uint8(3)), I(1), (I(2), slice(None), I([0, 1])),
     (make_array(I([2, 0], np.int32)), 1), make_array(np.int32(-2)),
+    # An ellipsis standing for no dimension still parts the index arrays: their dimension
+    # comes first, (2, 3) (the arrays were taken as adjacent: (3, 2)).
+    (slice(None), I([0, 1]), Ellipsis, I([0, 1])), (slice(None), 0, Ellipsis, I([1, 2])),
 ]
 
 
@@ -268,7 +271,8 @@ def test_traced_int_uses_dynamic_slice():
 # .at[] updates, against NumPy
 
 UPDATE_INDICES = [1, (slice(None), 2), I([0, 2, 0]), (I([0, 0, 1]), slice(1, 3), I([4, 4, 0])),
-                  (Ellipsis, I([1, 1])), (slice(None, None, -1), None, 3), X[:, :, 0] > 20]
+                  (Ellipsis, I([1, 1])), (slice(None, None, -1), None, 3), X[:, :, 0] > 20,
+                  (slice(None), I([0, 1]), Ellipsis, I([0, 1]))]
 
 
 def _numpy_at(ufunc, x, idx, values):
@@ -292,7 +296,8 @@ def test_at_updates_match_numpy_ufunc_at(k, method, ufunc, rng):
 # Without repeated positions: which of several sets to one position wins is unspecified.
 SET_INDICES = [1, (slice(None), 2), I([0, 2]), (I([0, 1]), slice(1, 3), I([4, 0])),
                (Ellipsis, I([1, 3])), (slice(None, None, -1), None, 3), X[:, :, 0] > 20,
-               (slice(None, None, 2), I([[1], [3]]), 0)]
+               (slice(None, None, 2), I([[1], [3]]), 0),
+               (slice(None), I([0, 1]), Ellipsis, I([0, 1]))]
 
 
 @pytest.mark.parametrize("k", range(len(SET_INDICES)))
@@ -396,3 +401,65 @@ def test_take_along_axis_jit_and_errors():
         take_along_axis(arr, np.zeros(3, np.int32), axis=0)
     with pytest.raises(TypeError, match="integer"):
         take_along_axis(arr, np.zeros((3, 1)), axis=0)
+
+
+@pytest.mark.parametrize("x_shape, mask_shape", [((3,), (0,)), ((3, 4), (0,)), ((3, 4), (0, 4)),
+                                                 ((3, 4), (3, 0)), ((3, 4, 5), (3, 0))])
+def test_empty_boolean_mask_may_face_any_size(x_shape, mask_shape):
+    # A size-0 mask dimension against a non-empty one raised IndexError (NumPy and JAX accept).
+    x = np.arange(np.prod(x_shape), dtype=np.int32).reshape(x_shape)
+    mask = np.empty(mask_shape, bool)
+    want = x[mask]
+    got = fluxion.numpy.asarray(x)[mask]
+    assert got.shape == want.shape == jnp.asarray(x)[mask].shape
+    np.testing.assert_array_equal(fluxion.numpy.asarray(x).at[mask].set(7), x)
+    with pytest.raises(IndexError):
+        fluxion.numpy.asarray(x)[np.empty((2,) + mask_shape[1:], bool)]
+
+
+@pytest.mark.parametrize("idx, meant", [([0], "array"), ([0, 0], "array"), ([[0, 0]], "tuple"),
+                                        ([0, [0, 1]], "tuple"), ([0, np.arange(2)], "tuple"),
+                                        ([0, None], "tuple"), ([0, slice(None)], "tuple")])
+def test_list_index_error_suggests_what_was_meant(idx, meant):
+    # The message always suggested arr[array(seq)], also for lists of index-tuple parts.
+    x = fluxion.numpy.arange(6).reshape(3, 2)
+    message = rf"use `arr\[{meant}\(seq\)\]`"
+    with pytest.raises(TypeError, match=message):
+        x[idx]
+    with pytest.raises(TypeError, match=message):
+        x.at[idx].set(0)
+    with pytest.raises(TypeError, match=message):
+        jnp.arange(6).reshape(3, 2)[idx]
+
+
+@pytest.mark.parametrize("x_shape, i_shape, axis", [((3, 4), (3, 6), 1), ((3, 4), (5, 4), 0),
+                                                    ((2, 1, 4), (2, 3, 4), 1), ((12,), (5,), None)])
+@pytest.mark.parametrize("kwargs", [dict(mode="one_hot"),
+                                    dict(mode="one_hot", wrap_negative_indices=False),
+                                    dict(mode="clip", wrap_negative_indices=False),
+                                    dict(mode="fill", wrap_negative_indices=False)])
+def test_take_along_axis_one_hot_mode_and_wrap_negative_indices(x_shape, i_shape, axis, kwargs):
+    # mode='one_hot' raised ValueError and wrap_negative_indices was an unknown keyword.
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    n = x.size if axis is None else x_shape[axis]
+    i = rng.integers(-n - 2, n + 2, i_shape).astype(np.int32)
+    want = jnp.take_along_axis(x, i, axis=axis, **kwargs)
+    def take(x, i):
+        return take_along_axis(x, i, axis=axis, **kwargs)
+    for fn in (take, fluxion.jit(take)):
+        got = fn(x, i)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+@pytest.mark.parametrize("index", [lambda i: (i, [0, i]), lambda i: ([[i], [0]], [0, 1]),
+                                   lambda i: (1, [0, i + 2])])
+def test_index_lists_holding_traced_scalars(index):
+    # A list with a traced element went to np.asarray: TracerArrayConversionError.
+    x = np.arange(10.0).reshape(2, 5)
+    want = jnp.asarray(x)[index(jnp.asarray(1))]
+    got = fluxion.jit(lambda v, i: v[index(i)])(x, 1)
+    np.testing.assert_array_equal(got, want)
+    got_set = fluxion.jit(lambda v, i: fluxion.numpy.asarray(v).at[index(i)].set(-1.0))(x, 1)
+    np.testing.assert_array_equal(got_set, jnp.asarray(x).at[index(jnp.asarray(1))].set(-1.0))

@@ -1,5 +1,6 @@
 """fluxion.numpy differences, integrals, interpolation and convolution against jax.numpy and
 NumPy, with gradients checked by finite differences."""
+import jax.numpy
 import numpy as np
 import pytest
 
@@ -140,3 +141,34 @@ def test_jit_vmap_grads():
         check_grads(lambda y: fnp.gradient(y, 0.5), (x64,), order=1)
         check_grads(lambda a: fnp.cross(a, np.ones(3)), (R.randn(3),), order=1)
         check_grads(lambda p: fnp.unwrap(p), (np.array([0.1, 3.5, 6.9]),), order=1)
+
+
+@pytest.mark.parametrize("y_shape, dx_shape, axis", [
+    ((3, 4, 5), (4, 5), 0), ((3, 4, 5), (3, 5), 1), ((2, 3, 4, 5), (2, 1, 3, 5), 2),
+    ((3, 4, 5), (2, 4, 5), 0), ((3, 4, 5), (3, 3, 5), 1), ((3, 10), (3, 1), -1)])
+def test_trapezoid_array_dx_broadcasts_in_y_layout(y_shape, dx_shape, axis):
+    # y's axis was moved last while dx kept its layout: dx paired with the wrong axes.
+    rng = np.random.default_rng(0)
+    y = rng.standard_normal(y_shape).astype(np.float32)
+    dx = rng.standard_normal(dx_shape).astype(np.float32)
+    want = np.trapezoid(y, dx=dx, axis=axis)
+    for fn in (fnp.trapezoid, fluxion.jit(fnp.trapezoid, static_argnames="axis")):
+        np.testing.assert_allclose(fn(y, dx=dx, axis=axis), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.uint8])
+@pytest.mark.parametrize("period", [2, 4, 2 * np.pi])
+def test_unwrap_of_integers_with_an_integer_period_stays_integer(dtype, period):
+    # The result was always floating point; JAX keeps p's dtype promoted with the period's.
+    x = np.array([[0, 3, 7, 1], [5, 0, 2, 9]], dtype)
+    agree("unwrap", x, period=period)
+    agree("unwrap", x, period=period, discont=np.pi, axis=0)
+    agree("unwrap", np.zeros((0, 3), dtype), period=period, axis=0)
+    jit_agrees(lambda v: fnp.unwrap(v, period=period), x)
+
+
+def test_gradient_over_no_axes_is_an_empty_list():
+    # axis=() and 0-d input raised ValueError; NumPy and JAX give no gradients.
+    for args, kwargs in [((np.arange(10.0),), dict(axis=())), ((np.float32(3.0),), {})]:
+        want = jax.numpy.gradient(*args, **kwargs)
+        assert want == [] and fnp.gradient(*args, **kwargs) == []

@@ -158,3 +158,16 @@ def test_vmap_matches_loop():
     np.testing.assert_array_equal(out, np.stack([np.gcd(r, b) for r in a]))
     out = fluxion.vmap(fnp.frexp)(np.array([[1.0, 3.0], [5.0, 0.1]], np.float32))
     np.testing.assert_array_equal(out[1], np.frexp(np.array([[1.0, 3.0], [5.0, 0.1]], np.float32))[1])
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, np.float16])
+def test_i0_half_precision_is_rounded_from_float32(dtype):
+    # Summing the series in bfloat16 was 2 ulps off (i0(-5.8125) gave 56.0, not 56.75).
+    x = np.linspace(-7, 7, 141).astype(dtype)
+    want = np.i0(x.astype(np.float64)).astype(dtype).astype(np.float64)
+    for fn in (fnp.i0, fluxion.jit(fnp.i0)):
+        got = fn(x)
+        assert got.dtype == dtype
+        np.testing.assert_allclose(np.asarray(got, np.float64), want,
+                                   rtol=float(jnp.finfo(dtype).eps))
+    assert fnp.i0(x).dtype == jnp.i0(x).dtype

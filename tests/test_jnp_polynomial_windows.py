@@ -135,3 +135,17 @@ def test_polynomial_arithmetic_takes_scalars_as_degree_zero_like_numpy():
     np.testing.assert_allclose(np.asarray(r), 0.0)
     with pytest.raises(ValueError, match="1-D"):
         fnp.polymul(np.ones((2, 2)), p)
+
+
+@pytest.mark.parametrize("divisor", [[0, 0], [0, 2, 1]])
+def test_polydiv_trimming_keeps_nan_remainders(divisor):
+    # trim_leading_zeros dropped NaN coefficients as if they were zeros.
+    import jax.numpy as jnp
+    u, v = np.array([1, 2, 3, 4], np.float32), np.array(divisor, np.float32)
+    with np.errstate(all="ignore"):
+        want = jnp.polydiv(u, v, trim_leading_zeros=True)
+        got = fnp.polydiv(u, v, trim_leading_zeros=True)
+        np_remainder = np.polydiv(u, v)[1]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    assert got[1].shape == np_remainder.shape

@@ -125,3 +125,14 @@ def test_select_piecewise_choose():
     agree("choose", a, c, mode="x")
     jit_agrees(lambda i: fnp.choose(i, c, mode="clip"), a)
     vmap_agrees(lambda v: fnp.select([v > 0.5], [v], 0.0), np.abs(x).reshape(7, 1))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.complex64])
+def test_sort_complex_sorts_along_the_last_axis(dtype):
+    # It sorted along axis 0.
+    x = np.array([[3, 1, 2], [0, 5, 4], [2, 2, 1]], dtype)
+    if dtype == np.complex64:
+        x = x + 1j * x[::-1]
+    want = np.sort_complex(x)
+    np.testing.assert_array_equal(fnp.sort_complex(x), want)
+    np.testing.assert_array_equal(fluxion.jit(fnp.sort_complex)(x), want)

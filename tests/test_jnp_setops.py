@@ -106,3 +106,15 @@ def test_isin(method):
 def test_isin_errors_and_jit():
     agree("isin", M, A, method="bad")
     jit_agrees(lambda x, y: fnp.isin(x, y), M, A)
+
+
+def test_unique_counts_every_complex_nan_as_one_value():
+    # A complex NaN sorted by its other part, so NaNs were split into runs (6 values, not 5).
+    parts = [-0.0, 0.0, 1.0, 1.0, np.nan, -np.nan]
+    x = np.array([complex(a, b) for a in parts for b in parts], np.complex64)
+    values = agree("unique", x, **ALL)
+    assert values[0].shape == (5,) and np.isnan(values[0][-1])
+    agree("unique", x, size=7, fill_value=0, **ALL)
+    agree("unique", x.reshape(18, 2), axis=0, return_counts=True)
+    agree("unique", x, equal_nan=False, return_counts=True)
+    jit_agrees(lambda v: fnp.unique(v, size=6, fill_value=0, **ALL), x)

@@ -1,4 +1,5 @@
 """fluxion.numpy array creation against NumPy (values) and JAX (dtypes, weak types)."""
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -147,3 +148,138 @@ def test_array_of_python_int_checks_the_requested_dtype(value, dtype):
             return "OverflowError"
         return str(r.dtype), r.weak_type, np.asarray(r).item()
     assert outcome(fnp) == outcome(jnp)
+
+
+UINT32_MAX = 2**32 - 1
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: m.array([UINT32_MAX, 1], m.uint32),
+    lambda m: m.asarray([[UINT32_MAX], [1]], m.uint32),
+    lambda m: m.array([UINT32_MAX, np.uint32(3)]),
+    lambda m: m.array([UINT32_MAX, 1], m.uint8),        # OverflowError in both
+    lambda m: m.array([2**33, 1.0]),                    # a float array: no int check
+    lambda m: m.array([2**33], m.float32),
+    lambda m: m.array([2**40, 1]),                      # OverflowError in both
+    lambda m: m.full(3, UINT32_MAX, m.uint32),
+    lambda m: m.full(3, 2**40, m.int8),                 # wraps, as lax.full does
+    lambda m: m.full(3, 2**40),                         # wraps too (weak int32)
+    lambda m: m.full_like(m.zeros(2, m.uint32), UINT32_MAX),
+    lambda m: m.full_like(m.zeros(2, m.float32), 2**40),
+    lambda m: m.zeros(3, m.uint32).at[0].set(UINT32_MAX),
+    lambda m: m.zeros(3, m.uint32).at[1].add(2**31),
+    lambda m: m.zeros(3, m.int8).at[0].set(2**40),      # OverflowError in both
+])
+def test_python_ints_are_checked_against_the_target_dtype(make):
+    # A Python int listed for (or written into) a uint32 array was checked against int32.
+    def outcome(module):
+        try:
+            r = make(module)
+        except OverflowError:
+            return "OverflowError"
+        return str(r.dtype), r.weak_type, np.asarray(r).tolist()
+    assert outcome(fnp) == outcome(jnp)
+    if outcome(jnp) != "OverflowError":
+        assert fluxion.jit(lambda: make(fnp))().tolist() == outcome(jnp)[2]
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: m.eye(3, k=2**40), lambda m: m.eye(3, k=-2**40), lambda m: m.eye(3, 4, k=2**31),
+    lambda m: m.tri(3, k=np.int64(-2**40)), lambda m: m.tri(3, 5, k=2**31 - 1),
+])
+def test_diagonal_offsets_past_int32_select_nothing_or_everything(make):
+    # The offset wrapped to int32: eye(3, k=2**40) was the identity.
+    np.testing.assert_array_equal(make(fnp), make(np))
+
+
+@pytest.mark.parametrize("make", [lambda m: m.tri(3, k=2**40),
+                                  lambda m: m.tril(m.ones((3, 3)), k=2**40),
+                                  lambda m: m.triu(m.ones((3, 3)), k=-2**40)])
+def test_python_int_offsets_past_int32_overflow_in_tri(make):
+    for module in (jnp, fnp):
+        with pytest.raises(OverflowError):
+            make(module)
+
+
+@pytest.mark.parametrize("name, args", [("zeros_like", ()), ("ones_like", ()), ("empty_like", ()),
+                                        ("full_like", (2,)), ("full_like", (2.5,)),
+                                        ("full_like", (np.arange(3),))])
+def test_like_functions_take_duck_typed_shapes(name, args):
+    # Objects with shape and dtype (ShapeDtypeStruct) raised TypeError; JAX accepts them.
+    want = getattr(jnp, name)(jax.ShapeDtypeStruct((2, 3), np.dtype("int32")), *args)
+    for fn in (getattr(fnp, name), fluxion.jit(getattr(fnp, name), static_argnums=0)):
+        got = fn(fluxion.ShapeDtypeStruct((2, 3), np.dtype("int32")), *args)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        assert got.weak_type == want.weak_type
+        if name != "empty_like":
+            np.testing.assert_array_equal(got, want)
+
+
+def test_array_of_a_list_holding_none_is_a_value_error():
+    for module in (jnp, fnp):
+        with pytest.raises(ValueError, match="None is not a valid value for jnp.array"):
+            module.array([0.0, None])
+
+
+@pytest.mark.parametrize("make", [lambda m: m.zeros(2, 3), lambda m: m.ones(2, 3),
+                                  lambda m: m.empty(2, 3), lambda m: m.zeros(2, 3.0),
+                                  lambda m: m.arange(3, dtype=2), lambda m: m.full(2, 3, 4),
+                                  lambda m: m.ones(3).astype(1)])
+def test_a_number_is_no_dtype(make):
+    # zeros(2, 3) gave int32 zeros (3 was read as a value whose dtype to take).
+    with pytest.raises(TypeError, match="Cannot interpret") as jax_error:
+        make(jnp)
+    with pytest.raises(TypeError, match="Cannot interpret") as fluxion_error:
+        make(fnp)
+    assert ("Did you accidentally write" in str(jax_error.value)) == (
+        "Did you accidentally write" in str(fluxion_error.value))
+    assert fnp.zeros(2, np.int32(3)).dtype == np.int32  # a NumPy scalar lends its dtype
+
+
+def test_copy_order_ndmin_passed_positionally_warn():
+    x = fnp.array([1, 2, 3])
+    for module in (jnp, fnp):
+        with pytest.warns(DeprecationWarning, match="positionally is deprecated"):
+            out = module.array(np.arange(3), None, True, "K", 2)
+        assert out.shape == (1, 3)
+    with pytest.warns(DeprecationWarning):
+        assert fnp.array(x, None, False).shape == (3,)
+    for module in (jnp, fnp):
+        with pytest.raises(TypeError, match="got multiple values for argument 'copy'"):
+            module.array(x, None, True, copy=False)
+        with pytest.raises(TypeError, match="takes at most 5 positional arguments"):
+            module.array(x, None, True, "K", 0, "extra")
+
+
+@pytest.mark.parametrize("make_copy", [lambda x: fnp.array(x), lambda x: fnp.array(x, copy=True),
+                                       lambda x: x.copy(), lambda x: fnp.copy(x),
+                                       lambda x: x.astype(x.dtype, copy=True)])
+def test_copies_survive_donation_of_the_original(make_copy):
+    # Copies were the original object: donating it deleted the "copy" too.
+    x = fnp.arange(4.0)
+    y = make_copy(x)
+    assert y is not x
+    fluxion.jit(lambda t: t * 2, donate_argnums=0)(x)
+    np.testing.assert_array_equal(y, np.arange(4.0))
+    assert fnp.asarray(y) is y and y.astype(y.dtype) is y  # no copy asked, none made
+
+
+def test_array_copy_of_a_traced_value_is_a_copy_equation():
+    # Under jvp/vmap the input object itself came back, so donating it deleted the "copy".
+    x = fnp.ones(10)
+    f = lambda v: fnp.array(v, copy=True)  # noqa: E731
+    y, _ = fluxion.jvp(f, (x,), (fnp.ones(10),))
+    assert y is not x and fluxion.vmap(f)(x) is not x
+    assert [str(e.primitive) for e in fluxion.make_jaxpr(f)(x).eqns] == ["copy"]
+    assert [str(e.primitive) for e in fluxion.make_jaxpr(fnp.asarray)(x).eqns] == []
+    np.testing.assert_array_equal(fluxion.grad(lambda v: f(v).sum())(x), np.ones(10))
+
+
+def test_shape_errors_show_a_tuple_and_the_jit_hint():
+    # zeros(1.) showed 'got 1.0.'; a traced dimension gave no hint about static_argnums.
+    with pytest.raises(TypeError, match=r"got \(1\.0,\)\."):
+        fnp.zeros(1.0)
+    with pytest.raises(TypeError, match="If using `jit`, try using `static_argnums`"):
+        fluxion.jit(lambda n: fnp.zeros((n, 2)))(3)
+    with pytest.raises(TypeError, match="If using `jit`, try using `static_argnums`"):
+        jax.jit(lambda n: jnp.zeros((n, 2)))(3)

@@ -132,6 +132,23 @@ def test_einsum_options_and_forms():
     assert len(path) == 2
 
 
+def test_einsum_path_contracting_three_operands_at_once_is_not_implemented():
+    import jax.numpy as jnp
+    arrays = [_r(2, 3), _r(2, 4), _r(2, 5)]
+    for module in (jnp, fnp):
+        with pytest.raises(NotImplementedError, match="3 or more operands"):
+            module.einsum("ij,ik,il->jkl", *arrays, optimize=[(0, 1, 2)])
+
+
+def test_einsum_swaps_operands_rather_than_transpose_the_product():
+    x, y = _r(2, 3, 4), _r(4, 5)
+    jaxpr = fluxion.make_jaxpr(lambda a, b: fnp.einsum("ijk,kl->ijl", a, b))(x, y)
+    assert [str(e.primitive) for e in jaxpr.eqns] == ["dot_general"]
+    for fn in (fnp.einsum, fluxion.jit(fnp.einsum, static_argnums=0)):
+        _compare(fn("ijk,kl->ijl", x, y), np.einsum("ijk,kl->ijl", x, y), "no transpose")
+        _compare(fn("kl,ijk->lij", y, x), np.einsum("kl,ijk->lij", y, x), "swapped")
+
+
 def test_eager_matches_jit():
     names = ["matmul_bcast", "matmul_vec_mat", "tensordot_axes", "kron", "matmul_bool"]
     jitted = fluxion.jit(lambda ops: {k: PRODUCTS[k][0](fnp, *ops[k]) for k in names})(
@@ -164,3 +181,17 @@ def test_eager_matches_jit():
 def test_errors(call, error):
     with pytest.raises(error):
         call()
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda m: m.broadcast_to(m.ones((3, 4, 5)), (4, 5)), ValueError,
+     "Cannot broadcast to shape with fewer dimensions"),
+    (lambda m: m.tensordot(m.ones((2, 2)), m.ones((2, 2)), axes=("a", "b")), TypeError,
+     "tensordot requires both axes lists to be either ints, tuples or lists"),
+])
+def test_shape_errors_say_what_is_wrong(call, error, message):
+    # Fewer target dimensions read as incompatible shapes; string axes failed in operator.index.
+    import jax.numpy as jnp
+    for module in (jnp, fnp):
+        with pytest.raises(error, match=message):
+            call(module)

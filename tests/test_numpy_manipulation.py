@@ -254,3 +254,50 @@ def test_repeat_traced_counts_under_vmap_and_errors():
         fluxion.jit(lambda c: fnp.repeat(a, c))(counts[0])
     with pytest.raises(ValueError, match="shape"):
         fluxion.jit(lambda c: fnp.repeat(a, c, total_repeat_length=3))(counts[0, :2])
+
+
+@pytest.mark.parametrize("shift, axis", [(np.array([4, 2, 5, 5, 2, 4]), None),
+                                         (np.array([3]), (0,)), (np.array([1, 2]), (0, -1)),
+                                         (np.array(-7), 1)])
+def test_roll_by_a_shift_array(shift, axis):
+    # A 1-D shift array raised TypeError (only integer scalar arrays ...).
+    x = np.arange(60).reshape(3, 4, 5)
+    want = np.roll(x, shift, axis=axis)
+    np.testing.assert_array_equal(fnp.roll(x, shift, axis=axis), want)
+    np.testing.assert_array_equal(fluxion.jit(lambda v, s: fnp.roll(v, s, axis=axis))(x, shift),
+                                  want)
+
+
+@pytest.mark.parametrize("name", ["ndim", "shape", "size"])
+def test_ndim_shape_size_of_a_list_warn_as_jax(name):
+    # They were NumPy's own functions: no DeprecationWarning for lists.
+    import jax.numpy as jnp
+    for module in (jnp, fnp):
+        with pytest.warns(DeprecationWarning, match=f"{name} requires ndarray or scalar"):
+            got = getattr(module, name)([1, 2, 3])
+        assert got == getattr(np, name)([1, 2, 3])
+    x = np.ones((2, 3))
+    assert fnp.size(x, 1) == 3 and fnp.size(x, (0, 1)) == 6 and fnp.size(3) == 1
+    with pytest.raises(ValueError, match="repeated axis"):
+        fnp.size(x, (1, -1))
+    assert fluxion.jit(lambda v: fnp.zeros(fnp.size(v, 0)) + fnp.ndim(v))(x).shape == (2,)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda m: m.rot90(np.ones(3)), "rot90 requires its first argument to have ndim at least two"),
+    (lambda m: m.corrcoef(np.ones((2, 3)), dtype=int), "corrcoef: dtype must be"),
+])
+def test_error_messages_name_the_function_called(make, message):
+    # rot90 of a vector reported an axis out of bounds; corrcoef's dtype error named cov.
+    import jax.numpy as jnp
+    for module in (jnp, fnp):
+        with pytest.raises(ValueError, match=message):
+            make(module)
+
+
+def test_split_points_holding_a_tracer_are_a_concretization_error():
+    # A list with a traced split point reached NumPy: TracerArrayConversionError.
+    from fluxion.errors import ConcretizationTypeError
+    with pytest.raises(ConcretizationTypeError, match="indices_or_sections"):
+        fluxion.jit(lambda i: fnp.split(fnp.zeros((12, 2)), [2, i]))(2.0)
+    assert [p.shape for p in fnp.split(np.zeros(6), [1, fnp.asarray(3)])] == [(1,), (2,), (3,)]

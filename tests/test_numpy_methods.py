@@ -137,3 +137,27 @@ def test_x64_dtypes(x64):
     assert fnp.sum(np.ones(3, np.int32)).dtype == np.int64
     assert fnp.mean(np.ones(3, np.int8)).dtype == np.float32  # JAX: ints up to 32 bits -> float32
     assert (fnp.ones(2, np.float32) * 2.0).dtype == np.float32
+
+
+def test_transpose_method_with_none_reverses_the_axes():
+    # x.transpose(None) raised TypeError (NumPy and JAX reverse the axes).
+    x = np.arange(24.0).reshape(2, 3, 4)
+    assert fnp.asarray(x).transpose(None).shape == x.transpose(None).shape == (4, 3, 2)
+    np.testing.assert_array_equal(fluxion.jit(lambda v: v.transpose(None))(x), x.T)
+
+
+@pytest.mark.parametrize("axes", [(0, 0), (-2, 0)])
+def test_trace_with_equal_axes_is_a_value_error(axes):
+    # It was diagonal's TypeError; JAX's trace raises ValueError.
+    import jax.numpy as jnp
+    for module in (jnp, fnp):
+        with pytest.raises(ValueError, match="axis1 and axis2 can not be same"):
+            module.trace(np.ones((2, 2)), axis1=axes[0], axis2=axes[1])
+
+
+def test_tobytes_of_a_traced_array_is_a_concretization_error():
+    # Tracers had no tobytes (AttributeError); JAX raises ConcretizationTypeError.
+    from fluxion.errors import ConcretizationTypeError
+    with pytest.raises(ConcretizationTypeError, match="tobytes"):
+        fluxion.jit(lambda x: x.tobytes())(np.ones(3, np.float32))
+    assert fnp.ones(3).tobytes() == np.ones(3, np.float32).tobytes()

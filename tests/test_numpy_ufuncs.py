@@ -340,3 +340,36 @@ def test_complex_logaddexp_against_jax(name):
     g = fluxion.grad(lambda u: getattr(fnp, name)(u, y).real.sum())(x)
     w = jax.grad(lambda u: getattr(jnp, name)(u, y).real.sum())(x)
     np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("order, want", [(1, 0.0), (2, -np.pi ** 2 / 3), (3, 0.0),
+                                         (4, np.pi ** 4 / 5)])
+def test_sinc_derivatives_at_zero(order, want):
+    # The 0/0 branch was a constant, so every derivative of sinc at 0 was 0.
+    def nth(lib, np_, use_jvp):
+        f = np_.sinc
+        for i in range(order):
+            if use_jvp and i % 2 == 0:
+                f = (lambda g: lambda x: lib.jvp(g, (x,), (1.0,))[1])(f)
+            else:
+                f = lib.grad(f)
+        return f
+    for use_jvp in (False, True):
+        got = nth(fluxion, fnp, use_jvp)
+        np.testing.assert_allclose(got(0.0), want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(fluxion.jit(got)(0.0), want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(nth(jax, jnp, use_jvp)(0.0), want, rtol=1e-5, atol=1e-6)
+    x = np.array([0.0, 0.5, -1.25], np.float32)
+    np.testing.assert_allclose(fluxion.vmap(nth(fluxion, fnp, False))(x),
+                               jax.vmap(nth(jax, jnp, False))(x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("a1, a2", [([1, 2], [1, 2]), ([1, 2], [1, 2, 3]), ([1, 2], [1, 4]),
+                                    ((1.0, np.nan), [1.0, np.nan])])
+def test_array_equal_takes_lists(a1, a2):
+    # Lists raised TypeError (JAX and NumPy take them).
+    for equal_nan in (False, True):
+        want = jnp.array_equal(a1, a2, equal_nan=equal_nan)
+        got = fnp.array_equal(a1, a2, equal_nan=equal_nan)
+        assert bool(got) == bool(want) == np.array_equal(a1, a2, equal_nan=equal_nan)
+        assert got.dtype == want.dtype

@@ -80,6 +80,10 @@ def abstractify_args(fun, leaves, in_tree, static_pos=()) -> tuple:
     except TypeError:
         raise _invalid_argument_error(fun, leaves, in_tree, static_pos) from None
     for i, x in enumerate(leaves):
+        if isinstance(x, np.ma.MaskedArray):  # its mask would be dropped silently
+            raise ValueError("numpy masked arrays are not supported as direct inputs to JAX "
+                             "functions. Use arr.filled() to convert the value to a standard "
+                             "numpy array.")
         if type(x) is int and not dtypes.fits_default_int(x):
             path = optree.tree_paths(tree_unflatten(in_tree, leaves), none_is_leaf=False,
                                      namespace=tree_util.NAMESPACE)[i]
@@ -898,14 +902,20 @@ def eval_shape(fun: Callable, *args, **kwargs):
 # ---------------------------------------------------------------------------------------------
 # Devices and transfers
 
-def devices(backend_name: str | None = None) -> list:
+# The public device functions take JAX's keyword `backend`, which shadows the module.
+_get_backend = backend.get_backend
+
+
+def devices(backend: str | None = None) -> list:
     """The devices of a backend (default: the default backend), of every process."""
-    return list(backend.get_backend(backend_name).client.devices())
+    return list(_get_backend(backend).client.devices())
 
 
-def local_devices(process_index=None, backend_name=None) -> list:
-    """The devices this process (or `process_index`) drives."""
-    b = backend.get_backend(backend_name)
+def local_devices(process_index=None, backend=None, host_id=None) -> list:
+    """The devices this process (or `process_index`; `host_id` is its old name) drives."""
+    b = _get_backend(backend)
+    if process_index is None:
+        process_index = host_id
     if process_index is None:
         return list(b.devices)
     found = [d for d in b.client.devices() if d.process_index == process_index]
@@ -914,39 +924,39 @@ def local_devices(process_index=None, backend_name=None) -> list:
     return found
 
 
-def device_count(backend_name=None) -> int:
-    return len(devices(backend_name))
+def device_count(backend=None) -> int:
+    return len(devices(backend))
 
 
-def local_device_count(backend_name=None) -> int:
-    return len(backend.get_backend(backend_name).devices)
+def local_device_count(backend=None) -> int:
+    return len(_get_backend(backend).devices)
 
 
 def default_backend() -> str:
     """The platform name of the default backend: 'cpu' or 'gpu'."""
-    platform = backend.get_backend().platform
+    platform = _get_backend().platform
     return "gpu" if platform in ("cuda", "rocm") else platform
 
 
-def process_index(backend_name=None) -> int:
-    return backend.get_backend(backend_name).client.process_index()
+def process_index(backend=None) -> int:
+    return _get_backend(backend).client.process_index()
 
 
-def process_count(backend_name=None) -> int:
-    return len({d.process_index for d in backend.get_backend(backend_name).client.devices()})
+def process_count(backend=None) -> int:
+    return len({d.process_index for d in _get_backend(backend).client.devices()})
 
 
-def process_indices(backend_name=None) -> list[int]:
+def process_indices(backend=None) -> list[int]:
     """The indices of the processes taking part in the computation."""
-    return sorted({d.process_index for d in backend.get_backend(backend_name).client.devices()})
+    return sorted({d.process_index for d in _get_backend(backend).client.devices()})
 
 
 def _renamed(old: str, new):
-    def alias(backend_name=None):
+    def alias(backend=None):
         warnings.warn(f"fluxion.{old} has been renamed to fluxion.{new.__name__}. This alias will "
                       "eventually be removed; please update your code.", UserWarning,
                       stacklevel=2)
-        return new(backend_name)
+        return new(backend)
     alias.__name__ = alias.__qualname__ = old
     alias.__doc__ = f"Deprecated alias of `{new.__name__}`."
     return alias

@@ -246,6 +246,11 @@ def scalar_array(value: np.ndarray, weak_type: bool, device=None) -> Array:
     return cached
 
 
+def duplicate(x: Array) -> Array:
+    """`x` in a buffer of its own: donating or deleting one leaves the other (a copy)."""
+    return Array(backend.duplicate(x._buf), x.aval)
+
+
 def unshared(x, aval: ShapedArray):
     """`x` (an argument of type `aval` about to be donated) as an Array that no cache holds:
     a cached scalar Array is copied, and a host value gets a buffer of its own."""

@@ -128,6 +128,10 @@ def check_user_dtype(requested, fun_name: str = "") -> np.dtype:
     """A dtype the user asked for (a dtype, its name, a scalar type or a Python type), in
     canonical form. As in JAX, an explicit 64-bit dtype with x64 disabled warns and is
     narrowed; Python types stand for their kind's default and never warn."""
+    if type(requested) in (bool, int, float, complex):  # a value, not a type
+        raise TypeError(f"Cannot interpret '{requested}' as a data type")
+    if isinstance(requested, np.ndarray) and requested.ndim:
+        raise TypeError("Cannot construct a dtype from an array")
     wanted = dtype(requested)
     canonical = canonicalize_dtype(wanted)
     if canonical != wanted:

@@ -282,6 +282,15 @@ def device_put_numpy(x: np.ndarray, aval, device=None, committed: bool = False):
                                          enable_x64=config.enable_x64)
 
 
+def duplicate(buf):
+    """A new buffer with `buf`'s value, sharding and devices (donating or deleting either one
+    leaves the other)."""
+    xla_client, jax_ext = _jaxlib()
+    return jax_ext.batched_copy_array_to_devices_with_sharding(
+        [buf], [buf._sharding._internal_device_list], [buf._sharding],
+        [xla_client.ArrayCopySemantics.ALWAYS_COPY])[0]
+
+
 def copy_to_device(buf, device):
     """`buf` (a single-device jaxlib array) copied to `device`, keeping its committedness;
     `buf` itself where it already lives there."""

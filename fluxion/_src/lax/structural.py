@@ -1094,7 +1094,7 @@ def _bitcast_abstract_eval(x, *, new_dtype):
         raise TypeError(f"lax.bitcast_convert_type does not support bool or complex values "
                         f"unless the operand and destination types match. Got operand "
                         f"dtype={old}, new_dtype={new_dtype}.")
-    old_bits, new_bits = old.itemsize * 8, new_dtype.itemsize * 8
+    old_bits, new_bits = dtypes.itemsize_bits(old), dtypes.itemsize_bits(new_dtype)
     if old_bits == new_bits:
         shape = x.shape
     elif old_bits > new_bits:

@@ -196,12 +196,14 @@ def _reshape(self, *args, order="C", out_sharding=None):
 
 def _transpose(self, *args):
     """Axes permuted: `x.transpose()`, `x.transpose(1, 0)` or `x.transpose((1, 0))`."""
-    return manipulation.transpose(self, _shape_args(args) if args else None)
+    if not args or args == (None,):  # x.transpose(None) reverses the axes too
+        return manipulation.transpose(self, None)
+    return manipulation.transpose(self, _shape_args(args))
 
 
 def _astype(self, dtype, copy: bool = False, device=None):
     """The array converted to `dtype`."""
-    return manipulation.astype(self, dtype)
+    return manipulation.astype(self, dtype, copy=copy)
 
 
 def _take(self, indices, axis=None, out=None, mode=None, unique_indices=False,
@@ -221,7 +223,7 @@ def _flatten(self, order="C"):
 
 
 def _copy(self):
-    """The array (arrays are immutable)."""
+    """A copy of the array, in a buffer of its own."""
     return manipulation.copy(self)
 
 
@@ -276,9 +278,15 @@ def _tracer_tolist(self):
     return np.asarray(value).tolist()
 
 
+def _tracer_tobytes(self, order="C"):
+    value = core.concrete_or_error(self, "The tobytes() method of a traced array")
+    return np.asarray(value).tobytes(order)
+
+
 # Array already has these; tracers get them here.
 _TRACER_ONLY = {
     "tolist": _tracer_tolist,
+    "tobytes": _tracer_tobytes,
     "nbytes": property(lambda self: self.aval.size * self.aval.dtype.itemsize),
     "itemsize": property(lambda self: self.aval.dtype.itemsize),
     "item": _tracer_item,

@@ -120,7 +120,9 @@ def gradient(f, *varargs, axis=None, edge_order=None):
     else:
         axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
         axes = tuple(util.canonicalize_axis(i, a.ndim) for i in axes)
-    if not axes or min(a.shape[i] for i in axes) < 2:
+    if not axes:
+        return []  # no axes (axis=(), or a 0-d array), no gradients, as in JAX
+    if min(a.shape[i] for i in axes) < 2:
         raise ValueError("Shape of array too small to calculate a numerical gradient, at least "
                          "(edge_order + 1) elements are required.")
     if len(spacing) == 0:
@@ -144,12 +146,15 @@ def trapezoid(y, x=None, dx=1.0, axis: int = -1):
         d = dx
     else:
         y_arr, x_arr = util.promote_dtypes_inexact(*util.ensure_arraylike("trapezoid", y, x))
-        if x_arr.ndim == 1:
-            d = diff(x_arr)
-        else:
-            d = jnp.moveaxis(diff(x_arr, axis=axis), axis, -1)
-    y_arr = jnp.moveaxis(y_arr, axis, -1)
-    return 0.5 * jnp.sum(d * (y_arr[..., 1:] + y_arr[..., :-1]), axis=-1)
+        d = diff(x_arr, axis=-1 if x_arr.ndim == 1 else axis)
+    axis = util.canonicalize_axis(axis, y_arr.ndim)
+    if x is not None and x_arr.ndim == 1:
+        d = d.reshape(tuple(d.shape[0] if i == axis else 1 for i in range(y_arr.ndim)))
+    # An array `d` (dx, or diff of an n-d x) broadcasts against y's intervals in y's own
+    # layout, as in NumPy (moving y's axis last had paired dx's axes with the wrong ones).
+    leading = (slice(None),) * axis
+    upper, lower = y_arr[leading + (slice(1, None),)], y_arr[leading + (slice(None, -1),)]
+    return 0.5 * jnp.sum(d * (upper + lower), axis=axis)
 
 
 @eager_compiled(static_argnames=('left', 'right', 'period'))
@@ -257,13 +262,15 @@ def unwrap(p, discont=None, axis: int = -1, period=2 * np.pi):
     """Unwrap phases: replace jumps larger than `discont` by their `period` complement."""
     jnp = _jnp()
     p = util.ensure_arraylike("unwrap", p)
+    # Integer phases with an integer period stay integers (as in JAX).
+    p, period = util.promote_dtypes(p, period)
     if dtypes.is_complex(p.dtype):
         raise ValueError("jnp.unwrap does not support complex inputs.")
     if p.shape[axis] == 0:
-        return util.promote_dtypes_inexact(p)[0]
+        return p
     if discont is None:
         discont = period / 2
-    interval = period / 2
+    interval = period // 2 if dtypes.is_integer(p.dtype) else period / 2
     dd = diff(p, axis=axis)
     ddmod = jnp.remainder(dd + interval, period) - interval
     ddmod = jnp.where((ddmod == -interval) & (dd > 0), interval, ddmod)

@@ -2,18 +2,20 @@
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 
 from fluxion._src.export.shape_poly import DimExpr
 from fluxion._src import core, dtypes, placement
-from fluxion._src.array import Array
+from fluxion._src.array import Array, duplicate
 from fluxion._src.lax import lax
 from fluxion._src.lax import structural
 from fluxion._src.numpy import ufuncs, util
 from fluxion._src.numpy.eager import eager_compiled
 from fluxion._src.numpy.util import canonicalize_shape
 from fluxion._src.sharding_types import accepts_out_sharding, has_explicit_axes
+from fluxion._src.traceback_util import user_stacklevel
 
 
 def user_dtype(dtype, fun_name: str = "") -> np.dtype | None:
@@ -48,11 +50,17 @@ def _leaves(obj) -> list:
 
 def _sequence_to_array(seq, dtype):
     leaves = _leaves(seq)
+    if any(leaf is None for leaf in leaves):
+        raise ValueError("None is not a valid value for jnp.array")  # JAX's class and words
     util.check_arraylike("array", *leaves)
-    for leaf in leaves:
-        util.check_python_int(leaf)
     if dtype is None:
         dtype = dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype()
+    # Python ints must fit the array's dtype when it is an integer type (uint32 max may be
+    # listed for a uint32 array; [2**33, 1.0] is a float array), as in JAX.
+    if dtypes.is_integer(dtype):
+        for leaf in leaves:
+            if type(leaf) is int:
+                _check_int_fits(leaf, dtypes.canonicalize_dtype(dtype))
     if any(isinstance(leaf, core.Tracer) for leaf in leaves) or (
             placement.active and any(type(leaf) is Array and leaf.committed for leaf in leaves)):
         # traced or committed elements: stacked by fluxion (on the committed device)
@@ -81,15 +89,39 @@ def _check_int_fits(value: int, dtype) -> None:
         raise OverflowError(f"Python integer {value} out of bounds for {np.dtype(dtype).name}")
 
 
+class _Unset:
+    """The default of a keyword that may also come positionally (to tell the two apart)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return repr(self.value)
+
+
 @accepts_out_sharding
 @_with_device
-def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin: int = 0, *,
-          device=None):
+def array(object, dtype=None, *args, copy: bool = _Unset(True), order: str | None = _Unset("K"),
+          ndmin: int = _Unset(0), device=None):
     """Create an array from an array, a scalar, or (nested) lists and tuples of them.
 
     Python scalars give weakly typed arrays; lists take the promoted dtype of their elements.
-    Arrays are immutable, so `copy` never changes the result.
+    With `copy` (the default) an Array gets a buffer of its own. Passing copy, order and ndmin
+    positionally is deprecated (as in JAX).
     """
+    keywords = {"copy": copy, "order": order, "ndmin": ndmin}
+    if args:
+        if len(args) > 3:
+            raise TypeError(f"array() takes at most 5 positional arguments but "
+                            f"{2 + len(args)} were given")
+        for name in list(keywords)[:len(args)]:
+            if not isinstance(keywords[name], _Unset):
+                raise TypeError(f"array() got multiple values for argument '{name}'")
+        warnings.warn("Passing the copy, order, and ndmin arguments to jnp.array positionally is "
+                      "deprecated. Use keyword arguments instead.", DeprecationWarning,
+                      stacklevel=user_stacklevel())
+        keywords.update(zip(keywords, args))
+    copy, order, ndmin = (v.value if isinstance(v, _Unset) else v for v in keywords.values())
     if order is not None and order not in ("K", "C"):
         raise NotImplementedError(f"array: only order='K' and 'C' are supported, got {order!r}")
     if hasattr(object, "__jax_array__"):
@@ -100,8 +132,13 @@ def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin:
     weak = dtype is None and dtypes.is_weakly_typed(object)
     if isinstance(object, (Array, core.Tracer)):
         out = object
-        if copy and placement.active and type(out) is Array:
-            out = placement.to_default_device(out)  # a copy is made where computations run
+        if copy and type(out) is Array:
+            # a copy is made where computations run, in a buffer of its own
+            moved = placement.to_default_device(out) if placement.active else out
+            out = moved if moved is not out else duplicate(out)
+        elif copy:
+            from fluxion._src.lax.jax_names import copy_p
+            out = copy_p.bind(out)  # a new value under jvp/vmap too (JAX's copy_p)
     elif isinstance(object, (list, tuple)):
         out = _sequence_to_array(object, dtype)
     elif util.is_arraylike(object):
@@ -145,26 +182,43 @@ def _check_shape_arg(name: str, shape) -> tuple:
     raise TypeError(f"{name} requires a shape (an int or a sequence of ints), got {shape!r}")
 
 
+def _shape_and_dtype(name: str, shape, dtype):
+    """The shape and dtype arguments of zeros/ones/empty; an int dtype after an int shape was
+    probably meant as part of the shape, which JAX's error says."""
+    shape = _check_shape_arg(name, shape)
+    try:
+        return shape, user_dtype(dtype, name) or dtypes.default_float_dtype()
+    except TypeError as e:
+        if type(dtype) in (int, bool) and len(shape) == 1:
+            raise TypeError(f"{e}.\n\nDid you accidentally write `jax.numpy.{name}"
+                            f"({shape[0]}, {dtype})` when you meant `jax.numpy.{name}"
+                            f"(({shape[0]}, {dtype}))`, i.e. with a single tuple argument for "
+                            "the shape?") from None
+        raise
+
+
 @accepts_out_sharding
 @_with_device
 def zeros(shape, dtype=None, *, device=None):
     """An array of zeros (dtype defaults to the default float type)."""
-    shape = _check_shape_arg("zeros", shape)
-    return _filled(shape, 0, user_dtype(dtype, "zeros") or dtypes.default_float_dtype())
+    shape, dtype = _shape_and_dtype("zeros", shape, dtype)
+    return _filled(shape, 0, dtype)
 
 
 @accepts_out_sharding
 @_with_device
 def ones(shape, dtype=None, *, device=None):
     """An array of ones (dtype defaults to the default float type)."""
-    shape = _check_shape_arg("ones", shape)
-    return _filled(shape, 1, user_dtype(dtype, "ones") or dtypes.default_float_dtype())
+    shape, dtype = _shape_and_dtype("ones", shape, dtype)
+    return _filled(shape, 1, dtype)
 
 
 @accepts_out_sharding
+@_with_device
 def empty(shape, dtype=None, *, device=None):
     """An array of the given shape; XLA has no uninitialized memory, so it holds zeros."""
-    return zeros(shape, dtype, device=device)
+    shape, dtype = _shape_and_dtype("empty", shape, dtype)
+    return _filled(shape, 0, dtype)
 
 
 @accepts_out_sharding
@@ -172,6 +226,11 @@ def empty(shape, dtype=None, *, device=None):
 def full(shape, fill_value, dtype=None, *, device=None):
     """An array of `shape` filled with `fill_value` (broadcast if it is an array)."""
     shape = _check_shape_arg("full", shape)
+    if type(fill_value) is int:
+        # Converted straight to `dtype` (uint32 max fits a uint32 array; a too large int wraps),
+        # as JAX's lax.full does.
+        return _filled(shape, fill_value, user_dtype(dtype, "full") or dtypes.default_int_dtype(),
+                       dtype is None)
     fill = util.ensure_arraylike("full", fill_value)
     if np.ndim(fill) == 0:
         weak = dtype is None and dtypes.is_weakly_typed(fill_value)
@@ -180,10 +239,23 @@ def full(shape, fill_value, dtype=None, *, device=None):
     return util.broadcast_to(asarray(fill, dtype=dtype), shape)
 
 
-def _like(name, a, fill_value, dtype, shape):
+def _is_duck_typed(a) -> bool:
+    """An object that is no array but has `shape` and `dtype` (a ShapeDtypeStruct, ...)."""
+    return not util.is_arraylike(a) and hasattr(a, "shape") and hasattr(a, "dtype")
+
+
+def _like_aval(name, a) -> core.ShapedArray:
+    """The shape, dtype and weak type that `a` (an array or a duck-typed one) lends."""
+    if _is_duck_typed(a):
+        return core.ShapedArray(tuple(a.shape), dtypes.canonicalize_dtype(a.dtype),
+                                weak_type=bool(getattr(a, "weak_type", False)))
     util.check_arraylike(name, a)
-    aval = core.get_aval(util.as_array(a))
-    weak = dtype is None and dtypes.is_weakly_typed(a)
+    return core.get_aval(util.as_array(a))
+
+
+def _like(name, a, fill_value, dtype, shape):
+    aval = _like_aval(name, a)
+    weak = dtype is None and aval.weak_type
     dtype = user_dtype(dtype, name) or aval.dtype
     shape = aval.shape if shape is None else canonicalize_shape(shape)
     out = _filled(shape, fill_value, dtype, weak)
@@ -218,6 +290,15 @@ def empty_like(prototype, dtype=None, shape=None, *, device=None):
 @_with_device
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
     """`fill_value` broadcast to the shape of `a`, in a's dtype unless `dtype` is given."""
+    if type(fill_value) is int or _is_duck_typed(a):
+        # A Python int is converted straight to the result dtype, as in `full`.
+        fill = fill_value if type(fill_value) is int else util.ensure_arraylike(
+            "full_like", fill_value)
+        if np.ndim(fill) == 0:
+            return _like("full_like", a, fill, dtype, shape)
+        aval = _like_aval("full_like", a)
+        return util.broadcast_to(asarray(fill, dtype=user_dtype(dtype, "full_like") or aval.dtype),
+                                 aval.shape if shape is None else canonicalize_shape(shape))
     a, fill = util.ensure_arraylike("full_like", a, fill_value)
     if np.ndim(fill) == 0:
         return _like("full_like", a, fill, dtype, shape)
@@ -387,11 +468,16 @@ def _matrix_dims(name, N, M):
     return N, M
 
 
-def _int_offset(k, error=TypeError):
-    """The diagonal offset `k` as an int32 scalar; `error` (JAX's class for the caller) when
-    `k` is not an integer."""
+def _int_offset(k, rows: int, cols: int, error=TypeError, check_int32: bool = True):
+    """The diagonal offset `k` of a (rows, cols) matrix as an int32 scalar; `error` (JAX's class
+    for the caller) when `k` is not an integer. A Python int outside int32 is an OverflowError
+    if `check_int32` (JAX's rule); static offsets past the matrix are clamped to its edges
+    (the mask is the same; wrapping to int32 had moved the diagonal)."""
     if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
-        return lax._convert_element_type(int(k), dtypes.int32, False)
+        if check_int32:
+            util.check_python_int(k)
+        k = min(max(int(k), -rows), cols)
+        return lax._convert_element_type(k, dtypes.int32, False)
     if not (dtypes.is_integer(dtypes.dtype(k)) or dtypes.dtype(k) == np.bool_):
         raise error(f"k must be a scalar integer; got {k}")
     return util.convert(k, dtypes.int32)
@@ -401,7 +487,8 @@ def _int_offset(k, error=TypeError):
 def eye(N, M=None, k=0, dtype=None, *, device=None):
     """An N x M matrix with ones on the k-th diagonal and zeros elsewhere."""
     N, M = _matrix_dims("eye", N, M)
-    mask = _diagonal_mask(N, M, _int_offset(k, ValueError), ufuncs.equal)
+    mask = _diagonal_mask(N, M, _int_offset(k, N, M, ValueError, check_int32=False),
+                          ufuncs.equal)
     return util.convert(mask, user_dtype(dtype, "eye") or dtypes.default_float_dtype())
 
 
@@ -413,7 +500,7 @@ def identity(n, dtype=None):
 def tri(N, M=None, k: int = 0, dtype=None):
     """An N x M matrix with ones at and below the k-th diagonal."""
     N, M = _matrix_dims("tri", N, M)
-    mask = _diagonal_mask(N, M, _int_offset(k), ufuncs.less_equal)
+    mask = _diagonal_mask(N, M, _int_offset(k, N, M), ufuncs.less_equal)
     return util.convert(mask, user_dtype(dtype, "tri") or dtypes.default_float_dtype())
 
 
@@ -425,7 +512,7 @@ def _triangle(name, m, k, compare):
                          f"{aval.shape}")
     k = util.static_int(k, f"'k' argument of jnp.{name}")
     rows, cols = aval.shape[-2:]
-    mask = _diagonal_mask(rows, cols, _int_offset(k), getattr(ufuncs, compare))
+    mask = _diagonal_mask(rows, cols, _int_offset(k, rows, cols), getattr(ufuncs, compare))
     mask = util.broadcast_to(mask, aval.shape)
     return util.select(mask, m, zeros_like(m))
 
@@ -456,7 +543,7 @@ def diag(v, k: int = 0):
     padded = structural.pad(v, util.scalar_like(v, 0), ((0, abs(k), 0),))
     along = (0,) if k >= 0 else (1,)
     values = lax.broadcast_in_dim(padded, (n, n), along)
-    mask = _diagonal_mask(n, n, _int_offset(k), ufuncs.equal)
+    mask = _diagonal_mask(n, n, _int_offset(k, n, n), ufuncs.equal)
     return util.select(mask, values, zeros_like(values))
 
 

@@ -69,6 +69,11 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
         step_inputs, step_output = step.split("->")
         names = step_inputs.split(",")
         args = [operands.pop(i) for i in positions]
+        if len(args) > 2:
+            raise NotImplementedError(
+                "jax.numpy.einsum does not support simultaneous contraction of 3 or more "
+                "operands. Typically this means you've passed an unsupported path to the "
+                "einsum optimize parameter.")
         if len(args) == 1:
             x, kept = _drop_unused(args[0], names[0], set(step_output), out_dtype)
             result = ls.transpose(x, tuple(kept.index(n) for n in step_output))
@@ -127,24 +132,35 @@ def _contract_pair(lhs, lhs_names, rhs, rhs_names, out_names, precision, out_dty
     rhs, rhs_names = _squeeze_broadcast(rhs, rhs_names, lhs_sizes)
     lhs, lhs_names = _drop_unused(lhs, lhs_names, set(rhs_names) | set(out_names), out_dtype)
     rhs, rhs_names = _drop_unused(rhs, rhs_names, set(lhs_names) | set(out_names), out_dtype)
-    # Operands of different types go to dot_general as they are (as JAX: a dot algorithm's
-    # operand types depend on them).
-    shared = [n for n in lhs_names if n in rhs_names]
-    batch = [n for n in shared if n in out_names]
-    contracted = [n for n in shared if n not in out_names]
     if not lhs_names or not rhs_names:
         product = ufuncs.multiply(lax.reshape(lhs, _shape(lhs) + (1,) * len(rhs_names)), rhs)
         product_names = lhs_names + rhs_names
     else:
+        if (_dot_general_names(lhs_names, rhs_names, out_names) != out_names
+                and _dot_general_names(rhs_names, lhs_names, out_names) == out_names):
+            # Swapped operands give the output order directly: no transpose after the dot.
+            lhs, lhs_names, rhs, rhs_names = rhs, rhs_names, lhs, lhs_names
+        product_names = _dot_general_names(lhs_names, rhs_names, out_names)
+        # Operands of different types go to dot_general as they are (as JAX: a dot
+        # algorithm's operand types depend on them).
+        shared = [n for n in lhs_names if n in rhs_names]
+        batch = [n for n in shared if n in out_names]
+        contracted = [n for n in shared if n not in out_names]
         dims = ((tuple(lhs_names.index(n) for n in contracted),
                  tuple(rhs_names.index(n) for n in contracted)),
                 (tuple(lhs_names.index(n) for n in batch),
                  tuple(rhs_names.index(n) for n in batch)))
         product = lax.dot_general(lhs, rhs, dims, precision=precision,
                                   preferred_element_type=out_dtype)
-        product_names = "".join(batch) + "".join(
-            n for n in lhs_names if n not in shared) + "".join(n for n in rhs_names if n not in shared)
     return ls.transpose(product, tuple(product_names.index(n) for n in out_names))
+
+
+def _dot_general_names(lhs_names: str, rhs_names: str, out_names: str) -> str:
+    """The index names of dot_general's result: batch, then lhs free, then rhs free."""
+    shared = [n for n in lhs_names if n in rhs_names]
+    batch = "".join(n for n in shared if n in out_names)
+    return batch + "".join(n for n in lhs_names if n not in shared) + "".join(
+        n for n in rhs_names if n not in shared)
 
 
 def einsum_path(subscripts, /, *operands, optimize="greedy"):

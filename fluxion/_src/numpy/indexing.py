@@ -58,6 +58,14 @@ class _NewAxis:
 _NEWAXIS = _NewAxis()
 
 
+class _Separator:
+    """An ellipsis standing for no dimension: it indexes nothing, but index arrays on its two
+    sides are not adjacent (NumPy then puts their broadcast dimensions first)."""
+
+
+_SEPARATOR = _Separator()
+
+
 def _is_traced_or_device(x) -> bool:
     return isinstance(x, (Array, core.Tracer))
 
@@ -66,9 +74,22 @@ def _as_index_tuple(idx) -> tuple:
     if isinstance(idx, tuple):
         return idx
     if isinstance(idx, list):
+        # Lists of scalars were probably meant as an index array; others as an index tuple.
+        meant = "tuple" if any(_is_multidimensional_part(i) for i in idx) else "array"
         raise TypeError("Using a non-tuple sequence for multidimensional indexing is not allowed; "
-                        "use `arr[array(seq)]` instead of `arr[seq]`.")
+                        f"use `arr[{meant}(seq)]` instead of `arr[seq]`.")
     return (idx,)
+
+
+def _is_multidimensional_part(item) -> bool:
+    """Whether an element of a list index only makes sense as one entry of an index tuple."""
+    return (item is None or item is Ellipsis or isinstance(item, (list, tuple, slice))
+            or (isinstance(item, (np.ndarray, Array, core.Tracer)) and np.ndim(item) != 0))
+
+
+def _holds_device_values(seq) -> bool:
+    return any(_holds_device_values(x) if isinstance(x, (list, tuple)) else
+               _is_traced_or_device(x) for x in seq)
 
 
 def _host_index_array(item, position: int) -> np.ndarray:
@@ -153,7 +174,10 @@ def _classify(item, position: int):
         return "int", operator.index(item)
     if type(item) is shape_poly.DimExpr:  # a symbolic position: a traced index
         item = shape_poly.dimension_as_value(item)
-    if isinstance(item, (list, tuple, float, complex, np.generic)):
+    if isinstance(item, (list, tuple)) and _holds_device_values(item):
+        from fluxion._src.numpy.creation import asarray
+        item = asarray(item)  # a list holding traced (or device) scalars: stacked by fluxion
+    elif isinstance(item, (list, tuple, float, complex, np.generic)):
         item = _host_index_array(item, position)
     if isinstance(item, (np.ndarray, Array, core.Tracer)):
         dtype = np.dtype(item.dtype)
@@ -190,11 +214,14 @@ def _parse_index(shape: tuple, idx) -> list:
     if consumed > len(shape):
         raise IndexError(f"Too many indices: array is {len(shape)}-dimensional, but {consumed} "
                          f"were indexed")
-    if all(kind != "ellipsis" for kind, _ in items):
+    explicit_ellipsis = any(kind == "ellipsis" for kind, _ in items)
+    if not explicit_ellipsis:
         items.append(("ellipsis", None))
     entries, dim = [], 0
     for kind, value in items:
         if kind == "ellipsis":
+            if explicit_ellipsis and len(shape) == consumed:
+                entries.append(_SEPARATOR)
             for _ in range(len(shape) - consumed):
                 entries.append(_Slice(dim, 0, 1, shape[dim]))
                 dim += 1
@@ -219,7 +246,8 @@ def _parse_index(shape: tuple, idx) -> list:
 
 def _mask_entries(mask: np.ndarray, dim: int, shape: tuple, position: int) -> list:
     expected = shape[dim:dim + mask.ndim]
-    if mask.shape != expected:
+    # An empty mask selects nothing: its zero-size dimensions may face any size (NumPy, JAX).
+    if len(expected) != mask.ndim or any(m not in (0, s) for m, s in zip(mask.shape, expected)):
         raise IndexError(f"boolean index did not match shape of indexed array in index "
                          f"{position}: got {mask.shape}, expected {expected}")
     return [_IndexArray(dim + i, nz) for i, nz in enumerate(np.nonzero(mask))]
@@ -276,7 +304,7 @@ def _basic_take(arr, entries):
     int_dims = [e.dim for e in entries if isinstance(e, _Int)]
     if int_dims:
         arr = structural.squeeze(arr, int_dims)
-    out_entries = [e for e in entries if not isinstance(e, _Int)]
+    out_entries = [e for e in entries if not isinstance(e, _Int) and e is not _SEPARATOR]
     new_axes = [i for i, e in enumerate(out_entries) if e is _NEWAXIS]
     if new_axes:
         arr = structural.expand_dims(arr, new_axes)
@@ -507,7 +535,10 @@ def _scatter_update(arr, idx, values, scatter_fn: Callable, *, indices_are_sorte
     aval = core.get_aval(arr)
     plan = _gather_plan(aval.shape, _parse_index(aval.shape, idx), wrap_negative_indices,
                         for_update=True)
-    updates = lax._convert_element_type(util.as_array(values), aval.dtype, aval.weak_type)
+    if not (type(values) is int and dtypes.is_integer(aval.dtype)
+            and dtypes.iinfo(aval.dtype).min <= values <= dtypes.iinfo(aval.dtype).max):
+        values = util.as_array(values)  # other Python ints must fit the default int type
+    updates = lax._convert_element_type(values, aval.dtype, aval.weak_type)
     updates = util.broadcast_to(updates, plan.result_shape)
     if plan.new_axes:
         updates = structural.squeeze(updates, plan.new_axes)
@@ -727,7 +758,7 @@ def take(a, indices, axis: int | None = None, out=None, mode=None, unique_indice
     axis = util.canonicalize_axis(axis, len(shape))
     index_shape = np.shape(indices)
     if shape[axis] == 0 and math.prod(index_shape) != 0:
-        raise IndexError("Cannot do a non-empty take() from an empty axis.")
+        raise IndexError("Cannot do a non-empty jnp.take() from an empty axis.")
     if mode is None or mode == "fill" or mode == "drop":
         indices = _normalized_index(indices, shape[axis], _index_dtype(shape), True)
     indices, gather_mode = _take_mode(mode, indices, shape[axis])
@@ -742,17 +773,21 @@ def take(a, indices, axis: int | None = None, out=None, mode=None, unique_indice
                                fill_value=fill_value)
 
 
-def take_along_axis(arr, indices, axis: int | None = -1, mode=None, fill_value=None):
+def take_along_axis(arr, indices, axis: int | None = -1, mode=None, fill_value=None, *,
+                    wrap_negative_indices: bool | None = None):
     """Pick `arr`'s elements at `indices` along `axis`, matching positions elsewhere.
 
     Parameters
     ----------
     arr : array_like
     indices : integer array of `arr`'s rank; other dimensions broadcast against `arr`'s.
-        Negative values count from the end.
     axis : int or None (None: `arr` flattened, `indices` 1-D).
-    mode : as for `take` (default 'fill').
+    mode : as for `take` (default 'fill'), or 'one_hot': a product with one-hot rows of the
+        indices (out-of-bounds indices give 0).
     fill_value : scalar, optional
+    wrap_negative_indices : bool, optional
+        Whether negative indices count from the end; by default they do unless `mode` is
+        'promise_in_bounds' (JAX's rule).
     """
     util.check_arraylike("take_along_axis", arr, indices)
     arr = util.as_array(arr)
@@ -772,9 +807,40 @@ def take_along_axis(arr, indices, axis: int | None = -1, mode=None, fill_value=N
     out_shape = util.broadcast_shapes(index_shape, shape[:axis] + (1,) + shape[axis + 1:])
     if shape[axis] == 0:
         return structural.full(out_shape, 0, core.get_aval(arr).dtype)
-    indices = _normalized_index(indices, shape[axis], _index_dtype(shape), True)
+    if wrap_negative_indices is None:
+        wrap_negative_indices = mode != "promise_in_bounds"
+    indices = _normalized_index(indices, shape[axis], _index_dtype(shape), wrap_negative_indices)
+    if mode == "one_hot":
+        return _one_hot_along_axis(arr, indices, axis)
     indices, gather_mode = _take_mode(mode, indices, shape[axis])
     return _gather_along_axis(arr, indices, axis, gather_mode, fill_value)
+
+
+def _one_hot_along_axis(arr, indices, axis: int):
+    """take_along_axis as a sum of `arr` times one-hot rows of `indices` (a dot, no gather)."""
+    from fluxion._src.numpy.einsum import einsum
+    size = core.get_aval(arr).shape[axis]
+    indices = util.as_array(indices)
+    moved_indices = structural.expand_dims(_move_axis_last(indices, axis), (-1,))
+    hot = lax.eq(moved_indices, lax.broadcast_in_dim(
+        structural.iota(core.get_aval(indices).dtype, size),
+        core.get_aval(moved_indices).shape[:-1] + (size,), (core.get_aval(moved_indices).ndim - 1,)))
+    dtype = core.get_aval(arr).dtype
+    out = einsum("...yz,...z->...y", hot, _move_axis_last(arr, axis),
+                 preferred_element_type=dtype, precision=lax.Precision.HIGHEST)
+    return _move_last_axis_to(out, axis)
+
+
+def _move_axis_last(x, axis: int):
+    ndim = core.get_aval(x).ndim
+    return structural.transpose(x, tuple(d for d in range(ndim) if d != axis) + (axis,))
+
+
+def _move_last_axis_to(x, axis: int):
+    ndim = core.get_aval(x).ndim
+    order = list(range(ndim - 1))
+    order.insert(axis, ndim - 1)
+    return structural.transpose(x, tuple(order))
 
 
 def _gather_along_axis(arr, indices, axis: int, mode, fill_value):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
+
 from fluxion._src import core, dtypes
 from fluxion._src.export import shape_poly
 from fluxion._src.lax import lax
@@ -156,8 +158,11 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
         except (TypeError, ValueError):
             raise TypeError(f"tensordot axes argument must be an int, a pair of ints, or a pair "
                             f"of lists/tuples of ints, got {axes!r}") from None
-        a_axes = (a_axes,) if isinstance(a_axes, int) else tuple(a_axes)
-        b_axes = (b_axes,) if isinstance(b_axes, int) else tuple(b_axes)
+        if not all(isinstance(x, (int, np.integer, tuple, list)) for x in (a_axes, b_axes)):
+            raise TypeError(f"tensordot requires both axes lists to be either ints, tuples or "
+                            f"lists, got {a_axes} and {b_axes}")
+        a_axes = (a_axes,) if isinstance(a_axes, (int, np.integer)) else tuple(a_axes)
+        b_axes = (b_axes,) if isinstance(b_axes, (int, np.integer)) else tuple(b_axes)
         if len(a_axes) != len(b_axes):
             raise TypeError(f"tensordot requires axes lists to have equal length, got "
                             f"{list(a_axes)} and {list(b_axes)}.")
@@ -243,4 +248,9 @@ def trace(a, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype=None, out=No
     from fluxion._src.numpy.reductions import sum as sum_
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.trace is not supported.")
+    a = util.ensure_arraylike("trace", a)
+    if _ndim(a) >= 2 and (util.canonicalize_axis(axis1, _ndim(a))
+                          == util.canonicalize_axis(axis2, _ndim(a))):
+        # JAX's class for trace (diagonal's is TypeError)
+        raise ValueError(f"axis1 and axis2 can not be same. axis1={axis1} and axis2={axis2}")
     return sum_(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)

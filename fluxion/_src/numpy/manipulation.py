@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import warnings
 import operator
 
 import numpy as np
@@ -33,7 +34,43 @@ def _ndim(x) -> int:
 
 
 # The shape queries are NumPy's: they read `.shape`, which arrays and tracers have.
-shape, ndim, size = np.shape, np.ndim, np.size
+def _warn_not_arraylike(name: str, a) -> None:
+    if not util.is_arraylike(a):
+        warnings.warn(f"{name} requires ndarray or scalar arguments, got {type(a)} at position 0. "
+                      "In a future release this will be an error.", DeprecationWarning,
+                      stacklevel=3)
+
+
+def ndim(a) -> int:
+    """The number of dimensions of `a` (lists still work, with a DeprecationWarning as JAX)."""
+    if hasattr(a, "ndim"):
+        return a.ndim
+    _warn_not_arraylike("ndim", a)
+    return np.ndim(a)
+
+
+def shape(a) -> tuple:
+    """The shape of `a` (lists still work, with a DeprecationWarning as JAX)."""
+    if hasattr(a, "shape"):
+        return tuple(a.shape)
+    _warn_not_arraylike("shape", a)
+    return np.shape(a)
+
+
+def size(a, axis=None) -> int:
+    """The number of elements of `a`, or along `axis` (an int or a sequence of them)."""
+    if hasattr(a, "shape"):
+        dims = tuple(a.shape)
+    else:
+        _warn_not_arraylike("size", a)
+        dims = np.shape(a)
+    if axis is None:
+        return math.prod(dims)
+    axes = [util.canonicalize_axis(i, len(dims))
+            for i in (axis if isinstance(axis, (tuple, list)) else (axis,))]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"repeated axis: {axis}")  # NumPy's and JAX's words
+    return math.prod(dims[i] for i in axes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -307,8 +344,10 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
     axis = util.canonicalize_axis(util.static_int(axis, f"axis argument of jnp.{name}"),
                                   _ndim(ary))
     n = _shape(ary)[axis]
-    sections = core.concrete_or_error(indices_or_sections,
-                                      f"The indices_or_sections argument of jnp.{name}")
+    context = f"The indices_or_sections argument of jnp.{name}"
+    if isinstance(indices_or_sections, (list, tuple)):  # each element must be concrete
+        indices_or_sections = [core.concrete_or_error(i, context) for i in indices_or_sections]
+    sections = core.concrete_or_error(indices_or_sections, context)
     if np.ndim(sections) == 0:
         parts = _section_count(sections)
         if parts <= 0:
@@ -522,6 +561,9 @@ def flipud(m):
 def rot90(m, k: int = 1, axes=(0, 1)):
     """Rotate by 90 degrees k times in the plane of `axes`."""
     m = util.ensure_arraylike("rot90", m)
+    if _ndim(m) < 2:
+        raise ValueError("rot90 requires its first argument to have ndim at least two, but got "
+                         f"first argument of shape {_shape(m)}, which has ndim {_ndim(m)}")
     ax1, ax2 = (util.canonicalize_axis(x, _ndim(m)) for x in axes)
     if ax1 == ax2:
         raise ValueError("Axes must be different")
@@ -551,12 +593,20 @@ def _roll_one(a, shift, axis):
     return ls.dynamic_slice_in_dim(ls.concatenate([a, a], axis), start, n, axis)
 
 
+def _shift_values(shift) -> tuple:
+    """A scalar shift, or the elements of a 1-D shift array (host or traced), as a tuple."""
+    ndim = np.ndim(shift)
+    if ndim > 1:
+        raise ValueError(f"roll: shift must be a scalar or 1-D, got shape {np.shape(shift)}")
+    return (shift,) if ndim == 0 else tuple(shift[i] for i in range(np.shape(shift)[0]))
+
+
 def roll(a, shift, axis=None):
     """Shift elements cyclically by `shift` along `axis` (of the flattened array if None)."""
     a = util.ensure_arraylike("roll", a)
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), _shape(a))
-    shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
+    shifts = shift if isinstance(shift, (tuple, list)) else _shift_values(shift)
     axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
     if len(shifts) == 1:
         shifts = shifts * len(axes)
@@ -845,11 +895,17 @@ def argsort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = T
 # Conversion helpers
 
 def astype(x, dtype, /, *, copy: bool = False, device=None):
-    """`x` converted to `dtype` (complex to real keeps the real part)."""
+    """`x` converted to `dtype` (complex to real keeps the real part); with `copy`, a new
+    buffer even when the dtype is x's."""
     x = util.ensure_arraylike("astype", x)
-    return util.convert(x, user_dtype(dtype, "astype"))
+    out = util.convert(x, user_dtype(dtype, "astype"))
+    if copy and out is x:
+        from fluxion._src.numpy.creation import array
+        return array(out, copy=True)
+    return out
 
 
 def copy(a, order=None):
-    """A copy of `a` (arrays are immutable, so this is `a` itself as an array)."""
-    return asarray(util.ensure_arraylike("copy", a))
+    """A copy of `a`, in a buffer of its own (donating `a` leaves the copy intact)."""
+    from fluxion._src.numpy.creation import array
+    return array(util.ensure_arraylike("copy", a), copy=True)

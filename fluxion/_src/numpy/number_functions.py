@@ -405,4 +405,8 @@ def i0(x):
     (x,) = promote_args_inexact("i0", x)
     if not dtypes.is_float(_dtype(x)):
         raise ValueError(f"Unsupported input type to jax.numpy.i0: {_dtype(x)}")
+    dtype = _dtype(x)
+    if dtype in (dtypes.float16, dtypes.bfloat16):
+        # The Chebyshev sums lose several ulps when summed in 8 or 11 bits: sum in float32.
+        return lax.convert_element_type(_i0(lax.convert_element_type(x, np.float32)), dtype)
     return _i0(x)

@@ -33,7 +33,8 @@ def _complex_dtype(dtype):
 def _trim_leading_zeros(x, tol=0.0):
     """Drop leading (near-)zeros of a concrete 1-D array."""
     value = np.asarray(core.concrete_or_error(x, "trim_leading_zeros requires concrete input"))
-    nonzero = np.nonzero(np.abs(value) > tol)[0]
+    # Zeros are exact zeros and values below tol; NaN is no zero (it was trimmed).
+    nonzero = np.nonzero(~((value == 0) | (np.abs(value) < tol)))[0]
     return x[int(nonzero[0]):] if nonzero.size else x[:0]
 
 

@@ -191,7 +191,7 @@ def argpartition(a, kth: int, axis: int = -1):
 def sort_complex(a):
     """Sort by real part then imaginary part; the result is complex."""
     a = util.ensure_arraylike("sort_complex", a)
-    out = lax.sort(a, dimension=0) if a.ndim else a
+    out = lax.sort(a, dimension=a.ndim - 1) if a.ndim else a  # the last axis, as NumPy
     if dtypes.is_complex(out.dtype):
         return out
     # JAX's to_complex_dtype: 64-bit types become complex128, narrower ones complex64.

@@ -48,6 +48,10 @@ def _unique_sorted_mask(ar, axis: int, equal_nan: bool):
     """Sort the slices of `ar` along `axis`; mask marks the first of each run of equal slices."""
     jnp = _jnp()
     aux = jnp.moveaxis(ar, axis, 0)
+    if dtypes.is_complex(aux.dtype):
+        # Complex NaNs sort by their other part; one canonical NaN (JAX's) keeps them in one
+        # run, which equal_nan=True then merges.
+        aux = jnp.where(jnp.isnan(aux), jnp.array(complex(np.nan, 0), aux.dtype), aux)
     n = aux.shape[0]
     if aux.ndim == 1:
         perm = jnp.argsort(aux) if n else jnp.zeros(0, dtypes.default_int_dtype())

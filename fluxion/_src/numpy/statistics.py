@@ -300,8 +300,7 @@ def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof=None, fweights=
         m, = util.promote_dtypes_inexact(util.ensure_arraylike("cov", m))
     if m.ndim > 2:
         raise ValueError("m has more than 2 dimensions")
-    if dtype is not None and not dtypes.issubdtype(dtype, np.inexact):
-        raise ValueError(f"cov: dtype must be a subclass of float or complex; got {dtype=}")
+    _check_inexact_dtype("cov", dtype)
     X = jnp.atleast_2d(m)
     if not rowvar and m.ndim != 1:  # NumPy >= 2.2: a (1, n) matrix is n variables too
         X = X.T
@@ -351,11 +350,17 @@ def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof=None, fweights=
     return jnp.true_divide(jnp.dot(X, jnp.conj(X_T)), f).squeeze()
 
 
+def _check_inexact_dtype(name: str, dtype) -> None:
+    if dtype is not None and not dtypes.issubdtype(dtype, np.inexact):
+        raise ValueError(f"{name}: dtype must be a subclass of float or complex; got {dtype=}")
+
+
 @eager_compiled(static_argnames=('rowvar', 'dtype'))
 def corrcoef(x, y=None, rowvar: bool = True, dtype=None):
     """Pearson correlation coefficients (entries clipped to [-1, 1])."""
     jnp = _jnp()
     util.check_arraylike("corrcoef", x)
+    _check_inexact_dtype("corrcoef", dtype)
     c = cov(x, y, rowvar, dtype=dtype)
     if c.ndim == 0:
         return jnp.divide(c, c)

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import operator
+from functools import partial
 
 import numpy as np
 
 from fluxion._src import core, dtypes
 from fluxion._src.api import jit
+from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.lax import lax
 from fluxion._src.lax import structural
 from fluxion._src.numpy import util
@@ -456,7 +458,23 @@ def sinc(x, /):
     is_zero = lax.eq(x, lax_const(x, 0))
     pi_x = lax.mul(lax_const(x, np.pi), x)
     safe = select(is_zero, lax_const(x, 1), pi_x)
-    return select(is_zero, lax_const(x, 1), lax.div(lax.sin(safe), safe))
+    return select(is_zero, _sin_over_x_at_zero(0, pi_x), lax.div(lax.sin(safe), safe))
+
+
+# Derivatives of the 0/0 branch at x = 0 come from the series, to any order (a constant there
+# made every derivative of sinc at 0 vanish).
+@partial(custom_jvp, nondiff_argnums=(0,))
+def _sin_over_x_at_zero(k, x):
+    """The k-th derivative of sin(x)/x at x = 0, shaped like x: its Taylor series is
+    sum (-1)^j x^(2j) / (2j+1)!, so (-1)^(k/2) / (k+1) for even k and 0 for odd k."""
+    value = (-1) ** (k // 2) / (k + 1) if k % 2 == 0 else 0.0
+    return structural.full_like(x, value)
+
+
+@_sin_over_x_at_zero.defjvp
+def _sin_over_x_at_zero_jvp(k, primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _sin_over_x_at_zero(k, x), lax.mul(_sin_over_x_at_zero(k + 1, x), t)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -736,8 +754,9 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan: bool = False):
 
 def array_equal(a1, a2, equal_nan: bool = False):
     """True if the arrays have one shape and equal elements."""
+    from fluxion._src.numpy.creation import asarray
     from fluxion._src.numpy.reductions import all as all_
-    a1, a2 = ensure_arraylike("array_equal", a1, a2)
+    a1, a2 = asarray(a1), asarray(a2)  # lists too, as in NumPy and JAX
     if core.get_aval(a1).shape != core.get_aval(a2).shape:
         return lax._convert_element_type(False, dtypes.bool_, False)
     eq = equal(a1, a2)

@@ -116,14 +116,18 @@ def broadcast_shapes(*shapes) -> tuple:
 def canonicalize_shape(shape, context: str = "") -> tuple:
     """A shape as a tuple of Python ints; an int stands for a 1-D shape."""
     if isinstance(shape, (core.Tracer, Array, np.ndarray)) and np.ndim(shape) == 0 or isinstance(
-            shape, (int, np.integer)):
+            shape, (int, np.integer, float, np.floating)):
         shape = (shape,)
     try:
         dims = tuple(operator.index(core.concrete_or_error(d, context)) if isinstance(d, core.Tracer)
                      else core.canonicalize_dim(d) for d in shape)
     except TypeError:
+        traced = isinstance(shape, (tuple, list)) and any(
+            isinstance(d, core.Tracer) for d in shape)
+        hint = ("\nIf using `jit`, try using `static_argnums` or applying `jit` to smaller "
+                "subfunctions.") if traced else ""
         raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
-                        f"{shape!r}.") from None
+                        f"{tuple(shape) if isinstance(shape, list) else shape!r}.{hint}") from None
     if any(d < 0 for d in dims):
         raise TypeError(f"Shapes must have nonnegative dimensions, got {dims}.")
     return dims
@@ -138,7 +142,10 @@ def broadcast_to(x, shape) -> object:
         return x
     ndim = len(shape)
     lead = ndim - aval.ndim
-    if lead < 0 or any(d != 1 and d != s for d, s in zip(aval.shape, shape[lead:])):
+    if lead < 0:
+        raise ValueError(f"Cannot broadcast to shape with fewer dimensions: "
+                         f"arr_shape={aval.shape} shape={shape}")  # JAX's words
+    if any(d != 1 and d != s for d, s in zip(aval.shape, shape[lead:])):
         raise ValueError(f"Incompatible shapes for broadcasting: {aval.shape} and requested "
                          f"shape {shape}")
     # broadcast_in_dim expands size-1 operand dimensions itself.
