@@ -150,3 +150,42 @@ def test_custom_vjp_nondiff_argnames():
 
     app.defvjp(lambda f, g, x: (app(f, g, x), None), lambda f, g, _, ct: (7 * ct,))
     assert float(fluxion.grad(lambda x: app(lambda y: y, lambda y: 2 * y, x))(1.0)) == 7.0
+
+
+def test_custom_derivative_argument_and_rule_errors_as_jax():
+    @fluxion.custom_jvp
+    def f(x):
+        return x ** 2
+
+    f.defjvp(lambda primals, tangents: tangents[0])
+    with pytest.raises(TypeError, match=r"must produce a pair \(list or tuple of length two\)"):
+        fluxion.jvp(f, (2.0,), (1.0,))
+
+    for decorator in (fluxion.custom_jvp, fluxion.custom_vjp):
+        g = decorator(lambda x, y, *, z=None: fnp.sin(x) * y)
+        if decorator is fluxion.custom_jvp:
+            g.defjvp(lambda p, t: (g(*p), t[0]))
+        else:
+            g.defvjp(lambda x, y: (g(x, y), None), lambda r, ct: (ct, ct))
+        with pytest.raises(TypeError, match="could not be resolved to positional-only arguments"
+                                            "(.|\n)*missing a required argument: 'y'"):
+            g(0.5)
+        with pytest.raises(TypeError, match="keyword arguments could not be resolved to "
+                                            "positions: z"):
+            g(0.5, 0.1, z=1.0)
+
+    @fluxion.custom_jvp
+    def h(x, y=2.0):
+        return x * y
+
+    h.defjvps(lambda t, ans, x, y: t * y, lambda t, ans, x, y: t * x)
+    assert float(h(1.5)) == float(h(x=1.5)) == 3.0
+    assert float(fluxion.grad(h)(1.5)) == 2.0
+
+
+def test_jvp_of_a_jitted_custom_vjp_function_is_a_type_error():
+    sine = fluxion.custom_vjp(fnp.sin)
+    sine.defvjp(lambda x: (fnp.sin(x), fnp.cos(x)), lambda c, g: (c * g,))
+    with pytest.raises(TypeError, match=r"can't apply forward-mode autodiff \(jvp\)"):
+        fluxion.jvp(fluxion.jit(sine), (3.0,), (1.0,))
+    assert float(fluxion.jit(fluxion.grad(sine))(0.0)) == 1.0  # (the linear part transposes)

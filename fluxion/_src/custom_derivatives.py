@@ -43,6 +43,33 @@ def _resolve_argnums(fun, nondiff_argnums, nondiff_argnames=()):
     return tuple(sorted(nums))
 
 
+def _positional_args(kind: str, fun, args, kwargs) -> tuple:
+    """The arguments as positions (defaults filled in), as JAX resolves them before calling
+    a custom-derivative function; what cannot be bound raises TypeError naming `kind`. A call
+    with exactly the positional parameters is taken as it is."""
+    try:
+        sig = inspect.signature(fun)
+    except (TypeError, ValueError):  # (a builtin without a signature)
+        return args
+    params = sig.parameters.values()
+    if not kwargs and len(args) == sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                                       for p in params) \
+            and all(p.kind is not p.KEYWORD_ONLY or p.default is not p.empty for p in params):
+        return args
+    prefix = (f"The input arguments to the {kind}-decorated function {fun_name(fun)} could not "
+              "be resolved to positional-only arguments. Binding failed with the error:\n")
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(prefix + str(e)) from None
+    bound.apply_defaults()
+    passed = [k for k in bound.kwargs if k in kwargs]
+    if passed:
+        raise TypeError(prefix + "The following keyword arguments could not be resolved to "
+                        f"positions: {', '.join(passed)}")
+    return bound.args
+
+
 def _stage(flat_fun, avals, origin) -> tuple[ClosedJaxpr, list]:
     closed = staging.trace_to_jaxpr(flat_fun, list(avals), origin=origin)
     return closure_convert(closed)
@@ -121,9 +148,7 @@ class custom_jvp:
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {fun_name(self.fun)} "
                                  "using defjvp.")
-        if kwargs:
-            sig = inspect.signature(self.fun)
-            args = sig.bind(*args, **kwargs).args
+        args = _positional_args("custom_jvp", self.fun, args, kwargs)
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         leaves, in_tree = tree_flatten(diff)
         out_tree_box = []
@@ -145,7 +170,13 @@ class custom_jvp:
             t = tree_unflatten(in_tree, tangents)
             if key_args is not None:
                 key_flow.pass_in(key_args, p)
-            out_p, out_t = self.jvp(*nondiff, tuple(p), tuple(t))
+            pair = self.jvp(*nondiff, tuple(p), tuple(t))
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                raise TypeError(f"Custom JVP rule {fun_name(self.jvp)} for function "
+                                f"{fun_name(self.fun)} must produce a pair (list or tuple of "
+                                "length two) representing primal and tangent outputs, but got "
+                                f"{pair}.")
+            out_p, out_t = pair
             if key_args is not None:
                 key_flow.pass_back(key_args, p)
             p_leaves, p_tree = tree_flatten(out_p)
@@ -349,8 +380,7 @@ class custom_vjp:
         if self.fwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {fun_name(self.fun)} "
                                  "using defvjp.")
-        if kwargs:
-            args = inspect.signature(self.fun).bind(*args, **kwargs).args
+        args = _positional_args("custom_vjp", self.fun, args, kwargs)
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         leaves, in_tree = tree_flatten(diff)
         # The backward rule outlives this call (a staged equation keeps it): it checks the
@@ -565,7 +595,7 @@ lowering.register_lowering(custom_vjp_call_p,
                            lambda ctx, *args, call_jaxpr, **_: ctx.lower_jaxpr(call_jaxpr, args))
 
 
-def _custom_lin_impl(*args, num_res, bwd, out_avals):
+def _custom_lin_impl(*args, **params):
     raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
 
 
@@ -577,6 +607,8 @@ def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals):
 
 
 custom_lin_p.def_impl(_custom_lin_impl)
+# Under jit the linear part is staged and, unless transposed away (grad), reaches lowering:
+lowering.register_lowering(custom_lin_p, lambda ctx, *args, **params: _custom_lin_impl())
 custom_lin_p.def_abstract_eval(lambda *avals, out_avals, **_: list(out_avals))
 ad.primitive_transposes[custom_lin_p] = _custom_lin_transpose
 
