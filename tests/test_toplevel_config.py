@@ -689,3 +689,18 @@ def test_explain_cache_misses_names_the_changed_flag(caplog):
     assert "numpy_rank_promotion changed from allow to raise" in msgs[0]
     assert "enable_x64 changed from False to True" in msgs[1]
     assert "default_matmul_precision changed from None to highest" in msgs[1]
+
+
+def test_parse_flags_with_absl_reads_jax_args_before_double_dash(monkeypatch):
+    assert callable(jax.config.parse_flags_with_absl)  # JAX's public config method
+    monkeypatch.setattr("sys.argv", ["prog", "--jax_numpy_rank_promotion=raise", "--other",
+                                     "--nojax_debug_nans", "--jax_not_a_flag=1", "--",
+                                     "--jax_debug_infs"])
+    before = fluxion.config.numpy_rank_promotion
+    try:
+        fluxion.config.parse_flags_with_absl()
+        assert fluxion.config.numpy_rank_promotion == "raise"
+        assert fluxion.config.debug_nans is False
+        assert fluxion.config.debug_infs is False
+    finally:
+        fluxion.config.update("numpy_rank_promotion", before)

@@ -7,7 +7,10 @@ accepted as aliases for ours (``enable_x64``).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import re
+import sys
 
 _TRUE = {"1", "true", "yes", "on", "t", "y"}
 
@@ -18,6 +21,26 @@ def _env_bool(name: str, default: bool) -> bool:
         if value is not None:
             return value.strip().lower() in _TRUE
     return default
+
+
+def _parse_jax_flag(arg: str):
+    """``--jax_x=v`` -> ("x", "v"); ``--jax_x`` -> ("x", None); ``--nojax_x`` -> ("x", "false")."""
+    match = re.fullmatch(r"--(no)?jax_(\w+)(?:=(.*))?", arg)
+    if match is None:
+        return None
+    negated, name, text = match.groups()
+    if negated:
+        return (name, "false") if text is None else None
+    return name, text
+
+
+def _flag_value(default, text):
+    """Convert a command-line flag's text to the type of the flag's default."""
+    if isinstance(default, bool) or text is None:
+        return True if text is None else text.strip().lower() in _TRUE
+    if isinstance(default, (int, float)):
+        return type(default)(text)
+    return text
 
 
 class Config:
@@ -123,6 +146,18 @@ class Config:
 
     def read(self, name: str):
         return getattr(self, self._canonical_name(name))
+
+    def parse_flags_with_absl(self) -> None:
+        """Apply the ``--jax_<name>[=value]`` (or ``--nojax_<name>``) command-line args.
+
+        Only args before the first ``--`` count; unknown ``--jax`` names are ignored, as
+        absl's ``known_only`` parse does in JAX. fluxion needs no absl for this.
+        """
+        for arg in itertools.takewhile(lambda a: a != "--", sys.argv[1:]):
+            parsed = _parse_jax_flag(arg)
+            if parsed is not None and parsed[0] in self._defaults:
+                name, text = parsed
+                self.update(name, _flag_value(self._defaults[name], text))
 
     def __getattr__(self, name):
         # Only reached for names not set in __init__, e.g. `config.jax_enable_x64`.
