@@ -49,7 +49,26 @@ def _binary(prim, doc):
 
 add = _binary(ew.add_p, "Elementwise addition: x + y.")
 sub = _binary(ew.sub_p, "Elementwise subtraction: x - y.")
-mul = _binary(ew.mul_p, "Elementwise multiplication: x * y.")
+
+
+def mul(x, y, *, out_dtype=None):
+    """Elementwise multiplication: x * y.
+
+    Parameters
+    ----------
+    x, y : array_like
+        Operands of one dtype, unless `out_dtype` is given.
+    out_dtype : dtype, optional
+        The result's dtype: both operands are converted to it before they are multiplied
+        (so their dtypes may differ). The result is weak-typed only if both operands are.
+    """
+    if out_dtype is None:
+        return ew.mul_p.bind(x, y)
+    out_dtype = dtypes.check_user_dtype(out_dtype, "mul")
+    weak = core.get_aval(x).weak_type and core.get_aval(y).weak_type
+    return ew.mul_p.bind(_convert_element_type(x, out_dtype, weak_type=weak),
+                         _convert_element_type(y, out_dtype, weak_type=weak))
+
 div = _binary(ew.div_p, "Elementwise division: x / y (integer division rounds toward zero).")
 rem = _binary(ew.rem_p, "Elementwise remainder with the sign of the dividend (C fmod).")
 max = _binary(ew.max_p, "Elementwise maximum (NaN-propagating; complex numbers lexicographically).")
