@@ -314,6 +314,22 @@ def test_check_grads_catches_a_wrong_rule():
         check_grads(wrong, (np.float32(0.3),), order=1, modes=("fwd",))
 
 
+def test_check_grads_takes_tolerance_dicts_as_jax():
+    # JAX's check_grads takes {dtype: tol} dicts; the leaf's dtype picks the tolerance.
+    f = lambda x: jnp.sum(jnp.sin(x) * x)
+    x = np.array([0.3, -0.7], np.float32)
+    tols = {np.float32: 2e-2, np.float64: 1e-5}
+    check_grads(f, (x,), order=2, atol=tols, rtol=tols)
+    import jax.test_util
+    jax.test_util.check_grads(lambda x: jax.numpy.sum(jax.numpy.sin(x) * x), (x,), order=2,
+                              atol=tols, rtol=tols)
+    wrong = fluxion.custom_jvp(lambda x: jnp.sin(x))
+    wrong.defjvp(lambda p, t: (wrong(p[0]), t[0] * 2.0))
+    with pytest.raises(AssertionError):  # a dict without the leaf's dtype: the default applies
+        check_grads(wrong, (np.float32(0.3),), order=1, modes=("fwd",),
+                    atol={np.float64: 10.0}, rtol={np.float64: 10.0})
+
+
 def test_custom_vjp_nondiff_argnums():
     @functools.partial(fluxion.custom_vjp, nondiff_argnums=(0,))
     def scale(k, x):

@@ -34,9 +34,16 @@ def _random_like(tree, rng):
 
 
 def _tol(tree, given):
-    if given is not None:
+    """The loosest tolerance over `tree`'s leaves: `given` if a number, else looked up by dtype.
+
+    `given` may be a dict from dtypes to tolerances, as in JAX; dtypes it lacks take the
+    default tolerance.
+    """
+    if given is not None and not isinstance(given, dict):
         return given
-    return max([_DEFAULT_TOL.get(np.asarray(x).dtype, 1e-5) for x in _leaves(tree)] or [1e-5])
+    table = dict(_DEFAULT_TOL)
+    table.update({np.dtype(key): value for key, value in (given or {}).items()})
+    return max([table.get(np.asarray(x).dtype, 1e-5) for x in _leaves(tree)] or [1e-5])
 
 
 def _eps(tree, given):
@@ -101,7 +108,8 @@ def check_grads(f, args, order: int, modes=("fwd", "rev"), atol=None, rtol=None,
 
     Forward mode compares jvp with central differences; reverse mode checks the dot-product
     identity <vjp(u), v> = <u, J v>. Higher orders apply the same checks to the derivative
-    functions themselves.
+    functions themselves. `atol` and `rtol` are numbers or, as in JAX, dicts from dtypes to
+    tolerances.
     """
     from fluxion._src.ad_api import jvp, vjp
     args = tuple(args)
