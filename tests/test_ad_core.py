@@ -330,6 +330,18 @@ def test_check_grads_takes_tolerance_dicts_as_jax():
                     atol={np.float64: 10.0}, rtol={np.float64: 10.0})
 
 
+@pytest.mark.parametrize("modes", [("fwd",), ("rev",)])
+def test_check_grads_of_python_float_args_uses_float32_steps(modes):
+    # A Python float argument is float32 without x64, so its finite-difference step and
+    # tolerance are float32's, as in JAX's check_grads (float64's step drowned in rounding).
+    f = lambda x: lax.cond(x < 3, lambda x: (x, x), lambda x: (2 * x, 4 * x), x)
+    check_grads(f, (3.14,), order=2, modes=modes)
+    check_grads(fluxion.jit(f), (3.14,), order=2, modes=modes)
+    import jax.test_util
+    f_jax = lambda x: jax.lax.cond(x < 3, lambda x: (x, x), lambda x: (2 * x, 4 * x), x)
+    jax.test_util.check_grads(f_jax, (3.14,), order=2, modes=modes)
+
+
 def test_custom_vjp_nondiff_argnums():
     @functools.partial(fluxion.custom_vjp, nondiff_argnums=(0,))
     def scale(k, x):

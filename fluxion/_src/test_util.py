@@ -18,6 +18,11 @@ def _leaves(tree):
     return [np.asarray(x) for x in tree_flatten(tree)[0]]
 
 
+def _leaf_dtypes(tree):
+    """The dtypes the leaves have as arguments: Python floats are float32 unless x64 is on."""
+    return [dtypes.canonicalize_dtype(x.dtype) for x in _leaves(tree)]
+
+
 def _inner(xs, ys) -> complex:
     # Bilinear, not sesquilinear: JAX's VJP of a complex function is ct @ J, without conjugation.
     return complex(sum(np.sum(np.asarray(x, np.complex128) * np.asarray(y, np.complex128))
@@ -43,13 +48,13 @@ def _tol(tree, given):
         return given
     table = dict(_DEFAULT_TOL)
     table.update({np.dtype(key): value for key, value in (given or {}).items()})
-    return max([table.get(np.asarray(x).dtype, 1e-5) for x in _leaves(tree)] or [1e-5])
+    return max([table.get(dtype, 1e-5) for dtype in _leaf_dtypes(tree)] or [1e-5])
 
 
 def _eps(tree, given):
     if given is not None:
         return given
-    return max([_DEFAULT_EPS.get(np.asarray(x).dtype, 1e-4) for x in _leaves(tree)] or [1e-4])
+    return max([_DEFAULT_EPS.get(dtype, 1e-4) for dtype in _leaf_dtypes(tree)] or [1e-4])
 
 
 def _add(tree, delta, scale):
