@@ -790,13 +790,19 @@ def _index_matrix(indices, dims, size: int):
     return concatenate_p.bind(*columns, dimension=1)
 
 
+def _zero_start(indices):
+    """A start index of 0 for an inserted batch dimension, of the other starts' dtype (int32
+    for a rank-0 operand, which has none)."""
+    return np.zeros((), core.get_aval(indices[0]).dtype if indices else np.int32)
+
+
 def _dynamic_slice_batch(args, dims, *, slice_sizes):
     """Unbatched starts slice the whole batch dimension; per-example starts become a gather
     (clamped like dynamic_slice) whose operand batch dimension stays in place."""
     (x, *indices), (x_dim, *index_dims) = args, dims
     size = _batch_size(args, dims)
     if all(d is None for d in index_dims):
-        zero = np.zeros((), core.get_aval(indices[0]).dtype)
+        zero = _zero_start(indices)
         out = dynamic_slice_p.bind(x, *_insert(indices, x_dim, zero),
                                    slice_sizes=_insert(slice_sizes, x_dim, size))
         return out, x_dim
@@ -882,7 +888,7 @@ def _dynamic_update_slice_batch(args, dims):
         out_dim = x_dim if x_dim is not None else update_dim
         x = batching.matchaxis(x, x_dim, out_dim, size)
         update = batching.matchaxis(update, update_dim, out_dim, size)
-        zero = np.zeros((), core.get_aval(indices[0]).dtype)
+        zero = _zero_start(indices)
         return dynamic_update_slice_p.bind(x, update, *_insert(indices, out_dim, zero)), out_dim
     from fluxion._src.lax import indexing
     out_dim = 0 if x_dim is None else x_dim
