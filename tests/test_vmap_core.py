@@ -67,6 +67,20 @@ def test_out_of_range_axis_and_missing_mapped_input():
         fluxion.vmap(lambda a: a, out_axes=None)(X)
 
 
+@pytest.mark.parametrize("lib", ["fluxion", "jax"])
+def test_bad_out_axes_and_non_array_outputs_raise_like_jax(lib):
+    mod = fluxion if lib == "fluxion" else pytest.importorskip("jax")
+    for out_axes in (-4, 3):
+        with pytest.raises(ValueError, match=f"axis {out_axes} is out of bounds for array of "
+                                             "dimension 2"):
+            mod.vmap(lambda a: a, out_axes=out_axes)(np.ones((3, 4)))
+    with pytest.raises(TypeError, match="Output from batched function 'hello' with type "
+                                        "<class 'str'> is not a valid JAX type"):
+        mod.vmap(lambda a: "hello")(np.arange(5))
+    out = mod.vmap(lambda a: (a, None, 1.0))(np.arange(3.0))
+    assert out[1] is None and out[2].shape == (3,)
+
+
 def test_elementwise_vmap_jaxpr_has_no_transposes_or_copies():
     f = lambda a, b: jnp.tanh(a * b + 1.0)
     jaxpr = fluxion.make_jaxpr(fluxion.vmap(f, in_axes=(1, 1), out_axes=1))(Y, Y)
