@@ -364,3 +364,23 @@ def test_stop_gradient():
     jaxpr = fluxion.make_jaxpr(f)(3.0)
     assert "stop_gradient" in str(jaxpr)
     np.testing.assert_allclose(fluxion.vmap(fluxion.grad(f))(np.arange(3.0, dtype=np.float32)), np.arange(3.0))
+
+
+@pytest.mark.parametrize("name", ["real", "imag", "abs", "conj", "exp"])
+def test_check_grads_of_non_holomorphic_complex_functions(name):
+    # JAX's check_grads passes for these; a VJP is the real-linear adjoint, so only the real
+    # parts of the dot-product test agree for real, imag, abs and conj.
+    import jax.test_util
+    x = np.array([6.4 + 3.8j, -3.4 + 3.6j, 1.05 + 1.1j], np.complex64)
+    jax.test_util.check_grads(getattr(jax.lax, name), (x,), 2, ["fwd", "rev"], 0.15, 0.15)
+    check_grads(getattr(lax, name), (x,), 2, ["fwd", "rev"], 0.15, 0.15)
+    check_grads(fluxion.jit(getattr(lax, name)), (x,), 1, ["rev"], 0.15, 0.15)
+
+
+def test_check_grads_catches_a_conjugated_complex_vjp():
+    @fluxion.custom_vjp
+    def bad(z):
+        return z * (2 + 1j)
+    bad.defvjp(lambda z: (bad(z), None), lambda _, g: (g * (2 - 1j),))
+    with pytest.raises(AssertionError):
+        check_grads(bad, (np.array([1 + 2j, 3 - 1j], np.complex64),), 1, ["rev"])
