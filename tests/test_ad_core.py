@@ -384,3 +384,16 @@ def test_check_grads_catches_a_conjugated_complex_vjp():
     bad.defvjp(lambda z: (bad(z), None), lambda _, g: (g * (2 - 1j),))
     with pytest.raises(AssertionError):
         check_grads(bad, (np.array([1 + 2j, 3 - 1j], np.complex64),), 1, ["rev"])
+
+
+def test_check_grads_of_infinite_outputs():
+    # Windows made of -inf padding alone give -inf at x + eps*v and x - eps*v: their finite
+    # difference is 0 (JAX's safe subtraction), not inf - inf = NaN.
+    x = np.array([0.3, -1.2, 2.5, 0.7], np.float32)
+    pad = [(3, 0)]
+    f = lambda x: lax.reduce_window(x, -np.inf, lax.max, (2,), (1,), pad)
+    assert np.isneginf(np.asarray(f(x))[:2]).all()
+    check_grads(f, (x,), 1)
+    import jax.test_util
+    jax.test_util.check_grads(
+        lambda x: jax.lax.reduce_window(x, -np.inf, jax.lax.max, (2,), (1,), pad), (x,), 1)
