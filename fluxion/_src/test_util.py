@@ -9,8 +9,8 @@ from fluxion._src.tree_util import tree_flatten, tree_map, tree_unflatten
 _DEFAULT_TOL = {np.dtype(np.float16): 1e-1, dtypes.bfloat16: 1e-1, np.dtype(np.float32): 2e-2,
                 np.dtype(np.float64): 1e-5, np.dtype(np.complex64): 2e-2,
                 np.dtype(np.complex128): 1e-5}
-_DEFAULT_EPS = {np.dtype(np.float16): 1e-1, dtypes.bfloat16: 1e-1, np.dtype(np.float32): 1e-3,
-                np.dtype(np.float64): 1e-6, np.dtype(np.complex64): 1e-3,
+_DEFAULT_EPS = {np.dtype(np.float16): 1e-1, dtypes.bfloat16: 1e-1, np.dtype(np.float32): 1e-4,
+                np.dtype(np.float64): 1e-6, np.dtype(np.complex64): 1e-4,
                 np.dtype(np.complex128): 1e-6}
 
 
