@@ -195,3 +195,34 @@ def test_float0_is_rejected():
         closed.eqns[0].primitive.abstract_eval(
             fluxion.core.ShapedArray((2, 2), fluxion.dtypes.float0), closed.in_avals[0],
             **closed.eqns[0].params)
+
+
+_X23 = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+_Y34 = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+_B523, _B534 = np.ones((5, 2, 3), np.float32), np.ones((5, 3, 4), np.float32)
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    ((_X23, _Y34), {}),
+    ((_B523, _B534), {"dimension_numbers": (((2,), (1,)), ((0,), (0,)))}),
+    ((_X23, _X23), {"dimension_numbers": (((1,), (1,)), ((), ()))}),
+    ((_X23, _Y34), {"dimension_numbers": ((1, 0), ((), ()))}),  # bare ints, as JAX
+    ((np.arange(3), np.arange(3)), {"preferred_element_type": np.float32}),
+])
+def test_dot_takes_jax_0_10_keywords(args, kwargs):
+    import jax
+    want = jax.lax.dot(*args, **kwargs)
+    for fn in (lax.dot, fluxion.jit(lambda a, b: lax.dot(a, b, **kwargs))):
+        got = fn(*args, **kwargs) if fn is lax.dot else fn(*args)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want)
+
+
+def test_dot_errors_match_jax():
+    import jax
+    for mod in (fluxion, jax):
+        with pytest.raises(TypeError, match=r"dot\(\) takes 2 positional arguments"):
+            mod.lax.dot(_X23, _Y34, mod.lax.Precision.DEFAULT)
+        for a, b in ((_B523, _B534), (_X23, _X23)):
+            with pytest.raises(ValueError, match="dimension_numbers must be specified"):
+                mod.lax.dot(a, b)
