@@ -28,7 +28,7 @@ from fluxion._src.lax.base import standard_primitive
 from fluxion._src.lax.stop_gradient import stop_gradient
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import (flatten_one_level, keystr, tree_flatten, tree_flatten_with_path,
-                                    tree_unflatten)
+                                    tree_map, tree_unflatten)
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "associative_scan",
            "custom_root", "custom_linear_solve", "cond_p", "while_p", "scan_p", "linear_solve_p"]
@@ -390,7 +390,7 @@ def _pred_to_index(pred):
     try:
         dtype = core.get_aval(pred).dtype
     except TypeError:
-        raise TypeError(f"Pred type must be either boolean or number, got {pred}.") from None
+        raise TypeError(f"Pred must be a scalar, got {pred} of type {type(pred)}") from None
     if dtype != dtypes.bool_:
         if dtype.kind not in "iuf":
             raise TypeError(f"Pred type must be either boolean or number, got {dtype}.")
@@ -667,8 +667,17 @@ def _check_cond_output(tree, jaxpr: ClosedJaxpr) -> None:
                         f"{jaxpr.out_avals}.")
 
 
+def _as_loop_value(x):
+    """A leaf of an eagerly run loop's carry as a (new) array: a mutable NumPy array the body
+    updates in place (``x += 1``) must not change the caller's value, or another carry leaf
+    aliasing it."""
+    if isinstance(x, (Array, core.Tracer)):
+        return x
+    return lax._convert_element_type(x, None, weak_type=core.get_aval(x).weak_type)
+
+
 def _python_while(cond_fun, body_fun, init_val):
-    val = init_val
+    val = tree_map(_as_loop_value, init_val)
     while cond_fun(val):
         val = body_fun(val)
     return val
@@ -1296,6 +1305,8 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
     bounds = _static_bounds(lower, upper)
     if bounds is not None:
         lo, hi = bounds
+        if config.disable_jit and hi <= lo:
+            return init_val  # run eagerly, a zero-trip loop has nothing to infer types from
 
         def scan_body(loop_carry, _):
             i, val = loop_carry
