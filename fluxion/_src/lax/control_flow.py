@@ -667,17 +667,10 @@ def _check_cond_output(tree, jaxpr: ClosedJaxpr) -> None:
                         f"{jaxpr.out_avals}.")
 
 
-def _as_loop_value(x):
-    """A leaf of an eagerly run loop's carry as a (new) array: a mutable NumPy array the body
-    updates in place (``x += 1``) must not change the caller's value, or another carry leaf
-    aliasing it."""
-    if isinstance(x, (Array, core.Tracer)):
-        return x
-    return lax._convert_element_type(x, None, weak_type=core.get_aval(x).weak_type)
-
-
 def _python_while(cond_fun, body_fun, init_val):
-    val = tree_map(_as_loop_value, init_val)
+    # Arrays, not the caller's NumPy values: a body updating one in place (x += 1) must
+    # change neither the caller's value nor another carry leaf aliasing it.
+    val = tree_map(_as_array, init_val)
     while cond_fun(val):
         val = body_fun(val)
     return val
@@ -727,10 +720,35 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     if config.debug_key_reuse:
         key_flow.while_rule(*scopes, init_val)
     (cond_jaxpr, cond_consts), (body_jaxpr, body_consts) = cond, body
-    outs = while_p.bind(*cond_consts, *body_consts, *leaves, cond_jaxpr=cond_jaxpr,
-                        body_jaxpr=body_jaxpr, cond_nconsts=len(cond_consts),
-                        body_nconsts=len(body_consts))
-    return tree_unflatten(in_tree, outs)
+    return tree_unflatten(in_tree, _bind_while(cond_consts, body_consts, leaves, cond_jaxpr,
+                                               body_jaxpr))
+
+
+def _bind_while(cond_consts, body_consts, init, cond_jaxpr, body_jaxpr) -> list:
+    """Bind while_loop; carries the body passes through unchanged become consts of the cond
+    and the body and come back as their initial values (JAX's read-only carries)."""
+    invariant = _invariant_carries(body_jaxpr, len(body_consts), len(init))
+    if not any(invariant):
+        return while_p.bind(*cond_consts, *body_consts, *init, cond_jaxpr=cond_jaxpr,
+                            body_jaxpr=body_jaxpr, cond_nconsts=len(cond_consts),
+                            body_nconsts=len(body_consts))
+
+    def split(closed, nconsts, outvars=None):
+        j = closed.jaxpr
+        carry = j.invars[nconsts:]
+        fixed = [v for v, f in zip(carry, invariant) if f]
+        moving = [v for v, f in zip(carry, invariant) if not f]
+        return _with_invars(closed, j.invars[:nconsts] + fixed + moving, outvars)
+    moving_outs = [v for v, f in zip(body_jaxpr.jaxpr.outvars, invariant) if not f]
+    fixed_init = [x for x, f in zip(init, invariant) if f]
+    outs = iter(while_p.bind(
+        *cond_consts, *fixed_init, *body_consts, *fixed_init,
+        *[x for x, f in zip(init, invariant) if not f],
+        cond_jaxpr=split(cond_jaxpr, len(cond_consts)),
+        body_jaxpr=split(body_jaxpr, len(body_consts), moving_outs),
+        cond_nconsts=len(cond_consts) + len(fixed_init),
+        body_nconsts=len(body_consts) + len(fixed_init)))
+    return [_as_array(x) if f else next(outs) for x, f in zip(init, invariant)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1072,11 +1090,36 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
                       jaxpr.out_avals[:carry_tree.num_leaves])
     if config.debug_key_reuse:
         key_flow.scan_rule(scope, init, xs, len(init_leaves))
-    outs = scan_p.bind(*consts, *init_leaves, *xs_leaves, jaxpr=jaxpr, length=length,
-                       reverse=bool(reverse), num_consts=len(consts),
-                       num_carry=len(init_leaves), unroll=_canonical_unroll(unroll, length))
-    n = len(init_leaves)
-    return tree_unflatten(init_tree, outs[:n]), tree_unflatten(y_tree, outs[n:])
+    carry_out, ys = _bind_scan(consts, init_leaves, xs_leaves, jaxpr, length=length,
+                               reverse=bool(reverse), unroll=_canonical_unroll(unroll, length))
+    return tree_unflatten(init_tree, carry_out), tree_unflatten(y_tree, ys)
+
+
+def _invariant_carries(body: ClosedJaxpr, num_consts: int, num_carry: int) -> list[bool]:
+    """Which carries the body returns unchanged (its output is the very input binder)."""
+    j = body.jaxpr
+    return [j.outvars[i] is j.invars[num_consts + i] for i in range(num_carry)]
+
+
+def _bind_scan(consts, init, xs, jaxpr, **params):
+    """Bind scan; returns (final carry, stacked ys). Carries the body passes through unchanged
+    become consts and come back as their initial values, as in JAX (so vmap sees them
+    unbatched when they were)."""
+    nc, n = len(consts), len(init)
+    invariant = _invariant_carries(jaxpr, nc, n)
+    j = jaxpr.jaxpr
+    carry_vars = j.invars[nc:nc + n]
+    fixed = [v for v, f in zip(carry_vars, invariant) if f]
+    moving = [v for v, f in zip(carry_vars, invariant) if not f]
+    body = _with_invars(jaxpr, j.invars[:nc] + fixed + moving + j.invars[nc + n:],
+                        [v for v, f in zip(j.outvars[:n], invariant) if not f] + j.outvars[n:])
+    fixed_init = [x for x, f in zip(init, invariant) if f]
+    outs = scan_p.bind(*consts, *fixed_init, *[x for x, f in zip(init, invariant) if not f],
+                       *xs, jaxpr=body, num_consts=nc + len(fixed_init),
+                       num_carry=n - len(fixed_init), **params)
+    moved = iter(outs[:n - len(fixed_init)])
+    carry = [_as_array(x) if f else next(moved) for x, f in zip(init, invariant)]
+    return carry, outs[n - len(fixed_init):]
 
 
 # ---------------------------------------------------------------------------------------------
