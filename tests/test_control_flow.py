@@ -501,3 +501,13 @@ def test_cond_of_a_string_predicate_raises_jax_message():
     for mod in (fluxion, jax):
         with pytest.raises(TypeError, match="Pred must be a scalar, got foo of type <class 'str'>"):
             mod.lax.cond("foo", lambda: 1, lambda: 2)
+
+
+def test_carry_structure_error_counts_children_and_names_keys_like_jax():
+    import jax
+    for mod in (fluxion, jax):
+        with pytest.raises(TypeError, match=r"is a <class 'dict'> with 1 child but .* with 2 "
+                                            r"children, .*symmetric difference of key sets: "
+                                            r"\{'b'\}"):
+            mod.lax.scan(lambda x, _: ({"a": x["a"], "b": x["a"]}, None),
+                         {"a": np.int32(0)}, None, length=1)

@@ -156,18 +156,38 @@ def _structure_differences(tree1, tree2, path=()):
     children2, meta2 = flatten_one_level(tree2)
     children1, children2 = list(children1), list(children2)
     if len(children1) != len(children2):
-        yield (path, f"{type(tree1)} with {len(children1)} children",
-               f"{type(tree2)} with {len(children2)} children",
-               "the numbers of children do not match")
+        diff = _key_difference(tree1, tree2)
+        yield (path, f"{type(tree1)} with {_children(len(children1))}",
+               f"{type(tree2)} with {_children(len(children2))}",
+               "the numbers of children do not match"
+               + (diff and f", with the symmetric difference of key sets: {{{diff}}}"))
         return
     if meta1 != meta2:
         yield (path, f"{type(tree1)} with pytree metadata {meta1}",
                f"{type(tree2)} with pytree metadata {meta2}",
                "the pytree node metadata does not match")
         return
-    keys = [k for k, _ in tree_flatten_with_path(tree1, is_leaf=lambda x: x is not tree1)[0]]
-    for key, c1, c2 in zip(keys, children1, children2):
+    for key, c1, c2 in zip(_child_keys(tree1), children1, children2):
         yield from _structure_differences(c1, c2, path + tuple(key))
+
+
+def _children(n: int) -> str:
+    return f"{n} child" + ("ren" if n > 1 else "")
+
+
+def _child_keys(tree) -> list:
+    return [k for k, _ in tree_flatten_with_path(tree, is_leaf=lambda x: x is not tree)[0]]
+
+
+def _key_difference(tree1, tree2) -> str:
+    """The keys (dict keys, attribute names) only one of two nodes has, as JAX lists them; ''
+    where the children have no such keys."""
+    try:
+        keys1 = {k[0].key for k in _child_keys(tree1)}
+        keys2 = {k[0].key for k in _child_keys(tree2)}
+    except (AttributeError, TypeError, IndexError):
+        return ""
+    return " ".join(repr(k) for k in keys1.symmetric_difference(keys2))
 
 
 def _leaves_tree(treedef):
