@@ -210,7 +210,7 @@ def test_argmax_jit_matches_eager_and_jaxpr(rng):
 @pytest.mark.parametrize("x,axis,index_dtype,error,message", [
     (np.zeros((0, 2), np.float32), 0, np.int32, ValueError, "non-empty reduced dimension"),
     (np.zeros(3, np.float32), 0, np.float32, TypeError, "index_dtype must be an integer type"),
-    (np.zeros(3, np.float32), 1, np.int32, ValueError, "invalid axis"),
+    (np.zeros(3, np.float32), 1, np.int32, ValueError, "Invalid axis"),
     (np.zeros(3, np.complex64), 0, np.int32, TypeError, "does not accept dtype complex64"),
 ])
 def test_argmax_errors_match_jax(x, axis, index_dtype, error, message):

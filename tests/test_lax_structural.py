@@ -483,3 +483,25 @@ def test_errors_are_raised_under_jit_too():
     # (jax.lax's eager path fails here with an internal ValueError; its shape rule says TypeError)
     with pytest.raises(TypeError, match="slice start_indices must have length"):
         fluxion.jit(lambda x: lax.slice(x, (0,), (1,)))(M23)
+
+
+@pytest.mark.parametrize("case, error, message", [
+    (lambda lax: lax.squeeze(np.ones((1, 2, 3), np.float32), dimensions=(1,)), ValueError,
+     "cannot select an axis to squeeze out which has size not equal to one"),
+    (lambda lax: lax.reshape(np.ones(3), (np.array([3, 1]),)), TypeError,
+     "Shapes must be 1D sequences of concrete values of integer type"),
+    (lambda lax: lax.reshape(np.ones(3), (1.5, 2.0)), TypeError,
+     r"Shapes must be 1D sequences of concrete values of integer type, got \(1.5, 2.0\)"),
+    (lambda lax: lax.reduce_sum(np.ones((2, 3), np.float32), (0, 0)), ValueError,
+     r"duplicate value in 'axes' of reduction: \(0, 0\)"),
+    (lambda lax: lax.argmin(np.ones((2, 3), np.float32), -1, np.int32), ValueError,
+     r"Invalid axis -1 for operand shape \(2, 3\)"),
+    (lambda lax: lax.reduce_window(np.ones(3, np.float32), 0.0, lambda x, y: [x + y], (2,),
+                                   (1,), "VALID"), ValueError,
+     "reduce_window output must have the same tree structure as the operands"),
+])
+def test_shape_errors_say_what_jax_says(case, error, message):
+    import jax
+    for lax_module in (lax, jax.lax):
+        with pytest.raises(error, match=message):
+            case(lax_module)

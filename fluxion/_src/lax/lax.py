@@ -288,7 +288,11 @@ def reshape(operand, new_sizes: Sequence[int], dimensions: Sequence[int] | None 
     the result out."""
     if out_sharding is not None:  # (a keyword here, not a wrapper: fluxion calls this a lot)
         return apply_out_sharding(lambda: reshape(operand, new_sizes, dimensions), out_sharding)
-    new_sizes = tuple(map(core.canonicalize_dim, new_sizes))
+    try:
+        new_sizes = tuple(map(core.canonicalize_dim, new_sizes))
+    except TypeError as e:
+        raise TypeError("Shapes must be 1D sequences of concrete values of integer type, got "
+                        f"{tuple(new_sizes)}.") from e
     aval = core.get_aval(operand)
     dims = None if dimensions is None or tuple(dimensions) == tuple(range(aval.ndim)) else tuple(dimensions)
     if aval.shape == new_sizes and dims is None and isinstance(operand, (Array, core.Tracer)):

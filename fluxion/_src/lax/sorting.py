@@ -213,7 +213,7 @@ def _argminmax_abstract_eval(name: str):
         axis, = axes
         check_dtype(name, operand, ORDERED)
         if not 0 <= axis < operand.ndim:
-            raise ValueError(f"{name}: invalid axis {axis} for operand shape {operand.shape}")
+            raise ValueError(f"{name}: Invalid axis {axis} for operand shape {operand.shape}")
         if operand.shape[axis] < 1:
             raise ValueError(f"argmin and argmax require non-empty reduced dimension. "
                              f"operand.shape={operand.shape} axis={axis}")

@@ -109,8 +109,8 @@ def _squeeze_abstract_eval(x, *, dimensions):
         raise ValueError(f"squeeze: dimensions {dimensions} outside range [0, {x.ndim}) for an "
                          f"operand of shape {x.shape}")
     if any(x.shape[d] != 1 for d in dimensions):
-        raise ValueError(f"squeeze: cannot squeeze out a dimension whose size is not one, got "
-                         f"shape={x.shape} and dimensions={dimensions}")
+        raise ValueError(f"squeeze: cannot select an axis to squeeze out which has size not "
+                         f"equal to one, got shape={x.shape} and dimensions={dimensions}")
     shape = tuple(n for i, n in enumerate(x.shape) if i not in dimensions)
     return ShapedArray(shape, x.dtype, x.weak_type)
 
