@@ -406,3 +406,20 @@ def test_check_grads_float32_step_is_jax_eps():
     x = np.array([0.005, -0.004], np.float32)
     jax.test_util.check_grads(lambda x: 1 / x, (x,), 1)
     check_grads(lambda x: 1 / x, (x,), 1)
+
+
+def test_stop_gradient_peels_integer_jvp_tracers_like_jax():
+    # JAX issue 33689: a custom_gradient's integer output is a JVP tracer; stop_gradient must
+    # give it back as a plain value, like the float output beside it.
+    kinds = []
+
+    @fluxion.custom_gradient
+    def f(x):
+        return (x, jnp.round(x).astype(jnp.int32)), lambda g: jnp.ones_like(x)
+
+    def loss(x):
+        y, i = f(x)
+        kinds.extend(type(v) for v in lax.stop_gradient((y, i)))
+        return jnp.sum(f(y)[0])
+    np.testing.assert_allclose(fluxion.grad(loss)(jnp.ones(3)), np.ones(3))
+    assert kinds[0] is kinds[1] and not issubclass(kinds[0], fluxion.core.Tracer)
