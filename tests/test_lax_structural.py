@@ -505,3 +505,14 @@ def test_shape_errors_say_what_jax_says(case, error, message):
     for lax_module in (lax, jax.lax):
         with pytest.raises(error, match=message):
             case(lax_module)
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4", "int2", "float8_e4m3fn", "float8_e5m2",
+                                   "float8_e8m0fnu", "float4_e2m1fn"])
+def test_iota_of_narrow_dtypes_matches_jax(dtype):
+    want = np.asarray(jax.lax.iota(dtype, 5)).astype(np.float32)
+    for got in (lax.iota(dtype, 5), fluxion.jit(lambda: lax.iota(dtype, 5))()):
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(np.asarray(got).astype(np.float32), want)
+    with pytest.raises(TypeError, match="iota does not accept dtype bool"):
+        lax.iota(np.bool_, 3)

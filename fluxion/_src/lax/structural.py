@@ -1050,7 +1050,7 @@ def dynamic_update_index_in_dim(operand, update, index, axis: int, *,
 # iota
 
 def _iota_abstract_eval(*, dtype, shape, dimension, sharding=None):
-    if dtype == dtypes.bool_ or dtype.kind not in "iufc" and dtype != dtypes.bfloat16:
+    if not (dtypes.issubdtype(dtype, np.integer) or dtypes.issubdtype(dtype, np.inexact)):
         raise TypeError(f"iota does not accept dtype {dtype.name}. Accepted dtypes are subtypes "
                         f"of integer, floating, complexfloating.")
     _check_nonnegative("iota", "shape", shape)
