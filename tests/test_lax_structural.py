@@ -516,3 +516,20 @@ def test_iota_of_narrow_dtypes_matches_jax(dtype):
         np.testing.assert_array_equal(np.asarray(got).astype(np.float32), want)
     with pytest.raises(TypeError, match="iota does not accept dtype bool"):
         lax.iota(np.bool_, 3)
+
+
+@pytest.mark.parametrize("make, new_dtype", [
+    (lambda m: np.float32(1.5), "uint4"),                          # 32 bits -> 8 x 4 bits
+    (lambda m: np.array([3, -7], np.int8), "int4"),                # 8 bits -> 2 x 4 bits
+    (lambda m: m.lax.iota("int4", 8).reshape(2, 4), np.int16),     # 4 x 4 bits -> 16 bits
+    (lambda m: m.lax.iota("int4", 4), np.float16),
+    (lambda m: m.lax.iota("int2", 4), np.int8),
+])
+def test_bitcast_convert_type_counts_bits_of_sub_byte_dtypes_like_jax(make, new_dtype):
+    want = jax.lax.bitcast_convert_type(make(jax), new_dtype)
+    for fn in (lax.bitcast_convert_type,
+               fluxion.jit(lax.bitcast_convert_type, static_argnums=1)):
+        got = fn(make(fluxion), new_dtype)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(np.asarray(got).astype(np.float32),
+                                      np.asarray(want).astype(np.float32))

@@ -1100,7 +1100,7 @@ def _bitcast_abstract_eval(x, *, new_dtype):
         raise TypeError(f"lax.bitcast_convert_type does not support bool or complex values "
                         f"unless the operand and destination types match. Got operand "
                         f"dtype={old}, new_dtype={new_dtype}.")
-    old_bits, new_bits = old.itemsize * 8, new_dtype.itemsize * 8
+    old_bits, new_bits = dtypes.itemsize_bits(old), dtypes.itemsize_bits(new_dtype)
     if old_bits == new_bits:
         shape = x.shape
     elif old_bits > new_bits:
@@ -1128,7 +1128,7 @@ def _bitcast_batch(args, dims, *, new_dtype):
     therefore must not be the batch dimension."""
     (x,), (d,) = args, dims
     aval = core.get_aval(x)
-    if aval.dtype.itemsize < new_dtype.itemsize and d == aval.ndim - 1:
+    if dtypes.itemsize_bits(aval.dtype) < dtypes.itemsize_bits(new_dtype) and d == aval.ndim - 1:
         x, d = batching.moveaxis(x, d, 0), 0
     return bitcast_convert_type_p.bind(x, new_dtype=new_dtype), d
 
