@@ -490,8 +490,13 @@ def index_take(src, idxs, axes: Sequence[int]):
 
 
 def shape_as_value(shape):
-    """`shape` as an int32 array (a concrete shape in fluxion)."""
-    return _asarray(np.asarray([operator.index(d) for d in shape], np.int32))
+    """`shape` as an int32 array; symbolic dimensions (shape polymorphism) become values
+    computed from the actual shapes."""
+    from fluxion._src.export import shape_poly
+    if all(shape_poly.is_constant_dim(d) for d in shape):
+        return _asarray(np.asarray([operator.index(d) for d in shape], np.int32))
+    dims = [lax.convert_element_type(shape_poly.dimension_as_value(d), np.int32) for d in shape]
+    return structural.concatenate([structural.expand_dims(d, (0,)) for d in dims], 0)
 
 
 def conv_transpose_shape_tuple(lhs_shape, rhs_shape, window_strides, padding,
