@@ -267,3 +267,10 @@ def test_dce_sink_survives_dce_and_transformations():
     np.testing.assert_array_equal(fluxion.jit(f)(x), x + 1)
     np.testing.assert_array_equal(fluxion.grad(lambda x: f(x).sum())(x), np.ones(3))
     np.testing.assert_array_equal(fluxion.vmap(f)(np.ones((2, 3))), 2 * np.ones((2, 3)))
+
+
+def test_platform_dependent_without_a_branch_for_this_platform_raises_like_jax():
+    import jax
+    for mod in (fluxion, jax):
+        with pytest.raises(NotImplementedError, match="translation rule .* not found for platform"):
+            mod.lax.platform_dependent(3.0, tpu=lambda x: x + 2.0)

@@ -304,8 +304,9 @@ def platform_dependent(*args, default: Callable | None = None, **per_platform: C
         if name in per_platform:
             return per_platform[name](*args)
     if default is None:
-        raise NotImplementedError(f"platform_dependent: no branch for platform {platform!r} "
-                                  "and no default")
+        raise NotImplementedError(f"platform_dependent: translation rule for the branches "
+                                  f"{tuple(per_platform)} not found for platform {platform} "
+                                  "(and no default)")
     return default(*args)
 
 
