@@ -446,8 +446,7 @@ def test_compiling_a_symbolic_lowering_raises_like_jax():
 
 
 def test_shape_as_value_of_symbolic_shapes_matches_jax():
-    import jax
-    for mod in (fluxion, jax):
+    for mod in (fx, jax):
         f = mod.jit(lambda x: mod.lax.shape_as_value(x.shape))
         exp = mod.export.export(f)(
             mod.ShapeDtypeStruct(mod.export.symbolic_shape("a, 5"), np.float32))
