@@ -274,3 +274,14 @@ def test_platform_dependent_without_a_branch_for_this_platform_raises_like_jax()
     for mod in (fluxion, jax):
         with pytest.raises(NotImplementedError, match="translation rule .* not found for platform"):
             mod.lax.platform_dependent(3.0, tpu=lambda x: x + 2.0)
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.int8, np.uint16])
+def test_mulhi_broadcasts_size_one_dimensions_like_jax(dtype):
+    a = (np.arange(3).reshape(3, 1) * 1000003 - 1500000).astype(dtype)
+    b = (np.arange(4).reshape(1, 4) * 3000017 - 4000000).astype(dtype)
+    want = jax.lax.mulhi(a, b)
+    np.testing.assert_array_equal(lax.mulhi(a, b), want)
+    np.testing.assert_array_equal(fluxion.jit(lax.mulhi)(a, b), want)
+    batched = fluxion.vmap(lax.mulhi, (0, None))(np.stack([a, a]), b)
+    np.testing.assert_array_equal(batched, np.stack([want, want]))

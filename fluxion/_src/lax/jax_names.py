@@ -228,6 +228,10 @@ batching.defvectorized(stage_p)
 # mulhi: the high half of the double-width integer product
 
 def _mulhi_lowering_fun(x, y):
+    # Operands of equal rank may broadcast size-1 dimensions: give both the result's shape.
+    shape = np.broadcast_shapes(x.shape, y.shape)
+    x, y = (v if v.shape == shape else lax.broadcast_in_dim(v, shape, tuple(range(len(shape))))
+            for v in (x, y))
     dt = x.dtype
     bits = dt.itemsize * 8
     signed = dt.kind == "i"
