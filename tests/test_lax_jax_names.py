@@ -285,3 +285,16 @@ def test_mulhi_broadcasts_size_one_dimensions_like_jax(dtype):
     np.testing.assert_array_equal(fluxion.jit(lax.mulhi)(a, b), want)
     batched = fluxion.vmap(lax.mulhi, (0, None))(np.stack([a, a]), b)
     np.testing.assert_array_equal(batched, np.stack([want, want]))
+
+
+@pytest.mark.parametrize("shape, message", [
+    ((-1,), r"Only non-negative indices are allowed when broadcasting static shapes, but got "
+            r"shape \(-1,\)"),
+    ("hello", "Shapes must be 1D sequences of concrete values of integer type, got hello"),
+    ((1.5,), "Shapes must be 1D sequences of concrete values of integer type"),
+])
+def test_broadcast_shapes_of_bad_shapes_raises_like_jax(shape, message):
+    for lax_module in (lax, jax.lax):
+        with pytest.raises(TypeError, match=message):
+            lax_module.broadcast_shapes(shape)
+    assert lax.broadcast_shapes((2, 1), (1, 3)) == jax.lax.broadcast_shapes((2, 1), (1, 3))

@@ -438,6 +438,15 @@ def rng_uniform(a, b, shape):
 def broadcast_shapes(*shapes) -> tuple:
     """The shape that arrays of the given shapes broadcast to (NumPy rules)."""
     from fluxion._src.numpy.util import broadcast_shapes as _broadcast_shapes
+    for shape in shapes:
+        try:
+            dims = [core.canonicalize_dim(d) for d in shape]
+        except TypeError:
+            raise TypeError("Shapes must be 1D sequences of concrete values of integer type, "
+                            f"got {shape}.") from None
+        if any(type(d) is int and d < 0 for d in dims):
+            raise TypeError("Only non-negative indices are allowed when broadcasting static "
+                            f"shapes, but got shape {shape}.")
     return _broadcast_shapes(*shapes)
 
 
