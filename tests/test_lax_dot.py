@@ -7,6 +7,7 @@ import pytest
 
 import fluxion
 from fluxion import lax
+from fluxion.test_util import check_grads
 from jax import lax as jlax
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -226,3 +227,59 @@ def test_dot_errors_match_jax():
         for a, b in ((_B523, _B534), (_X23, _X23)):
             with pytest.raises(ValueError, match="dimension_numbers must be specified"):
                 mod.lax.dot(a, b)
+
+
+def _rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+# (lhs shape, rhs shape, group sizes, (dot dimension numbers, lhs ragged, rhs group)),
+# JAX 0.10.2's three modes of ragged_dot_general
+_RAGGED_GENERAL = [
+    ((2, 11, 5), (3, 2, 5, 7), [[4, 5, 2], [1, 3, 6]],  # non-contracting, batched groups
+     ((([2], [2]), ([0], [1])), [1], [0])),
+    ((11, 5), (5, 3, 7), [2, 3, 4], ((([1], [0]), ([], [])), [0], [1])),  # rows past the groups
+    ((11, 5), (5, 7), [1, 2, 2], ((([1], [0]), ([], [])), [1], [])),      # contracting
+    ((2, 11, 5), (2, 5, 7), [[1, 2, 2], [3, 0, 1]],                       # contracting, batched
+     ((([2], [1]), ([0], [0])), [2], [])),
+    ((4, 3, 5), (4, 5, 2), [1, 3], ((([2], [1]), ([0], [0])), [0], [])),  # batch
+]
+
+
+@pytest.mark.parametrize("case", range(len(_RAGGED_GENERAL)))
+def test_ragged_dot_general_modes_match_jax(case):
+    import jax
+    lhs_shape, rhs_shape, sizes, (dims, ragged, group) = _RAGGED_GENERAL[case]
+    rng = np.random.default_rng(case)
+    lhs, rhs = _rand(rng, *lhs_shape), _rand(rng, *rhs_shape)
+    sizes = np.asarray(sizes, np.int32)
+    want = jax.lax.ragged_dot_general(lhs, rhs, sizes,
+                                      jax.lax.RaggedDotDimensionNumbers(dims, ragged, group))
+    dn = lax.RaggedDotDimensionNumbers(dims, ragged, group)
+    f = lambda a, b: lax.ragged_dot_general(a, b, sizes, dn)
+    for got in (f(lhs, rhs), fluxion.jit(f)(lhs, rhs)):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    check_grads(f, (lhs, rhs), 1, ("fwd", "rev"))  # JAX has no contracting-mode VJP
+
+
+def test_ragged_dot_general_argument_errors_match_jax():
+    import jax
+    bad = [  # lhs, rhs, group sizes shapes; dimension numbers
+        ((11, 5), (3, 5, 7), (3,), ((([1], [1]), ([], [])), [0, 1], [0])),
+        ((11, 5), (3, 5, 7), (3,), ((([1], [1]), ([], [])), [2], [0])),
+        ((11, 5), (3, 5, 7), (2, 3), ((([1], [1]), ([], [])), [0], [0])),
+        ((19, 11, 5), (19, 5, 7), (19, 3), ((([2], [1]), ([0], [0])), [1], [0])),
+        ((11, 5), (3, 5, 7), (2,), ((([1], [1]), ([], [])), [0], [0])),
+        ((11, 5), (3, 5, 7), (3,), ((([1], [1]), ([], [])), [1], [0])),
+        ((11, 5), (5, 7), (3,), ((([1], [0]), ([], [])), [0], [])),
+    ]
+    for lhs_shape, rhs_shape, sizes_shape, (dims, ragged, group) in bad:
+        args = (np.ones(lhs_shape, np.float32), np.ones(rhs_shape, np.float32),
+                np.ones(sizes_shape, np.int32))
+        with pytest.raises(TypeError) as theirs:
+            jax.lax.ragged_dot_general(*args, jax.lax.RaggedDotDimensionNumbers(dims, ragged,
+                                                                                group))
+        with pytest.raises(TypeError) as ours:
+            lax.ragged_dot_general(*args, lax.RaggedDotDimensionNumbers(dims, ragged, group))
+        assert str(ours.value) == str(theirs.value)
