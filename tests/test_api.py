@@ -639,3 +639,15 @@ def test_common_operations_do_not_import_jax_even_when_installed():
                          env=env)
     assert out.stdout.strip() == "False", out.stderr
     assert out.stderr == "", "XLA's start-up INFO lines reach the user"
+
+
+def test_lowered_compiler_ir_is_an_mlir_module_like_jax():
+    import jax
+    x = np.arange(3, dtype=np.float32)
+    ours = fluxion.jit(lambda v: fluxion.numpy.sin(v) + 1).lower(x)
+    theirs = jax.jit(lambda v: jax.numpy.sin(v) + 1).lower(x)
+    assert type(ours.compiler_ir()) is type(theirs.compiler_ir())
+    assert "stablehlo.sine" in str(ours.compiler_ir("stablehlo"))
+    for lowered in (ours, theirs):
+        with pytest.raises(ValueError, match="unknown dialect: foo"):
+            lowered.compiler_ir("foo")

@@ -715,6 +715,17 @@ class Lowered:
         for JAX compatibility)."""
         return self._text
 
+    def compiler_ir(self, dialect: str | None = None):
+        """The module as a jaxlib MLIR `ir.Module` (dialect "stablehlo", the default); an
+        "hlo" `XlaComputation` is not available in fluxion."""
+        if dialect in (None, "stablehlo"):
+            from fluxion._src.compiler.backend import parse_module
+            return parse_module(self._text)
+        if dialect == "hlo":
+            raise NotImplementedError("fluxion lowers to StableHLO only: use "
+                                      "compiler_ir('stablehlo') or as_text()")
+        raise ValueError(f"unknown dialect: {dialect}")
+
     @property
     def in_tree(self):
         return self._traced.in_tree
