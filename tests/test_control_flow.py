@@ -511,3 +511,11 @@ def test_carry_structure_error_counts_children_and_names_keys_like_jax():
                                             r"\{'b'\}"):
             mod.lax.scan(lambda x, _: ({"a": x["a"], "b": x["a"]}, None),
                          {"a": np.int32(0)}, None, length=1)
+
+
+def test_cond_of_a_function_predicate_raises_jax_message():
+    import jax
+    for mod in (fluxion, jax):
+        with pytest.raises(TypeError, match="Pred type must be either boolean or number, got "
+                                            "<function"):
+            mod.lax.cond(lambda: True, lambda: 1, lambda: 2)

@@ -9,6 +9,7 @@ stablehlo.while), JVP, partial evaluation, transposition and batching rules here
 from __future__ import annotations
 
 import collections
+import collections.abc
 import inspect
 import operator
 from typing import Callable, Sequence
@@ -403,14 +404,14 @@ def _bind_traced_branches(index, traced, leaves):
 def _pred_to_index(pred):
     if pred is None:
         raise TypeError("cond predicate is None")
-    if isinstance(pred, (list, tuple)) or np.ndim(pred) != 0:
-        what = (f"type {type(pred)}" if isinstance(pred, (list, tuple))
+    if isinstance(pred, collections.abc.Sequence) or np.ndim(pred) != 0:  # str, list, tuple
+        what = (f"type {type(pred)}" if isinstance(pred, collections.abc.Sequence)
                 else f"shape {np.shape(pred)}.")
         raise TypeError(f"Pred must be a scalar, got {pred} of {what}")
     try:
         dtype = core.get_aval(pred).dtype
     except TypeError:
-        raise TypeError(f"Pred must be a scalar, got {pred} of type {type(pred)}") from None
+        raise TypeError(f"Pred type must be either boolean or number, got {pred}.") from None
     if dtype != dtypes.bool_:
         if dtype.kind not in "iuf":
             raise TypeError(f"Pred type must be either boolean or number, got {dtype}.")
