@@ -648,6 +648,12 @@ def test_lowered_compiler_ir_is_an_mlir_module_like_jax():
     theirs = jax.jit(lambda v: jax.numpy.sin(v) + 1).lower(x)
     assert type(ours.compiler_ir()) is type(theirs.compiler_ir())
     assert "stablehlo.sine" in str(ours.compiler_ir("stablehlo"))
+    assert type(ours.compiler_ir("hlo")) is type(theirs.compiler_ir("hlo"))
+    # XLA's HLO text, as JAX's (the parameter's name aside)
+    hlo = ours.as_text("hlo")
+    assert " sine(" in hlo and hlo.startswith("HloModule")
+    assert hlo.count("\n") == theirs.as_text("hlo").count("\n")
     for lowered in (ours, theirs):
-        with pytest.raises(ValueError, match="unknown dialect: foo"):
-            lowered.compiler_ir("foo")
+        for method in (lowered.compiler_ir, lowered.as_text):
+            with pytest.raises(ValueError, match="unknown dialect: foo"):
+                method("foo")
