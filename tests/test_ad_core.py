@@ -423,3 +423,17 @@ def test_stop_gradient_peels_integer_jvp_tracers_like_jax():
         return jnp.sum(f(y)[0])
     np.testing.assert_allclose(fluxion.grad(loss)(jnp.ones(3)), np.ones(3))
     assert kinds[0] is kinds[1] and not issubclass(kinds[0], fluxion.core.Tracer)
+
+
+def test_check_grads_float64_step_is_jax_eps():
+    # float64 arguments of a function computing in float32 (lax.mul's out_dtype): JAX's step,
+    # 1e-4, resolves the float32 result; a 1e-6 step drowned in its rounding.
+    import jax.test_util
+    with fluxion.enable_x64(), jax.enable_x64():
+        x = np.array([0.3, -1.7, 2.2], np.float64)
+        y = np.array([1.1, 0.4, -0.9], np.float64)
+        tol = {np.float32: 0.15, np.float64: 0.15}
+        jax.test_util.check_grads(lambda a, b: jax.lax.mul(a, b, out_dtype=np.float32), (x, y),
+                                  2, ["fwd", "rev"], tol, tol)
+        check_grads(lambda a, b: lax.mul(a, b, out_dtype=np.float32), (x, y), 2,
+                    ["fwd", "rev"], tol, tol)

@@ -38,6 +38,12 @@ def _random_like(tree, rng):
     return tree_map(draw, tree)
 
 
+def _loosest(table: dict, tree, default: float) -> float:
+    """The largest entry of `table` over the dtypes of `tree`'s inexact leaves."""
+    inexact = [d for d in _leaf_dtypes(tree) if dtypes.is_inexact(d)]
+    return max([table.get(d, default) for d in inexact] or [default])
+
+
 def _tol(tree, given):
     """The loosest tolerance over `tree`'s leaves: `given` if a number, else looked up by dtype.
 
@@ -48,13 +54,11 @@ def _tol(tree, given):
         return given
     table = dict(_DEFAULT_TOL)
     table.update({np.dtype(key): value for key, value in (given or {}).items()})
-    return max([table.get(dtype, 1e-5) for dtype in _leaf_dtypes(tree)] or [1e-5])
+    return _loosest(table, tree, 1e-5)
 
 
 def _eps(tree, given):
-    if given is not None:
-        return given
-    return max([_DEFAULT_EPS.get(dtype, 1e-4) for dtype in _leaf_dtypes(tree)] or [1e-4])
+    return given if given is not None else _loosest(_DEFAULT_EPS, tree, 1e-4)
 
 
 def _add(tree, delta, scale):
@@ -86,12 +90,13 @@ def check_jvp(f, primals, atol=None, rtol=None, eps=None, rng=None):
     from fluxion._src.ad_api import jvp
     rng = rng or np.random.default_rng(0)
     tangents = _random_like(primals, rng)
-    eps = _eps(primals, eps)
-    _, out_tangent = jvp(f, tuple(primals), tuple(tangents))
+    out, out_tangent = jvp(f, tuple(primals), tuple(tangents))
+    # Steps and tolerances suit the least precise of the inputs and outputs (a float64
+    # function computing in float32 needs float32's).
+    eps = _eps((primals, out), eps)
     expected = numerical_jvp(f, primals, tangents, eps)
-    tol = _tol(primals, atol)
-    _assert_close("JVP against finite differences", out_tangent, expected, tol,
-                  _tol(primals, rtol))
+    _assert_close("JVP against finite differences", out_tangent, expected,
+                  _tol((primals, out), atol), _tol((primals, out), rtol))
 
 
 def check_vjp(f, primals, atol=None, rtol=None, eps=None, rng=None):
@@ -107,18 +112,18 @@ def check_vjp(f, primals, atol=None, rtol=None, eps=None, rng=None):
     out, pullback = vjp(f, *primals)
     tangents = _random_like(primals, rng)
     cotangent = _random_like(out, rng)
-    eps = _eps(primals, eps)
+    eps = _eps((primals, out), eps)
     jvp_numeric = numerical_jvp(f, primals, tangents, eps)
     cotangents = [cotangent]
     if any(np.iscomplexobj(x) for x in _leaves(out)):
         cotangents.append(tree_map(lambda c: (1j * np.asarray(c)).astype(np.asarray(c).dtype),
                                    cotangent))
-    tol = _tol(primals, atol)
+    tol = _tol((primals, out), atol)
     for ct in cotangents:
         lhs = _inner(pullback(ct), tangents).real
         rhs = _inner(ct, jvp_numeric).real
         np.testing.assert_allclose(lhs, rhs, atol=tol * max(1.0, abs(rhs)),
-                                   rtol=_tol(primals, rtol),
+                                   rtol=_tol((primals, out), rtol),
                                    err_msg="VJP against finite differences (dot-product test)")
 
 
