@@ -430,8 +430,8 @@ def test_check_grads_float64_step_is_jax_eps():
     # 1e-4, resolves the float32 result; a 1e-6 step drowned in its rounding.
     import jax.test_util
     with fluxion.enable_x64(), jax.enable_x64():
-        x = np.array([0.3, -1.7, 2.2], np.float64)
-        y = np.array([1.1, 0.4, -0.9], np.float64)
+        x = np.array([3.3, -4.7, 5.2], np.float64)  # products of ~20: float32 ulps ~2e-6
+        y = np.array([4.1, 2.4, -3.9], np.float64)
         tol = {np.float32: 0.15, np.float64: 0.15}
         jax.test_util.check_grads(lambda a, b: jax.lax.mul(a, b, out_dtype=np.float32), (x, y),
                                   2, ["fwd", "rev"], tol, tol)
