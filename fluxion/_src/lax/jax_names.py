@@ -507,8 +507,13 @@ def shape_as_value(shape):
     computed from the actual shapes."""
     from fluxion._src.export import shape_poly
     if all(shape_poly.is_constant_dim(d) for d in shape):
-        return _asarray(np.asarray([operator.index(d) for d in shape], np.int32))
-    dims = [lax.convert_element_type(shape_poly.dimension_as_value(d), np.int32) for d in shape]
+        sizes = [operator.index(d) for d in shape]
+        if any(d > np.iinfo(np.int32).max for d in sizes):
+            return np.asarray(sizes, np.int64)  # a NumPy array, int64 even without x64 (JAX)
+        return _asarray(np.asarray(sizes, np.int32))
+    # Symbolic sizes are values of the default integer type (int64 with x64), as in JAX.
+    dtype = dtypes.canonicalize_dtype(np.dtype(np.int64))
+    dims = [lax.convert_element_type(shape_poly.dimension_as_value(d), dtype) for d in shape]
     return structural.concatenate([structural.expand_dims(d, (0,)) for d in dims], 0)
 
 
