@@ -314,6 +314,34 @@ def test_check_grads_catches_a_wrong_rule():
         check_grads(wrong, (np.float32(0.3),), order=1, modes=("fwd",))
 
 
+def test_check_grads_takes_tolerance_dicts_as_jax():
+    # JAX's check_grads takes {dtype: tol} dicts; the leaf's dtype picks the tolerance.
+    f = lambda x: jnp.sum(jnp.sin(x) * x)
+    x = np.array([0.3, -0.7], np.float32)
+    tols = {np.float32: 2e-2, np.float64: 1e-5}
+    check_grads(f, (x,), order=2, atol=tols, rtol=tols)
+    import jax.test_util
+    jax.test_util.check_grads(lambda x: jax.numpy.sum(jax.numpy.sin(x) * x), (x,), order=2,
+                              atol=tols, rtol=tols)
+    wrong = fluxion.custom_jvp(lambda x: jnp.sin(x))
+    wrong.defjvp(lambda p, t: (wrong(p[0]), t[0] * 2.0))
+    with pytest.raises(AssertionError):  # a dict without the leaf's dtype: the default applies
+        check_grads(wrong, (np.float32(0.3),), order=1, modes=("fwd",),
+                    atol={np.float64: 10.0}, rtol={np.float64: 10.0})
+
+
+@pytest.mark.parametrize("modes", [("fwd",), ("rev",)])
+def test_check_grads_of_python_float_args_uses_float32_steps(modes):
+    # A Python float argument is float32 without x64, so its finite-difference step and
+    # tolerance are float32's, as in JAX's check_grads (float64's step drowned in rounding).
+    f = lambda x: lax.cond(x < 3, lambda x: (x, x), lambda x: (2 * x, 4 * x), x)
+    check_grads(f, (3.14,), order=2, modes=modes)
+    check_grads(fluxion.jit(f), (3.14,), order=2, modes=modes)
+    import jax.test_util
+    f_jax = lambda x: jax.lax.cond(x < 3, lambda x: (x, x), lambda x: (2 * x, 4 * x), x)
+    jax.test_util.check_grads(f_jax, (3.14,), order=2, modes=modes)
+
+
 def test_custom_vjp_nondiff_argnums():
     @functools.partial(fluxion.custom_vjp, nondiff_argnums=(0,))
     def scale(k, x):
@@ -336,3 +364,76 @@ def test_stop_gradient():
     jaxpr = fluxion.make_jaxpr(f)(3.0)
     assert "stop_gradient" in str(jaxpr)
     np.testing.assert_allclose(fluxion.vmap(fluxion.grad(f))(np.arange(3.0, dtype=np.float32)), np.arange(3.0))
+
+
+@pytest.mark.parametrize("name", ["real", "imag", "abs", "conj", "exp"])
+def test_check_grads_of_non_holomorphic_complex_functions(name):
+    # JAX's check_grads passes for these; a VJP is the real-linear adjoint, so only the real
+    # parts of the dot-product test agree for real, imag, abs and conj.
+    import jax.test_util
+    x = np.array([6.4 + 3.8j, -3.4 + 3.6j, 1.05 + 1.1j], np.complex64)
+    jax.test_util.check_grads(getattr(jax.lax, name), (x,), 2, ["fwd", "rev"], 0.15, 0.15)
+    check_grads(getattr(lax, name), (x,), 2, ["fwd", "rev"], 0.15, 0.15)
+    check_grads(fluxion.jit(getattr(lax, name)), (x,), 1, ["rev"], 0.15, 0.15)
+
+
+def test_check_grads_catches_a_conjugated_complex_vjp():
+    @fluxion.custom_vjp
+    def bad(z):
+        return z * (2 + 1j)
+    bad.defvjp(lambda z: (bad(z), None), lambda _, g: (g * (2 - 1j),))
+    with pytest.raises(AssertionError):
+        check_grads(bad, (np.array([1 + 2j, 3 - 1j], np.complex64),), 1, ["rev"])
+
+
+def test_check_grads_of_infinite_outputs():
+    # Windows made of -inf padding alone give -inf at x + eps*v and x - eps*v: their finite
+    # difference is 0 (JAX's safe subtraction), not inf - inf = NaN.
+    x = np.array([0.3, -1.2, 2.5, 0.7], np.float32)
+    pad = [(3, 0)]
+    f = lambda x: lax.reduce_window(x, -np.inf, lax.max, (2,), (1,), pad)
+    assert np.isneginf(np.asarray(f(x))[:2]).all()
+    check_grads(f, (x,), 1)
+    import jax.test_util
+    jax.test_util.check_grads(
+        lambda x: jax.lax.reduce_window(x, -np.inf, jax.lax.max, (2,), (1,), pad), (x,), 1)
+
+
+def test_check_grads_float32_step_is_jax_eps():
+    # float32 arguments take JAX's default step 1e-4: with 1e-3 the finite difference of a
+    # steep function (1/x near 0, asin near 1) is off by more than the tolerance.
+    import jax.test_util
+    x = np.array([0.005, -0.004], np.float32)
+    jax.test_util.check_grads(lambda x: 1 / x, (x,), 1)
+    check_grads(lambda x: 1 / x, (x,), 1)
+
+
+def test_stop_gradient_peels_integer_jvp_tracers_like_jax():
+    # JAX issue 33689: a custom_gradient's integer output is a JVP tracer; stop_gradient must
+    # give it back as a plain value, like the float output beside it.
+    kinds = []
+
+    @fluxion.custom_gradient
+    def f(x):
+        return (x, jnp.round(x).astype(jnp.int32)), lambda g: jnp.ones_like(x)
+
+    def loss(x):
+        y, i = f(x)
+        kinds.extend(type(v) for v in lax.stop_gradient((y, i)))
+        return jnp.sum(f(y)[0])
+    np.testing.assert_allclose(fluxion.grad(loss)(jnp.ones(3)), np.ones(3))
+    assert kinds[0] is kinds[1] and not issubclass(kinds[0], fluxion.core.Tracer)
+
+
+def test_check_grads_float64_step_is_jax_eps():
+    # float64 arguments of a function computing in float32 (lax.mul's out_dtype): JAX's step,
+    # 1e-4, resolves the float32 result; a 1e-6 step drowned in its rounding.
+    import jax.test_util
+    with fluxion.enable_x64(), jax.enable_x64():
+        x = np.array([3.3, -4.7, 5.2], np.float64)  # products of ~20: float32 ulps ~2e-6
+        y = np.array([4.1, 2.4, -3.9], np.float64)
+        tol = {np.float32: 0.15, np.float64: 0.15}
+        jax.test_util.check_grads(lambda a, b: jax.lax.mul(a, b, out_dtype=np.float32), (x, y),
+                                  2, ["fwd", "rev"], tol, tol)
+        check_grads(lambda a, b: lax.mul(a, b, out_dtype=np.float32), (x, y), 2,
+                    ["fwd", "rev"], tol, tol)

@@ -639,3 +639,21 @@ def test_common_operations_do_not_import_jax_even_when_installed():
                          env=env)
     assert out.stdout.strip() == "False", out.stderr
     assert out.stderr == "", "XLA's start-up INFO lines reach the user"
+
+
+def test_lowered_compiler_ir_is_an_mlir_module_like_jax():
+    import jax
+    x = np.arange(3, dtype=np.float32)
+    ours = fluxion.jit(lambda v: fluxion.numpy.sin(v) + 1).lower(x)
+    theirs = jax.jit(lambda v: jax.numpy.sin(v) + 1).lower(x)
+    assert type(ours.compiler_ir()) is type(theirs.compiler_ir())
+    assert "stablehlo.sine" in str(ours.compiler_ir("stablehlo"))
+    assert type(ours.compiler_ir("hlo")) is type(theirs.compiler_ir("hlo"))
+    # XLA's HLO text, as JAX's (the parameter's name aside)
+    hlo = ours.as_text("hlo")
+    assert " sine(" in hlo and hlo.startswith("HloModule")
+    assert hlo.count("\n") == theirs.as_text("hlo").count("\n")
+    for lowered in (ours, theirs):
+        for method in (lowered.compiler_ir, lowered.as_text):
+            with pytest.raises(ValueError, match="unknown dialect: foo"):
+                method("foo")

@@ -472,3 +472,50 @@ def test_custom_root_value_matches_jax():
     assert float(aux) == 0.0
     with pytest.raises(TypeError, match="output pytree structure must match initial_guess"):
         lax.custom_root(lambda x: (x, x), F32(1.0), lambda f, x: x, lambda g, y: y)
+
+
+def _while_with_in_place_body(mod):
+    def body(carry):
+        x, y = carry
+        x += 1  # in place when x is a mutable NumPy array
+        return x, y + x
+    val = np.array(1.0)
+    return mod.lax.while_loop(lambda c: c[0] < 10, body, (val, val))[1]
+
+
+def test_eager_loops_match_jax_under_disable_jit():
+    import jax
+    with fluxion.disable_jit():
+        # the carry's NumPy leaves are copied: the body's += changed the aliased y too (56)
+        assert float(_while_with_in_place_body(fluxion)) == 55.0
+        # a zero-trip fori_loop returns its init value (it raised, as a zero-length scan)
+        assert fluxion.lax.fori_loop(0, 0, lambda i, x: x + i, 1.0) == 1.0
+    with jax.disable_jit():
+        assert float(_while_with_in_place_body(jax)) == 55.0
+        assert jax.lax.fori_loop(0, 0, lambda i, x: x + i, 1.0) == 1.0
+    assert float(fluxion.jit(lambda: _while_with_in_place_body(fluxion))()) == 55.0
+
+
+def test_cond_of_a_string_predicate_raises_jax_message():
+    import jax
+    for mod in (fluxion, jax):
+        with pytest.raises(TypeError, match="Pred must be a scalar, got foo of type <class 'str'>"):
+            mod.lax.cond("foo", lambda: 1, lambda: 2)
+
+
+def test_carry_structure_error_counts_children_and_names_keys_like_jax():
+    import jax
+    for mod in (fluxion, jax):
+        with pytest.raises(TypeError, match=r"is a <class 'dict'> with 1 child but .* with 2 "
+                                            r"children, .*symmetric difference of key sets: "
+                                            r"\{'b'\}"):
+            mod.lax.scan(lambda x, _: ({"a": x["a"], "b": x["a"]}, None),
+                         {"a": np.int32(0)}, None, length=1)
+
+
+def test_cond_of_a_function_predicate_raises_jax_message():
+    import jax
+    for mod in (fluxion, jax):
+        with pytest.raises(TypeError, match="Pred type must be either boolean or number, got "
+                                            "<function"):
+            mod.lax.cond(lambda: True, lambda: 1, lambda: 2)

@@ -202,3 +202,28 @@ def test_custom_linear_solve_batched_over_matrix_and_rhs():
     for in_axes in [(0, 0), (None, 0), (0, None)]:
         args = [mats if in_axes[0] == 0 else base, rhs if in_axes[1] == 0 else rhs[0]]
         _check_vmap(fun, args, in_axes)
+
+
+def _read_only_carry(mod, kind):
+    """A cond whose branches return a loop carry that the loop body never changes."""
+    m_lax = mod.lax
+
+    def loop(y):
+        if kind == "scan":
+            return m_lax.scan(lambda c, _: (c, None), y, None, length=1)[0]
+        if kind == "while_loop":
+            return m_lax.while_loop(lambda c: False, lambda c: c, y)
+        return m_lax.while_loop(lambda c: c[1] < 3, lambda c: (c[0], c[1] + 1), (y, 0))[0]
+    return lambda x, y: m_lax.cond(x < 0, lambda y: loop(y), lambda y: loop(y), y)
+
+
+@pytest.mark.parametrize("kind", ["scan", "while_loop", "while_loop_with_counter"])
+def test_read_only_loop_carries_stay_unbatched_like_jax(kind):
+    # JAX returns a carry the body passes through unchanged as the initial value, so vmap with
+    # out_axes=None accepts it (flax issue 4709); fluxion reported a mapped output.
+    import jax
+    xs = np.arange(3.0, dtype=np.float32)
+    want = jax.vmap(_read_only_carry(jax, kind), (0, None), None)(xs, 3.0)
+    f = fluxion.vmap(_read_only_carry(fluxion, kind), (0, None), None)
+    np.testing.assert_array_equal(f(xs, 3.0), want)
+    np.testing.assert_array_equal(fluxion.jit(f)(xs, 3.0), want)

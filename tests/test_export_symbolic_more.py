@@ -443,3 +443,25 @@ def test_compiling_a_symbolic_lowering_raises_like_jax():
     # Concrete shapes still lower and compile as before.
     compiled = fx.jit(lambda x: x.sum()).lower(np.ones((2, 3), np.float32)).compile()
     assert float(compiled(np.ones((2, 3), np.float32))) == 6.0
+
+
+def test_shape_as_value_of_symbolic_shapes_matches_jax():
+    for mod in (fx, jax):
+        f = mod.jit(lambda x: mod.lax.shape_as_value(x.shape))
+        exp = mod.export.export(f)(
+            mod.ShapeDtypeStruct(mod.export.symbolic_shape("a, 5"), np.float32))
+        out = exp.call(np.ones((3, 5), np.float32))
+        assert out.dtype == np.int32
+        np.testing.assert_array_equal(out, [3, 5])
+
+
+def test_shape_as_value_dtypes_match_jax():
+    big = (2 ** 31 + 5,)
+    ours, theirs = flax.shape_as_value(big), jax.lax.shape_as_value(big)
+    assert ours.dtype == theirs.dtype == np.int64 and ours.tolist() == theirs.tolist()
+    with fx.enable_x64(), jax.enable_x64():
+        for mod in (fx, jax):
+            f = mod.jit(lambda x: mod.lax.shape_as_value(x.shape))
+            exp = mod.export.export(f)(
+                mod.ShapeDtypeStruct(mod.export.symbolic_shape("a"), np.float32))
+            assert exp.call(np.ones(3, np.float32)).dtype == np.int64

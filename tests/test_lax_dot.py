@@ -7,6 +7,7 @@ import pytest
 
 import fluxion
 from fluxion import lax
+from fluxion.test_util import check_grads
 from jax import lax as jlax
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -195,3 +196,90 @@ def test_float0_is_rejected():
         closed.eqns[0].primitive.abstract_eval(
             fluxion.core.ShapedArray((2, 2), fluxion.dtypes.float0), closed.in_avals[0],
             **closed.eqns[0].params)
+
+
+_X23 = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+_Y34 = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+_B523, _B534 = np.ones((5, 2, 3), np.float32), np.ones((5, 3, 4), np.float32)
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    ((_X23, _Y34), {}),
+    ((_B523, _B534), {"dimension_numbers": (((2,), (1,)), ((0,), (0,)))}),
+    ((_X23, _X23), {"dimension_numbers": (((1,), (1,)), ((), ()))}),
+    ((_X23, _Y34), {"dimension_numbers": ((1, 0), ((), ()))}),  # bare ints, as JAX
+    ((np.arange(3), np.arange(3)), {"preferred_element_type": np.float32}),
+])
+def test_dot_takes_jax_0_10_keywords(args, kwargs):
+    import jax
+    want = jax.lax.dot(*args, **kwargs)
+    for fn in (lax.dot, fluxion.jit(lambda a, b: lax.dot(a, b, **kwargs))):
+        got = fn(*args, **kwargs) if fn is lax.dot else fn(*args)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want)
+
+
+def test_dot_errors_match_jax():
+    import jax
+    for mod in (fluxion, jax):
+        with pytest.raises(TypeError, match=r"dot\(\) takes 2 positional arguments"):
+            mod.lax.dot(_X23, _Y34, mod.lax.Precision.DEFAULT)
+        for a, b in ((_B523, _B534), (_X23, _X23)):
+            with pytest.raises(ValueError, match="dimension_numbers must be specified"):
+                mod.lax.dot(a, b)
+
+
+def _rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+# (lhs shape, rhs shape, group sizes, (dot dimension numbers, lhs ragged, rhs group)),
+# JAX 0.10.2's three modes of ragged_dot_general
+_RAGGED_GENERAL = [
+    ((2, 11, 5), (3, 2, 5, 7), [[4, 5, 2], [1, 3, 6]],  # non-contracting, batched groups
+     ((([2], [2]), ([0], [1])), [1], [0])),
+    ((11, 5), (5, 3, 7), [2, 3, 4], ((([1], [0]), ([], [])), [0], [1])),  # rows past the groups
+    ((11, 5), (5, 7), [1, 2, 2], ((([1], [0]), ([], [])), [1], [])),      # contracting
+    ((2, 11, 5), (2, 5, 7), [[1, 2, 2], [3, 0, 1]],                       # contracting, batched
+     ((([2], [1]), ([0], [0])), [2], [])),
+    ((4, 3, 5), (4, 5, 2), [1, 3], ((([2], [1]), ([0], [0])), [0], [])),  # batch
+]
+
+
+@pytest.mark.parametrize("case", range(len(_RAGGED_GENERAL)))
+def test_ragged_dot_general_modes_match_jax(case):
+    import jax
+    lhs_shape, rhs_shape, sizes, (dims, ragged, group) = _RAGGED_GENERAL[case]
+    rng = np.random.default_rng(case)
+    lhs, rhs = _rand(rng, *lhs_shape), _rand(rng, *rhs_shape)
+    sizes = np.asarray(sizes, np.int32)
+    want = jax.lax.ragged_dot_general(lhs, rhs, sizes,
+                                      jax.lax.RaggedDotDimensionNumbers(dims, ragged, group))
+    dn = lax.RaggedDotDimensionNumbers(dims, ragged, group)
+    f = lambda a, b: lax.ragged_dot_general(a, b, sizes, dn)
+    for got in (f(lhs, rhs), fluxion.jit(f)(lhs, rhs)):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    check_grads(f, (lhs, rhs), 1, ("fwd", "rev"))  # JAX has no contracting-mode VJP
+
+
+def test_ragged_dot_general_argument_errors_match_jax():
+    import jax
+    bad = [  # lhs, rhs, group sizes shapes; dimension numbers
+        ((11, 5), (3, 5, 7), (3,), ((([1], [1]), ([], [])), [0, 1], [0])),
+        ((11, 5), (3, 5, 7), (3,), ((([1], [1]), ([], [])), [2], [0])),
+        ((11, 5), (3, 5, 7), (2, 3), ((([1], [1]), ([], [])), [0], [0])),
+        ((19, 11, 5), (19, 5, 7), (19, 3), ((([2], [1]), ([0], [0])), [1], [0])),
+        ((11, 5), (3, 5, 7), (2,), ((([1], [1]), ([], [])), [0], [0])),
+        ((11, 5), (3, 5, 7), (3,), ((([1], [1]), ([], [])), [1], [0])),
+        ((11, 5), (5, 7), (3,), ((([1], [0]), ([], [])), [0], [])),
+    ]
+    for lhs_shape, rhs_shape, sizes_shape, (dims, ragged, group) in bad:
+        args = (np.ones(lhs_shape, np.float32), np.ones(rhs_shape, np.float32),
+                np.ones(sizes_shape, np.int32))
+        with pytest.raises(TypeError) as theirs:
+            jax.lax.ragged_dot_general(*args, jax.lax.RaggedDotDimensionNumbers(dims, ragged,
+                                                                                group))
+        with pytest.raises(TypeError) as ours:
+            lax.ragged_dot_general(*args, lax.RaggedDotDimensionNumbers(dims, ragged, group))
+        assert str(ours.value) == str(theirs.value)

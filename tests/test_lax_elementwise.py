@@ -800,3 +800,33 @@ def test_jaxpr_matches_jax():
     ours = fluxion.make_jaxpr(lambda x, i: f(lax, x, i))(*args)
     theirs = jax.make_jaxpr(lambda x, i: f(jax.lax, x, i))(*args)
     assert str(ours) == str(theirs)
+
+
+# JAX 0.10.2's lax.mul(x, y, out_dtype=...): both operands converted to out_dtype first.
+_MUL_OUT_DTYPE_CASES = [
+    (np.int8(100), np.int8(100), np.int16),       # would wrap around in int8
+    (np.int8(3), np.float32(2.5), np.float32),    # mixed operand dtypes are allowed
+    (np.float32(3.7), np.float32(2.0), np.int32),  # float -> int truncates before the product
+    (ml_dtypes.bfloat16(1.5), ml_dtypes.bfloat16(3.0), np.float32),
+    (np.complex64(1 + 2j), np.complex64(3 - 1j), np.complex64),
+    (3.0, 2.0, np.float32),                       # two weak operands give a weak result
+]
+
+
+@pytest.mark.parametrize("x, y, out_dtype", _MUL_OUT_DTYPE_CASES)
+def test_mul_out_dtype_matches_jax(x, y, out_dtype):
+    want = jax.lax.mul(x, y, out_dtype=out_dtype)
+    for fn in (lax.mul, fluxion.jit(lax.mul, static_argnames="out_dtype")):
+        got = fn(x, y, out_dtype=out_dtype)
+        assert got.dtype == want.dtype and got.weak_type == want.weak_type
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_mul_out_dtype_grad_and_vmap_match_jax():
+    def f(lib):
+        return lambda x: lib.lax.mul(x, 3.0, out_dtype=np.float32)
+    x = ml_dtypes.bfloat16(2.0)
+    got, want = fluxion.grad(f(fluxion))(x), jax.grad(f(jax))(x)
+    assert got.dtype == want.dtype == BF16 and float(got) == float(want)
+    xs = np.arange(4, dtype=np.int8)
+    np.testing.assert_array_equal(fluxion.vmap(f(fluxion))(xs), jax.vmap(f(jax))(xs))

@@ -279,3 +279,65 @@ def test_mode_from_any():
 def test_dimension_numbers_repr_matches_jax():
     assert repr(GDN((1,), (0,), (0,))) == repr(JGDN((1,), (0,), (0,)))
     assert repr(SDN((1,), (0,), (0,))) == repr(JSDN((1,), (0,), (0,)))
+
+
+def _gather_error(mod, operand_shape, indices_shape, dnums_kwargs, slice_sizes):
+    dnums = mod.lax.GatherDimensionNumbers(**dnums_kwargs)
+    try:
+        mod.eval_shape(lambda o, i: mod.lax.gather(o, i, dnums, slice_sizes),
+                       mod.ShapeDtypeStruct(operand_shape, np.float32),
+                       mod.ShapeDtypeStruct(indices_shape, np.int32))
+    except TypeError as e:
+        return str(e)
+    return None
+
+
+_BAD_GATHERS = [  # (operand shape, indices shape, dimension numbers, slice sizes)
+    ((10, 9, 8, 7, 6), (5, 4, 3, 2, 5),
+     dict(offset_dims=(4, 5, 6, 7, 100), collapsed_slice_dims=(), start_index_map=(0, 1, 2, 3, 4)),
+     (10, 9, 8, 7, 6)),
+    ((10, 9, 8, 7, 6), (5, 4, 3, 2, 5),
+     dict(offset_dims=(4, 5, 6, 7, 8), collapsed_slice_dims=(), start_index_map=(0, 1, 2, 3)),
+     (10, 9, 8, 7, 6)),
+    ((10, 9, 8, 7, 6), (5, 4, 3, 2, 5),
+     dict(offset_dims=(4, 5, 6, 7), collapsed_slice_dims=(1,), start_index_map=(0, 1, 2, 3, 4)),
+     (10, 9, 8, 7, 6)),
+    ((10, 9, 8, 7, 6), (5, 4, 3, 2, 3),
+     dict(offset_dims=(4, 5, 6), collapsed_slice_dims=(1,), start_index_map=(0, 2, 3),
+          operand_batching_dims=(1,), start_indices_batching_dims=(0,)),
+     (10, 1, 8, 7, 6)),
+    ((10, 9, 8, 7, 6), (5, 4, 3, 2, 5),
+     dict(offset_dims=(4, 5, 6, 7, 8), collapsed_slice_dims=(), start_index_map=(0, 1, 2, 3, 9)),
+     (10, 9, 8, 7, 6)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_BAD_GATHERS)))
+def test_gather_shape_errors_say_what_jax_says(case):
+    import jax
+    want = _gather_error(jax, *_BAD_GATHERS[case])
+    assert want is not None and _gather_error(fluxion, *_BAD_GATHERS[case]) == want
+
+
+@pytest.mark.parametrize("dnums_kwargs, indices_shape", [
+    (dict(update_window_dims=(4,), inserted_window_dims=(0, 1, 2, 3),
+          scatter_dims_to_operand_dims=(0, 1, 2, 3)), (10, 9, 8, 7, 5)),
+    (dict(update_window_dims=(4,), inserted_window_dims=(0, 1, 2, 3),
+          scatter_dims_to_operand_dims=(0, 1, 2, 3, 10)), (10, 9, 8, 7, 5)),
+    (dict(update_window_dims=(4,), inserted_window_dims=(1, 2, 3),
+          scatter_dims_to_operand_dims=(0, 1, 2, 3, 4), operand_batching_dims=(2, 3)),
+     (10, 9, 8, 7, 5)),
+])
+def test_scatter_shape_errors_say_what_jax_says(dnums_kwargs, indices_shape):
+    import jax
+
+    def error(mod):
+        dnums = mod.lax.ScatterDimensionNumbers(**dnums_kwargs)
+        try:
+            mod.eval_shape(lambda o, i, u: mod.lax.scatter_add(o, i, u, dnums),
+                           mod.ShapeDtypeStruct((50, 49, 48, 47, 46), np.float32),
+                           mod.ShapeDtypeStruct(indices_shape, np.int32),
+                           mod.ShapeDtypeStruct((10, 9, 8, 7, 30), np.float32))
+        except TypeError as e:
+            return str(e)
+    assert error(jax) is not None and error(fluxion) == error(jax)

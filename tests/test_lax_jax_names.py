@@ -267,3 +267,34 @@ def test_dce_sink_survives_dce_and_transformations():
     np.testing.assert_array_equal(fluxion.jit(f)(x), x + 1)
     np.testing.assert_array_equal(fluxion.grad(lambda x: f(x).sum())(x), np.ones(3))
     np.testing.assert_array_equal(fluxion.vmap(f)(np.ones((2, 3))), 2 * np.ones((2, 3)))
+
+
+def test_platform_dependent_without_a_branch_for_this_platform_raises_like_jax():
+    import jax
+    for mod in (fluxion, jax):
+        with pytest.raises(NotImplementedError, match="translation rule .* not found for platform"):
+            mod.lax.platform_dependent(3.0, tpu=lambda x: x + 2.0)
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.int8, np.uint16])
+def test_mulhi_broadcasts_size_one_dimensions_like_jax(dtype):
+    a = (np.arange(3).reshape(3, 1) * 1000003 - 1500000).astype(dtype)
+    b = (np.arange(4).reshape(1, 4) * 3000017 - 4000000).astype(dtype)
+    want = jax.lax.mulhi(a, b)
+    np.testing.assert_array_equal(lax.mulhi(a, b), want)
+    np.testing.assert_array_equal(fluxion.jit(lax.mulhi)(a, b), want)
+    batched = fluxion.vmap(lax.mulhi, (0, None))(np.stack([a, a]), b)
+    np.testing.assert_array_equal(batched, np.stack([want, want]))
+
+
+@pytest.mark.parametrize("shape, message", [
+    ((-1,), r"Only non-negative indices are allowed when broadcasting static shapes, but got "
+            r"shape \(-1,\)"),
+    ("hello", "Shapes must be 1D sequences of concrete values of integer type, got hello"),
+    ((1.5,), "Shapes must be 1D sequences of concrete values of integer type"),
+])
+def test_broadcast_shapes_of_bad_shapes_raises_like_jax(shape, message):
+    for lax_module in (lax, jax.lax):
+        with pytest.raises(TypeError, match=message):
+            lax_module.broadcast_shapes(shape)
+    assert lax.broadcast_shapes((2, 1), (1, 3)) == jax.lax.broadcast_shapes((2, 1), (1, 3))

@@ -210,7 +210,7 @@ def test_argmax_jit_matches_eager_and_jaxpr(rng):
 @pytest.mark.parametrize("x,axis,index_dtype,error,message", [
     (np.zeros((0, 2), np.float32), 0, np.int32, ValueError, "non-empty reduced dimension"),
     (np.zeros(3, np.float32), 0, np.float32, TypeError, "index_dtype must be an integer type"),
-    (np.zeros(3, np.float32), 1, np.int32, ValueError, "invalid axis"),
+    (np.zeros(3, np.float32), 1, np.int32, ValueError, "Invalid axis"),
     (np.zeros(3, np.complex64), 0, np.int32, TypeError, "does not accept dtype complex64"),
 ])
 def test_argmax_errors_match_jax(x, axis, index_dtype, error, message):
@@ -218,3 +218,14 @@ def test_argmax_errors_match_jax(x, axis, index_dtype, error, message):
         jlax.argmax(x, axis, index_dtype)
     with pytest.raises(error, match=message):
         lax.argmax(x, axis, index_dtype)
+
+
+def test_top_k_of_an_axis_past_int32_indices_raises_like_jax():
+    import jax
+    big = (2 ** 31 + 1,)
+    for mod in (fluxion, jax):
+        x = mod.ShapeDtypeStruct(big, np.dtype("bfloat16"))
+        with pytest.raises(ValueError, match="top_k returns int32 indices, which will overflow"):
+            mod.eval_shape(lambda x: mod.lax.top_k(x, 100), x)
+    ok = fluxion.ShapeDtypeStruct((2 ** 31, 3), np.float32)  # int32 still indexes 2**31 - 1
+    assert fluxion.eval_shape(lambda x: lax.top_k(x, 100, axis=0), ok)[1].shape == (100, 3)

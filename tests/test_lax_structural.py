@@ -483,3 +483,53 @@ def test_errors_are_raised_under_jit_too():
     # (jax.lax's eager path fails here with an internal ValueError; its shape rule says TypeError)
     with pytest.raises(TypeError, match="slice start_indices must have length"):
         fluxion.jit(lambda x: lax.slice(x, (0,), (1,)))(M23)
+
+
+@pytest.mark.parametrize("case, error, message", [
+    (lambda lax: lax.squeeze(np.ones((1, 2, 3), np.float32), dimensions=(1,)), ValueError,
+     "cannot select an axis to squeeze out which has size not equal to one"),
+    (lambda lax: lax.reshape(np.ones(3), (np.array([3, 1]),)), TypeError,
+     "Shapes must be 1D sequences of concrete values of integer type"),
+    (lambda lax: lax.reshape(np.ones(3), (1.5, 2.0)), TypeError,
+     r"Shapes must be 1D sequences of concrete values of integer type, got \(1.5, 2.0\)"),
+    (lambda lax: lax.reduce_sum(np.ones((2, 3), np.float32), (0, 0)), ValueError,
+     r"duplicate value in 'axes' of reduction: \(0, 0\)"),
+    (lambda lax: lax.argmin(np.ones((2, 3), np.float32), -1, np.int32), ValueError,
+     r"Invalid axis -1 for operand shape \(2, 3\)"),
+    (lambda lax: lax.reduce_window(np.ones(3, np.float32), 0.0, lambda x, y: [x + y], (2,),
+                                   (1,), "VALID"), ValueError,
+     "reduce_window output must have the same tree structure as the operands"),
+])
+def test_shape_errors_say_what_jax_says(case, error, message):
+    import jax
+    for lax_module in (lax, jax.lax):
+        with pytest.raises(error, match=message):
+            case(lax_module)
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4", "int2", "float8_e4m3fn", "float8_e5m2",
+                                   "float8_e8m0fnu", "float4_e2m1fn"])
+def test_iota_of_narrow_dtypes_matches_jax(dtype):
+    want = np.asarray(jax.lax.iota(dtype, 5)).astype(np.float32)
+    for got in (lax.iota(dtype, 5), fluxion.jit(lambda: lax.iota(dtype, 5))()):
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(np.asarray(got).astype(np.float32), want)
+    with pytest.raises(TypeError, match="iota does not accept dtype bool"):
+        lax.iota(np.bool_, 3)
+
+
+@pytest.mark.parametrize("make, new_dtype", [
+    (lambda m: np.float32(1.5), "uint4"),                          # 32 bits -> 8 x 4 bits
+    (lambda m: np.array([3, -7], np.int8), "int4"),                # 8 bits -> 2 x 4 bits
+    (lambda m: m.lax.iota("int4", 8).reshape(2, 4), np.int16),     # 4 x 4 bits -> 16 bits
+    (lambda m: m.lax.iota("int4", 4), np.float16),
+    (lambda m: m.lax.iota("int2", 4), np.int8),
+])
+def test_bitcast_convert_type_counts_bits_of_sub_byte_dtypes_like_jax(make, new_dtype):
+    want = jax.lax.bitcast_convert_type(make(jax), new_dtype)
+    for fn in (lax.bitcast_convert_type,
+               fluxion.jit(lax.bitcast_convert_type, static_argnums=1)):
+        got = fn(make(fluxion), new_dtype)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(np.asarray(got).astype(np.float32),
+                                      np.asarray(want).astype(np.float32))

@@ -233,7 +233,7 @@ def test_reduce_errors_match_jax(what, changes, error, message):
 
 def test_reduce_bad_computation_and_dimensions():
     x = np.ones((2, 3), np.float32)
-    with pytest.raises(ValueError, match="must return the structure of its operands"):
+    with pytest.raises(ValueError, match="output must have the same tree structure as the operands"):
         lax.reduce(x, np.float32(0), lambda a, b: (a, b), (1,))
     with pytest.raises(ValueError, match="must return scalars of its operands' types"):
         lax.reduce(x, np.float32(0), lambda a, b: lax.convert_element_type(a, np.int32), (1,))

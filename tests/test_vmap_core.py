@@ -67,6 +67,20 @@ def test_out_of_range_axis_and_missing_mapped_input():
         fluxion.vmap(lambda a: a, out_axes=None)(X)
 
 
+@pytest.mark.parametrize("lib", ["fluxion", "jax"])
+def test_bad_out_axes_and_non_array_outputs_raise_like_jax(lib):
+    mod = fluxion if lib == "fluxion" else pytest.importorskip("jax")
+    for out_axes in (-4, 3):
+        with pytest.raises(ValueError, match=f"axis {out_axes} is out of bounds for array of "
+                                             "dimension 2"):
+            mod.vmap(lambda a: a, out_axes=out_axes)(np.ones((3, 4)))
+    with pytest.raises(TypeError, match="Output from batched function 'hello' with type "
+                                        "<class 'str'> is not a valid JAX type"):
+        mod.vmap(lambda a: "hello")(np.arange(5))
+    out = mod.vmap(lambda a: (a, None, 1.0))(np.arange(3.0))
+    assert out[1] is None and out[2].shape == (3,)
+
+
 def test_elementwise_vmap_jaxpr_has_no_transposes_or_copies():
     f = lambda a, b: jnp.tanh(a * b + 1.0)
     jaxpr = fluxion.make_jaxpr(fluxion.vmap(f, in_axes=(1, 1), out_axes=1))(Y, Y)
@@ -151,3 +165,34 @@ def test_grad_through_collectives_inside_vmap():
     np.testing.assert_allclose(per_example, np.full(4, 2 * xs.sum()))
     gathered = fluxion.vmap(fluxion.grad(lambda x: jnp.sum(lax.all_gather(x, "i") ** 2)), axis_name="i")(xs)
     np.testing.assert_allclose(gathered, 2 * xs * 4)
+
+
+@pytest.mark.parametrize("tiled", [False, True])
+@pytest.mark.parametrize("split_axis, concat_axis, in_axis", [(0, 0, 0), (0, 1, 2), (1, 0, 1)])
+@pytest.mark.parametrize("names", [("i", "j"), ("j", "i")])
+def test_all_to_all_over_two_nested_vmap_axes_matches_jax(tiled, split_axis, concat_axis,
+                                                          in_axis, names):
+    jax = pytest.importorskip("jax")
+    shape = [4, 8, 8] if tiled else [4, 4, 4]
+    shape[in_axis:in_axis + 1] = (2, 2)
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+
+    def nested(mod):
+        f = lambda y: mod.lax.all_to_all(y, names, split_axis, concat_axis, tiled=tiled)
+        return mod.vmap(mod.vmap(f, in_axes=in_axis, axis_name="j"), in_axes=in_axis,
+                        axis_name="i")
+    want = np.asarray(nested(jax)(x))
+    np.testing.assert_array_equal(nested(fluxion)(x), want)
+    np.testing.assert_array_equal(fluxion.jit(nested(fluxion))(x), want)
+
+
+def test_grad_of_all_to_all_over_two_axes_matches_jax():
+    jax = pytest.importorskip("jax")
+    x = np.random.default_rng(0).standard_normal((2, 2, 8, 3)).astype(np.float32)
+    w = np.arange(2 * 2 * 2 * 12, dtype=np.float32).reshape(2, 2, 2, 12)
+
+    def grad(mod):
+        f = lambda y: mod.lax.all_to_all(y, ("i", "j"), 0, 1, tiled=True)
+        f = mod.vmap(mod.vmap(f, axis_name="j"), axis_name="i")
+        return mod.grad(lambda y: (f(y) * w).sum())(x)
+    np.testing.assert_allclose(grad(fluxion), grad(jax))

@@ -156,6 +156,15 @@ def test_size_zero_and_rank_zero():
                 (0, None))
 
 
+def test_dynamic_slices_of_rank_zero_operands():
+    # Rank 0: no start indices at all (JAX issue 3883's case).
+    for fun in (lambda x: lax.dynamic_slice(x, [], []),
+                lambda x: lax.dynamic_update_slice(x, np.int32(7), []),
+                lambda u: lax.dynamic_update_slice(np.int32(3), u, [])):
+        _check_vmap(fun, [np.int32(2)], (0,))
+        _check_vmap(fluxion.jit(fun), [np.int32(2)], (0,))
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.uint32, ml_dtypes.bfloat16, np.complex64, np.bool_])
 def test_dtypes(dtype):
     x = _rand(np.random.default_rng(1), (3, 4), dtype)

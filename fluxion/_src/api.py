@@ -714,10 +714,29 @@ class Lowered:
         self._traced = traced
         self._donate_mask = donate_mask
 
-    def as_text(self, dialect: str = "stablehlo", *, debug_info: bool = False) -> str:
-        """The module's text; it always carries the ops' locations (`debug_info` is accepted
-        for JAX compatibility)."""
-        return self._text
+    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
+        """The module's text: StableHLO (the default; it always carries the ops' locations,
+        `debug_info` is accepted for JAX compatibility), or "hlo", XLA's HLO text."""
+        if dialect in (None, "stablehlo"):
+            return self._text
+        if dialect == "hlo":
+            from jaxlib import _hlo
+            options = _hlo.HloPrintOptions.short_parsable()
+            options.print_metadata = debug_info
+            return self.compiler_ir("hlo").as_hlo_module().to_string(options)
+        raise ValueError(f"unknown dialect: {dialect}")
+
+    def compiler_ir(self, dialect: str | None = None):
+        """The module as a jaxlib MLIR `ir.Module` (dialect "stablehlo", the default) or as
+        an `XlaComputation` ("hlo"), as JAX gives them."""
+        if dialect in (None, "stablehlo"):
+            from fluxion._src.compiler.backend import parse_module
+            return parse_module(self._text)
+        if dialect == "hlo":
+            from jaxlib import _jax
+            return _jax.mlir.mlir_module_to_xla_computation(self._text, use_tuple_args=False,
+                                                            return_tuple=False)
+        raise ValueError(f"unknown dialect: {dialect}")
 
     @property
     def in_tree(self):

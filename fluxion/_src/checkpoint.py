@@ -14,7 +14,8 @@ import numpy as np
 from fluxion._src import ad, batching, core, effects, key_flow, staging
 from fluxion._src.config import config
 from fluxion._src.api import fun_name
-from fluxion._src.call_transforms import batch_jaxpr, closure_convert, jvp_jaxpr, memoized, transpose_jaxpr
+from fluxion._src.call_transforms import (batch_jaxpr, closure_convert, jvp_jaxpr, memoized,
+                                          partial_eval_jaxpr, transpose_jaxpr)
 from fluxion._src.compiler import lowering
 from fluxion._src.core import ClosedJaxpr, Jaxpr, Literal
 from fluxion._src.traceback_util import api_boundary
@@ -270,6 +271,40 @@ def _checkpoint_jvp(primals, tangents, *, jaxpr, prevent_cse, differentiated, po
                       for a, z in zip(jaxpr.out_avals, out_nonzero)]
 
 
+def _has_mixed_call(jaxpr: Jaxpr, unknown) -> bool:
+    """Whether an equation with its own partial-eval rule (cond, scan, while, jit, ...) has
+    both known and unknown inputs: the eqn-by-eqn split below would stage all of it, primal
+    part included (a JVP of scan carries primals and tangents in one equation)."""
+    unknown_ids = {id(v) for v, u in zip(jaxpr.invars, unknown) if u}
+    for eqn in jaxpr.eqns:
+        ins = [type(v) is not Literal and id(v) in unknown_ids for v in eqn.invars]
+        if any(ins):
+            if eqn.primitive in ad.partial_eval_rules and not all(ins):
+                return True
+            unknown_ids.update(id(v) for v in eqn.outvars)
+    return False
+
+
+@memoized
+def _split_mixed_calls(closed: ClosedJaxpr, unknown) -> ClosedJaxpr:
+    """`closed` with every mixed equation split into a known and an unknown equation (by the
+    primitives' own partial-eval rules), as one jaxpr: the known part, then the unknown part
+    reading the known part's residuals."""
+    known_jaxpr, unknown_jaxpr, out_unknown, n_res = partial_eval_jaxpr(closed, unknown)
+
+    def fused(*args):
+        known_args = [a for a, u in zip(args, unknown) if not u]
+        results = core.eval_jaxpr(known_jaxpr.jaxpr, known_jaxpr.consts, *known_args)
+        n_known = len(results) - n_res
+        known_outs, residuals = results[:n_known], results[n_known:]
+        unknown_outs = core.eval_jaxpr(unknown_jaxpr.jaxpr, unknown_jaxpr.consts, *residuals,
+                                       *[a for a, u in zip(args, unknown) if u])
+        k, s = iter(known_outs), iter(unknown_outs)
+        return [next(s) if u else next(k) for u in out_unknown]
+
+    return staging.trace_to_jaxpr(fused, list(closed.in_avals), origin="checkpoint")
+
+
 @memoized
 def partial_eval_with_policy(closed: ClosedJaxpr, unknown, policy):
     """Split `closed` by unknown inputs, saving only policy-saveable known values.
@@ -277,6 +312,8 @@ def partial_eval_with_policy(closed: ClosedJaxpr, unknown, policy):
     Returns (known_jaxpr, staged_jaxpr, out_unknown): known_jaxpr maps known inputs to (known
     outputs, residuals); staged_jaxpr maps (residuals, unknown inputs) to unknown outputs and
     recomputes the known values it needs that were not saveable."""
+    if _has_mixed_call(closed.jaxpr, unknown):
+        closed = _split_mixed_calls(closed, tuple(unknown))
     jaxpr = closed.jaxpr
     policy = policy or nothing_saveable
     unknown_ids = {id(v) for v, u in zip(jaxpr.invars, unknown) if u}

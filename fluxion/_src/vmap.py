@@ -122,6 +122,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
             a, kw = tree_unflatten(in_tree, xs)
             out = f(*a, **kw)
             out_leaves, out_tree = tree_flatten(out)
+            _check_outputs(out_leaves)
             box.append((out, out_tree))
             return out_leaves
 
@@ -139,12 +140,20 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
                 continue
             ndim = core.get_aval(v).ndim + (d is None)
             if not -ndim <= target < ndim:
-                raise ValueError(f"vmap out_axes specification {target} is out of range for an "
-                                 f"output of rank {ndim}")
+                raise ValueError(f"vmap out_axes specification: axis {target} is out of bounds "
+                                 f"for array of dimension {ndim}")
             results.append(batching.matchaxis(v, d, target % ndim, size))
         return tree_unflatten(out_tree, results)
 
     return vmapped
+
+
+def _check_outputs(leaves) -> None:
+    """Raise JAX's TypeError for an output leaf that is not an array (a str, an object)."""
+    for x in leaves:
+        if not isinstance(x, core.Tracer) and not core.valid_jaxtype(x):
+            raise TypeError(f"Output from batched function {x!r} with type {type(x)} is not a "
+                            "valid JAX type")
 
 
 def _mapped_size(sizes, axis_size):

@@ -9,6 +9,7 @@ stablehlo.while), JVP, partial evaluation, transposition and batching rules here
 from __future__ import annotations
 
 import collections
+import collections.abc
 import inspect
 import operator
 from typing import Callable, Sequence
@@ -28,7 +29,7 @@ from fluxion._src.lax.base import standard_primitive
 from fluxion._src.lax.stop_gradient import stop_gradient
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import (flatten_one_level, keystr, tree_flatten, tree_flatten_with_path,
-                                    tree_unflatten)
+                                    tree_map, tree_unflatten)
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "associative_scan",
            "custom_root", "custom_linear_solve", "cond_p", "while_p", "scan_p", "linear_solve_p"]
@@ -156,18 +157,38 @@ def _structure_differences(tree1, tree2, path=()):
     children2, meta2 = flatten_one_level(tree2)
     children1, children2 = list(children1), list(children2)
     if len(children1) != len(children2):
-        yield (path, f"{type(tree1)} with {len(children1)} children",
-               f"{type(tree2)} with {len(children2)} children",
-               "the numbers of children do not match")
+        diff = _key_difference(tree1, tree2)
+        yield (path, f"{type(tree1)} with {_children(len(children1))}",
+               f"{type(tree2)} with {_children(len(children2))}",
+               "the numbers of children do not match"
+               + (diff and f", with the symmetric difference of key sets: {{{diff}}}"))
         return
     if meta1 != meta2:
         yield (path, f"{type(tree1)} with pytree metadata {meta1}",
                f"{type(tree2)} with pytree metadata {meta2}",
                "the pytree node metadata does not match")
         return
-    keys = [k for k, _ in tree_flatten_with_path(tree1, is_leaf=lambda x: x is not tree1)[0]]
-    for key, c1, c2 in zip(keys, children1, children2):
+    for key, c1, c2 in zip(_child_keys(tree1), children1, children2):
         yield from _structure_differences(c1, c2, path + tuple(key))
+
+
+def _children(n: int) -> str:
+    return f"{n} child" + ("ren" if n > 1 else "")
+
+
+def _child_keys(tree) -> list:
+    return [k for k, _ in tree_flatten_with_path(tree, is_leaf=lambda x: x is not tree)[0]]
+
+
+def _key_difference(tree1, tree2) -> str:
+    """The keys (dict keys, attribute names) only one of two nodes has, as JAX lists them; ''
+    where the children have no such keys."""
+    try:
+        keys1 = {k[0].key for k in _child_keys(tree1)}
+        keys2 = {k[0].key for k in _child_keys(tree2)}
+    except (AttributeError, TypeError, IndexError):
+        return ""
+    return " ".join(repr(k) for k in keys1.symmetric_difference(keys2))
 
 
 def _leaves_tree(treedef):
@@ -383,8 +404,8 @@ def _bind_traced_branches(index, traced, leaves):
 def _pred_to_index(pred):
     if pred is None:
         raise TypeError("cond predicate is None")
-    if isinstance(pred, (list, tuple)) or np.ndim(pred) != 0:
-        what = (f"type {type(pred)}" if isinstance(pred, (list, tuple))
+    if isinstance(pred, collections.abc.Sequence) or np.ndim(pred) != 0:  # str, list, tuple
+        what = (f"type {type(pred)}" if isinstance(pred, collections.abc.Sequence)
                 else f"shape {np.shape(pred)}.")
         raise TypeError(f"Pred must be a scalar, got {pred} of {what}")
     try:
@@ -668,7 +689,9 @@ def _check_cond_output(tree, jaxpr: ClosedJaxpr) -> None:
 
 
 def _python_while(cond_fun, body_fun, init_val):
-    val = init_val
+    # Arrays, not the caller's NumPy values: a body updating one in place (x += 1) must
+    # change neither the caller's value nor another carry leaf aliasing it.
+    val = tree_map(_as_array, init_val)
     while cond_fun(val):
         val = body_fun(val)
     return val
@@ -718,10 +741,35 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     if config.debug_key_reuse:
         key_flow.while_rule(*scopes, init_val)
     (cond_jaxpr, cond_consts), (body_jaxpr, body_consts) = cond, body
-    outs = while_p.bind(*cond_consts, *body_consts, *leaves, cond_jaxpr=cond_jaxpr,
-                        body_jaxpr=body_jaxpr, cond_nconsts=len(cond_consts),
-                        body_nconsts=len(body_consts))
-    return tree_unflatten(in_tree, outs)
+    return tree_unflatten(in_tree, _bind_while(cond_consts, body_consts, leaves, cond_jaxpr,
+                                               body_jaxpr))
+
+
+def _bind_while(cond_consts, body_consts, init, cond_jaxpr, body_jaxpr) -> list:
+    """Bind while_loop; carries the body passes through unchanged become consts of the cond
+    and the body and come back as their initial values (JAX's read-only carries)."""
+    invariant = _invariant_carries(body_jaxpr, len(body_consts), len(init))
+    if not any(invariant):
+        return while_p.bind(*cond_consts, *body_consts, *init, cond_jaxpr=cond_jaxpr,
+                            body_jaxpr=body_jaxpr, cond_nconsts=len(cond_consts),
+                            body_nconsts=len(body_consts))
+
+    def split(closed, nconsts, outvars=None):
+        j = closed.jaxpr
+        carry = j.invars[nconsts:]
+        fixed = [v for v, f in zip(carry, invariant) if f]
+        moving = [v for v, f in zip(carry, invariant) if not f]
+        return _with_invars(closed, j.invars[:nconsts] + fixed + moving, outvars)
+    moving_outs = [v for v, f in zip(body_jaxpr.jaxpr.outvars, invariant) if not f]
+    fixed_init = [x for x, f in zip(init, invariant) if f]
+    outs = iter(while_p.bind(
+        *cond_consts, *fixed_init, *body_consts, *fixed_init,
+        *[x for x, f in zip(init, invariant) if not f],
+        cond_jaxpr=split(cond_jaxpr, len(cond_consts)),
+        body_jaxpr=split(body_jaxpr, len(body_consts), moving_outs),
+        cond_nconsts=len(cond_consts) + len(fixed_init),
+        body_nconsts=len(body_consts) + len(fixed_init)))
+    return [_as_array(x) if f else next(outs) for x, f in zip(init, invariant)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1063,11 +1111,36 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
                       jaxpr.out_avals[:carry_tree.num_leaves])
     if config.debug_key_reuse:
         key_flow.scan_rule(scope, init, xs, len(init_leaves))
-    outs = scan_p.bind(*consts, *init_leaves, *xs_leaves, jaxpr=jaxpr, length=length,
-                       reverse=bool(reverse), num_consts=len(consts),
-                       num_carry=len(init_leaves), unroll=_canonical_unroll(unroll, length))
-    n = len(init_leaves)
-    return tree_unflatten(init_tree, outs[:n]), tree_unflatten(y_tree, outs[n:])
+    carry_out, ys = _bind_scan(consts, init_leaves, xs_leaves, jaxpr, length=length,
+                               reverse=bool(reverse), unroll=_canonical_unroll(unroll, length))
+    return tree_unflatten(init_tree, carry_out), tree_unflatten(y_tree, ys)
+
+
+def _invariant_carries(body: ClosedJaxpr, num_consts: int, num_carry: int) -> list[bool]:
+    """Which carries the body returns unchanged (its output is the very input binder)."""
+    j = body.jaxpr
+    return [j.outvars[i] is j.invars[num_consts + i] for i in range(num_carry)]
+
+
+def _bind_scan(consts, init, xs, jaxpr, **params):
+    """Bind scan; returns (final carry, stacked ys). Carries the body passes through unchanged
+    become consts and come back as their initial values, as in JAX (so vmap sees them
+    unbatched when they were)."""
+    nc, n = len(consts), len(init)
+    invariant = _invariant_carries(jaxpr, nc, n)
+    j = jaxpr.jaxpr
+    carry_vars = j.invars[nc:nc + n]
+    fixed = [v for v, f in zip(carry_vars, invariant) if f]
+    moving = [v for v, f in zip(carry_vars, invariant) if not f]
+    body = _with_invars(jaxpr, j.invars[:nc] + fixed + moving + j.invars[nc + n:],
+                        [v for v, f in zip(j.outvars[:n], invariant) if not f] + j.outvars[n:])
+    fixed_init = [x for x, f in zip(init, invariant) if f]
+    outs = scan_p.bind(*consts, *fixed_init, *[x for x, f in zip(init, invariant) if not f],
+                       *xs, jaxpr=body, num_consts=nc + len(fixed_init),
+                       num_carry=n - len(fixed_init), **params)
+    moved = iter(outs[:n - len(fixed_init)])
+    carry = [_as_array(x) if f else next(moved) for x, f in zip(init, invariant)]
+    return carry, outs[n - len(fixed_init):]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1296,6 +1369,8 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
     bounds = _static_bounds(lower, upper)
     if bounds is not None:
         lo, hi = bounds
+        if config.disable_jit and hi <= lo:
+            return init_val  # run eagerly, a zero-trip loop has nothing to infer types from
 
         def scan_body(loop_carry, _):
             i, val = loop_carry

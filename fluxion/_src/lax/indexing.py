@@ -133,6 +133,23 @@ def _check_disjoint(dims1, dims2, op, name1, name2):
         raise TypeError(f"{name1} and {name2} in {op} op must be disjoint; got: {dims1} and {dims2}.")
 
 
+def _check_index_vector_size(op, name, index_map, indices: ShapedArray):
+    """One entry of `index_map` per element of the index vectors (the last axis of indices)."""
+    if len(index_map) != indices.shape[-1]:
+        raise TypeError(f"{op} op has {len(index_map)} elements in {name} and the bound of "
+                        f"dimension index_vector_dim={indices.ndim - 1} of indices is "
+                        f"{indices.shape[-1]}. These two numbers must be equal"
+                        + ("." if op == "Gather" else ""))
+
+
+def _check_index_map(index_map, rank, name):
+    """Each index vector element maps to an operand dimension (JAX's message)."""
+    what = "start_index_map" if name == "start_index_map" else f"{name} mapping"
+    for i, d in enumerate(index_map):
+        if not 0 <= d < rank:
+            raise TypeError(f"Invalid {what}; domain is [0, {rank}), got: {i}->{d}.")
+
+
 def _check_index_dtype(op, indices: ShapedArray):
     if not dtypes.is_integer(indices.dtype):
         raise ValueError(f"{op}: indices must have an integer type, got {indices.dtype.name}")
@@ -171,20 +188,21 @@ def _gather_shape(operand: ShapedArray, indices: ShapedArray, dnums: GatherDimen
     out_rank = len(batch_shape) + len(dnums.offset_dims)
     _check_sorted(dnums.offset_dims, "gather", "offset_dims")
     _check_unique(dnums.offset_dims, "gather", "offset_dims")
-    _check_in_range(dnums.offset_dims, out_rank, "gather", "offset_dims")
-    if len(dnums.start_index_map) != indices.shape[-1]:
-        raise TypeError(f"Gather op has {len(dnums.start_index_map)} elements in start_index_map "
-                        f"and the bound of the index vector dimension of indices (shape "
-                        f"{indices.shape}) is {indices.shape[-1]}. These two numbers must be equal.")
-    _check_in_range(dnums.start_index_map, operand.ndim, "gather", "start_index_map")
+    for i, d in enumerate(dnums.offset_dims):
+        if not 0 <= d < out_rank:
+            raise TypeError(f"Offset dimension {i} in gather op is out of bounds; got {d}, but "
+                            f"should have been in [0, {out_rank})")
+    _check_index_vector_size("Gather", "start_index_map", dnums.start_index_map, indices)
+    _check_index_map(dnums.start_index_map, operand.ndim, "start_index_map")
     _check_unique(dnums.start_index_map, "gather", "start_index_map")
     _check_sorted_set(dnums.collapsed_slice_dims, operand.ndim, "gather", "collapsed_slice_dims")
-    _check_batching("gather", operand, indices, dnums.operand_batching_dims,
-                    dnums.start_indices_batching_dims, "start_indices_batching_dims")
+    _check_sorted_set(dnums.operand_batching_dims, operand.ndim, "gather", "operand_batching_dims")
     _check_disjoint(dnums.collapsed_slice_dims, dnums.operand_batching_dims, "gather",
                     "collapsed_slice_dims", "operand_batching_dims")
     _check_disjoint(dnums.start_index_map, dnums.operand_batching_dims, "gather",
                     "start_index_map", "operand_batching_dims")
+    _check_batching("gather", operand, indices, dnums.operand_batching_dims,
+                    dnums.start_indices_batching_dims, "start_indices_batching_dims")
     if len(slice_sizes) != operand.ndim:
         raise TypeError(f"Gather op must have one slice size for every input dimension; got: "
                         f"len(slice_sizes)={len(slice_sizes)}, operand shape {operand.shape}")
@@ -200,14 +218,14 @@ def _gather_shape(operand: ShapedArray, indices: ShapedArray, dnums: GatherDimen
         if not indices_empty and not 0 <= size <= bound:
             raise TypeError(f"Slice size at index {i} in gather op is out of range, must be "
                             f"within [0, {bound} + 1), got {size} (operand shape {operand.shape}).")
-    for d in dnums.collapsed_slice_dims:
+    for i, d in enumerate(dnums.collapsed_slice_dims):
         if slice_sizes[d] != 1:
             raise TypeError(f"Gather op can only collapse slice dims with bound 1, but bound is "
-                            f"{slice_sizes[d]} for index {d}.")
-    for d in dnums.operand_batching_dims:
+                            f"{slice_sizes[d]} for index {d} at position {i}.")
+    for i, d in enumerate(dnums.operand_batching_dims):
         if slice_sizes[d] > 1:
             raise TypeError(f"Gather op can only have operand batching dims with bound 0/1, but "
-                            f"bound is {slice_sizes[d]} for index {d}.")
+                            f"bound is {slice_sizes[d]} for index {d} at position {i}.")
     window = iter(s for d, s in enumerate(slice_sizes)
                   if d not in dnums.collapsed_slice_dims and d not in dnums.operand_batching_dims)
     batch = iter(batch_shape)
@@ -516,24 +534,23 @@ def _check_scatter_shapes(operand, indices, updates, dnums: ScatterDimensionNumb
                         f"(updates shape {updates.shape}, indices shape {indices.shape}).")
     _check_sorted_set(dnums.update_window_dims, updates.ndim, "scatter", "update_window_dims")
     _check_sorted_set(dnums.inserted_window_dims, operand.ndim, "scatter", "inserted_window_dims")
-    _check_batching("scatter", operand, indices, dnums.operand_batching_dims,
-                    dnums.scatter_indices_batching_dims, "scatter_indices_batching_dims")
+    _check_sorted_set(dnums.operand_batching_dims, operand.ndim, "scatter",
+                      "operand_batching_dims")
     _check_disjoint(dnums.inserted_window_dims, dnums.operand_batching_dims, "scatter",
                     "inserted_window_dims", "operand_batching_dims")
     _check_disjoint(dnums.scatter_dims_to_operand_dims, dnums.operand_batching_dims, "scatter",
                     "scatter_dims_to_operand_dims", "operand_batching_dims")
+    _check_batching("scatter", operand, indices, dnums.operand_batching_dims,
+                    dnums.scatter_indices_batching_dims, "scatter_indices_batching_dims")
     window_rank = (len(dnums.update_window_dims) + len(dnums.inserted_window_dims)
                    + len(dnums.operand_batching_dims))
     if operand.ndim != window_rank:
         raise TypeError(f"Scatter op has window of size {window_rank}; doesn't match operand of "
                         f"rank {operand.ndim} (shape {operand.shape}).")
-    if len(dnums.scatter_dims_to_operand_dims) != indices.shape[-1]:
-        raise TypeError(f"Scatter op has {len(dnums.scatter_dims_to_operand_dims)} elements in "
-                        f"scatter_dims_to_operand_dims and the bound of the index vector "
-                        f"dimension of indices (shape {indices.shape}) is {indices.shape[-1]}. "
-                        f"These two numbers must be equal")
-    _check_in_range(dnums.scatter_dims_to_operand_dims, operand.ndim, "scatter",
-                    "scatter_dims_to_operand_dims")
+    _check_index_vector_size("Scatter", "scatter_dims_to_operand_dims",
+                             dnums.scatter_dims_to_operand_dims, indices)
+    _check_index_map(dnums.scatter_dims_to_operand_dims, operand.ndim,
+                     "scatter_dims_to_operand_dims")
     _check_unique(dnums.scatter_dims_to_operand_dims, "scatter", "scatter_dims_to_operand_dims")
     window_bounds = [operand.shape[d] for d in range(operand.ndim)
                      if d not in dnums.inserted_window_dims and d not in dnums.operand_batching_dims]

@@ -228,6 +228,10 @@ batching.defvectorized(stage_p)
 # mulhi: the high half of the double-width integer product
 
 def _mulhi_lowering_fun(x, y):
+    # Operands of equal rank may broadcast size-1 dimensions: give both the result's shape.
+    shape = np.broadcast_shapes(x.shape, y.shape)
+    x, y = (v if v.shape == shape else lax.broadcast_in_dim(v, shape, tuple(range(len(shape))))
+            for v in (x, y))
     dt = x.dtype
     bits = dt.itemsize * 8
     signed = dt.kind == "i"
@@ -434,6 +438,15 @@ def rng_uniform(a, b, shape):
 def broadcast_shapes(*shapes) -> tuple:
     """The shape that arrays of the given shapes broadcast to (NumPy rules)."""
     from fluxion._src.numpy.util import broadcast_shapes as _broadcast_shapes
+    for shape in shapes:
+        try:
+            dims = [core.canonicalize_dim(d) for d in shape]
+        except TypeError:
+            raise TypeError("Shapes must be 1D sequences of concrete values of integer type, "
+                            f"got {shape}.") from None
+        if any(type(d) is int and d < 0 for d in dims):
+            raise TypeError("Only non-negative indices are allowed when broadcasting static "
+                            f"shapes, but got shape {shape}.")
     return _broadcast_shapes(*shapes)
 
 
@@ -490,8 +503,18 @@ def index_take(src, idxs, axes: Sequence[int]):
 
 
 def shape_as_value(shape):
-    """`shape` as an int32 array (a concrete shape in fluxion)."""
-    return _asarray(np.asarray([operator.index(d) for d in shape], np.int32))
+    """`shape` as an int32 array; symbolic dimensions (shape polymorphism) become values
+    computed from the actual shapes."""
+    from fluxion._src.export import shape_poly
+    if all(shape_poly.is_constant_dim(d) for d in shape):
+        sizes = [operator.index(d) for d in shape]
+        if any(d > np.iinfo(np.int32).max for d in sizes):
+            return np.asarray(sizes, np.int64)  # a NumPy array, int64 even without x64 (JAX)
+        return _asarray(np.asarray(sizes, np.int32))
+    # Symbolic sizes are values of the default integer type (int64 with x64), as in JAX.
+    dtype = dtypes.canonicalize_dtype(np.dtype(np.int64))
+    dims = [lax.convert_element_type(shape_poly.dimension_as_value(d), dtype) for d in shape]
+    return structural.concatenate([structural.expand_dims(d, (0,)) for d in dims], 0)
 
 
 def conv_transpose_shape_tuple(lhs_shape, rhs_shape, window_strides, padding,

@@ -212,22 +212,143 @@ def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=Non
     return lax.reduce_sum(structural.select(keep, per_group, zeros), (1,))
 
 
+def _remaining(rank: int, *taken) -> list:
+    used = {d for dims in taken for d in dims}
+    return [d for d in range(rank) if d not in used]
+
+
+def _ragged_mode(lhs_rank: int, dn) -> tuple[str, int]:
+    """('noncontracting' | 'contracting' | 'batch', the lhs ragged dimension)."""
+    (l_contract, _), (l_batch, _) = dn.dot_dimension_numbers
+    ragged = dn.lhs_ragged_dimensions[0]
+    if ragged in l_contract:
+        return "contracting", ragged
+    if ragged in l_batch:
+        return "batch", ragged
+    return "noncontracting", ragged
+
+
+def _ragged_prefix(mode: str, rank: int, ragged: int, batch, contract) -> list:
+    """The operand dimensions a group_sizes array of rank > 1 has before its group axis."""
+    batch, contract = list(batch), list(contract)
+    if mode == "noncontracting":
+        free = _remaining(rank, batch, contract)
+        return batch + free[:free.index(ragged)]
+    if mode == "contracting":
+        return batch + contract[:contract.index(ragged)]
+    return batch[:batch.index(ragged)]
+
+
+def _check_ragged_dot_general(lhs, rhs, group_sizes, dn) -> str:
+    """JAX's checks of ragged_dot_general's arguments (TypeErrors); returns the mode."""
+    def in_range(d, rank, what, arg):
+        if not 0 <= d < rank:
+            raise TypeError(f"ragged_dot_general requires {what} numbers to be nonnegative and "
+                            f"less than the number of axes of the {arg} value, got {d} for "
+                            f"{arg} of rank {rank}.")
+    if len(dn.lhs_ragged_dimensions) != 1:
+        raise TypeError("ragged_dot_general expects exactly one lhs ragged dimension.")
+    in_range(dn.lhs_ragged_dimensions[0], lhs.ndim, "lhs ragged dimension", "lhs")
+    mode, ragged = _ragged_mode(lhs.ndim, dn)
+    (l_contract, r_contract), (l_batch, r_batch) = dn.dot_dimension_numbers
+    if group_sizes.ndim == 0:
+        raise TypeError("expected rank of group_sizes to be >=1.")
+    if group_sizes.ndim != 1:
+        prefix = _ragged_prefix(mode, lhs.ndim, ragged, l_batch, l_contract)
+        expected = tuple(lhs.shape[d] for d in prefix) + (group_sizes.shape[-1],)
+        if tuple(group_sizes.shape) != expected:
+            raise TypeError(f"expected group_sizes to have shape {expected}, got "
+                            f"{tuple(group_sizes.shape)}.")
+    groups = group_sizes.shape[-1]
+    rhs_group = list(dn.rhs_group_dimensions)
+    if mode != "noncontracting":
+        if rhs_group:
+            raise TypeError("ragged_dot_general requires zero group dimensions in the rhs when "
+                            "lhs ragged dimension is contracting or batch.")
+    else:
+        if len(rhs_group) != 1:
+            raise TypeError("ragged_dot_general requires exactly one rhs group dimension when "
+                            "lhs ragged dimension is noncontracting.")
+        in_range(rhs_group[0], rhs.ndim, "rhs group dimension", "rhs")
+        if rhs_group[0] in r_batch or rhs_group[0] in r_contract:
+            raise TypeError("ragged_dot_general requires rhs group dimension numbers to be "
+                            "distinct from contracting and batch dimensions.")
+        if rhs.shape[rhs_group[0]] != groups:
+            raise TypeError(f"expected rhs group dimension size to be {groups}, got "
+                            f"{rhs.shape[rhs_group[0]]}.")
+    if not dtypes.issubdtype(group_sizes.dtype, np.integer):
+        raise TypeError("ragged_dot_general requires that group_sizes.dtype is subtype of "
+                        "np.integer.")
+    return mode
+
+
+def _expand_by_groups(x, group_sizes, ragged: int, prefix: Sequence[int]):
+    """x with a leading group axis: entry g keeps the positions of the ragged dimension in
+    group g (consecutive runs of group_sizes), zeros elsewhere. `prefix` are the dimensions of
+    x matching the leading axes of a group_sizes of rank > 1."""
+    shape = (group_sizes.shape[-1],) + tuple(x.shape)
+    ends = cumsum(group_sizes, group_sizes.ndim - 1)
+    starts = lax.sub(ends, group_sizes)
+    where = tuple(1 + d for d in prefix) + (0,) if group_sizes.ndim > 1 else (0,)
+    position = structural.broadcasted_iota(group_sizes.dtype, shape, 1 + ragged)
+    inside = lax.bitwise_and(lax.ge(position, lax.broadcast_in_dim(starts, shape, where)),
+                             lax.lt(position, lax.broadcast_in_dim(ends, shape, where)))
+    wide = lax.broadcast_in_dim(x, shape, tuple(range(1, len(shape))))
+    return structural.select(inside, wide, structural.full(shape, 0, x.dtype))
+
+
 def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers,
                        precision=None, preferred_element_type=None, group_offset=None,
                        out_sharding=None):
-    """`ragged_dot` with explicit dimension numbers. Supported: the ragged_dot layout (lhs
-    (m, k) ragged in m, rhs (g, k, n) grouped in g)."""
-    dn = ragged_dot_dimension_numbers
-    layout = (tuple(map(tuple, dn.dot_dimension_numbers[0])),
-              tuple(map(tuple, dn.dot_dimension_numbers[1])),
-              tuple(dn.lhs_ragged_dimensions), tuple(dn.rhs_group_dimensions))
-    default = (((1,), (1,)), ((), ()), (0,), (0,))
-    if layout != default or np.ndim(lhs) != 2 or np.ndim(rhs) != 3:
-        raise NotImplementedError(
-            "fluxion's ragged_dot_general supports only the ragged_dot layout "
-            f"(lhs (m, k) ragged in m, rhs (g, k, n) grouped in g); got {dn}")
-    return ragged_dot(lhs, rhs, group_sizes, precision, preferred_element_type, group_offset,
-                      out_sharding)
+    """`ragged_dot` with explicit dimension numbers, in JAX's three modes.
+
+    The lhs ragged dimension, split into consecutive groups of `group_sizes` (its last axis
+    counts the groups; leading axes, if any, follow the lhs batch and outer dimensions):
+
+    - non-contracting (rhs has one group dimension): each group of lhs rows is multiplied by
+      its own slice of rhs, ``[b, m, k] x [g, b, k, n] -> [b, m, n]``;
+    - contracting (no rhs group dimension): one product per group, summed over the group's
+      part of the contraction, ``[b, m, k] x [b, k, n] -> [g, b, m, n]``;
+    - batch: an ordinary batched product, ``[b, m, k] x [b, k, n] -> [b, m, n]``.
+    """
+    from fluxion._src.numpy.util import as_array
+    lhs, rhs, group_sizes = as_array(lhs), as_array(rhs), as_array(group_sizes)
+    dn = RaggedDotDimensionNumbers(
+        tuple(tuple(tuple(int(d) for d in dims) for dims in pair)
+              for pair in ragged_dot_dimension_numbers.dot_dimension_numbers),
+        tuple(int(d) for d in ragged_dot_dimension_numbers.lhs_ragged_dimensions),
+        tuple(int(d) for d in ragged_dot_dimension_numbers.rhs_group_dimensions))
+    mode = _check_ragged_dot_general(lhs, rhs, group_sizes, dn)
+    (l_contract, r_contract), (l_batch, r_batch) = dn.dot_dimension_numbers
+    default = ((((1,), (1,)), ((), ())), (0,), (0,))
+    if (dn.dot_dimension_numbers, dn.lhs_ragged_dimensions, dn.rhs_group_dimensions) == \
+            default and lhs.ndim == 2 and rhs.ndim == 3 and group_sizes.ndim == 1:
+        return ragged_dot(lhs, rhs, group_sizes, precision, preferred_element_type,
+                          group_offset, out_sharding)
+    if group_offset is not None:
+        raise NotImplementedError("ragged_dot_general: group_offset is supported only in the "
+                                  "ragged_dot layout (as in JAX, which supports it nowhere).")
+    dot = lambda a, b, dims: lax.dot_general(a, b, dims, precision=precision,
+                                             preferred_element_type=preferred_element_type,
+                                             out_sharding=out_sharding)
+    shift = lambda dims: tuple(d + 1 for d in dims)
+    ragged = dn.lhs_ragged_dimensions[0]
+    l_prefix = (_ragged_prefix(mode, lhs.ndim, ragged, l_batch, l_contract)
+                if group_sizes.ndim > 1 else [])
+    if mode == "batch":
+        return dot(lhs, rhs, dn.dot_dimension_numbers)
+    lhs_groups = _expand_by_groups(lhs, group_sizes, ragged, l_prefix)
+    if mode == "noncontracting":
+        # The group axis contracts with the rhs group dimension: each row meets its group.
+        return dot(lhs_groups, rhs, ((shift(l_contract) + (0,),
+                                      r_contract + (dn.rhs_group_dimensions[0],)),
+                                     (shift(l_batch), r_batch)))
+    r_ragged = r_contract[l_contract.index(ragged)]
+    r_prefix = (_ragged_prefix(mode, rhs.ndim, r_ragged, r_batch, r_contract)
+                if group_sizes.ndim > 1 else [])
+    rhs_groups = _expand_by_groups(rhs, group_sizes, r_ragged, r_prefix)
+    return dot(lhs_groups, rhs_groups, ((shift(l_contract), shift(r_contract)),
+                                        ((0,) + shift(l_batch), (0,) + shift(r_batch))))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,8 +425,9 @@ def platform_dependent(*args, default: Callable | None = None, **per_platform: C
         if name in per_platform:
             return per_platform[name](*args)
     if default is None:
-        raise NotImplementedError(f"platform_dependent: no branch for platform {platform!r} "
-                                  "and no default")
+        raise NotImplementedError(f"platform_dependent: translation rule for the branches "
+                                  f"{tuple(per_platform)} not found for platform {platform} "
+                                  "(and no default)")
     return default(*args)
 
 

@@ -49,7 +49,26 @@ def _binary(prim, doc):
 
 add = _binary(ew.add_p, "Elementwise addition: x + y.")
 sub = _binary(ew.sub_p, "Elementwise subtraction: x - y.")
-mul = _binary(ew.mul_p, "Elementwise multiplication: x * y.")
+
+
+def mul(x, y, *, out_dtype=None):
+    """Elementwise multiplication: x * y.
+
+    Parameters
+    ----------
+    x, y : array_like
+        Operands of one dtype, unless `out_dtype` is given.
+    out_dtype : dtype, optional
+        The result's dtype: both operands are converted to it before they are multiplied
+        (so their dtypes may differ). The result is weak-typed only if both operands are.
+    """
+    if out_dtype is None:
+        return ew.mul_p.bind(x, y)
+    out_dtype = dtypes.check_user_dtype(out_dtype, "mul")
+    weak = core.get_aval(x).weak_type and core.get_aval(y).weak_type
+    return ew.mul_p.bind(_convert_element_type(x, out_dtype, weak_type=weak),
+                         _convert_element_type(y, out_dtype, weak_type=weak))
+
 div = _binary(ew.div_p, "Elementwise division: x / y (integer division rounds toward zero).")
 rem = _binary(ew.rem_p, "Elementwise remainder with the sign of the dividend (C fmod).")
 max = _binary(ew.max_p, "Elementwise maximum (NaN-propagating; complex numbers lexicographically).")
@@ -272,7 +291,11 @@ def reshape(operand, new_sizes: Sequence[int], dimensions: Sequence[int] | None 
     the result out."""
     if out_sharding is not None:  # (a keyword here, not a wrapper: fluxion calls this a lot)
         return apply_out_sharding(lambda: reshape(operand, new_sizes, dimensions), out_sharding)
-    new_sizes = tuple(map(core.canonicalize_dim, new_sizes))
+    try:
+        new_sizes = tuple(map(core.canonicalize_dim, new_sizes))
+    except TypeError as e:
+        raise TypeError("Shapes must be 1D sequences of concrete values of integer type, got "
+                        f"{tuple(new_sizes)}.") from e
     aval = core.get_aval(operand)
     dims = None if dimensions is None or tuple(dimensions) == tuple(range(aval.ndim)) else tuple(dimensions)
     if aval.shape == new_sizes and dims is None and isinstance(operand, (Array, core.Tracer)):
@@ -325,6 +348,13 @@ def reduce_xor(operand, axes):
 # ---------------------------------------------------------------------------------------------
 # Contractions
 
+def _index_tuple(dims) -> tuple:
+    """Dimension numbers as a tuple of ints; a single int stands for itself alone (JAX)."""
+    if np.ndim(dims) == 0:
+        return (operator.index(dims),)
+    return tuple(operator.index(d) for d in dims)
+
+
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,
                 out_sharding=None):
     """General tensor contraction.
@@ -336,18 +366,40 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
         return apply_out_sharding(lambda: dot_general(lhs, rhs, dimension_numbers, precision,
                                                       preferred_element_type), out_sharding)
     (lc, rc), (lb, rb) = dimension_numbers
-    dn = ((tuple(int(d) for d in lc), tuple(int(d) for d in rc)),
-          (tuple(int(d) for d in lb), tuple(int(d) for d in rb)))
+    dn = ((_index_tuple(lc), _index_tuple(rc)), (_index_tuple(lb), _index_tuple(rb)))
     pet = None if preferred_element_type is None else dtypes.canonicalize_dtype(preferred_element_type)
     return contractions.dot_general_p.bind(lhs, rhs, dimension_numbers=dn,
                                            precision=canonicalize_precision(precision),
                                            preferred_element_type=pet, out_sharding=None)
 
 
+def _definitely_equal(a, b) -> bool:
+    """a == b for sizes that may be symbolic; False where that cannot be decided."""
+    from fluxion._src.export.shape_poly import InconclusiveDimensionOperation
+    try:
+        return bool(a == b)
+    except InconclusiveDimensionOperation:
+        return False
+
+
 @accepts_out_sharding
-def dot(lhs, rhs, precision=None, preferred_element_type=None):
-    """Vector/matrix products: contracts the last axis of lhs with the first axis of rhs."""
-    l, r = core.get_aval(lhs), core.get_aval(rhs)
-    if l.ndim not in (1, 2) or r.ndim not in (1, 2):
-        raise TypeError(f"Incompatible shapes for dot: got {l.shape} and {r.shape}.")
-    return dot_general(lhs, rhs, (((l.ndim - 1,), (0,)), ((), ())), precision, preferred_element_type)
+def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None):
+    """Vector/matrix products, or any contraction given `dimension_numbers`.
+
+    Parameters
+    ----------
+    lhs, rhs : array_like
+    dimension_numbers : ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)), optional
+        As for `dot_general`. Without it, the operands must be vectors or matrices and the
+        last axis of `lhs` is contracted with the first axis of `rhs`.
+    precision, preferred_element_type
+        As for `dot_general`.
+    """
+    if dimension_numbers is None:
+        l, r = core.get_aval(lhs).shape, core.get_aval(rhs).shape
+        if not (1 <= len(l) <= 2 and 1 <= len(r) <= 2 and _definitely_equal(l[-1], r[0])):
+            raise ValueError("jax.lax.dot: dimension_numbers must be specified when not "
+                             "performing simple un-batched matrix-matrix, matrix-vector, or "
+                             f"vector-vector products; got lhs_shape={l} rhs_shape={r}")
+        dimension_numbers = (((len(l) - 1,), (0,)), ((), ()))
+    return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type)

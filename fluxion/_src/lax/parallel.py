@@ -7,6 +7,8 @@ sizes from the named-axis environment, so collectives also trace under jit insid
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fluxion._src import ad, batching, core, dtypes
@@ -328,7 +330,7 @@ def pshuffle(x, axis_name, perm):
 # all_to_all and psum_scatter
 
 def _all_to_all_abstract_eval(x, *, axis_name, split_axis, concat_axis, tiled, axis_index_groups=None):
-    size = batching.axis_size(axis_name)
+    size = _total_size(_names(axis_name))
     shape = list(x.shape)
     if shape[split_axis] % size:
         raise ValueError(f"all_to_all: split axis of size {shape[split_axis]} is not divisible "
@@ -379,7 +381,53 @@ def _all_to_all_rule(trace, vals, dims, *, axis_name, split_axis, concat_axis, t
     return x, 0
 
 
-batching.collective_rules[all_to_all_p] = _single_axis(_all_to_all_rule, "all_to_all")
+def _all_to_all_over_axes(x, names, split_axis, concat_axis, tiled):
+    """all_to_all over several axis names (major first), as one all_to_all per name.
+
+    The split axis is cut into one sub-axis per name; exchanging each sub-axis over its name
+    in place turns destination indices into source indices, and the block of source
+    sub-axes, merged, is the combined source axis that moves to `concat_axis`.
+    """
+    from fluxion._src.lax import lax
+    sizes = [batching.axis_size(n) for n in names]
+    total = math.prod(sizes)
+    shape = list(core.get_aval(x).shape)
+    if tiled:  # exchange chunks: a (total, chunk) split axis, merged into concat_axis after
+        x = lax.reshape(x, tuple(shape[:split_axis] + [total, shape[split_axis] // total]
+                                 + shape[split_axis + 1:]))
+        x = _all_to_all_over_axes(x, names, split_axis, split_axis, False)
+        x = batching.moveaxis(x, split_axis, concat_axis)
+        out = list(core.get_aval(x).shape)
+        merged = out[concat_axis] * out[concat_axis + 1]
+        return lax.reshape(x, tuple(out[:concat_axis] + [merged] + out[concat_axis + 2:]))
+    x = lax.reshape(x, tuple(shape[:split_axis] + sizes + shape[split_axis + 1:]))
+    for k, name in enumerate(names):
+        x = all_to_all_p.bind(x, axis_name=name, split_axis=split_axis + k,
+                              concat_axis=split_axis + k, tiled=False, axis_index_groups=None)
+    x = lax.reshape(x, tuple(shape))
+    return batching.moveaxis(x, split_axis, concat_axis)
+
+
+def _all_to_all_collective_rule(trace, vals, dims, *, axis_name, split_axis, concat_axis, tiled,
+                                axis_index_groups=None):
+    """One axis name: `_all_to_all_rule`; several: one exchange per name, traced at `trace`
+    (the names of enclosing vmaps pass through it to theirs)."""
+    names = _names(axis_name)
+    if len(names) == 1:
+        return _all_to_all_rule(trace, vals, dims, axis_name=axis_name, split_axis=split_axis,
+                                concat_axis=concat_axis, tiled=tiled)
+    (x,), (d,) = vals, dims
+    example = core.get_aval(x)
+    if d is not not_mapped:
+        example = example.update(shape=example.shape[:d] + example.shape[d + 1:])
+    _all_to_all_abstract_eval(example, axis_name=axis_name, split_axis=split_axis,
+                              concat_axis=concat_axis, tiled=tiled)  # the shape checks
+    with core.set_current_trace(trace):
+        out = _all_to_all_over_axes(trace.wrap(x, d), names, split_axis, concat_axis, tiled)
+    return trace.unpack(out)
+
+
+batching.collective_rules[all_to_all_p] = _all_to_all_collective_rule
 
 
 def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_groups=None,

@@ -16,7 +16,7 @@ def _reduced_shape(opname, x, axes) -> tuple:
     if any(not 0 <= a < x.ndim for a in axes):
         raise ValueError(f"{opname}: reduction axes {axes} out of range for an array of rank {x.ndim}")
     if len(set(axes)) != len(axes):
-        raise ValueError(f"{opname}: duplicate value in 'axes': {axes}")
+        raise ValueError(f"{opname}: duplicate value in 'axes' of reduction: {axes}")
     return tuple(d for i, d in enumerate(x.shape) if i not in axes)
 
 

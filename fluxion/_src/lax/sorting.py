@@ -154,8 +154,24 @@ def _top_k_abstract_eval(operand, *, k, axis):
     if operand.shape[axis] < k:
         raise ValueError(f"k argument to top_k must be no larger than size along axis; got k={k} "
                          f"with shape={list(operand.shape)} and axis={axis}")
+    _check_int32_indexable(operand.shape, axis)
     shape = operand.shape[:axis] + (k,) + operand.shape[axis + 1:]
     return [operand.update(shape=shape), ShapedArray(shape, np.int32)]
+
+
+def _check_int32_indexable(shape, axis: int) -> None:
+    """JAX's ValueError where top_k's int32 indices cannot index the axis (a symbolic size
+    that may or may not be too large passes)."""
+    from fluxion._src.export.shape_poly import InconclusiveDimensionOperation
+    int32_max = np.iinfo(np.int32).max
+    try:
+        too_large = bool(shape[axis] > int32_max + 1)
+    except InconclusiveDimensionOperation:
+        return
+    if too_large:
+        raise ValueError("top_k returns int32 indices, which will overflow for array dimensions "
+                         f"larger than the maximum int32 ({int32_max}). Got "
+                         f"operand.shape={tuple(shape)}")
 
 
 def _top_k_lowering(ctx, operand, *, k, axis):
@@ -197,7 +213,7 @@ def _argminmax_abstract_eval(name: str):
         axis, = axes
         check_dtype(name, operand, ORDERED)
         if not 0 <= axis < operand.ndim:
-            raise ValueError(f"{name}: invalid axis {axis} for operand shape {operand.shape}")
+            raise ValueError(f"{name}: Invalid axis {axis} for operand shape {operand.shape}")
         if operand.shape[axis] < 1:
             raise ValueError(f"argmin and argmax require non-empty reduced dimension. "
                              f"operand.shape={operand.shape} axis={axis}")

@@ -21,7 +21,9 @@ def stop_gradient(x):
                 raise TypeError(f"Argument '{leaf}' of type {type(leaf)} is not a valid JAX "
                                 "type")
             return leaf
-        if not dtypes.is_inexact(leaf.dtype):
+        if dtypes.issubdtype(leaf.dtype, dtypes.extended):  # PRNG keys pass as they are
             return leaf
+        # Integer tracers too: a JVP tracer is peeled to its primal, so that every leaf comes
+        # back the same kind of value (JAX issue 33689).
         return stop_gradient_p.bind(leaf)
     return tree_map(stop, x)

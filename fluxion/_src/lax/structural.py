@@ -109,8 +109,8 @@ def _squeeze_abstract_eval(x, *, dimensions):
         raise ValueError(f"squeeze: dimensions {dimensions} outside range [0, {x.ndim}) for an "
                          f"operand of shape {x.shape}")
     if any(x.shape[d] != 1 for d in dimensions):
-        raise ValueError(f"squeeze: cannot squeeze out a dimension whose size is not one, got "
-                         f"shape={x.shape} and dimensions={dimensions}")
+        raise ValueError(f"squeeze: cannot select an axis to squeeze out which has size not "
+                         f"equal to one, got shape={x.shape} and dimensions={dimensions}")
     shape = tuple(n for i, n in enumerate(x.shape) if i not in dimensions)
     return ShapedArray(shape, x.dtype, x.weak_type)
 
@@ -790,13 +790,19 @@ def _index_matrix(indices, dims, size: int):
     return concatenate_p.bind(*columns, dimension=1)
 
 
+def _zero_start(indices):
+    """A start index of 0 for an inserted batch dimension, of the other starts' dtype (int32
+    for a rank-0 operand, which has none)."""
+    return np.zeros((), core.get_aval(indices[0]).dtype if indices else np.int32)
+
+
 def _dynamic_slice_batch(args, dims, *, slice_sizes):
     """Unbatched starts slice the whole batch dimension; per-example starts become a gather
     (clamped like dynamic_slice) whose operand batch dimension stays in place."""
     (x, *indices), (x_dim, *index_dims) = args, dims
     size = _batch_size(args, dims)
     if all(d is None for d in index_dims):
-        zero = np.zeros((), core.get_aval(indices[0]).dtype)
+        zero = _zero_start(indices)
         out = dynamic_slice_p.bind(x, *_insert(indices, x_dim, zero),
                                    slice_sizes=_insert(slice_sizes, x_dim, size))
         return out, x_dim
@@ -882,7 +888,7 @@ def _dynamic_update_slice_batch(args, dims):
         out_dim = x_dim if x_dim is not None else update_dim
         x = batching.matchaxis(x, x_dim, out_dim, size)
         update = batching.matchaxis(update, update_dim, out_dim, size)
-        zero = np.zeros((), core.get_aval(indices[0]).dtype)
+        zero = _zero_start(indices)
         return dynamic_update_slice_p.bind(x, update, *_insert(indices, out_dim, zero)), out_dim
     from fluxion._src.lax import indexing
     out_dim = 0 if x_dim is None else x_dim
@@ -1044,7 +1050,7 @@ def dynamic_update_index_in_dim(operand, update, index, axis: int, *,
 # iota
 
 def _iota_abstract_eval(*, dtype, shape, dimension, sharding=None):
-    if dtype == dtypes.bool_ or dtype.kind not in "iufc" and dtype != dtypes.bfloat16:
+    if not (dtypes.issubdtype(dtype, np.integer) or dtypes.issubdtype(dtype, np.inexact)):
         raise TypeError(f"iota does not accept dtype {dtype.name}. Accepted dtypes are subtypes "
                         f"of integer, floating, complexfloating.")
     _check_nonnegative("iota", "shape", shape)
@@ -1122,7 +1128,7 @@ def _bitcast_batch(args, dims, *, new_dtype):
     therefore must not be the batch dimension."""
     (x,), (d,) = args, dims
     aval = core.get_aval(x)
-    if aval.dtype.itemsize < new_dtype.itemsize and d == aval.ndim - 1:
+    if dtypes.itemsize_bits(aval.dtype) < dtypes.itemsize_bits(new_dtype) and d == aval.ndim - 1:
         x, d = batching.moveaxis(x, d, 0), 0
     return bitcast_convert_type_p.bind(x, new_dtype=new_dtype), d
 

@@ -66,8 +66,8 @@ def _trace_computation(opname: str, computation, tree, flat_avals: tuple) -> Clo
         raise NotImplementedError(f"{opname}: the computation closes over a traced value; pass it "
                                   f"as an operand instead.")
     if out_trees[0] != tree:
-        raise ValueError(f"{opname} computation must return the structure of its operands "
-                         f"{tree}, got {out_trees[0]}")
+        raise ValueError(f"{opname} output must have the same tree structure as the operands "
+                         f"{tree} vs. {out_trees[0]}")
     expected = [a.strip_weak_type() for a in flat_avals]
     got = [a.strip_weak_type() for a in closed.out_avals]
     if got != expected:  # ValueError, the class JAX's verifier raises for this program
