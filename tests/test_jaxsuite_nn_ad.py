@@ -189,3 +189,24 @@ def test_jvp_of_a_jitted_custom_vjp_function_is_a_type_error():
     with pytest.raises(TypeError, match=r"can't apply forward-mode autodiff \(jvp\)"):
         fluxion.jvp(fluxion.jit(sine), (3.0,), (1.0,))
     assert float(fluxion.jit(fluxion.grad(sine))(0.0)) == 1.0  # (the linear part transposes)
+
+
+def test_symbolic_zero_tangents_survive_vmap():
+    # Under vmap the batched rule instantiated every tangent: the rule saw arrays of zeros.
+    seen = []
+
+    @fluxion.custom_jvp
+    def f(x, y):
+        return x * y
+
+    def f_jvp(primals, tangents):
+        seen.append(type(tangents[1]) is fluxion.custom_derivatives.SymbolicZero)
+        return f(*primals), tangents[0] * primals[1]
+
+    f.defjvp(f_jvp, symbolic_zeros=True)
+    x = fnp.arange(3.0)
+    g = fluxion.grad(lambda x, y: fluxion.vmap(f)(x, y).sum())(x, fnp.ones(3))
+    np.testing.assert_array_equal(np.asarray(g), [1.0, 1.0, 1.0])
+    out = fluxion.jvp(fluxion.vmap(f), (x, fnp.ones(3)), (fnp.ones(3), fnp.zeros(3)))
+    np.testing.assert_array_equal(np.asarray(out[1]), [1.0, 1.0, 1.0])
+    assert seen[0] is True and seen[-1] is False  # (an explicit zeros array is not symbolic)

@@ -272,20 +272,26 @@ def _custom_jvp_at_batch_trace(trace, flat_fun, flat_jvp, args, symbolic_zeros, 
     n = len(vals)
     fun_b = _batched_fn(trace, flat_fun)
 
-    def jvp_flat_lists(*xs):
-        p, t = flat_jvp(list(xs[:n]), list(xs[n:]))
-        return list(p) + list(t)
-
-    jvp_b_flat = _batched_fn(trace, jvp_flat_lists)
-
     def jvp_b(primals, tangents):
-        tangents = [ad.instantiate(t) for t in tangents]
-        outs = jvp_b_flat(*primals, *tangents)
+        # With symbolic_zeros, zero tangents reach the rule as zeros of one example's shape
+        # (SymbolicZero), not as batched arrays of zeros; only the others are batched.
+        zero = [symbolic_zeros and type(t) is ad.Zero for t in tangents]
+        example_avals = [t.aval.update(shape=t.aval.shape[1:]) if z else None
+                         for t, z in zip(tangents, zero)]
+        live = [ad.instantiate(t) for t, z in zip(tangents, zero) if not z]
+
+        def jvp_lists(*xs):
+            given = iter(xs[n:])
+            ts = [ad.Zero(a) if z else next(given) for z, a in zip(zero, example_avals)]
+            p, t = flat_jvp(list(xs[:n]), ts)
+            return list(p) + [ad.instantiate(x) for x in t]
+
+        outs = _batched_fn(trace, jvp_lists)(*primals, *live)
         half = len(outs) // 2
         return outs[:half], outs[half:]
 
     with core.set_current_trace(trace.parent):
-        outs = bind_custom_jvp(fun_b, jvp_b, vals, False, name)
+        outs = bind_custom_jvp(fun_b, jvp_b, vals, symbolic_zeros, name)
     return [trace.wrap(o, 0) for o in outs]
 
 
