@@ -463,3 +463,20 @@ def test_index_lists_holding_traced_scalars(index):
     np.testing.assert_array_equal(got, want)
     got_set = fluxion.jit(lambda v, i: fluxion.numpy.asarray(v).at[index(i)].set(-1.0))(x, 1)
     np.testing.assert_array_equal(got_set, jnp.asarray(x).at[index(jnp.asarray(1))].set(-1.0))
+
+
+@pytest.mark.parametrize("idx", [(Ellipsis, slice(1, None), slice(None)), (Ellipsis, 0),
+                                 (0, Ellipsis), (Ellipsis, None, 1), (1, Ellipsis, [1, 2]),
+                                 (slice(None), [0, 1], Ellipsis, [0, 1])])
+@pytest.mark.parametrize("shape", [(3, 4), (2, 3, 4)])
+def test_ellipsis_for_no_dimension_in_reads_and_updates(idx, shape):
+    # An ellipsis standing for no dimension (x[..., 1:, :] of a 2-d x) broke .at[] updates.
+    import fluxion.numpy as fnp
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    try:
+        want = jnp.asarray(x)[idx]
+    except IndexError:
+        return
+    np.testing.assert_array_equal(np.asarray(fnp.asarray(x)[idx]), np.asarray(want))
+    np.testing.assert_array_equal(np.asarray(fnp.asarray(x).at[idx].add(1.0)),
+                                  np.asarray(jnp.asarray(x).at[idx].add(1.0)))

@@ -260,7 +260,8 @@ def test_ragged_dot_general_modes_match_jax(case):
     for got in (f(lhs, rhs), fluxion.jit(f)(lhs, rhs)):
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    check_grads(f, (lhs, rhs), 1, ("fwd", "rev"))  # JAX has no contracting-mode VJP
+    # bilinear: central differences are exact at any step (a large one beats float32 noise)
+    check_grads(f, (lhs, rhs), 1, ("fwd", "rev"), eps=0.1)  # JAX has no contracting-mode VJP
 
 
 def test_ragged_dot_general_argument_errors_match_jax():

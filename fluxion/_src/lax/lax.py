@@ -398,8 +398,10 @@ def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_t
     if dimension_numbers is None:
         l, r = core.get_aval(lhs).shape, core.get_aval(rhs).shape
         if not (1 <= len(l) <= 2 and 1 <= len(r) <= 2 and _definitely_equal(l[-1], r[0])):
-            raise ValueError("jax.lax.dot: dimension_numbers must be specified when not "
-                             "performing simple un-batched matrix-matrix, matrix-vector, or "
-                             f"vector-vector products; got lhs_shape={l} rhs_shape={r}")
+            e = ValueError("jax.lax.dot: dimension_numbers must be specified when not "
+                           "performing simple un-batched matrix-matrix, matrix-vector, or "
+                           f"vector-vector products; got lhs_shape={l} rhs_shape={r}")
+            core.note_user_line(e, "dot")
+            raise e
         dimension_numbers = (((len(l) - 1,), (0,)), ((), ()))
     return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type)

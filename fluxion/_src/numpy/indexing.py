@@ -394,6 +394,8 @@ def _output_layout(entries, advanced_shape) -> list:
         if advanced_positions else True
     layout = [] if contiguous else list(block)
     for position, e in enumerate(entries):
+        if e is _SEPARATOR:  # (it only parts the advanced indices)
+            continue
         if e is _NEWAXIS:
             layout.append(("new", None))
         elif isinstance(e, _Slice):
