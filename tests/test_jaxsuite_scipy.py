@@ -11,6 +11,8 @@ import fluxion
 import fluxion.numpy as fnp
 import fluxion.scipy.special as fsp
 import fluxion.scipy.stats
+import fluxion.scipy.sparse.linalg
+import fluxion.image
 from fluxion.test_util import check_grads
 
 
@@ -111,3 +113,44 @@ def test_polygamma_broadcasts_n_and_x(n_shape, x_shape):
     ours = fsp.polygamma(n, x)
     assert ours.shape == np.broadcast_shapes(n_shape, x_shape)
     np.testing.assert_allclose(np.asarray(ours), osp.polygamma(n, x), rtol=1e-4)
+
+
+def test_sparse_solvers_take_matmul_operators():
+    class Operator:  # an object with `@` and a shape, as a sparse matrix
+        def __init__(self, a):
+            self.a, self.shape = a, a.shape
+
+        def __matmul__(self, x):
+            return self.a @ x
+
+    a, b = np.array([[4.0, 1.0], [1.0, 3.0]], np.float32), np.array([1.0, 2.0], np.float32)
+    for solver in (fluxion.scipy.sparse.linalg.cg, fluxion.scipy.sparse.linalg.bicgstab,
+                   fluxion.scipy.sparse.linalg.gmres):
+        np.testing.assert_allclose(np.asarray(solver(Operator(fnp.asarray(a)), b)[0]),
+                                   np.linalg.solve(a, b), rtol=1e-5)
+
+
+def test_int_and_float_subclasses_are_python_scalars():
+    import enum
+
+    class Color(enum.IntEnum):
+        RED = 42
+
+    class Length(float):
+        pass
+
+    cases = [lambda M, L: M.array(Color.RED), lambda M, L: M.add(Color.RED, 1),
+             lambda M, L: M.add(M.ones(2, np.int8), Color.RED),
+             lambda M, L: L.jit(lambda x: x)(Color.RED), lambda M, L: M.asarray(Length(2.5)),
+             lambda M, L: M.multiply(np.float16(1), Length(2.0))]
+    for case in cases:
+        ours, theirs = case(fnp, fluxion), case(jax.numpy, jax)
+        assert (ours.dtype, ours.weak_type) == (theirs.dtype, theirs.weak_type)
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+@pytest.mark.parametrize("shape", [[10.5, 17], (10.0, 17)])
+def test_image_resize_refuses_fractional_sizes(shape):
+    with pytest.raises(TypeError, match="Shapes must be 1D sequences of concrete values"):
+        fluxion.image.resize(np.ones((3, 4)), shape, "bicubic")
+    assert fluxion.image.resize(np.ones((3, 4)), np.array([10, 17]), "nearest").shape == (10, 17)

@@ -159,6 +159,8 @@ def dtype(x, canonicalize: bool = False) -> np.dtype:
     attr = getattr(x, "dtype", None)
     if isinstance(attr, np.dtype):  # arrays, NumPy scalars, and scalar types like jnp.float32
         dt = attr
+    elif _python_scalar_base(x) is not None:  # a subclass of int/float/complex (an IntEnum)
+        return canonicalize_dtype(_PY_SCALAR_DTYPES[_python_scalar_base(x)])
     else:
         try:
             dt = np.dtype(x)
@@ -167,15 +169,30 @@ def dtype(x, canonicalize: bool = False) -> np.dtype:
     return canonicalize_dtype(dt) if canonicalize else dt
 
 
+def _python_scalar_base(x):
+    """int, float or complex for an instance of a subclass of one (an IntEnum member), as
+    JAX treats them; None for anything else (NumPy scalars included)."""
+    if isinstance(x, np.generic):
+        return None
+    for base in (int, float, complex):
+        if isinstance(x, base):
+            return base
+    return None
+
+
 def is_python_scalar(x) -> bool:
-    return type(x) in _PY_SCALAR_DTYPES
+    return type(x) in _PY_SCALAR_DTYPES or _python_scalar_base(x) is not None
 
 
 def is_weakly_typed(x) -> bool:
-    """Python int, float and complex values are weak; arrays carry a weak_type flag."""
+    """Python int, float and complex values (and their subclasses') are weak; arrays carry a
+    weak_type flag."""
     if type(x) in _WEAK_SCALAR_TYPES:
         return True
-    return bool(getattr(x, "weak_type", False))
+    weak = getattr(x, "weak_type", None)
+    if weak is None:
+        return _python_scalar_base(x) is not None and type(x) is not bool
+    return bool(weak)
 
 
 class extended(np.generic):
@@ -389,6 +406,9 @@ def _dtype_and_weak(x) -> tuple[np.dtype, bool]:
         return canonicalize_dtype(_PY_SCALAR_DTYPES[type(x)]), type(x) is not bool
     if any(x is t for t in _WEAK_SCALAR_TYPES):
         return canonicalize_dtype(_PY_SCALAR_DTYPES[x]), True
+    base = _python_scalar_base(x)
+    if base is not None:
+        return canonicalize_dtype(_PY_SCALAR_DTYPES[base]), True
     dt = dtype(x)
     if dt not in _SUPPORTED:
         raise TypeError(f"Value {x!r} with dtype {dt} is not a valid fluxion array type. Only "

@@ -164,7 +164,7 @@ def scale_and_translate(image, shape, spatial_dims, scale, translation, method,
     antialias : bool
         When downsampling, widen the kernel by 1/scale.
     """
-    shape = tuple(int(d) for d in shape)
+    shape = _output_shape(shape, "scale_and_translate")
     image = jnp.asarray(image)
     _check_rank(shape, image)
     method = _method(method)
@@ -224,4 +224,11 @@ def resize(image, shape, method, antialias: bool = True, precision=Precision.HIG
         'nearest').
     precision : lax.Precision of the contractions.
     """
-    return _resize(jnp.asarray(image), tuple(int(d) for d in shape), method, antialias, precision)
+    return _resize(jnp.asarray(image), _output_shape(shape, "resize"), method, antialias,
+                   precision)
+
+
+def _output_shape(shape, name: str) -> tuple:
+    """The output shape as ints; a fractional size is a TypeError (it was truncated)."""
+    from fluxion._src.numpy.util import canonicalize_shape
+    return canonicalize_shape(shape, f"The shape argument of {name}")

@@ -13,6 +13,7 @@ import numpy as np
 
 import fluxion.numpy as jnp
 from fluxion import lax
+from fluxion._src.array import Array
 from fluxion._src.tree_util import Partial, tree_leaves, tree_map, tree_structure
 
 
@@ -52,10 +53,15 @@ def _identity(x):
 def _as_operator(f, name):
     if callable(f):
         return f
-    if hasattr(f, "shape") and hasattr(f, "__matmul__"):
-        if len(f.shape) != 2 or f.shape[0] != f.shape[1]:
+    if isinstance(f, (np.ndarray, Array)):
+        if f.ndim != 2 or f.shape[0] != f.shape[1]:
             raise ValueError(f"linear operator must be a square matrix, but has shape: {f.shape}")
         return functools.partial(jnp.dot, f, precision=lax.Precision.HIGHEST)
+    if hasattr(f, "__matmul__"):  # any operator object: its own `@` (a sparse matrix, ...)
+        shape = getattr(f, "shape", None)
+        if shape is not None and (len(shape) != 2 or shape[0] != shape[1]):
+            raise ValueError(f"linear operator must be a square matrix, but has shape: {shape}")
+        return functools.partial(operator.matmul, f)
     raise TypeError(f"{name} must be either a function or ndarray: {f}")
 
 
