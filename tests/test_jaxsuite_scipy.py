@@ -13,6 +13,7 @@ import fluxion.scipy.special as fsp
 import fluxion.scipy.stats
 import fluxion.scipy.sparse.linalg
 import fluxion.image
+import fluxion.scipy.optimize
 from fluxion.test_util import check_grads
 
 
@@ -154,3 +155,44 @@ def test_image_resize_refuses_fractional_sizes(shape):
     with pytest.raises(TypeError, match="Shapes must be 1D sequences of concrete values"):
         fluxion.image.resize(np.ones((3, 4)), shape, "bicubic")
     assert fluxion.image.resize(np.ones((3, 4)), np.array([10, 17]), "nearest").shape == (10, 17)
+
+
+LBFGS = "l-bfgs-experimental-do-not-rely-on-this"
+
+
+def _rosenbrock(np_):
+    return lambda x: np_.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+
+@pytest.mark.parametrize("options", [{}, {"maxiter": 3}, {"maxfun": 10}, {"maxcor": 3},
+                                     {"ftol": 1e-3}, {"gtol": 1e-2, "norm": 2}])
+def test_lbfgs_matches_jax(options):
+    import jax.scipy.optimize as jso
+    jax.config.update("jax_enable_x64", True)
+    try:
+        with fluxion.enable_x64():
+            for d in (5, 10):
+                x0 = np.linspace(-1.2, 1.0, d)
+                ours = fluxion.scipy.optimize.minimize(_rosenbrock(fnp), x0, method=LBFGS,
+                                                       options=options)
+                theirs = jso.minimize(_rosenbrock(jax.numpy), x0, method=LBFGS, options=options)
+                np.testing.assert_allclose(np.asarray(ours.x), np.asarray(theirs.x), atol=1e-9)
+                for field in ("status", "nit", "nfev", "njev", "success"):
+                    assert int(getattr(ours, field)) == int(getattr(theirs, field)), field
+    finally:
+        jax.config.update("jax_enable_x64", False)
+
+
+def test_lbfgs_converges_under_jit_and_for_complex_input():
+    a = np.diag(np.arange(1.0, 6.0)).astype(np.float32)
+    quadratic = lambda x: 0.5 * x @ a @ x - x.sum()
+    run = fluxion.jit(lambda x0: fluxion.scipy.optimize.minimize(quadratic, x0, method=LBFGS))
+    result = run(np.zeros(5, np.float32))
+    assert bool(result.success) and int(result.status) == 0
+    np.testing.assert_allclose(np.asarray(result.x), 1 / np.arange(1.0, 6.0), rtol=1e-4)
+    target = np.complex64(1 + 2j)
+    z = fluxion.scipy.optimize.minimize(lambda z: fnp.sum(fnp.abs(z - target) ** 2),
+                                        np.zeros(3, np.complex64), method=LBFGS).x
+    np.testing.assert_allclose(np.asarray(z), np.full(3, target), atol=1e-4)
+    with pytest.raises(ValueError, match="not recognized"):
+        fluxion.scipy.optimize.minimize(quadratic, np.zeros(5), method="CG")

@@ -93,19 +93,26 @@ def minimize(fun: Callable, x0, args: tuple = (), *, method: str, tol: float | N
 
     Parameters
     ----------
-    method : "BFGS" (the only method, as in JAX).
+    method : "BFGS", or JAX's "l-bfgs-experimental-do-not-rely-on-this" (L-BFGS).
     tol : unused, as in JAX; use options={"gtol": ...}.
-    options : maxiter, norm, gtol, line_search_maxiter.
+    options : BFGS: maxiter, norm, gtol, line_search_maxiter. L-BFGS: maxiter, norm, maxcor,
+        ftol, gtol, maxfun, maxgrad, maxls.
     """
     options = dict(options or {})
     if not isinstance(args, tuple):
         raise TypeError(f"args argument to fluxion.scipy.optimize.minimize must be a tuple, "
                         f"got {args}")
-    if method.lower() != "bfgs":
+    if method.lower() not in ("bfgs", "l-bfgs-experimental-do-not-rely-on-this"):
         raise ValueError(f"Method {method} not recognized")
     x0 = jnp.asarray(x0)
     if x0.ndim != 1:
         raise ValueError(f"minimize: x0 must be one-dimensional, got shape {x0.shape}")
+    if method.lower() != "bfgs":
+        from fluxion._src.scipy.lbfgs import minimize_lbfgs
+        r = minimize_lbfgs(lambda x: fun(x, *args), x0, **options)
+        return OptimizeResults(x=r.x_k, success=r.converged & ~r.failed, status=r.status,
+                               fun=r.f_k, jac=r.g_k, hess_inv=None, nfev=r.nfev, njev=r.ngev,
+                               nit=r.k)
     s, status = minimize_bfgs(lambda x: fun(x, *args), x0, **options)
     return OptimizeResults(x=s.x_k, success=s.converged & ~s.failed, status=status, fun=s.f_k,
                            jac=s.g_k, hess_inv=s.H_k, nfev=s.nfev, njev=s.ngev, nit=s.k)
