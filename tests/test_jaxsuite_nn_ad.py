@@ -210,3 +210,19 @@ def test_symbolic_zero_tangents_survive_vmap():
     out = fluxion.jvp(fluxion.vmap(f), (x, fnp.ones(3)), (fnp.ones(3), fnp.zeros(3)))
     np.testing.assert_array_equal(np.asarray(out[1]), [1.0, 1.0, 1.0])
     assert seen[0] is True and seen[-1] is False  # (an explicit zeros array is not symbolic)
+
+
+def test_checkify_errors_are_jaxlibs_runtime_error_and_preds_scalar():
+    from fluxion.experimental import checkify
+
+    @fluxion.vmap
+    def f(x):
+        checkify.check(fnp.sum(x) == 1.0, "x must sum to one.")
+        return x
+
+    with pytest.raises(fluxion.errors.JaxRuntimeError, match="x must sum to one"):
+        f(fnp.array([[0.5, 0.5], [1.0, 1.0]]))
+    assert checkify.JaxRuntimeError is fluxion.errors.JaxRuntimeError
+    for check in (checkify.check, checkify.debug_check):
+        with pytest.raises(TypeError, match="takes a scalar pred"):
+            checkify.checkify(lambda x: check(x != x, "msg"))(fnp.ones(3))

@@ -21,8 +21,18 @@ from fluxion._src import core, effects, ad, batching
 from fluxion._src.compiler import lowering
 
 
-class JaxRuntimeError(ValueError):
-    """What `Error.throw()` (and a failing `check` outside checkify) raises."""
+def _runtime_error(message: str) -> Exception:
+    """What `Error.throw()` (and a failing `check` outside checkify) raises: jaxlib's
+    JaxRuntimeError (`fluxion.errors.JaxRuntimeError`, a RuntimeError), as in JAX."""
+    from fluxion._src.compiler import backend
+    return backend.runtime_error_class()(message)
+
+
+def __getattr__(name):
+    if name == "JaxRuntimeError":  # (looked up lazily: importing fluxion loads no XLA client)
+        from fluxion._src.compiler import backend
+        return backend.runtime_error_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,7 +84,7 @@ def _format_message(fmt: str, tree, values) -> str:
 
 def _check_impl(pred, *fmt_args, msg, fmt_tree, where, debug):
     if not debug and not bool(np.all(np.asarray(pred))):
-        raise JaxRuntimeError(_format_message(msg, fmt_tree, fmt_args) + _at(where))
+        raise _runtime_error(_format_message(msg, fmt_tree, fmt_args) + _at(where))
     return []
 
 
@@ -154,9 +164,12 @@ def _check(pred, msg: str, debug: bool, fmt_args, fmt_kwargs) -> None:
     if not isinstance(msg, str):
         raise TypeError(f"check takes a string message, got {type(msg).__name__}")
     pred = jnp.asarray(pred)
+    name = "debug_check" if debug else "check"
+    if pred.ndim != 0:  # (as JAX: reduce with jnp.all/any first)
+        raise TypeError(f"{name} takes a scalar pred as argument, got {pred}")
     if pred.dtype != np.bool_:
-        raise TypeError(f"check takes a scalar or array of booleans as its predicate, got "
-                        f"dtype {pred.dtype}")
+        raise TypeError(f"{name} takes a scalar boolean pred as argument, got dtype "
+                        f"{pred.dtype}")
     leaves, tree = tree_util.tree_flatten((fmt_args, fmt_kwargs))
     leaves = [jnp.asarray(x) for x in leaves]
     info = source_info.current()
@@ -226,9 +239,9 @@ class Error:
             (f"at mapped index {', '.join(str(int(i)) for i in idx)}: " if idx != () else "")
             + self._message(site, values) for site, values, idx in failures)
 
-    def get_exception(self) -> JaxRuntimeError | None:
+    def get_exception(self) -> Exception | None:
         msg = self.get()
-        return None if msg is None else JaxRuntimeError(msg)
+        return None if msg is None else _runtime_error(msg)
 
     def throw(self) -> None:
         """Raise JaxRuntimeError if a check failed."""
