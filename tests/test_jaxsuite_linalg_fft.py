@@ -170,14 +170,16 @@ def test_svd_jvp_of_square_full_matrices():
 def test_check_grads_of_non_holomorphic_complex_functions():
     # The dot-product test was bilinear, right for holomorphic functions only: it failed
     # correct gradients of |z|, slogdet and the SVD of complex inputs.
-    z = (R.randn(3, 3) + 1j * R.randn(3, 3)).astype(np.complex64)
-    check_grads(lambda z: fnp.abs(z) ** 2, (z,), order=2)
-    check_grads(lambda z: fnp.linalg.slogdet(z)[1], (z,), order=1)
-    check_grads(fnp.linalg.svdvals, (z,), order=1)
+    rng = np.random.RandomState(0)  # (the module's R depends on the order tests run in)
+    z = (rng.randn(3, 3) + 1j * rng.randn(3, 3)).astype(np.complex64)
+    tol = dict(eps=1e-3, atol=1e-2, rtol=1e-2)  # float32 differences
+    check_grads(lambda z: fnp.abs(z) ** 2, (z,), order=2, **tol)
+    check_grads(lambda z: fnp.linalg.slogdet(z)[1], (z,), order=1, **tol)
+    check_grads(fnp.linalg.svdvals, (z,), order=1, **tol)
     with pytest.raises(AssertionError):  # a wrong VJP is still caught
         bad = fluxion.custom_vjp(lambda z: fnp.abs(z) ** 2)
         bad.defvjp(lambda z: (fnp.abs(z) ** 2, z), lambda z, g: (g * z,))
-        check_grads(bad, (z,), order=1, modes=("rev",))
+        check_grads(bad, (z,), order=1, modes=("rev",), **tol)
 
 
 def test_check_grads_takes_tolerance_dicts():

@@ -10,3 +10,7 @@ def __getattr__(name):
         from fluxion._src import checkify
         return checkify.JaxRuntimeError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), "JaxRuntimeError"])
