@@ -43,31 +43,40 @@ def _resolve_argnums(fun, nondiff_argnums, nondiff_argnames=()):
     return tuple(sorted(nums))
 
 
-def _positional_args(kind: str, fun, args, kwargs) -> tuple:
-    """The arguments as positions (defaults filled in), as JAX resolves them before calling
-    a custom-derivative function; what cannot be bound raises TypeError naming `kind`. A call
-    with exactly the positional parameters is taken as it is."""
-    try:
-        sig = inspect.signature(fun)
-    except (TypeError, ValueError):  # (a builtin without a signature)
-        return args
-    params = sig.parameters.values()
-    if not kwargs and len(args) == sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                                       for p in params) \
-            and all(p.kind is not p.KEYWORD_ONLY or p.default is not p.empty for p in params):
-        return args
-    prefix = (f"The input arguments to the {kind}-decorated function {fun_name(fun)} could not "
-              "be resolved to positional-only arguments. Binding failed with the error:\n")
-    try:
-        bound = sig.bind(*args, **kwargs)
-    except TypeError as e:
-        raise TypeError(prefix + str(e)) from None
-    bound.apply_defaults()
-    passed = [k for k in bound.kwargs if k in kwargs]
-    if passed:
-        raise TypeError(prefix + "The following keyword arguments could not be resolved to "
-                        f"positions: {', '.join(passed)}")
-    return bound.args
+class _PositionalArgs:
+    """Turns a call's arguments into positions (defaults filled in), as JAX resolves them
+    before calling a custom-derivative function; what cannot be bound raises TypeError naming
+    `kind`. The signature is read once: a call with exactly the positional parameters is taken
+    as it is."""
+
+    def __init__(self, kind: str, fun):
+        self.kind, self.fun = kind, fun
+        try:
+            self.signature = inspect.signature(fun)
+        except (TypeError, ValueError):  # (a builtin without a signature)
+            self.signature, self.exact = None, None
+            return
+        params = self.signature.parameters.values()
+        simple = all(p.kind is not p.KEYWORD_ONLY or p.default is not p.empty for p in params)
+        self.exact = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                         for p in params) if simple else None
+
+    def __call__(self, args, kwargs) -> tuple:
+        if self.signature is None or (not kwargs and len(args) == self.exact):
+            return args
+        prefix = (f"The input arguments to the {self.kind}-decorated function "
+                  f"{fun_name(self.fun)} could not be resolved to positional-only arguments. "
+                  "Binding failed with the error:\n")
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(prefix + str(e)) from None
+        bound.apply_defaults()
+        passed = [k for k in bound.kwargs if k in kwargs]
+        if passed:
+            raise TypeError(prefix + "The following keyword arguments could not be resolved "
+                            f"to positions: {', '.join(passed)}")
+        return bound.args
 
 
 def _stage(flat_fun, avals, origin) -> tuple[ClosedJaxpr, list]:
@@ -114,6 +123,7 @@ class custom_jvp:
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.nondiff_argnums = _resolve_argnums(fun, nondiff_argnums, nondiff_argnames)
+        self._positional_args = _PositionalArgs("custom_jvp", fun)
         self.jvp = None
         self.symbolic_zeros = False
 
@@ -148,7 +158,7 @@ class custom_jvp:
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {fun_name(self.fun)} "
                                  "using defjvp.")
-        args = _positional_args("custom_jvp", self.fun, args, kwargs)
+        args = self._positional_args(args, kwargs)
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         leaves, in_tree = tree_flatten(diff)
         out_tree_box = []
@@ -368,6 +378,7 @@ class custom_vjp:
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.nondiff_argnums = _resolve_argnums(fun, nondiff_argnums, nondiff_argnames)
+        self._positional_args = _PositionalArgs("custom_vjp", fun)
         self.fwd = None
         self.bwd = None
         self.symbolic_zeros = False
@@ -386,7 +397,7 @@ class custom_vjp:
         if self.fwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {fun_name(self.fun)} "
                                  "using defvjp.")
-        args = _positional_args("custom_vjp", self.fun, args, kwargs)
+        args = self._positional_args(args, kwargs)
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         leaves, in_tree = tree_flatten(diff)
         # The backward rule outlives this call (a staged equation keeps it): it checks the
