@@ -153,9 +153,9 @@ def get_aval(x) -> ShapedArray:
         return aval
     if isinstance(x, (np.ndarray, np.generic)):
         return _numpy_aval(x)
-    for base in (int, float, complex):  # subclasses (an IntEnum member) are their base type
-        if isinstance(x, base):
-            return _scalar_aval(base(x))
+    base = dtypes.python_scalar_base(x)  # a subclass (an IntEnum member) is its base type
+    if base is not None:
+        return _scalar_aval(base(x))
     raise TypeError(f"Value {x!r} of type {type(x).__name__} is not a valid fluxion type: "
                     "expected an array, a NumPy value or a Python scalar.")
 

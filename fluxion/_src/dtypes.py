@@ -159,9 +159,10 @@ def dtype(x, canonicalize: bool = False) -> np.dtype:
     attr = getattr(x, "dtype", None)
     if isinstance(attr, np.dtype):  # arrays, NumPy scalars, and scalar types like jnp.float32
         dt = attr
-    elif _python_scalar_base(x) is not None:  # a subclass of int/float/complex (an IntEnum)
-        return canonicalize_dtype(_PY_SCALAR_DTYPES[_python_scalar_base(x)])
     else:
+        base = python_scalar_base(x)  # a subclass of int/float/complex (an IntEnum member)
+        if base is not None:
+            return canonicalize_dtype(_PY_SCALAR_DTYPES[base])
         try:
             dt = np.dtype(x)
         except TypeError as e:
@@ -169,7 +170,7 @@ def dtype(x, canonicalize: bool = False) -> np.dtype:
     return canonicalize_dtype(dt) if canonicalize else dt
 
 
-def _python_scalar_base(x):
+def python_scalar_base(x):
     """int, float or complex for an instance of a subclass of one (an IntEnum member), as
     JAX treats them; None for anything else (NumPy scalars included)."""
     if isinstance(x, np.generic):
@@ -181,7 +182,7 @@ def _python_scalar_base(x):
 
 
 def is_python_scalar(x) -> bool:
-    return type(x) in _PY_SCALAR_DTYPES or _python_scalar_base(x) is not None
+    return type(x) in _PY_SCALAR_DTYPES or python_scalar_base(x) is not None
 
 
 def is_weakly_typed(x) -> bool:
@@ -191,7 +192,7 @@ def is_weakly_typed(x) -> bool:
         return True
     weak = getattr(x, "weak_type", None)
     if weak is None:
-        return _python_scalar_base(x) is not None and type(x) is not bool
+        return python_scalar_base(x) is not None and type(x) is not bool
     return bool(weak)
 
 
@@ -406,7 +407,7 @@ def _dtype_and_weak(x) -> tuple[np.dtype, bool]:
         return canonicalize_dtype(_PY_SCALAR_DTYPES[type(x)]), type(x) is not bool
     if any(x is t for t in _WEAK_SCALAR_TYPES):
         return canonicalize_dtype(_PY_SCALAR_DTYPES[x]), True
-    base = _python_scalar_base(x)
+    base = python_scalar_base(x)
     if base is not None:
         return canonicalize_dtype(_PY_SCALAR_DTYPES[base]), True
     dt = dtype(x)
