@@ -16,6 +16,7 @@ import fluxion.numpy as jnp
 from fluxion import lax
 from fluxion._src.ad_api import value_and_grad
 from fluxion._src.scipy.line_search import line_search
+from fluxion._src.scipy.optimize import _dot, _vector_norm
 
 
 class LBFGSResults(NamedTuple):
@@ -37,14 +38,6 @@ class LBFGSResults(NamedTuple):
     gamma: Any
     status: Any
     ls_status: Any
-
-
-def _dot(a, b):
-    return jnp.dot(a, b, precision=lax.Precision.HIGHEST)
-
-
-def _norm(x, ord):
-    return jnp.linalg.norm(x, ord=ord)
 
 
 def _push(history, new):
@@ -93,7 +86,7 @@ def minimize_lbfgs(fun: Callable, x0, maxiter: float | None = None, norm=np.inf,
     maxgrad = np.inf if maxgrad is None else maxgrad
     f0, g0 = value_and_grad(fun)(x0)
     start = LBFGSResults(
-        converged=_norm(g0, norm) < gtol, failed=jnp.array(False), k=jnp.array(0),
+        converged=_vector_norm(g0, norm) < gtol, failed=jnp.array(False), k=jnp.array(0),
         nfev=jnp.array(1), ngev=jnp.array(1), x_k=x0, f_k=f0, g_k=g0,
         s_history=jnp.zeros((maxcor, d), dtype), y_history=jnp.zeros((maxcor, d), dtype),
         rho_history=jnp.zeros((maxcor,), dtype), gamma=jnp.array(1.0, g0.dtype),
@@ -111,7 +104,7 @@ def minimize_lbfgs(fun: Callable, x0, maxiter: float | None = None, norm=np.inf,
         status = jnp.where(state.nfev >= maxfun, 2, status)
         status = jnp.where(state.k >= maxiter, 1, status)
         status = jnp.where(ls.failed, 5, status)
-        converged = _norm(ls.g_k, norm) < gtol
+        converged = _vector_norm(ls.g_k, norm) < gtol
         return LBFGSResults(
             converged=converged, failed=(status > 0) & ~converged, k=state.k + 1,
             nfev=state.nfev + ls.nfev, ngev=state.ngev + ls.ngev, x_k=state.x_k + s,
