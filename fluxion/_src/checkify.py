@@ -28,13 +28,6 @@ def _runtime_error(message: str) -> Exception:
     return backend.runtime_error_class()(message)
 
 
-def __getattr__(name):
-    if name == "JaxRuntimeError":  # (looked up lazily: importing fluxion loads no XLA client)
-        from fluxion._src.compiler import backend
-        return backend.runtime_error_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # ---------------------------------------------------------------------------------------------
 # Error kinds (the `errors=` sets)
 

@@ -6,9 +6,9 @@ from fluxion._src.checkify import (  # noqa: F401
 
 
 def __getattr__(name):
-    if name == "JaxRuntimeError":  # jaxlib's class, as JAX's; looked up lazily
-        from fluxion._src import checkify
-        return checkify.JaxRuntimeError
+    if name == "JaxRuntimeError":  # jaxlib's class, as JAX's (fluxion.errors'); looked up lazily
+        from fluxion._src.compiler import backend
+        return backend.runtime_error_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
