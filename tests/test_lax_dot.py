@@ -264,6 +264,14 @@ def test_ragged_dot_general_modes_match_jax(case):
     check_grads(f, (lhs, rhs), 1, ("fwd", "rev"), eps=0.1)  # JAX has no contracting-mode VJP
 
 
+def test_ragged_dot_general_group_offset_outside_the_ragged_dot_layout_is_refused():
+    dn = lax.RaggedDotDimensionNumbers((([1], [0]), ([], [])), [1], [])  # contracting mode
+    with pytest.raises(NotImplementedError, match="group_offset is supported only"):
+        lax.ragged_dot_general(np.ones((11, 5), np.float32), np.ones((5, 7), np.float32),
+                               np.array([1, 2, 2], np.int32), dn,
+                               group_offset=np.array([0], np.int32))
+
+
 def test_ragged_dot_general_argument_errors_match_jax():
     import jax
     bad = [  # lhs, rhs, group sizes shapes; dimension numbers
