@@ -44,6 +44,8 @@ _GRADIENT_TOLERANCE = {
     np.dtype(np.float32): 2e-3, np.dtype(np.float64): 1e-5,
     np.dtype(np.complex64): 1e-3, np.dtype(np.complex128): 1e-5,
 }
+# Compared in float32 (NumPy's allclose does not take them).
+_LOW_PRECISION = {np.dtype(t) for t in (*_float8, ml_dtypes.bfloat16)}
 _PYTHON_SCALAR_DTYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int64),
                          float: np.dtype(np.float64), complex: np.dtype(np.complex128)}
 
@@ -90,9 +92,6 @@ def _assert_close(x, y, atol, rtol, err_msg):
     kwargs = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v}
     with np.errstate(invalid="ignore"):
         np.testing.assert_allclose(upcast(x), upcast(y), err_msg=err_msg, **kwargs)
-
-
-_LOW_PRECISION = {np.dtype(t) for t in (*_float8, ml_dtypes.bfloat16)}
 
 
 def check_close(xs, ys, atol=None, rtol=None, err_msg=""):
