@@ -218,6 +218,22 @@ def test_per_example_gradients_through_dynamic_slicing():
     np.testing.assert_allclose(total(X54), expected.sum(0), rtol=1e-5, atol=1e-6)
 
 
+def test_shared_operand_windows_are_not_marked_unique():
+    """Per-example starts into one shared operand read overlapping windows in any order, so the
+    gather, and the scatter-add of its transpose, must not claim sorted or unique indices:
+    XLA:GPU writes a scatter marked unique without atomics and lost updates (JAX clears them)."""
+    def loss(x, i):
+        return fnp.sum(fnp.sin(lax.dynamic_slice(x, (i, I(1)), (2, 2))))
+    starts = np.array([0, 3, 2], I)
+    total = lambda x: fnp.sum(fluxion.vmap(loss, in_axes=(None, 0))(x, starts))
+    jaxpr = fluxion.make_jaxpr(fluxion.grad(total))(X54)
+    flagged = [(e.primitive.name, e.params["indices_are_sorted"], e.params["unique_indices"])
+               for e in jaxpr.eqns if e.primitive.name in ("gather", "scatter-add")]
+    assert sorted(flagged) == [("gather", False, False), ("scatter-add", False, False)]
+    expected = sum(fluxion.grad(loss)(X54, i) for i in starts)
+    np.testing.assert_allclose(fluxion.grad(total)(X54), expected, rtol=1e-5, atol=1e-6)
+
+
 # ---------------------------------------------------------------------------------------------
 # No transposes where the batch dimension can stay in place
 

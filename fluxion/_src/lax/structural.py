@@ -820,8 +820,12 @@ def _dynamic_slice_batch(args, dims, *, slice_sizes):
             offset_dims=others, collapsed_slice_dims=(), start_index_map=others,
             operand_batching_dims=(x_dim,), start_indices_batching_dims=(0,))
         out_dim, sizes = x_dim, _insert(slice_sizes, x_dim, 1)
+    # An unbatched operand is read by every example, at starts in any order and in windows
+    # that may overlap; the flags pass on to the transpose's scatter-add, where a wrong
+    # unique_indices loses updates on GPUs.
+    own_operand = x_dim is not None
     out = indexing.gather(x, starts, dnums, sizes, mode=indexing.GatherScatterMode.CLIP,
-                          indices_are_sorted=True, unique_indices=True)
+                          indices_are_sorted=own_operand, unique_indices=own_operand)
     return out, out_dim
 
 
