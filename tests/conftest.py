@@ -62,3 +62,18 @@ def rng():
 os.environ.setdefault("FLUXION_ENABLE_COMPILATION_CACHE", "0")
 fluxion.config.update("enable_compilation_cache",
                       os.environ["FLUXION_ENABLE_COMPILATION_CACHE"].lower() in ("1", "true"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "cpu_only(reason): the test checks what the CPU backend does (LAPACK "
+        "targets, XLA:CPU's refusals, handlers registered for the host); skipped when the "
+        "default device is another platform, as on a GPU machine (benchmarks/gpu_suite.sh)")
+
+
+def pytest_collection_modifyitems(config, items):
+    marked = [item for item in items if item.get_closest_marker("cpu_only")]
+    if marked and fluxion.default_backend() != "cpu":
+        for item in marked:
+            why = item.get_closest_marker("cpu_only").kwargs.get("reason", "CPU behaviour")
+            item.add_marker(pytest.mark.skip(reason=f"CPU only: {why}"))

@@ -548,6 +548,7 @@ def test_device_put_and_device_get_pytrees():
     assert fluxion.device_put(X, device).devices() == {device}
 
 
+@pytest.mark.cpu_only(reason="the CPU is the default device")
 def test_devices_and_backend():
     devices = fluxion.devices()
     assert len(devices) == fluxion.device_count() >= 1

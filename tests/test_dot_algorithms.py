@@ -201,6 +201,7 @@ def test_numpy_products_take_an_algorithm(name, types):
     assert str(_precision_param(closed)) == "BF16_BF16_F32"
 
 
+@pytest.mark.cpu_only(reason="XLA:CPU's refusal of a vdot algorithm")
 def test_vdot_with_an_algorithm_fails_in_xla_cpu_as_in_jax():
     # XLA:CPU's elemental emitter has no BF16_BF16_F32 for this vector . vector product.
     x, y = _operands(np.float32)
@@ -274,6 +275,7 @@ def test_float8_presets_need_float8_operands():
     assert str(ours.value) == str(theirs.value)
 
 
+@pytest.mark.cpu_only(reason="presets XLA:CPU would ignore")
 @pytest.mark.parametrize("precision", ["F16_F16_F32", "TF32_TF32_F32", "BF16_BF16_BF16",
                                        "ANY_F8_ANY_F8_ANY", "algorithm"])
 def test_cpu_refuses_what_it_would_ignore(precision):

@@ -43,6 +43,7 @@ def exp():
     return export.export(fluxion.jit(f))(X, fluxion.ShapeDtypeStruct((4, 2), np.float32))
 
 
+@pytest.mark.cpu_only(reason="the artifact's platform is the default one")
 def test_attributes(exp):
     assert exp.fun_name == "f"
     assert exp.platforms == ("cpu",)

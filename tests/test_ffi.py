@@ -13,6 +13,9 @@ import fluxion.numpy as jnp
 from fluxion import ffi
 from fluxion._src.compiler import backend
 
+# The handlers here are host code (LAPACK, handlers built for the CPU), registered for the CPU.
+pytestmark = pytest.mark.cpu_only(reason="FFI handlers registered for the host")
+
 RNG = np.random.RandomState(0)
 A = RNG.randn(4, 4).astype(np.float32)
 A_BATCH = RNG.randn(3, 4, 4).astype(np.float32)

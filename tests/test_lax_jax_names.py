@@ -115,7 +115,9 @@ def test_small_helpers_against_jax():
         lax.batch_matmul(a, b[0])
     for v in [1, 1.0, 1j, True, np.int8(3), np.ones(2, np.float16)]:
         assert lax.dtype(v) == jax.lax.dtype(v)
-    _same(lax.empty((2, 3), np.int32), jax.lax.empty((2, 3), np.int32))
+    # Only the type is defined: JAX's empty holds whatever the GPU's memory held.
+    empty, jax_empty = lax.empty((2, 3), np.int32), jax.lax.empty((2, 3), np.int32)
+    assert (empty.shape, empty.dtype) == (jax_empty.shape, jax_empty.dtype)
     idx = (np.array([0, -1, 1]), np.array([2, 0, -3]))
     _same(lax.index_take(X, idx, (0, 2)), jax.lax.index_take(X, idx, (0, 2)))
     _same(lax.shape_as_value((2, 3)), jax.lax.shape_as_value((2, 3)))
@@ -200,10 +202,12 @@ def test_conv_patches_and_local(dn):
 
 def test_platform_dependent_and_composite():
     x = np.arange(3.0, dtype=np.float32)
+    # The branch named for the default device's platform runs; any other falls to `default`.
+    on_cpu = fluxion.default_backend() == "cpu"
     f = lambda x: lax.platform_dependent(x, cpu=lambda x: x + 1, default=lambda x: x - 1)  # noqa
     g = lambda x: lax.platform_dependent(x, cuda=lambda x: x + 1, default=lambda x: x - 1)  # noqa
-    np.testing.assert_array_equal(f(x), x + 1)
-    np.testing.assert_array_equal(fluxion.jit(g)(x), x - 1)
+    np.testing.assert_array_equal(f(x), x + 1 if on_cpu else x - 1)
+    np.testing.assert_array_equal(fluxion.jit(g)(x), x - 1 if on_cpu else x + 1)
     with pytest.raises(NotImplementedError):
         lax.platform_dependent(x, tpu=lambda x: x)
     scale = lax.composite(lambda x, *, k: x * k, "my.scale")

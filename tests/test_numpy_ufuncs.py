@@ -224,8 +224,10 @@ def test_special_values_binary(name):
     # Infinities and NaNs must match exactly; XLA's arithmetic may differ by an ulp.
     np.testing.assert_allclose(got, want, rtol=3e-7)
     if name in ("floor_divide", "remainder", "copysign"):
-        # NumPy's signed zeros: floor division and remainder follow Python's rules.
-        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+        # NumPy's signed zeros: floor division and remainder follow Python's rules. A NaN's
+        # sign means nothing (x86 makes -NaN, XLA:GPU +NaN), so NaNs are left out.
+        numbers = ~np.isnan(want)
+        np.testing.assert_array_equal(np.signbit(got)[numbers], np.signbit(want)[numbers])
 
 
 def test_special_values_unary():

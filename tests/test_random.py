@@ -353,6 +353,7 @@ def test_explicit_float64_warns_without_x64():
         fr.uniform(fr.PRNGKey(0), (2,), float)
 
 
+@pytest.mark.cpu_only(reason="the CPU lowering of threefry")
 def test_threefry_loop_runs_on_flat_arrays_on_cpu():
     # XLA:CPU compiles the cipher's loop body several times faster in one dimension than in
     # four; the bits are the same (their counters are the row-major indices either way).

@@ -38,6 +38,7 @@ def _check(out):
     np.testing.assert_allclose(np.asarray(out["b"][1]), want["b"][1], rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.cpu_only(reason="the executable is deserialized onto the CPU client")
 def test_round_trip_in_process():
     compiled = _compiled()
     assert compiled._compiled.const_bufs  # the program has a constant argument
