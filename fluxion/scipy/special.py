@@ -9,3 +9,14 @@ from fluxion._src.scipy.special_hyp import hyp1f1, hyp2f1  # noqa: F401
 from fluxion._src.scipy.special_integrals import (  # noqa: F401
     exp1, expi, expn, fresnel, sici, spence)
 from fluxion._src.scipy.special_misc import bernoulli, bessel_jn, owens_t, sph_harm_y  # noqa: F401
+
+from fluxion._src.numpy.eager import compile_eagerly as _compile_eagerly  # noqa: E402
+
+# Outside jit each function runs as one cached executable per signature (one dispatch where
+# op by op would take one per primitive). sph_harm_y stays op by op: with n_max=None it reads
+# the largest degree off the values of n, as in JAX.
+_compile_eagerly(globals(), {
+    "bernoulli": ("n",), "bessel_jn": ("v", "n_iter"), "comb": ("repetition",),
+    "factorial": ("exact",), "log_ndtr": ("series_order",), "log_softmax": ("axis",),
+    "logsumexp": ("axis", "keepdims", "return_sign"), "multigammaln": ("d",),
+    "softmax": ("axis",)}, names=[n for n in dir() if not n.startswith("_") and n != "sph_harm_y"])

@@ -191,6 +191,24 @@ def eager_compiled(static_argnames=()):
     return decorate
 
 
+
+def compile_eagerly(namespace: dict, static_argnames: dict | None = None,
+                    names=None) -> None:
+    """Make the public functions in `namespace` (a module's dict), or those of `names`,
+    `eager_compiled`, in place.
+
+    `static_argnames` maps a function's name to the names of its static parameters. Functions
+    already compiled, classes and modules are left as they are.
+    """
+    static_argnames = static_argnames or {}
+    for name in list(namespace) if names is None else names:
+        fn = namespace[name]
+        if (name.startswith("_") or not callable(fn) or isinstance(fn, type)
+                or hasattr(fn, "eager_cache") or type(fn).__name__ == "module"):
+            continue
+        namespace[name] = eager_compiled(static_argnames.get(name, ()))(fn)
+
+
 def _one_array_fast_path(general, fun, trace_state, eval_trace):
     """A front for functions of one positional-only argument (the unary ufuncs): a lone
     Array whose program is cached runs it on its buffer, with no call in between (each

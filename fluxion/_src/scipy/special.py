@@ -14,7 +14,6 @@ import fluxion.numpy as jnp
 from fluxion import lax
 from fluxion._src import core, nn_functions
 from fluxion._src.custom_derivatives import custom_jvp
-from fluxion._src.numpy.eager import eager_compiled
 from fluxion._src.numpy.util import broadcast_arrays_for_op, promote_dtypes_inexact
 from fluxion._src.nn_functions import logsumexp  # noqa: F401
 
@@ -426,11 +425,6 @@ def _xlog1py_jvp(primals, tangents):
     x, y = _inexact(x, y)
     return out, tx * jnp.log1p(y) + x / jnp.where((x == 0) & (y == -1), 1, 1 + y) * ty
 
-
-# One program each outside transformations (as JAX jits them): debug_nans then checks their
-# results, not the log of a y their x == 0 masks out.
-xlogy = eager_compiled()(xlogy)
-xlog1py = eager_compiled()(xlog1py)
 
 
 def entr(x):

@@ -53,7 +53,7 @@ def _bessel_jn(z, v: int, n_iter: int):
 
     def step(i, carry):
         later, current, even_sum, kept = carry  # f_{k+1}, f_k, the sum, f_j for j <= v seen
-        k = n_iter - i
+        k = jnp.asarray(n_iter - i)  # under disable_jit the loop index is a Python int
         weight = jnp.where(k % 2 == 0, jnp.where(k == 0, 1.0, 2.0), 0.0).astype(z.dtype)
         even_sum = even_sum + weight * current
         kept = jnp.where(orders == k, current, kept)

@@ -17,6 +17,7 @@ from fluxion._src.numpy import util as _npu
 from fluxion import lax
 from fluxion._src import dtypes
 from fluxion._src.nn_activations import log1mexp
+from fluxion._src.numpy.eager import compile_eagerly
 from fluxion._src.numpy.util import canonicalize_axis, check_arraylike
 from fluxion._src.scipy import special as sp
 from fluxion._src.scipy.special import _inexact
@@ -27,11 +28,15 @@ def _standardize(x, loc, scale):
     return (x - loc) / scale, scale
 
 
+_DISTRIBUTIONS: list[types.ModuleType] = []
+
+
 def _namespace(name, **functions):
     """A distribution's functions as a module (in JAX each distribution is a submodule of
     `jax.scipy.stats`; fluxion/scipy/stats.py names these and makes them importable)."""
     module = types.ModuleType(name, f"The {name} distribution.")
     vars(module).update(functions)
+    _DISTRIBUTIONS.append(module)
     return module
 
 
@@ -705,3 +710,12 @@ for _name, (_names, _tests) in _PARAMETERS.items():
         if callable(_fn) and _key != "entropy":
             setattr(_family, _key, _nan_guarded(_fn, _names, _tests))
 del _name, _names, _tests, _family, _key, _fn
+
+# Outside jit each function runs as one cached executable per signature, as JAX jits them.
+for _family in _DISTRIBUTIONS:
+    compile_eagerly(vars(_family), {"logpdf": ("allow_singular",), "pdf": ("allow_singular",)})
+compile_eagerly(globals(), {"sem": ("axis", "ddof", "nan_policy", "keepdims"),
+                            "mode": ("axis", "nan_policy", "keepdims"),
+                            "rankdata": ("method", "axis", "nan_policy")},
+                names=("sem", "mode", "rankdata"))
+del _family
