@@ -193,12 +193,14 @@ def eager_compiled(static_argnames=()):
 
 
 def compile_eagerly(namespace: dict, static_argnames: dict | None = None,
-                    names=None) -> None:
+                    names=None, static_parameters=frozenset()) -> None:
     """Make the public functions in `namespace` (a module's dict), or those of `names`,
     `eager_compiled`, in place.
 
-    `static_argnames` maps a function's name to the names of its static parameters. Functions
-    already compiled, classes and modules are left as they are.
+    `static_argnames` maps a function's name to the names of its static parameters;
+    `static_parameters` names parameters static in every function that has them (flags,
+    modes, sizes, dtypes). Functions already compiled, classes and modules are left as they
+    are.
     """
     static_argnames = static_argnames or {}
     for name in list(namespace) if names is None else names:
@@ -206,7 +208,10 @@ def compile_eagerly(namespace: dict, static_argnames: dict | None = None,
         if (name.startswith("_") or not callable(fn) or isinstance(fn, type)
                 or hasattr(fn, "eager_cache") or type(fn).__name__ == "module"):
             continue
-        namespace[name] = eager_compiled(static_argnames.get(name, ()))(fn)
+        static = set(static_argnames.get(name, ()))
+        if static_parameters:
+            static |= static_parameters & set(inspect.signature(fn).parameters)
+        namespace[name] = eager_compiled(tuple(static))(fn)
 
 
 def _one_array_fast_path(general, fun, trace_state, eval_trace):

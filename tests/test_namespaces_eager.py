@@ -1,8 +1,9 @@
-"""Eager calls of jax.scipy.special and jax.scipy.stats functions run as one cached executable
-per signature (static arguments selecting the program), with the values, dtypes and weak types
-of op-by-op evaluation and of JAX."""
+"""Eager calls of jax.scipy.special, jax.scipy.stats, jax.scipy.linalg and jax.nn functions run
+as one cached executable per signature (static arguments selecting the program), with the
+values, dtypes and weak types of op-by-op evaluation and of JAX."""
 import jax
 import jax.scipy.special as jsp
+import jax.numpy as jjnp
 import jax.scipy.stats as jst
 import numpy as np
 import pytest
@@ -38,6 +39,25 @@ CALLS = [
     ("sem_axis_ddof", lambda sp, st, x: st.sem(x, axis=1, ddof=0)),
     ("rankdata_method", lambda sp, st, x: st.rankdata(x.round(), method="min", axis=0)),
     ("mode_keepdims", lambda sp, st, x: st.mode(x.round(), axis=0, keepdims=True)),
+    ("linalg_expm", lambda sp, st, x: sp.linalg.expm(x[:, :3] / 4)),
+    ("linalg_solve_pos", lambda sp, st, x: sp.linalg.solve(SPD, x[:2], assume_a="pos")),
+    ("linalg_lu", lambda sp, st, x: sp.linalg.lu(x)),
+    ("linalg_svd_thin", lambda sp, st, x: sp.linalg.svd(x, full_matrices=False,
+                                                         compute_uv=False)),
+    ("linalg_hadamard_static_only", lambda sp, st, x: sp.linalg.hadamard(4, np.float32)),
+    ("linalg_funm_callable", lambda sp, st, x: sp.linalg.funm(SPD, np.cos)),
+    ("linalg_solve_triangular", lambda sp, st, x: sp.linalg.solve_triangular(
+        np.tril(x[:, :3]) + 3 * np.eye(3, dtype=np.float32), x[:, 1:], lower=True)),
+]
+
+NN_CALLS = [
+    ("gelu_exact", lambda nn, x: nn.gelu(x, approximate=False)),
+    ("softmax_axis_where", lambda nn, x: nn.softmax(x, axis=0, where=x > 1)),
+    ("one_hot", lambda nn, x: nn.one_hot(x.round().astype(np.int32), 4, axis=0)),
+    ("standardize", lambda nn, x: nn.standardize(x, axis=1, epsilon=1e-3)),
+    ("celu_python_alpha", lambda nn, x: nn.celu(-x, 0.5)),
+    ("dot_product_attention", lambda nn, x: nn.dot_product_attention(
+        x[None, :, None, :], x[None, :, None, :], x[None, :, None, :], is_causal=True)),
 ]
 
 
@@ -55,6 +75,26 @@ def test_eager_equals_op_by_op_and_jax(name, call):
         for g, w in zip(_leaves(ours), _leaves(want), strict=True):
             assert (g.dtype, g.shape, g.weak_type) == (w.dtype, w.shape, w.weak_type)
             np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name,call", NN_CALLS, ids=[c[0] for c in NN_CALLS])
+def test_nn_eager_equals_op_by_op_and_jax(name, call):
+    want = call(jax.nn, jjnp.asarray(X))
+    got = call(fluxion.nn, fnp.asarray(X))
+    with fluxion.disable_jit():
+        op_by_op = call(fluxion.nn, fnp.asarray(X))
+    for ours in (got, op_by_op):
+        assert (ours.dtype, ours.shape, ours.weak_type) == (want.dtype, want.shape,
+                                                            want.weak_type)
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(want), rtol=2e-5, atol=1e-6)
+    assert hasattr(fluxion.nn.gelu, "eager_cache")
+
+
+def test_cho_factor_keeps_lower_a_python_bool():
+    c = fluxion.scipy.linalg.cho_factor(SPD, lower=True)
+    assert c[1] is True
+    np.testing.assert_allclose(np.asarray(fluxion.scipy.linalg.cho_solve(c, SPD)), np.eye(2),
+                               atol=1e-5)
 
 
 def test_public_functions_are_compiled_once_per_signature():
