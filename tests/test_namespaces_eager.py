@@ -1,9 +1,12 @@
-"""Eager calls of jax.scipy.special, jax.scipy.stats, jax.scipy.linalg and jax.nn functions run
-as one cached executable per signature (static arguments selecting the program), with the
+"""Eager calls of jax.scipy (special, stats, linalg, fft, the signal convolutions, ndimage) and
+jax.nn functions run as one cached executable per signature (static arguments selecting the program), with the
 values, dtypes and weak types of op-by-op evaluation and of JAX."""
 import jax
 import jax.scipy.special as jsp
 import jax.numpy as jjnp
+import jax.scipy.fft  # noqa: F401
+import jax.scipy.ndimage  # noqa: F401
+import jax.scipy.signal  # noqa: F401
 import jax.scipy.stats as jst
 import numpy as np
 import pytest
@@ -11,6 +14,9 @@ import scipy.special
 
 import fluxion
 import fluxion.numpy as fnp
+import fluxion.scipy.fft  # noqa: F401
+import fluxion.scipy.ndimage  # noqa: F401
+import fluxion.scipy.signal  # noqa: F401
 import fluxion.scipy.special as fsp
 import fluxion.scipy.stats as fst
 
@@ -48,6 +54,11 @@ CALLS = [
     ("linalg_funm_callable", lambda sp, st, x: sp.linalg.funm(SPD, np.cos)),
     ("linalg_solve_triangular", lambda sp, st, x: sp.linalg.solve_triangular(
         np.tril(x[:, :3]) + 3 * np.eye(3, dtype=np.float32), x[:, 1:], lower=True)),
+    ("fft_dct_ortho", lambda sp, st, x: sp.fft.dct(x, norm="ortho", axis=0)),
+    ("signal_convolve_same", lambda sp, st, x: sp.signal.convolve(x[0], x[1], mode="same")),
+    ("signal_correlate2d_valid", lambda sp, st, x: sp.signal.correlate2d(x, x[:2, :2], "valid")),
+    ("ndimage_map_coordinates", lambda sp, st, x: sp.ndimage.map_coordinates(
+        x, [x[0, :3] % 3, x[1, :3]], order=1, mode="nearest")),
 ]
 
 NN_CALLS = [
