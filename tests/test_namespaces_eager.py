@@ -55,6 +55,10 @@ CALLS = [
     ("linalg_solve_triangular", lambda sp, st, x: sp.linalg.solve_triangular(
         np.tril(x[:, :3]) + 3 * np.eye(3, dtype=np.float32), x[:, 1:], lower=True)),
     ("fft_dct_ortho", lambda sp, st, x: sp.fft.dct(x, norm="ortho", axis=0)),
+    ("numpy_fft_ortho", lambda sp, st, x: (fnp if sp is fluxion.scipy else jjnp).fft.rfft2(
+        x, s=(4, 6), norm="ortho")),
+    ("numpy_fftshift", lambda sp, st, x: (fnp if sp is fluxion.scipy else jjnp).fft.fftshift(
+        x, axes=1)),
     ("signal_convolve_same", lambda sp, st, x: sp.signal.convolve(x[0], x[1], mode="same")),
     ("signal_correlate2d_valid", lambda sp, st, x: sp.signal.correlate2d(x, x[:2, :2], "valid")),
     ("ndimage_map_coordinates", lambda sp, st, x: sp.ndimage.map_coordinates(
@@ -109,6 +113,7 @@ def test_cho_factor_keeps_lower_a_python_bool():
 
 
 def test_public_functions_are_compiled_once_per_signature():
+    assert hasattr(fnp.fft.irfftn, "eager_cache") and not hasattr(fnp.fft.fftfreq, "eager_cache")
     special = [n for n in dir(fsp) if not n.startswith("_") and callable(getattr(fsp, n))]
     assert [n for n in special if not hasattr(getattr(fsp, n), "eager_cache")] == ["sph_harm_y"]
     for family in (fst.norm, fst.gamma, fst.multivariate_normal, fst.dirichlet, fst.poisson):
