@@ -42,3 +42,62 @@ def test_sparse_from_scipy_sparse(fmt):
     np.testing.assert_array_equal(fluxion.jit(lambda m: m.todense())(ours), mat.toarray())
     with pytest.raises(NotImplementedError):
         ours_cls.from_scipy_sparse(mat, n_batch=1)
+
+
+def _hermitian_with_spectrum(n, spectrum, dtype, seed=0):
+    q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((n, n)))
+    return ((q * spectrum) @ q.T).astype(dtype)
+
+
+@pytest.mark.parametrize("spectrum", [np.linspace(1, 1000, 100),
+                                      np.r_[np.full(5, 10.0), np.linspace(1, 2, 95)]],
+                         ids=["linear", "cluster"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lobpcg_standard_top_eigenpairs(dtype, spectrum, x64):
+    # jax.experimental.sparse.linalg.lobpcg_standard was missing.
+    from fluxion.experimental.sparse import linalg as sparse_linalg
+    n, k = 100, 5
+    a = _hermitian_with_spectrum(n, spectrum, dtype)
+    x = np.random.default_rng(1).standard_normal((n, k)).astype(dtype)
+    want = np.sort(spectrum)[::-1][:k]
+    eps = np.finfo(dtype).eps
+    m = 60 if dtype == np.float32 else 200  # f64's default tolerance (its eps) takes longer
+    runs = {"eager": sparse_linalg.lobpcg_standard(a, x, m),
+            "jit": fluxion.jit(lambda a, x: sparse_linalg.lobpcg_standard(a, x, m))(a, x),
+            "callable": sparse_linalg.lobpcg_standard(
+                fluxion.vmap(lambda v: fnp.asarray(a) @ v, in_axes=1, out_axes=1), x, m)}
+    for name, (theta, u, iters) in runs.items():
+        assert theta.dtype == u.dtype == dtype, name
+        assert theta.shape == (k,) and u.shape == (n, k), name
+        assert int(iters) < m, name
+        np.testing.assert_allclose(theta, want, rtol=10 * np.sqrt(eps), err_msg=name)
+        u = np.asarray(u, np.float64)
+        np.testing.assert_allclose(u.T @ u, np.eye(k), atol=100 * np.sqrt(eps), err_msg=name)
+        resid = a.astype(np.float64) @ u - u * np.asarray(theta, np.float64)
+        assert np.linalg.norm(resid, axis=0).max() < 1e3 * np.sqrt(eps) * want[0], name
+
+
+def test_lobpcg_standard_runs_m_steps_with_zero_tol():
+    from fluxion.experimental.sparse import linalg as sparse_linalg
+    a = _hermitian_with_spectrum(60, np.linspace(1, 50, 60), np.float32)
+    x = np.random.default_rng(2).standard_normal((60, 3)).astype(np.float32)
+    theta, _, iters = sparse_linalg.lobpcg_standard(a, x, 25, tol=0.0)
+    assert int(iters) == 25
+    np.testing.assert_allclose(theta, [50, 50 - 49 / 59, 50 - 98 / 59], rtol=1e-4)
+
+
+def test_lobpcg_standard_argument_errors():
+    import jax.experimental.sparse.linalg as jax_sparse_linalg
+    from fluxion.experimental.sparse import linalg as sparse_linalg
+    a = np.eye(100, dtype=np.float32)
+    x = np.ones((100, 10), np.float32)
+    cases = [((a, x[:, :0]), "search dim > 0"),
+             ((lambda v: (fnp.asarray(a) @ v).astype(fnp.float16), x), "A, X must have same dtypes"),
+             ((a[:60], x), r"A must be \(100, 100\)"),
+             ((a[:50, :50], x[:50]), r"search dim \* 5 < matrix dim")]
+    for args, message in cases:
+        with pytest.raises(ValueError, match=message):
+            sparse_linalg.lobpcg_standard(*args)
+    jax_case = (lambda v: (jnp.asarray(a) @ v).astype(jnp.float16), x)
+    with pytest.raises(ValueError, match="A, X must have same dtypes"):
+        jax_sparse_linalg.lobpcg_standard(*jax_case)
