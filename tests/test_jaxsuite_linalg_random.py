@@ -101,3 +101,26 @@ def test_lobpcg_standard_argument_errors():
     jax_case = (lambda v: (jnp.asarray(a) @ v).astype(jnp.float16), x)
     with pytest.raises(ValueError, match="A, X must have same dtypes"):
         jax_sparse_linalg.lobpcg_standard(*jax_case)
+
+
+def test_key_arrays_have_the_array_buffer_methods():
+    # Key arrays lacked JAX's Array buffer and shard methods (delete, copy_to_host_async, ...).
+    import jax.random
+    import fluxion.random
+    theirs = jax.random.split(jax.random.key(0), 10)
+    ours = fluxion.random.split(fluxion.random.key(0), 10)
+    assert ours.is_fully_addressable and ours.is_fully_replicated
+    assert ours.on_device_size_in_bytes() == theirs.on_device_size_in_bytes()
+    assert ours.unsafe_buffer_pointer() == ours._base_array.unsafe_buffer_pointer()
+    assert ours.copy_to_host_async() is None and theirs.copy_to_host_async() is None
+    for shards in (ours.addressable_shards, ours.global_shards):
+        assert len(shards) == len(theirs.addressable_shards) == 1
+        assert isinstance(shards[0].data, fluxion.random.PRNGKeyArray)
+        assert shards[0].data.shape == theirs.addressable_shards[0].data.shape == (10,)
+        assert shards[0].index == theirs.addressable_shards[0].index
+    block = ours.addressable_data(0)
+    assert isinstance(block, fluxion.random.PRNGKeyArray) and bool((block == ours).all())
+    assert not ours.is_deleted()
+    ours.delete()
+    theirs.delete()
+    assert ours.is_deleted() and theirs.is_deleted()
