@@ -124,3 +124,31 @@ def test_key_arrays_have_the_array_buffer_methods():
     ours.delete()
     theirs.delete()
     assert ours.is_deleted() and theirs.is_deleted()
+
+
+@pytest.mark.parametrize("offset", [0, 3, -1, None])
+def test_random_seed_offset_flag(offset):
+    # The jax_random_seed_offset flag did not exist.
+    import jax.random
+    import fluxion.random
+    jit_key = fluxion.jit(lambda s: fluxion.random.key_data(fluxion.random.key(s)))
+    jit_key(np.int32(17))  # cached before the flag changes: the cache must see the offset
+    old = jax.config.jax_random_seed_offset, fluxion.config.jax_random_seed_offset
+    jax.config.update("jax_random_seed_offset", offset)
+    fluxion.config.update("jax_random_seed_offset", offset)
+    try:
+        for seed in (17, np.int32(-1), np.uint32(5)):
+            want = jax.random.key_data(jax.random.key(seed))
+            np.testing.assert_array_equal(fluxion.random.key_data(fluxion.random.key(seed)), want)
+            np.testing.assert_array_equal(fluxion.random.PRNGKey(seed), jax.random.PRNGKey(seed))
+        np.testing.assert_array_equal(jit_key(np.int32(17)),
+                                      jax.random.key_data(jax.random.key(np.int32(17))))
+    finally:
+        jax.config.update("jax_random_seed_offset", old[0])
+        fluxion.config.update("jax_random_seed_offset", old[1])
+
+
+def test_random_seed_offset_takes_only_ints():
+    for bad in (2.0, "3"):
+        with pytest.raises(ValueError, match="must be None or of type int"):
+            fluxion.config.update("jax_random_seed_offset", bad)
