@@ -352,6 +352,8 @@ def test_default_prng_impl():
 _REUSE_CASES = [
     ("normal twice", lambda r, k: (r.normal(k), r.normal(k))),
     ("bits then uniform", lambda r, k: (r.bits(k), r.uniform(k))),
+    ("bits twice", lambda r, k: (r.bits(k), r.bits(k))),  # JAX names random_bits here
+    ("uniform then bits", lambda r, k: (r.uniform(k), r.bits(k))),
     ("split twice", lambda r, k: (r.split(k), r.split(k))),
     ("choice then permutation", lambda r, k: (r.choice(k, 5), r.permutation(k, 5))),
     ("fold_in twice", lambda r, k: (r.fold_in(k, 1), r.fold_in(k, 1))),
@@ -374,6 +376,17 @@ def test_debug_key_reuse_eager_matches_jax(name):
     if results[0] is not None:
         assert results[0][0] == "KeyReuseError"
         assert results[0][1].startswith("Previously-consumed key passed to ")
+
+
+def test_debug_key_reuse_of_bits_under_disable_jit_names_random_bits():
+    messages = []
+    for mod in (fluxion, jax):
+        key = mod.random.key(0)
+        with mod.debug_key_reuse(True), mod.disable_jit():
+            mod.random.bits(key)
+            messages.append(_raised(lambda: mod.random.bits(key)))
+    assert messages[0][0] == "KeyReuseError"
+    assert messages[0][1].splitlines()[0] == messages[1][1].splitlines()[0]
 
 
 def test_debug_key_reuse_each_sampler_consumes_once():

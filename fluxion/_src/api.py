@@ -45,6 +45,19 @@ class ShapeDtypeStruct:
         self.sharding = sharding
         self.weak_type = weak_type
 
+    @classmethod
+    def like(cls, x) -> "ShapeDtypeStruct":
+        """The shape, dtype and weak type of array-like `x`, with its sharding when `x` is
+        a committed array or a ShapeDtypeStruct that has one."""
+        aval = core.get_aval(x)
+        if isinstance(x, ShapeDtypeStruct):
+            sharding = x.sharding
+        elif isinstance(x, Array) and x.committed:
+            sharding = x.sharding
+        else:
+            sharding = None
+        return cls(aval.shape, aval.dtype, sharding=sharding, weak_type=aval.weak_type)
+
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
 

@@ -61,6 +61,7 @@ class Config:
         "enable_custom_prng": False,
         "default_prng_impl": "threefry2x32",
         "legacy_prng_key": "allow",
+        "random_seed_offset": 0,
         "allow_f16_reductions": True,
         "array_garbage_collection_guard": None,
         "auto_pcast": True,
@@ -75,7 +76,7 @@ class Config:
     _trace_flags = ("numpy_rank_promotion", "numpy_dtype_promotion", "default_matmul_precision",
                     "no_execution", "allow_f16_reductions", "legacy_prng_key",
                     "default_prng_impl", "threefry_partitionable", "enable_custom_prng",
-                    "debug_key_reuse")
+                    "debug_key_reuse", "random_seed_offset")
     # name -> function checking and canonicalizing a new value (set by config_flags.py)
     _validators: dict = {}
 
@@ -85,6 +86,8 @@ class Config:
                 value = _env_bool(name, default)
             else:
                 value = os.environ.get(f"FLUXION_{name.upper()}", os.environ.get(f"JAX_{name.upper()}", default))
+                if isinstance(default, (int, float)) and isinstance(value, str):
+                    value = type(default)(value)
             object.__setattr__(self, name, value)
         self._listeners = []
         self._user_contexts = []  # make_user_context's contexts: their values key caches too

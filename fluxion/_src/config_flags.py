@@ -59,7 +59,15 @@ def _gc_guard(value):
     return value
 
 
+def _int_or_none(value):
+    if value is not None and not isinstance(value, int):
+        raise ValueError(f"new int config value must be None or of type int, got {value} of "
+                         f"type {type(value)}")
+    return value
+
+
 config._validators.update({
+    "random_seed_offset": _int_or_none,
     "numpy_rank_promotion": _enum("numpy_rank_promotion", ("allow", "warn", "raise")),
     "numpy_dtype_promotion": _dtype_promotion,
     "default_matmul_precision": _enum("default_matmul_precision", _PRECISION_NAMES,

@@ -161,7 +161,7 @@ def staged() -> bool:
 
 
 # The equation JAX names for reuse by a random function (its samplers are jitted functions).
-_EAGER_NAMES = {"split": "random_split", "jit": "jit-compiled function"}
+_EAGER_NAMES = {"split": "random_split", "bits": "random_bits", "jit": "jit-compiled function"}
 _STAGED_NAMES = {"split": "random_split", "bits": "random_bits"}
 _OWN_NAMES = frozenset({"cond", "scan", "while", "slice", "transpose", "remat2",
                         "custom_jvp_call", "custom_vjp_call", "jit-compiled function"})

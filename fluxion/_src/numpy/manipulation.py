@@ -169,8 +169,16 @@ def swapaxes(a, axis1: int, axis2: int):
     return ls.transpose(a, tuple(perm))
 
 
+def _axis_tuple(axis) -> tuple:
+    """`axis` as a tuple: one integer, or any iterable of them (range, array, list)."""
+    try:
+        return (operator.index(axis),)
+    except TypeError:
+        return tuple(axis)
+
+
 def _axis_list(axis, nd, name) -> tuple:
-    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    axes = _axis_tuple(axis)
     out = tuple(util.canonicalize_axis(x, nd) for x in axes)
     if len(set(out)) != len(out):
         raise ValueError(f"repeated axis in {name}: {axis}")
@@ -193,7 +201,7 @@ def moveaxis(a, source, destination):
 def expand_dims(a, axis):
     """Insert size-1 axes at positions `axis` (in the result)."""
     a = util.ensure_arraylike("expand_dims", a)
-    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    axes = _axis_tuple(axis)
     nd_out = _ndim(a) + len(axes)
     return ls.expand_dims(a, _axis_list(axes, nd_out, "expand_dims"))
 

@@ -233,6 +233,43 @@ class PRNGKeyArray:
     device = property(lambda self: self._base_array.device)
     sharding = property(lambda self: self._base_array.sharding)
     committed = property(lambda self: self._base_array.committed)
+    is_fully_addressable = property(lambda self: self._base_array.is_fully_addressable)
+    is_fully_replicated = property(lambda self: self._base_array.is_fully_replicated)
+
+    @property
+    def addressable_shards(self) -> list:
+        """The key data's shards, each holding its block as a key array."""
+        return [_key_shard(shard) for shard in self._base_array.addressable_shards]
+
+    @property
+    def global_shards(self) -> list:
+        return [_key_shard(shard) for shard in self._base_array.global_shards]
+
+    def addressable_data(self, index: int) -> "PRNGKeyArray":
+        return PRNGKeyArray(self._base_array.addressable_data(index))
+
+    # ---- the buffer: that of the key data
+    def is_deleted(self) -> bool:
+        return self._base_array.is_deleted()
+
+    def delete(self) -> None:
+        self._base_array.delete()
+
+    def copy_to_host_async(self) -> None:
+        self._base_array.copy_to_host_async()
+
+    def on_device_size_in_bytes(self) -> int:
+        return self._base_array.on_device_size_in_bytes()
+
+    def unsafe_buffer_pointer(self) -> int:
+        return self._base_array.unsafe_buffer_pointer()
+
+
+def _key_shard(shard):
+    """`shard` of key data as a shard of keys. Its index stays that of the key data (one
+    slice more than the keys have dimensions), as in JAX."""
+    from fluxion._src.global_array import Shard
+    return Shard(shard.device, shard.index, shard.replica_id, PRNGKeyArray(shard.data))
 
 
 key_flow.KEY_TYPE = PRNGKeyArray

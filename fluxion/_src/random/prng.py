@@ -37,6 +37,9 @@ def seed(seed_value):
         raise TypeError(f"PRNG key seed must be a scalar; got {seed_value!r}.")
     if not dtypes.is_integer(aval.dtype):
         raise TypeError(f"PRNG key seed must be an integer; got {seed_value!r}")
+    if config.random_seed_offset:  # `jax_random_seed_offset`: added to every seed
+        seed_value = lax.add(seed_value, lax._convert_element_type(config.random_seed_offset,
+                                                                    aval.dtype))
     # A logical shift by the full width of a 32-bit (or narrower) type gives 0, as in JAX.
     shift = lax._convert_element_type(32, aval.dtype)
     high = lax.shift_right_logical(seed_value, shift)

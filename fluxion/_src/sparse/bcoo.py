@@ -145,6 +145,17 @@ class BCOO(JAXSparse):
                               n_batch=n_batch)
 
     @classmethod
+    def from_scipy_sparse(cls, mat, *, index_dtype=None, n_dense=0, n_batch=0):
+        """Create a BCOO array from a :mod:`scipy.sparse` array or matrix."""
+        if n_dense != 0 or n_batch != 0:
+            raise NotImplementedError("BCOO.from_scipy_sparse with nonzero n_dense/n_batch")
+        coo = mat.tocoo()
+        indices = np.stack([coo.row, coo.col], axis=1)
+        # scipy does not promise sorted or duplicate-free entries, so neither is claimed.
+        return cls((jnp.asarray(coo.data), jnp.asarray(indices, index_dtype or np.int32)),
+                   shape=coo.shape)
+
+    @classmethod
     def _empty(cls, shape, *, dtype=None, index_dtype="int32", n_dense=0, n_batch=0, nse=0):
         shape = tuple(shape)
         n_sparse = len(shape) - n_dense - n_batch

@@ -83,6 +83,18 @@ class BCSR(JAXSparse):
                               n_batch=n_batch)
 
     @classmethod
+    def from_scipy_sparse(cls, mat, *, index_dtype=None, n_dense=0, n_batch=0):
+        """Create a BCSR array from a 2-D :mod:`scipy.sparse` array or matrix."""
+        if n_dense != 0 or n_batch != 0:
+            raise NotImplementedError("BCSR.from_scipy_sparse with nonzero n_dense/n_batch")
+        if mat.ndim != 2:
+            raise ValueError(f"BCSR.from_scipy_sparse needs a 2-D array; got {mat.ndim}-D")
+        csr = mat.tocsr()
+        index_dtype = index_dtype or np.int32
+        return cls((jnp.asarray(csr.data), jnp.asarray(csr.indices, index_dtype),
+                    jnp.asarray(csr.indptr, index_dtype)), shape=csr.shape)
+
+    @classmethod
     def from_bcoo(cls, arr):
         """Convert a BCOO array with two sparse dimensions to BCSR."""
         if not isinstance(arr, BCOO) or arr.n_sparse != 2:

@@ -1,0 +1,23 @@
+"""The BCOO format (`jax.experimental.sparse.bcoo`): the array class and its operations."""
+from fluxion._src.sparse.bcoo import (  # noqa: F401
+    BCOO as BCOO,
+    bcoo_broadcast_in_dim as bcoo_broadcast_in_dim,
+    bcoo_concatenate as bcoo_concatenate,
+    bcoo_dot_general as bcoo_dot_general,
+    bcoo_eliminate_zeros as bcoo_eliminate_zeros,
+    bcoo_extract as bcoo_extract,
+    bcoo_fromdense as bcoo_fromdense,
+    bcoo_multiply_dense as bcoo_multiply_dense,
+    bcoo_multiply_sparse as bcoo_multiply_sparse,
+    bcoo_reduce_sum as bcoo_reduce_sum,
+    bcoo_reshape as bcoo_reshape,
+    bcoo_rev as bcoo_rev,
+    bcoo_slice as bcoo_slice,
+    bcoo_sort_indices as bcoo_sort_indices,
+    bcoo_spdot_general as bcoo_spdot_general,
+    bcoo_squeeze as bcoo_squeeze,
+    bcoo_sum_duplicates as bcoo_sum_duplicates,
+    bcoo_todense as bcoo_todense,
+    bcoo_transpose as bcoo_transpose,
+    bcoo_update_layout as bcoo_update_layout,
+)
