@@ -199,14 +199,14 @@ def compile_eagerly(namespace: dict, static_argnames: dict | None = None,
 
     `static_argnames` maps a function's name to the names of its static parameters;
     `static_parameters` names parameters static in every function that has them (flags,
-    modes, sizes, dtypes). Functions already compiled, classes and modules are left as they
+    modes, sizes, dtypes). Classes, modules and functions already compiled are left as they
     are.
     """
     static_argnames = static_argnames or {}
     for name in list(namespace) if names is None else names:
         fn = namespace[name]
         if (name.startswith("_") or not callable(fn) or isinstance(fn, type)
-                or hasattr(fn, "eager_cache") or type(fn).__name__ == "module"):
+                or hasattr(fn, "eager_cache")):
             continue
         static = set(static_argnames.get(name, ()))
         if static_parameters:
