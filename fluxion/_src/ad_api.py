@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from fluxion._src import ad, core, dtypes, sharding_types, source_info, vjp_function
+from fluxion._src import ad, core, dtypes, machinery_ops, sharding_types, source_info, vjp_function
 from fluxion._src.ad import Zero
 from fluxion._src.api import check_callable, fun_name
 from fluxion._src.traceback_util import api_boundary
@@ -325,10 +325,10 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
 
 
 def _ones(aval):
-    from fluxion._src.lax import lax
     # the output's weak type, as JAX's seed (full_like): a weakly typed loss gives weakly
-    # typed gradients wherever the transposes keep its type
-    return lax._convert_element_type(1, aval.dtype, aval.weak_type)
+    # typed gradients wherever the transposes keep its type; and its dtype exactly (a float64
+    # loss computed under enable_x64 and differentiated outside it)
+    return machinery_ops.full((), 1, aval.dtype, aval.weak_type)
 
 
 def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,

@@ -105,7 +105,8 @@ def _stack(xs: Sequence):
 
 
 def _zeros(aval: ShapedArray):
-    return structural.full(aval.shape, 0, aval.dtype)
+    # aval.dtype exactly: a body traced under enable_x64 may have 64-bit outputs outside it
+    return structural._machinery_full(aval.shape, 0, aval.dtype, False)
 
 
 def _nonzero(tangents) -> list:
