@@ -15,7 +15,7 @@ import functools
 
 import numpy as np
 
-from fluxion._src import batching, core, pmap_primitive, staging
+from fluxion._src import batching, core, nan_checks, pmap_primitive, staging
 from fluxion._src.api import check_callable, fun_name
 from fluxion._src.call_transforms import closure_convert
 from fluxion._src.array import Array
@@ -278,6 +278,8 @@ def _execute(exe, leaves, dims, out_ax, devs, n, inner, axis_name=None):
         out = ShardedOutput(bufs[::inner], devs[::inner], aval.update(shape=(n,) + aval.shape),
                             axis_name if isinstance(axis_name, str) else _INTERNAL_AXIS_NAME)
         results.append(out if target == 0 else batching.moveaxis(out, 0, target))
+    if nan_checks.enabled():
+        nan_checks.check_sharded_outputs(results)
     return results
 
 
