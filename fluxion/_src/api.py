@@ -73,6 +73,15 @@ core.register_aval_handler(ShapeDtypeStruct, lambda s: ShapedArray(
     s.shape, dtypes.canonicalize_dtype(s.dtype), s.weak_type))
 
 
+def _reject_masked_array(x):
+    # its mask would be dropped silently (jnp.array, which copies, takes the data as JAX's does)
+    raise ValueError("numpy masked arrays are not supported as direct inputs to JAX functions. "
+                     "Use arr.filled() to convert the value to a standard numpy array.")
+
+
+core.register_aval_handler(np.ma.MaskedArray, _reject_masked_array)
+
+
 def abstractify_args(fun, leaves, in_tree, static_pos=()) -> tuple:
     """The avals of flat argument leaves; a TypeError naming the argument for an invalid one."""
     try:
@@ -80,10 +89,8 @@ def abstractify_args(fun, leaves, in_tree, static_pos=()) -> tuple:
     except TypeError:
         raise _invalid_argument_error(fun, leaves, in_tree, static_pos) from None
     for i, x in enumerate(leaves):
-        if isinstance(x, np.ma.MaskedArray):  # its mask would be dropped silently
-            raise ValueError("numpy masked arrays are not supported as direct inputs to JAX "
-                             "functions. Use arr.filled() to convert the value to a standard "
-                             "numpy array.")
+        if isinstance(x, np.ma.MaskedArray):  # a subclass of it
+            _reject_masked_array(x)
         if type(x) is int and not dtypes.fits_default_int(x):
             path = optree.tree_paths(tree_unflatten(in_tree, leaves), none_is_leaf=False,
                                      namespace=tree_util.NAMESPACE)[i]
