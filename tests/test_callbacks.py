@@ -247,3 +247,69 @@ def test_callback_arguments_carry_weak_types_only_when_called_eagerly():
         lib.effects_barrier()
         return got
     assert seen(jax) == seen(real_jax) == [[False] * 5, [True, True, False, True, True]]
+
+
+def _callback_apis(lib):
+    return {"pure_callback": lib.pure_callback, "io_callback": lib.experimental.io_callback}
+
+
+@pytest.mark.parametrize("api", ["pure_callback", "io_callback"])
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.uint64, np.complex128])
+@pytest.mark.parametrize("jitted", [False, True])
+def test_64_bit_result_dtypes_without_x64_are_a_value_error(api, dtype, jitted):
+    import jax as real_jax
+    for lib in (real_jax, jax):
+        callback = _callback_apis(lib)[api]
+        f = lambda x: callback(lambda x: np.ones((), dtype), lib.ShapeDtypeStruct((), dtype), x)
+        f = lib.jit(f) if jitted else f
+        with pytest.raises(ValueError, match="result_shape_dtypes cannot specify 64-bit types "
+                                             "when `jax_enable_x64` is disabled"):
+            f(0.)
+    with jax.enable_x64():  # allowed there
+        out = jax.jit(lambda x: _callback_apis(jax)[api](
+            lambda x: np.ones((), dtype), jax.ShapeDtypeStruct((), dtype), x))(0.)
+        assert out.dtype == dtype
+
+
+@pytest.mark.parametrize("api", ["pure_callback", "io_callback"])
+@pytest.mark.parametrize("jitted", [False, True])
+def test_exception_in_callback_is_logged_as_jax_logs_it(api, jitted, caplog):
+    def fail(x):
+        raise RuntimeError("Ooops")
+
+    callback = _callback_apis(jax)[api]
+    f = lambda x: callback(fail, jax.ShapeDtypeStruct((), np.float32), x)
+    f = jax.jit(f) if jitted else f
+    with caplog.at_level("ERROR"), pytest.raises(RuntimeError, match="Ooops"):
+        f(0.)
+    records = [r for r in caplog.records if r.getMessage() == f"jax.{api} failed"]
+    assert len(records) == 1 and records[0].exc_info[0] is RuntimeError
+
+
+def test_exception_in_debug_callback_is_logged(caplog):
+    def fail(x):
+        raise RuntimeError("Ooops")
+
+    with caplog.at_level("ERROR"), pytest.raises(RuntimeError, match="Ooops"):
+        jax.jit(lambda x: jax.debug.callback(fail, x))(1.)
+        jax.effects_barrier()
+    assert any(r.getMessage() == "jax.debug.callback failed" for r in caplog.records)
+
+
+@pytest.mark.parametrize("make", [lambda lib: np.zeros((2, 3), np.float64),
+                                  lambda lib: lib.numpy.zeros((2, 3), np.int8),
+                                  lambda lib: 3.0, lambda lib: 2,
+                                  lambda lib: lib.ShapeDtypeStruct((4,), np.uint8)])
+def test_shape_dtype_struct_like_matches_jax(make):
+    import jax as real_jax
+    got, want = jax.ShapeDtypeStruct.like(make(jax)), real_jax.ShapeDtypeStruct.like(
+        make(real_jax))
+    assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+    assert got.sharding is None
+
+
+def test_shape_dtype_struct_like_keeps_committed_sharding_and_works_under_jit():
+    x = jax.device_put(jnp.arange(6.).reshape(2, 3), jax.devices()[0])
+    assert jax.ShapeDtypeStruct.like(x).sharding == x.sharding
+    f = jax.jit(lambda x: jax.pure_callback(np.asfortranarray, jax.ShapeDtypeStruct.like(x), x))
+    np.testing.assert_array_equal(np.asarray(f(x)), np.asarray(x))

@@ -48,6 +48,19 @@ class ShapeDtypeStruct:
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
 
+    @classmethod
+    def like(cls, x) -> "ShapeDtypeStruct":
+        """The shape, dtype and weak type of `x` (an array, tracer, NumPy or Python value, or
+        ShapeDtypeStruct), with the sharding of an Array committed to its devices."""
+        aval = core.get_aval(x)
+        if isinstance(x, ShapeDtypeStruct):
+            sharding = x.sharding
+        elif not isinstance(x, core.Tracer) and getattr(x, "committed", False):
+            sharding = x.sharding
+        else:
+            sharding = None
+        return cls(aval.shape, aval.dtype, sharding=sharding, weak_type=aval.weak_type)
+
     def __repr__(self):
         weak = ", weak_type=True" if self.weak_type else ""
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
