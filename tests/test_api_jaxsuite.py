@@ -54,3 +54,54 @@ def test_jnp_array_copies_the_data_of_masked_arrays(kw):
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     np.testing.assert_array_equal(np.asarray(fluxion.numpy.asarray(masked, copy=True)),
                                   [1., 2., 3.])
+
+
+def _sqrt_plus_one(np_mod):
+    return lambda x: np_mod.sqrt(x ** 2) + 1.
+
+
+_GOOD_OPTIONS = [{"xla_embed_ir_in_executable": True, "xla_dump_max_hlo_modules": 200},
+                 {"exec_time_optimization_effort": 0.0}, {"optimization_level": 1},
+                 {"memory_fitting_level": 0}]
+_BAD_OPTIONS = [({"invalid_key": "invalid_value"}, "No such compile option: 'invalid_key'"),
+                ({"exec_time_compilation_effort": 0.0}, "No such compile option"),
+                ({"xla_embed_ir_in_executable": "invalid_value"}, "is not a valid bool value")]
+
+
+@pytest.mark.parametrize("options", _GOOD_OPTIONS)
+def test_jit_and_compile_take_compiler_options(options):
+    f = _sqrt_plus_one(fluxion.numpy)
+    assert float(fluxion.jit(f, compiler_options=options)(-2.)) == 3.
+    assert float(fluxion.jit(f).lower(1.).compile(compiler_options=options)(-2.)) == 3.
+    assert float(jax.jit(_sqrt_plus_one(jax.numpy), compiler_options=options)(-2.)) == 3.
+
+
+@pytest.mark.parametrize("options,message", _BAD_OPTIONS)
+def test_bad_compiler_options_are_xla_errors_as_in_jax(options, message):
+    for lib in (jax, fluxion):
+        f = _sqrt_plus_one(lib.numpy)
+        with pytest.raises(lib.errors.JaxRuntimeError, match=message):
+            lib.jit(f, compiler_options=options)(1.)
+        with pytest.raises(lib.errors.JaxRuntimeError, match=message):
+            lib.jit(f).lower(1.).compile(compiler_options=options)
+
+
+def test_compiler_options_are_part_of_the_jit_cache():
+    f = _sqrt_plus_one(fluxion.numpy)
+    fluxion.jit(f, compiler_options={"xla_embed_ir_in_executable": True})(1.)
+    fluxion.jit(f, compiler_options={"xla_embed_ir_in_executable": False})(1.)
+    with pytest.raises(fluxion.errors.JaxRuntimeError, match="No such compile option"):
+        fluxion.jit(f, compiler_options={"invalid_key": "invalid_value"})(1.)
+    lowered = fluxion.jit(f).lower(1.)
+    plain = lowered.compile()
+    embedded = lowered.compile(compiler_options={"xla_embed_ir_in_executable": True})
+    assert plain is not embedded and float(embedded(2.)) == 3.
+
+
+def test_compiler_options_reach_a_partitioned_jit():
+    mesh = fluxion.sharding.Mesh(np.array(fluxion.devices()[:1]), ("x",))
+    sharding = fluxion.sharding.NamedSharding(mesh, fluxion.sharding.PartitionSpec("x"))
+    f = fluxion.jit(lambda x: x * 2, in_shardings=sharding,
+                    compiler_options={"invalid_key": "invalid_value"})
+    with pytest.raises(fluxion.errors.JaxRuntimeError, match="No such compile option"):
+        f(fluxion.numpy.arange(4.))

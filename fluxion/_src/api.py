@@ -461,8 +461,9 @@ class JitFunction:
 
     def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
                  donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None,
-                 in_shardings=None, out_shardings=None):
+                 in_shardings=None, out_shardings=None, compiler_options=None):
         check_callable(fun)
+        self._compiler_options = dict(compiler_options) if compiler_options else None
         _check_device(device, "jit(device=...)")
         self._inline = inline
         # jit(device=) and jit(backend=) pin the program to a device: every argument moves
@@ -510,7 +511,8 @@ class JitFunction:
             fun, (self._static_argnums, self._static_argnames, self._donate_argnums,
                   self._donate_argnames, inline, keep_unused, device, backend,
                   _compiler_name(config.default_backend), _hashable_or_id(in_shardings),
-                  _hashable_or_id(out_shardings)))
+                  _hashable_or_id(out_shardings),
+                  _hashable_or_id(tuple(sorted((compiler_options or {}).items())))))
         self._compiler = _compiler_name(backend)  # "iree", or None for XLA
         self._fast_path_ok = not (self._static_argnums or self._static_argnames or
                                   self._donate_argnums or self._donate_argnames or
@@ -588,6 +590,13 @@ class JitFunction:
     def _call(self, args, kwargs):
         if config.disable_jit:
             return self._fun(*args, **kwargs)
+        if self._compiler_options:
+            from fluxion._src.compiler import backend
+            with backend.compiler_options(self._compiler_options):
+                return self._call_compiled(args, kwargs)
+        return self._call_compiled(args, kwargs)
+
+    def _call_compiled(self, args, kwargs):
         leaves, in_tree, static_pos, static_kw, dyn_args = self._flatten(args, kwargs)
         sharded = self._in_shardings_given or self._out_shardings_given
         if _refs_among(leaves):
@@ -707,11 +716,13 @@ class JitFunction:
             from fluxion._src import sharded_jit
             lowered = sharded_jit.lower_jit(self, args, kwargs)
             if lowered is not None:
+                lowered._compiler_options = self._compiler_options
                 return lowered
         lowered = self.trace(*args, **kwargs).lower()
         lowered._device = self._device
         if self._device is None and dispatch.placing:  # compiled for the committed device
             lowered._device = placement.committed_device(tree_flatten((args, kwargs))[0])
+        lowered._compiler_options = self._compiler_options
         return lowered
 
     def eval_shape(self, *args, **kwargs):
@@ -778,8 +789,17 @@ class Lowered:
 
     _compile_sharded = None  # set for partitioned programs (sharded_jit.lower_jit)
     _device = None  # the device of a jit(device=...) program
+    _compiler_options = None  # the jit's
 
-    def compile(self) -> "Compiled":
+    def compile(self, compiler_options: dict | None = None) -> "Compiled":
+        """Compile with XLA; `compiler_options` (XLA options by name, as `jit` takes them) add
+        to and override the jit's."""
+        options = {**(self._compiler_options or {}), **(compiler_options or {})}
+        from fluxion._src.compiler import backend
+        with backend.compiler_options(options):
+            return self._compile()
+
+    def _compile(self) -> "Compiled":
         symbolic = [a for a in self._traced.in_avals if is_symbolic_shape(a.shape)]
         if symbolic:
             raise ValueError(
@@ -863,7 +883,7 @@ _NO_FUNCTION = object()  # `jit(static_argnums=...)` without a function returns 
 
 def jit(fun: Callable = _NO_FUNCTION, *, in_shardings=None, out_shardings=None, static_argnums=(),
         static_argnames=(), donate_argnums=(), donate_argnames=(), inline=False,
-        keep_unused=False, device=None, backend=None):
+        keep_unused=False, device=None, backend=None, compiler_options=None):
     """Compile `fun` with XLA, once per abstract signature of its arguments.
 
     Parameters
@@ -878,6 +898,9 @@ def jit(fun: Callable = _NO_FUNCTION, *, in_shardings=None, out_shardings=None, 
     in_shardings, out_shardings : Sharding, PartitionSpec, None, or pytree prefixes of them
         How the positional arguments and the outputs are laid out over a mesh (None: the
         argument's own sharding / XLA's choice). The program is then partitioned by XLA.
+    compiler_options : dict, optional
+        XLA options by name (its debug options, or ``optimization_level`` and the other
+        build options JAX sets); XLA rejects an unknown name when compiling.
 
     Returns
     -------
@@ -889,7 +912,8 @@ def jit(fun: Callable = _NO_FUNCTION, *, in_shardings=None, out_shardings=None, 
     kwargs = dict(in_shardings=in_shardings, out_shardings=out_shardings,
                   static_argnums=static_argnums, static_argnames=static_argnames,
                   donate_argnums=donate_argnums, donate_argnames=donate_argnames, inline=inline,
-                  keep_unused=keep_unused, device=device, backend=backend)
+                  keep_unused=keep_unused, device=device, backend=backend,
+                  compiler_options=compiler_options)
     if fun is _NO_FUNCTION:
         return lambda f: JitFunction(f, **kwargs).public_function()
     return JitFunction(fun, **kwargs).public_function()

@@ -341,6 +341,7 @@ def compile_sharded(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings, ou
                                   "debug.callback) in a jit partitioned over several devices "
                                   "are not supported by fluxion yet")
     options = xla_client.CompileOptions()
+    backend.apply_compiler_options(options)
     options.num_replicas = 1
     options.num_partitions = mesh.size
     build = options.executable_build_options
