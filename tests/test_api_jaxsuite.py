@@ -105,3 +105,45 @@ def test_compiler_options_reach_a_partitioned_jit():
                     compiler_options={"invalid_key": "invalid_value"})
     with pytest.raises(fluxion.errors.JaxRuntimeError, match="No such compile option"):
         f(fluxion.numpy.arange(4.))
+
+
+def _pair_fn(lib):
+    return lambda x, y: (lib.tree.map(lambda i: i * 2, x), y * 2)
+
+
+def _flat_args_info(info):
+    from fluxion import tree_util
+    leaves = tree_util.tree_leaves(info, is_leaf=lambda a: hasattr(a, "donated"))
+    return [(a.shape, np.dtype(a.dtype), a._aval.weak_type, a.donated) for a in leaves]
+
+
+@pytest.mark.parametrize("kw", [{"donate_argnums": 1}, {"donate_argnums": 0}, {}])
+def test_args_info_and_donate_argnums_of_every_stage(kw):
+    x, y = {"A": np.array(1.0), "B": np.array(2.0)}, np.array(3.0)
+    ours, theirs = fluxion.jit(_pair_fn(fluxion), **kw), jax.jit(_pair_fn(jax), **kw)
+    want_low = theirs.lower(x, y)
+    want = _flat_args_info(want_low.args_info)
+    low = ours.lower(x, y)
+    for stage in (ours.trace(x, y), low, low.compile()):
+        assert _flat_args_info(stage.args_info) == want
+        assert stage.donate_argnums == want_low.donate_argnums
+    compiled = low.compile()
+    assert compiled.in_avals == low.in_avals
+    assert str(compiled.in_avals) == str(want_low.compile().in_avals)
+
+
+@pytest.mark.parametrize("kw", [{"donate_argnames": ("z", "y")}, {"donate_argnums": (0, 1)}])
+def test_args_info_of_keyword_arguments(kw):
+    f = lambda z, y, x: (z, y, x)
+    z, y, x = {"c": 3.}, {"b": 2.}, {"a": 1.}
+    _, ours = fluxion.jit(f, **kw).lower(z=z, y=y, x=x).args_info
+    _, theirs = jax.jit(f, **kw).lower(z=z, y=y, x=x).args_info
+    for name in "zyx":
+        ((_, a),), ((_, b),) = ours[name].items(), theirs[name].items()
+        assert a.donated == b.donated and a.shape == b.shape
+
+
+def test_lowered_cost_analysis_matches_jax():
+    ours = fluxion.jit(lambda x, y: x * y + 4.).lower(1., 1.).cost_analysis()
+    theirs = jax.jit(lambda x, y: x * y + 4.).lower(1., 1.).cost_analysis()
+    assert ours["flops"] == theirs["flops"] and ours["bytes accessed"] == theirs["bytes accessed"]

@@ -295,6 +295,16 @@ class Traced:
         return self.name
 
     @property
+    def args_info(self):
+        """The arguments as the pytree `(args, kwargs)` of `stages.ArgInfo` (aval, donated)."""
+        return _args_info(self.in_tree, self.in_avals, self.donate_mask)
+
+    @property
+    def donate_argnums(self) -> tuple:
+        """The indices of the donated argument leaves."""
+        return _donated_leaves(self.donate_mask)
+
+    @property
     def out_info(self):
         """The outputs as a pytree of ShapeDtypeStruct."""
         return tree_unflatten(self.out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
@@ -335,6 +345,16 @@ def fun_name(fun) -> str:
 # forward_results((args, kwargs), result, effects)), set by fluxion._src.random.keys, where
 # typed keys live.
 key_reuse_hooks = None
+
+
+def _args_info(in_tree, in_avals, donate_mask):
+    from fluxion.stages import ArgInfo
+    mask = donate_mask or (False,) * len(in_avals)
+    return tree_unflatten(in_tree, [ArgInfo(a, bool(d)) for a, d in zip(in_avals, mask)])
+
+
+def _donated_leaves(donate_mask) -> tuple:
+    return tuple(i for i, d in enumerate(donate_mask or ()) if d)
 
 
 def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit") -> Traced:
@@ -783,6 +803,23 @@ class Lowered:
         return tree_unflatten(self._traced.in_tree, list(self._traced.in_avals))
 
     @property
+    def args_info(self):
+        """The arguments as the pytree `(args, kwargs)` of `stages.ArgInfo` (aval, donated)."""
+        return _args_info(self._traced.in_tree, self._traced.in_avals, self._donate_mask)
+
+    @property
+    def donate_argnums(self) -> tuple:
+        """The indices of the donated argument leaves."""
+        return _donated_leaves(self._donate_mask)
+
+    def cost_analysis(self):
+        """XLA's cost estimates (flops, bytes accessed) of the module before optimization."""
+        from jaxlib import _jax
+        from fluxion._src.compiler import backend
+        return _jax.hlo_module_cost_analysis(backend.get_backend().client,
+                                             self.compiler_ir("hlo").as_hlo_module())
+
+    @property
     def out_info(self):
         """The outputs as ShapeDtypeStructs; as JAX's, a lowered program's carry no weak type."""
         return tree_map(lambda s: s.update(weak_type=False), self._traced.out_info)
@@ -861,6 +898,18 @@ class Compiled:
 
     in_tree = property(lambda self: self._traced.in_tree)
     out_tree = property(lambda self: self._traced.out_tree)
+    in_avals = Lowered.in_avals
+    _donate_mask = property(lambda self: self._traced.donate_mask)
+
+    @property
+    def args_info(self):
+        """The arguments as the pytree `(args, kwargs)` of `stages.ArgInfo` (aval, donated)."""
+        return _args_info(self._traced.in_tree, self._traced.in_avals, self._donate_mask)
+
+    @property
+    def donate_argnums(self) -> tuple:
+        """The indices of the donated argument leaves."""
+        return _donated_leaves(self._donate_mask)
 
     @property
     def out_info(self):
