@@ -207,12 +207,12 @@ def _pin_host_values(values: Sequence) -> tuple[list, dict]:
     now, and a map from each new Array's id back to its host value. A host value's type
     follows the x64 flag, so an `enable_x64` inside the traced function would otherwise widen a
     primal but not the tangent created for it beside it."""
-    from fluxion._src.lax import lax
+    from fluxion._src.array import make_array
     pinned, originals = [], {}
     for x in values:
         if _is_host_value(x) and np.result_type(x) != dtypes.float0:
             aval = core.get_aval(x)
-            new = lax._convert_element_type(x, aval.dtype, aval.weak_type)
+            new = make_array(np.asarray(x), aval.dtype, aval.weak_type)
             originals[id(new)] = x
             x = new
         pinned.append(x)
