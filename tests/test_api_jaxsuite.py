@@ -147,3 +147,35 @@ def test_lowered_cost_analysis_matches_jax():
     ours = fluxion.jit(lambda x, y: x * y + 4.).lower(1., 1.).cost_analysis()
     theirs = jax.jit(lambda x, y: x * y + 4.).lower(1., 1.).cost_analysis()
     assert ours["flops"] == theirs["flops"] and ours["bytes accessed"] == theirs["bytes accessed"]
+
+
+def _generator(x):
+    yield x
+
+
+class _NoSignature:
+    @property
+    def __signature__(self):
+        raise TypeError("no signature")
+
+    def __call__(self, *args, **kwargs):
+        return None
+
+
+@pytest.mark.parametrize("transform", ["jit", "grad", "vmap", "jacfwd"])
+def test_generator_functions_and_staticmethods_are_refused(transform):
+    for lib in (jax, fluxion):
+        make = getattr(lib, transform)
+        with pytest.raises(TypeError, match="Expected a function, got a generator function"):
+            make(_generator)
+        with pytest.raises(TypeError, match="staticmethod arguments are not supported"):
+            make(staticmethod(lambda x: x))
+
+
+def test_donate_argnames_need_a_signature():
+    x = np.arange(4)
+    for lib in (jax, fluxion):
+        with pytest.raises(ValueError, match="Getting the signature of function .* failed. "
+                                             "Pass donate_argnums instead of donate_argnames."):
+            lib.jit(_NoSignature(), donate_argnames="a")(x, x)
+        assert lib.jit(_NoSignature(), donate_argnums=0)(x, x) is None

@@ -200,6 +200,9 @@ def _normalize_static(fun, static_argnums, static_argnames, what: str = "static_
     try:
         params = list(inspect.signature(fun).parameters.values())
     except (TypeError, ValueError):
+        if what == "donate_argnums" and static_argnames:  # names cannot be mapped to positions
+            raise ValueError(f"Getting the signature of function {fun} failed. Pass "
+                             "donate_argnums instead of donate_argnames.") from None
         return static_argnums, static_argnames
     _validate_argnames(params, static_argnames, what.replace("argnums", "argnames"))
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -332,9 +335,14 @@ def _refs_among(leaves) -> bool:
 
 
 def check_callable(fun) -> None:
-    """JAX's TypeError for a transformation applied to something that is not a function."""
+    """JAX's TypeError for a transformation applied to something that is not a function (a
+    staticmethod object, a generator function included)."""
+    if isinstance(fun, staticmethod):
+        raise TypeError(f"staticmethod arguments are not supported, got {fun}")
     if not callable(fun):
         raise TypeError(f"Expected a callable value, got {fun}")
+    if inspect.isgeneratorfunction(fun):
+        raise TypeError(f"Expected a function, got a generator function: {fun}")
 
 
 def fun_name(fun) -> str:
