@@ -18,8 +18,8 @@ from fluxion._src.tree_util import tree_flatten, tree_map, tree_structure, tree_
 def _check_jax_leaves(leaves, what: str, name: str) -> None:
     for x in leaves:
         if not isinstance(x, core.Tracer) and not core.valid_jaxtype(x):
-            raise TypeError(f"{what} of {name}: {type(x).__name__} {x!r} is not a valid JAX type; "
-                            "use arrays, scalars or pytrees of them.")
+            raise TypeError(f"{what} of {name}: {x!r} of type {type(x)} is not a valid JAX "
+                            "type; use arrays, scalars or pytrees of them.")
 
 
 def _flat_fun(fun, in_tree, out_tree_box, has_aux=False, name="fun"):
@@ -30,7 +30,9 @@ def _flat_fun(fun, in_tree, out_tree_box, has_aux=False, name="fun"):
         if has_aux:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise TypeError(f"{name} was called with has_aux=True, so it must return a pair "
-                                f"(output, auxiliary data); it returned {type(out).__name__}.")
+                                f"(output, auxiliary data): expected function with aux output "
+                                f"to return a two-element tuple, but got type {type(out)} with "
+                                f"value {out!r}")
             out, aux = out
             trace = core.current_trace()
             if isinstance(trace, ad.JVPTrace):  # aux is not differentiated: keep its primals
