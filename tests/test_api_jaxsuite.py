@@ -1,4 +1,6 @@
 """fluxion's device queries and jit arguments against JAX 0.10.2 (keywords, error classes)."""
+import operator
+
 import jax
 import numpy as np
 import pytest
@@ -179,3 +181,48 @@ def test_donate_argnames_need_a_signature():
                                              "Pass donate_argnums instead of donate_argnames."):
             lib.jit(_NoSignature(), donate_argnames="a")(x, x)
         assert lib.jit(_NoSignature(), donate_argnums=0)(x, x) is None
+
+
+def test_jnp_operations_on_float0_are_a_type_error():
+    for lib in (jax, fluxion):
+        zero = lib.grad(lambda x: x + 0., allow_int=True)(1)
+        assert zero.dtype == jax.dtypes.float0
+        for op in (lambda: zero + lib.numpy.zeros(()), lambda: lib.numpy.sin(zero),
+                   lambda: lib.numpy.add(lib.numpy.zeros(()), zero)):
+            with pytest.raises(TypeError, match="float0s do not support any operations by "
+                                                "design"):
+                op()
+
+
+@pytest.mark.parametrize("bad_output", [lambda x: (1, 2, 3), lambda x: x, lambda x: (x,)])
+def test_has_aux_without_a_pair_names_the_two_element_tuple(bad_output):
+    for lib in (jax, fluxion):
+        with pytest.raises(TypeError, match="two-element tuple"):
+            lib.grad(bad_output, has_aux=True)(1.)
+
+
+def test_grad_of_a_string_names_its_type_as_jax_does():
+    pattern = ".* 'foo' of type <.*'str'> is not a valid JAX type"
+    for lib in (jax, fluxion):
+        with pytest.raises(TypeError, match=pattern):
+            lib.grad(lambda x: x)("foo")
+
+
+_NOT_AN_INDEX = {"int vector": lambda np_mod: np_mod.arange(10),
+                 "empty": lambda np_mod: np_mod.arange(0, dtype="int32"),
+                 "float scalar": lambda np_mod: np_mod.float32(0),
+                 "bool scalar": lambda np_mod: np_mod.bool_(True)}
+
+
+@pytest.mark.parametrize("name", sorted(_NOT_AN_INDEX))
+@pytest.mark.parametrize("func", [operator.index, hex])
+def test_only_integer_scalars_convert_to_an_index(name, func):
+    message = "Only integer scalar arrays can be converted to a scalar index."
+    for lib in (jax, fluxion):
+        value = _NOT_AN_INDEX[name](lib.numpy)
+        for f in (func, lib.jit(func)):
+            with pytest.raises(TypeError, match=message):
+                f(value)
+        assert func(lib.numpy.int32(7)) == func(7)
+        with pytest.raises(lib.errors.TracerIntegerConversionError):
+            lib.jit(func)(lib.numpy.int32(7))

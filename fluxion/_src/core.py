@@ -141,6 +141,13 @@ def _numpy_aval(x) -> ShapedArray:
     return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype, allow_extended=True), False)
 
 
+def check_integer_conversion(aval) -> None:
+    """JAX's TypeError for `operator.index` of anything but an integer scalar (booleans
+    included), raised before a tracer's value is asked for."""
+    if aval.shape != () or not dtypes.is_integer(aval.dtype):
+        raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
+
+
 def get_aval(x) -> ShapedArray:
     """The abstract value of a tracer, array, NumPy value or Python scalar."""
     handler = _aval_handlers.get(type(x))
@@ -419,8 +426,9 @@ class Tracer:
         return complex(self._concrete_or_raise(ConcretizationTypeError, "complex"))
 
     def __index__(self):
+        check_integer_conversion(self.aval)
         value = self.to_concrete_value()
-        if value is None or not dtypes.is_integer(self.dtype) and self.dtype != dtypes.bool_:
+        if value is None:
             raise TracerIntegerConversionError(self, f"at {user_frame_summary()}")
         return operator.index(value)
 
