@@ -745,12 +745,16 @@ class JitFunction:
             lowered = sharded_jit.lower_jit(self, args, kwargs)
             if lowered is not None:
                 lowered._compiler_options = self._compiler_options
+                lowered._arg_names = None
                 return lowered
         lowered = self.trace(*args, **kwargs).lower()
         lowered._device = self._device
         if self._device is None and dispatch.placing:  # compiled for the committed device
             lowered._device = placement.committed_device(tree_flatten((args, kwargs))[0])
         lowered._compiler_options = self._compiler_options
+        leaves, in_tree, static_pos, _, _ = self._flatten(args, kwargs)
+        names = _describer(self._fun, lowered._traced.name, len(leaves), in_tree, static_pos)()[1]
+        lowered._arg_names = lambda: names
         return lowered
 
     def eval_shape(self, *args, **kwargs):
@@ -835,6 +839,7 @@ class Lowered:
     _compile_sharded = None  # set for partitioned programs (sharded_jit.lower_jit)
     _device = None  # the device of a jit(device=...) program
     _compiler_options = None  # the jit's
+    _arg_names = None  # a function giving the flat arguments' names, for errors
 
     def compile(self, compiler_options: dict | None = None) -> "Compiled":
         """Compile with XLA; `compiler_options` (XLA options by name, as `jit` takes them) add
@@ -853,10 +858,13 @@ class Lowered:
                 "shapes only. Lower it with concrete shapes, or export it "
                 "(fluxion.export.export(jit(f))(...)) and call the Exported with arrays.")
         if self._compile_sharded is not None:
-            return Compiled(self._compile_sharded(), self._traced)
-        compiled = compile_closed_jaxpr(self._traced.jaxpr, name=f"jit_{self._traced.name}",
-                                        donated_invars=self._donate_mask, text=self._text)
-        return Compiled(compiled, self._traced, self._device)
+            out = Compiled(self._compile_sharded(), self._traced)
+        else:
+            compiled = compile_closed_jaxpr(self._traced.jaxpr, name=f"jit_{self._traced.name}",
+                                            donated_invars=self._donate_mask, text=self._text)
+            out = Compiled(compiled, self._traced, self._device)
+        out._arg_names = self._arg_names
+        return out
 
 
 def sharding_impls_single(device):
@@ -872,20 +880,43 @@ class Compiled:
         self._traced = traced
         self._device = device
 
+    _arg_names = None  # a function giving the flat arguments' names (JitFunction.lower)
+
     def __call__(self, *args, **kwargs):
         leaves, in_tree = tree_flatten((args, kwargs))
         if in_tree != self._traced.in_tree:
-            raise TypeError(f"Compiled function called with argument structure {in_tree}, "
-                            f"but was compiled for {self._traced.in_tree}")
-        avals = [core.get_aval(x) for x in leaves]
-        for i, (got, want) in enumerate(zip(avals, self._traced.in_avals)):
-            if got.shape != want.shape or got.dtype != want.dtype:
-                raise TypeError(f"Argument {i} has type {got.str_short()} but the function was "
-                                f"compiled for {want.str_short()}")
+            raise TypeError("Function compiled with input pytree does not match the input pytree "
+                            f"it was called with: compiled for {self._traced.in_tree}, called "
+                            f"with {in_tree}.")
+        for x in leaves:
+            if isinstance(x, core.Tracer):
+                raise TypeError("Cannot apply JAX transformations to a function lowered and "
+                                "compiled for a particular signature. Detected argument of "
+                                f"Tracer type {type(x)}.")
+        self._check_types([core.get_aval(x) for x in leaves])
         if dispatch.placing and isinstance(self._compiled, CompiledFunction):
             self._check_devices(leaves)
         return self._traced.out_tree.unflatten(
             _run(self._compiled, leaves, self._traced.donate_mask, self._device))
+
+    def _check_types(self, avals) -> None:
+        """JAX's TypeError listing (up to five) arguments of another shape or dtype."""
+        wanted = self._traced.in_avals
+        bad = [i for i, (got, want) in enumerate(zip(avals, wanted))
+               if (got.shape, got.dtype) != (want.shape, want.dtype)]
+        if not bad:
+            return
+        names = self._arg_names() if self._arg_names is not None else None
+        names = names or [f"args[{i}]" for i in range(len(avals))]
+        def typ(a):  # JAX's words: float32[3,4]
+            return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+        lines = [f"Argument '{names[i]}' compiled with {typ(wanted[i])} and called with "
+                 f"{typ(avals[i])}" for i in bad[:5]]
+        count = "The" if len(bad) < 5 else f"The first 5 of {len(bad)}"
+        raise TypeError("Argument types differ from the types for which this computation was "
+                        "compiled. Perhaps you are calling the compiled executable with a "
+                        f"different enable_x64 mode than when it was AOT compiled? {count} "
+                        "mismatches are:\n" + "\n".join(lines))
 
     def _check_devices(self, leaves) -> None:
         """An executable compiled ahead of time runs on its device: committed arguments
