@@ -417,13 +417,17 @@ class Tracer:
         check_scalar_conversion(self)
         return int(self._concrete_or_raise(ConcretizationTypeError, "int"))
 
+    # float(), complex() and np.asarray() never read a tracer's known value, as in JAX: under
+    # grad it would be the primal alone, and the derivative through it silently zero.
     def __float__(self):
         check_scalar_conversion(self)
-        return float(self._concrete_or_raise(ConcretizationTypeError, "float"))
+        raise ConcretizationTypeError(self, f"The problem arose with the `float` function, at "
+                                            f"{user_frame_summary()}.")
 
     def __complex__(self):
         check_scalar_conversion(self)
-        return complex(self._concrete_or_raise(ConcretizationTypeError, "complex"))
+        raise ConcretizationTypeError(self, f"The problem arose with the `complex` function, "
+                                            f"at {user_frame_summary()}.")
 
     def __index__(self):
         check_integer_conversion(self.aval)
@@ -433,10 +437,7 @@ class Tracer:
         return operator.index(value)
 
     def __array__(self, dtype=None, copy=None):
-        value = self.to_concrete_value()
-        if value is None:
-            raise TracerArrayConversionError(self, f"at {user_frame_summary()}")
-        return np.asarray(value, dtype=dtype)
+        raise TracerArrayConversionError(self, f"at {user_frame_summary()}")
 
     def __len__(self):
         if not self.shape:
