@@ -226,3 +226,88 @@ def test_only_integer_scalars_convert_to_an_index(name, func):
         assert func(lib.numpy.int32(7)) == func(7)
         with pytest.raises(lib.errors.TracerIntegerConversionError):
             lib.jit(func)(lib.numpy.int32(7))
+
+
+def _compiled_for_float32(lib):
+    f = lambda x: lib.numpy.sqrt(x ** 2) + 1.
+    return lib.jit(f).lower(lib.numpy.float32(1)).compile()
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda lib, exe: exe(lib.numpy.int32(1)),
+     r"Argument types differ .*The mismatches are:\nArgument 'x' compiled with.*float32.*and "
+     r"called with.*int32.*"),
+    (lambda lib, exe: exe([1.]),
+     "Function compiled with input pytree does not match the input pytree it was called with"),
+    (lambda lib, exe: lib.vmap(lambda x: exe(x) + 2)(lib.numpy.ones(3)),
+     "Cannot apply JAX transformations to a function lowered and compiled for a particular "
+     "signature. Detected .*BatchTracer"),
+])
+def test_compiled_call_errors_as_jax_words_them(call, message):
+    for lib in (jax, fluxion):
+        exe = _compiled_for_float32(lib)
+        with pytest.raises(TypeError, match=message):
+            call(lib, exe)
+        assert float(exe(lib.numpy.float32(-2))) == 3.
+
+
+@pytest.mark.parametrize("name", ["grad", "jvp", "vmap"])
+def test_numpy_conversion_of_a_tracer_is_an_error_not_a_zero_derivative(name):
+    # The tracer's primal was handed to NumPy: grad(lambda x: np.exp(x).sum()) gave zeros.
+    runs = {"grad": lambda lib: lib.grad(lambda x: np.exp(x).sum())(np.zeros(3)),
+            "jvp": lambda lib: lib.jvp(lambda x: np.exp(x), (np.zeros(3),), (np.ones(3),)),
+            "vmap": lambda lib: lib.vmap(lambda x: np.exp(x))(np.zeros(3))}
+    for lib in (jax, fluxion):
+        with pytest.raises(lib.errors.TracerArrayConversionError,
+                           match="The numpy.ndarray conversion method __array__"):
+            runs[name](lib)
+
+
+@pytest.mark.parametrize("convert", [float, complex])
+def test_float_of_a_differentiated_value_is_a_concretization_error(convert):
+    for lib in (jax, fluxion):
+        with pytest.raises(lib.errors.ConcretizationTypeError):
+            lib.grad(lambda x: convert(x))(1.)
+    # bool and int of a known value still work under grad, as in JAX
+    assert float(fluxion.grad(lambda x: x if x > 0 else -x)(-1.)) == -1.
+    assert float(fluxion.grad(lambda x: x * int(x))(3.)) == 3.
+
+
+def test_vmap_size_mismatch_names_keyword_arguments_as_jax_does():
+    message = ("vmap got inconsistent sizes for array axes to be mapped:\n"
+               r"  \* one axis had size 1: axis 0 of argument x of type int32\[1\];" "\n"
+               r"  \* one axis had size 2: axis 0 of kwargs\['y'\] of type int32\[2\]")
+    for lib in (jax, fluxion):
+        f = lib.vmap(lambda x, y: x + y)
+        with pytest.raises(ValueError, match=message):
+            f(lib.numpy.array([1], "int32"), y=lib.numpy.array([1, 2], "int32"))
+
+
+def test_pmap_static_argument_passed_by_keyword_message():
+    message = (r"pmapped function has static_broadcasted_argnums=\(1,\) but was called with "
+               r"only 1 positional argument. All static broadcasted arguments must be passed "
+               r"positionally.")
+    for lib in (jax, fluxion):
+        with pytest.raises(ValueError, match=message):
+            lib.pmap(lambda a, b: a + b, static_broadcasted_argnums=(1,))(
+                lib.numpy.ones((1, 1)), b=1)
+
+
+def test_sharding_of_a_tracer_points_to_typeof():
+    for lib in (jax, fluxion):
+        seen = []
+
+        def f(x):
+            with pytest.raises(AttributeError, match="typeof") as info:
+                x.sharding
+            seen.append(str(info.value))
+            assert not hasattr(x, "sharding")
+            return x
+        lib.jit(f)(lib.numpy.arange(2.))
+        assert seen
+
+
+def test_device_put_of_a_string_says_received_invalid_value():
+    for lib in (jax, fluxion):
+        with pytest.raises(ValueError, match=r".*Received invalid value.*"):
+            lib.device_put(lib.numpy.arange(8), "cpu")

@@ -1121,8 +1121,8 @@ host_ids = _renamed("host_ids", process_indices)
 def _check_device(device, where: str) -> None:
     """`device` must be None or a device (Shardings take device_put's sharded path)."""
     if device is not None and not (hasattr(device, "platform") and hasattr(device, "client")):
-        raise ValueError(f"{where} only accepts None or a device (one of fluxion.devices()); "
-                         f"received invalid value: {device!r}")
+        raise ValueError(f"{where} only accepts None or a device (one of fluxion.devices()). "
+                         f"Received invalid value: {device!r}")
 
 
 def _is_device(d) -> bool:

@@ -394,6 +394,13 @@ class Tracer:
     weak_type = property(lambda self: self.aval.weak_type)
 
     @property
+    def sharding(self):
+        raise AttributeError(
+            f"The 'sharding' attribute is not available on traced array with shape "
+            f"{self.aval.str_short()}. To query sharding information on tracers, use "
+            "`jax.typeof(x)`.")
+
+    @property
     def _buf(self):
         # Reached when a leaked tracer meets jit's fast path, which reads device buffers.
         raise escaped_tracer_error(self)

@@ -340,8 +340,10 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         from fluxion._src.compiler import backend as be
         for i in static:
             if i >= len(args):
+                plural = "" if len(args) == 1 else "s"
                 raise ValueError(f"pmapped function has static_broadcasted_argnums={static} but "
-                                 f"was called with only {len(args)} positional arguments")
+                                 f"was called with only {len(args)} positional argument{plural}. "
+                                 "All static broadcasted arguments must be passed positionally.")
         dyn_idx = [i for i in range(len(args)) if i not in static]
         dyn_args = tuple(args[i] for i in dyn_idx)
         static_vals = tuple((i, args[i]) for i in static)
