@@ -311,3 +311,10 @@ def test_device_put_of_a_string_says_received_invalid_value():
     for lib in (jax, fluxion):
         with pytest.raises(ValueError, match=r".*Received invalid value.*"):
             lib.device_put(lib.numpy.arange(8), "cpu")
+
+
+@pytest.mark.parametrize("cast", [float, complex, int])
+def test_casting_a_traced_value_suggests_astype(cast):
+    for lib in (jax, fluxion):
+        with pytest.raises(TypeError, match=rf"[Tt]ry using `x.astype\({cast.__name__}\)`"):
+            lib.jit(lambda x: cast(x))(1.0)

@@ -141,6 +141,13 @@ def _numpy_aval(x) -> ShapedArray:
     return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype, allow_extended=True), False)
 
 
+def _conversion_context(what: str) -> str:
+    """Where a concrete value was asked for; for int/float/complex, JAX's hint to cast."""
+    hint = (f" If trying to convert the data type of a value, try using `x.astype({what})` or "
+            f"`jnp.array(x, {what})` instead." if what in ("int", "float", "complex") else "")
+    return f"The problem arose with the `{what}` function, at {user_frame_summary()}.{hint}"
+
+
 def check_integer_conversion(aval) -> None:
     """JAX's TypeError for `operator.index` of anything but an integer scalar (booleans
     included), raised before a tracer's value is asked for."""
@@ -412,8 +419,7 @@ class Tracer:
     def _concrete_or_raise(self, error_cls, what: str):
         value = self.to_concrete_value()
         if value is None:
-            raise error_cls(self, f"The problem arose with the `{what}` function, at "
-                                  f"{user_frame_summary()}.")
+            raise error_cls(self, _conversion_context(what))
         return value
 
     def __bool__(self):
@@ -428,13 +434,11 @@ class Tracer:
     # grad it would be the primal alone, and the derivative through it silently zero.
     def __float__(self):
         check_scalar_conversion(self)
-        raise ConcretizationTypeError(self, f"The problem arose with the `float` function, at "
-                                            f"{user_frame_summary()}.")
+        raise ConcretizationTypeError(self, _conversion_context("float"))
 
     def __complex__(self):
         check_scalar_conversion(self)
-        raise ConcretizationTypeError(self, f"The problem arose with the `complex` function, "
-                                            f"at {user_frame_summary()}.")
+        raise ConcretizationTypeError(self, _conversion_context("complex"))
 
     def __index__(self):
         check_integer_conversion(self.aval)
