@@ -318,3 +318,16 @@ def test_casting_a_traced_value_suggests_astype(cast):
     for lib in (jax, fluxion):
         with pytest.raises(TypeError, match=rf"[Tt]ry using `x.astype\({cast.__name__}\)`"):
             lib.jit(lambda x: cast(x))(1.0)
+
+
+def test_jit_eval_shape_reports_out_shardings():
+    for lib in (jax, fluxion):
+        single = lib.sharding.SingleDeviceSharding(lib.devices()[0])
+        out = lib.jit(lambda x: x * 2, out_shardings=single).eval_shape(np.arange(8))
+        assert out.sharding == single and out.shape == (8,)
+        mesh = lib.sharding.Mesh(np.array(lib.devices()[:1]), ("x",))
+        named = lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("x"))
+        pair = lib.jit(lambda x: (x * 2, x), out_shardings=(named, None)).eval_shape(
+            np.arange(8.))
+        assert pair[0].sharding == named and pair[1].sharding is None
+        assert lib.jit(lambda x: x).eval_shape(1.).sharding is None

@@ -758,7 +758,17 @@ class JitFunction:
         return lowered
 
     def eval_shape(self, *args, **kwargs):
-        return self.trace(*args, **kwargs).out_info
+        """The outputs as ShapeDtypeStructs, with the jit's `out_shardings` where it has them."""
+        out = self.trace(*args, **kwargs).out_info
+        if self._out_shardings is None:
+            return out
+        from fluxion._src import sharded_jit, sharding_impls
+        leaves, tree = tree_flatten(out)
+        shardings = sharded_jit.flat_shardings(
+            self._out_shardings, tree_unflatten(tree, [0] * len(leaves)), "jit out_shardings")
+        return tree_unflatten(tree, [
+            leaf if s is None else leaf.update(sharding=sharding_impls.canonicalize(
+                s, "jit out_shardings")) for leaf, s in zip(leaves, shardings)])
 
     def clear_cache(self):
         self._cache.clear()
