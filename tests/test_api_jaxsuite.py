@@ -331,3 +331,10 @@ def test_jit_eval_shape_reports_out_shardings():
             np.arange(8.))
         assert pair[0].sharding == named and pair[1].sharding is None
         assert lib.jit(lambda x: x).eval_shape(1.).sharding is None
+
+
+def test_bool_of_a_traced_value_names_its_type_without_double_dots():
+    for lib in (jax, fluxion):
+        with pytest.raises(lib.errors.TracerBoolConversionError,
+                           match=r"with shape bool\[\]\.[^\.]"):
+            lib.jit(lambda x: 1 if x > 0 else 0)(0)
