@@ -325,3 +325,57 @@ def test_callback_in_a_partitioned_jit_is_refused_not_a_crash(api):
                 out_shardings=sharding)
     with pytest.raises(NotImplementedError, match="partitioned over several devices"):
         f(jnp.arange(4.))
+
+
+def _io_misuses(lib, np_mod):
+    io = lib.experimental.io_callback
+    sds = lib.ShapeDtypeStruct((), np.float32)
+
+    def cond_on_batched_predicate():
+        def f(pred):
+            return lib.lax.cond(pred, lambda: io(lambda: None, None), lambda: io(lambda: None, None))
+        lib.vmap(f)(np_mod.array([True, False]))
+
+    def while_on_batched_predicate():
+        def f(i):
+            def body(i):
+                io(lambda v: None, None, i)
+                return i + 1
+            return lib.lax.while_loop(lambda i: i < 5, body, i)
+        lib.vmap(f)(np_mod.array([0, 4]))
+
+    return {
+        "vmap of ordered": (ValueError, "Cannot `vmap` ordered IO callback",
+                            lambda: lib.vmap(lambda x: io(lambda v: v, sds, x, ordered=True))(
+                                np_mod.arange(4.))),
+        "transpose of io": (ValueError, "IO callbacks do not support transpose",
+                            lambda: lib.linear_transpose(lambda x: io(lambda v: v, sds, x),
+                                                         np_mod.float32(1))(np_mod.float32(1))),
+        "transpose of pure": (ValueError, "Pure callbacks do not support transpose",
+                              lambda: lib.linear_transpose(
+                                  lambda x: lib.pure_callback(lambda v: v, sds, x),
+                                  np_mod.float32(1))(np_mod.float32(1))),
+        "vmap of cond": (NotImplementedError, "IO effect not supported in vmap-of-cond",
+                         cond_on_batched_predicate),
+        "vmap of while": (Exception, "IO effects not supported in while_loop with batched "
+                                     "predicate", while_on_batched_predicate),
+    }
+
+
+@pytest.mark.parametrize("case", ["vmap of ordered", "transpose of io", "transpose of pure",
+                                  "vmap of cond", "vmap of while"])
+def test_io_callback_misuse_errors_as_jax(case):
+    import jax as real_jax
+    import jax.numpy as real_jnp
+    for lib, np_mod in ((real_jax, real_jnp), (jax, jnp)):
+        cls, message, run = _io_misuses(lib, np_mod)[case]
+        with pytest.raises(cls, match=message):
+            run()
+
+
+def test_io_callback_in_a_cond_with_unbatched_predicate_still_runs_under_vmap():
+    seen = []
+    f = jax.vmap(lambda x: lax.cond(True, lambda: io_callback(
+        lambda v: seen.append(int(v)) or v, jax.ShapeDtypeStruct((), np.int32), x), lambda: x))
+    np.testing.assert_array_equal(np.asarray(f(jnp.arange(3, dtype=np.int32))), [0, 1, 2])
+    assert sorted(seen) == [0, 1, 2]

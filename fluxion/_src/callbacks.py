@@ -209,6 +209,15 @@ def _io_jvp(primals, tangents, **params):
     raise ValueError("IO callbacks do not support JVP.")
 
 
+def _pure_transpose(*args, **params):
+    raise ValueError("Pure callbacks do not support transpose. Please use `jax.custom_vjp` to "
+                     "use callbacks while taking gradients.")
+
+
+def _io_transpose(*args, **params):
+    raise ValueError("IO callbacks do not support transpose.")
+
+
 def _debug_jvp(primals, tangents, **params):
     debug_callback_p.bind(*primals, **params)
     return [], []
@@ -231,7 +240,7 @@ def _batch(prim):
                 "vmap_method='sequential', 'expand_dims', 'broadcast_all' or "
                 "'legacy_vectorized' to pure_callback.")
         if prim is io_callback_p and ordered:
-            raise ValueError("Cannot vmap an ordered IO callback.")
+            raise ValueError("Cannot `vmap` ordered IO callback.")
         if prim is not pure_callback_p:
             method = "sequential"  # io and debug callbacks run once per batch element
         if method in ("sequential", "sequential_unrolled"):
@@ -286,6 +295,8 @@ for _p in _ALL:
         effects.declare_effects(_p, _rule)
 ad.primitive_jvps[pure_callback_p] = _pure_jvp
 ad.primitive_jvps[io_callback_p] = _io_jvp
+ad.primitive_transposes[pure_callback_p] = _pure_transpose
+ad.primitive_transposes[io_callback_p] = _io_transpose
 ad.primitive_jvps[debug_callback_p] = _debug_jvp
 token_lowering.install()
 
