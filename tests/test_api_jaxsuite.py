@@ -338,3 +338,14 @@ def test_bool_of_a_traced_value_names_its_type_without_double_dots():
         with pytest.raises(lib.errors.TracerBoolConversionError,
                            match=r"with shape bool\[\]\.[^\.]"):
             lib.jit(lambda x: 1 if x > 0 else 0)(0)
+
+
+@pytest.mark.parametrize("kw", [{"in_axes": False}, {"in_axes": True}, {"out_axes": False},
+                                {"in_axes": (False,)}])
+def test_pmap_axes_must_be_ints(kw):
+    for lib in (jax, fluxion):
+        with pytest.raises(TypeError, match="must be an int, None, or \\(nested\\) container"):
+            lib.pmap(lambda x: x, **kw)(lib.numpy.zeros(1))
+    np.testing.assert_array_equal(
+        np.asarray(fluxion.pmap(lambda x: x, in_axes=(0,), out_axes=0)(fluxion.numpy.zeros(1))),
+        [0.])

@@ -308,6 +308,15 @@ def run_pmap_equation(args, params):
                     params["axis_name"])
 
 
+def _check_axes_leaves(axes, what: str) -> None:
+    """JAX's TypeError for an axis spec with a leaf other than an int or None (a bool)."""
+    from fluxion._src.tree_util import tree_leaves
+    if any(type(a) is bool or not isinstance(a, (int, np.integer))
+           for a in tree_leaves(axes)):
+        raise TypeError(f"pmap {what} must be an int, None, or (nested) container with those "
+                        f"types as leaves, but got {axes}.")
+
+
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
          devices=None, backend=None, axis_size=None, donate_argnums=(),
          global_arg_shapes=None):
@@ -321,6 +330,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     inside another pmap (the axes multiply into replica groups).
     """
     check_callable(fun)
+    _check_axes_leaves(in_axes, "in_axes")
+    _check_axes_leaves(out_axes, "out_axes")
     platform = backend
     if isinstance(static_broadcasted_argnums, int):
         static_broadcasted_argnums = (static_broadcasted_argnums,)
