@@ -349,3 +349,11 @@ def test_pmap_axes_must_be_ints(kw):
     np.testing.assert_array_equal(
         np.asarray(fluxion.pmap(lambda x: x, in_axes=(0,), out_axes=0)(fluxion.numpy.zeros(1))),
         [0.])
+
+
+def test_jit_trace_cache_depends_on_named_axis_sizes():
+    # The second vmap reused the first one's trace of the jit: axis_size gave 2 for 3.
+    for lib in (jax, fluxion):
+        g = lib.jit(lambda: lib.lax.axis_size("i"))
+        for size in (2, 3, 2):
+            assert int(lib.vmap(g, axis_name="i", axis_size=size, out_axes=None)()) == size

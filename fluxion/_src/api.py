@@ -17,7 +17,7 @@ import optree
 
 from fluxion._src import cache_misses, nan_checks, profiling, source_info, transfer_guard
 from fluxion._src import config_flags, core, dtypes, monitoring, placement, staging, tree_util
-from fluxion._src import key_flow
+from fluxion._src import batching, key_flow
 from fluxion._src.array import Array, make_array, unshared
 from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.compiler import backend
@@ -570,7 +570,9 @@ class JitFunction:
 
     def _get_traced(self, leaves, in_tree, static_pos, static_kw) -> Traced:
         avals = abstractify_args(self._fun, leaves, in_tree, static_pos)
-        key = (in_tree, static_pos, static_kw, avals, config.trace_key)
+        # the named axes bound around the call: the trace may read their sizes (axis_size)
+        named_axes = tuple(f for f in batching._axis_env.frames if f[0] is not None)
+        key = (in_tree, static_pos, static_kw, avals, config.trace_key, named_axes)
         traced = self._trace_cache.get(key)
         if traced is None:
             traced = trace_flat(self._fun, in_tree, list(avals), static_pos, static_kw, "jit")
