@@ -327,7 +327,8 @@ def test_trace_then_lower_matches_jax():
 
 def test_compiled_rejects_other_signature():
     compiled = fluxion.jit(lambda x: lax.neg(x)).lower(X).compile()
-    with pytest.raises(TypeError, match="compiled for f32"):
+    with pytest.raises(TypeError, match=r"Argument .x. compiled with float32\[3\] and called with "
+                                        r"float32\[4\]"):
         compiled(np.ones(4, np.float32))
 
 

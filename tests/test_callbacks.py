@@ -247,3 +247,135 @@ def test_callback_arguments_carry_weak_types_only_when_called_eagerly():
         lib.effects_barrier()
         return got
     assert seen(jax) == seen(real_jax) == [[False] * 5, [True, True, False, True, True]]
+
+
+def _callback_apis(lib):
+    return {"pure_callback": lib.pure_callback, "io_callback": lib.experimental.io_callback}
+
+
+@pytest.mark.parametrize("api", ["pure_callback", "io_callback"])
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.uint64, np.complex128])
+@pytest.mark.parametrize("jitted", [False, True])
+def test_64_bit_result_dtypes_without_x64_are_a_value_error(api, dtype, jitted):
+    import jax as real_jax
+    for lib in (real_jax, jax):
+        callback = _callback_apis(lib)[api]
+        f = lambda x: callback(lambda x: np.ones((), dtype), lib.ShapeDtypeStruct((), dtype), x)
+        f = lib.jit(f) if jitted else f
+        with pytest.raises(ValueError, match="result_shape_dtypes cannot specify 64-bit types "
+                                             "when `jax_enable_x64` is disabled"):
+            f(0.)
+    with jax.enable_x64():  # allowed there
+        out = jax.jit(lambda x: _callback_apis(jax)[api](
+            lambda x: np.ones((), dtype), jax.ShapeDtypeStruct((), dtype), x))(0.)
+        assert out.dtype == dtype
+
+
+@pytest.mark.parametrize("api", ["pure_callback", "io_callback"])
+@pytest.mark.parametrize("jitted", [False, True])
+def test_exception_in_callback_is_logged_as_jax_logs_it(api, jitted, caplog):
+    def fail(x):
+        raise RuntimeError("Ooops")
+
+    callback = _callback_apis(jax)[api]
+    f = lambda x: callback(fail, jax.ShapeDtypeStruct((), np.float32), x)
+    f = jax.jit(f) if jitted else f
+    with caplog.at_level("ERROR"), pytest.raises(RuntimeError, match="Ooops"):
+        f(0.)
+    records = [r for r in caplog.records if r.getMessage() == f"jax.{api} failed"]
+    assert len(records) == 1 and records[0].exc_info[0] is RuntimeError
+
+
+def test_exception_in_debug_callback_is_logged(caplog):
+    def fail(x):
+        raise RuntimeError("Ooops")
+
+    with caplog.at_level("ERROR"), pytest.raises(RuntimeError, match="Ooops"):
+        jax.jit(lambda x: jax.debug.callback(fail, x))(1.)
+        jax.effects_barrier()
+    assert any(r.getMessage() == "jax.debug.callback failed" for r in caplog.records)
+
+
+@pytest.mark.parametrize("make", [lambda lib: np.zeros((2, 3), np.float64),
+                                  lambda lib: lib.numpy.zeros((2, 3), np.int8),
+                                  lambda lib: 3.0, lambda lib: 2,
+                                  lambda lib: lib.ShapeDtypeStruct((4,), np.uint8)])
+def test_shape_dtype_struct_like_matches_jax(make):
+    import jax as real_jax
+    got, want = jax.ShapeDtypeStruct.like(make(jax)), real_jax.ShapeDtypeStruct.like(
+        make(real_jax))
+    assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+    assert got.sharding is None
+
+
+def test_shape_dtype_struct_like_keeps_committed_sharding_and_works_under_jit():
+    x = jax.device_put(jnp.arange(6.).reshape(2, 3), jax.devices()[0])
+    assert jax.ShapeDtypeStruct.like(x).sharding == x.sharding
+    f = jax.jit(lambda x: jax.pure_callback(np.asfortranarray, jax.ShapeDtypeStruct.like(x), x))
+    np.testing.assert_array_equal(np.asarray(f(x)), np.asarray(x))
+
+
+@pytest.mark.parametrize("api", ["pure_callback", "io_callback"])
+def test_callback_in_a_partitioned_jit_is_refused_not_a_crash(api):
+    # Compiled without its host callbacks, the partitioned program crashed the process.
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("x",))
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x"))
+    callback = _callback_apis(jax)[api]
+    f = jax.jit(lambda x: callback(lambda v: v + 1, x, x), in_shardings=sharding,
+                out_shardings=sharding)
+    with pytest.raises(NotImplementedError, match="partitioned over several devices"):
+        f(jnp.arange(4.))
+
+
+def _io_misuses(lib, np_mod):
+    io = lib.experimental.io_callback
+    sds = lib.ShapeDtypeStruct((), np.float32)
+
+    def cond_on_batched_predicate():
+        def f(pred):
+            return lib.lax.cond(pred, lambda: io(lambda: None, None), lambda: io(lambda: None, None))
+        lib.vmap(f)(np_mod.array([True, False]))
+
+    def while_on_batched_predicate():
+        def f(i):
+            def body(i):
+                io(lambda v: None, None, i)
+                return i + 1
+            return lib.lax.while_loop(lambda i: i < 5, body, i)
+        lib.vmap(f)(np_mod.array([0, 4]))
+
+    return {
+        "vmap of ordered": (ValueError, "Cannot `vmap` ordered IO callback",
+                            lambda: lib.vmap(lambda x: io(lambda v: v, sds, x, ordered=True))(
+                                np_mod.arange(4.))),
+        "transpose of io": (ValueError, "IO callbacks do not support transpose",
+                            lambda: lib.linear_transpose(lambda x: io(lambda v: v, sds, x),
+                                                         np_mod.float32(1))(np_mod.float32(1))),
+        "transpose of pure": (ValueError, "Pure callbacks do not support transpose",
+                              lambda: lib.linear_transpose(
+                                  lambda x: lib.pure_callback(lambda v: v, sds, x),
+                                  np_mod.float32(1))(np_mod.float32(1))),
+        "vmap of cond": (NotImplementedError, "IO effect not supported in vmap-of-cond",
+                         cond_on_batched_predicate),
+        "vmap of while": (Exception, "IO effects not supported in while_loop with batched "
+                                     "predicate", while_on_batched_predicate),
+    }
+
+
+@pytest.mark.parametrize("case", ["vmap of ordered", "transpose of io", "transpose of pure",
+                                  "vmap of cond", "vmap of while"])
+def test_io_callback_misuse_errors_as_jax(case):
+    import jax as real_jax
+    import jax.numpy as real_jnp
+    for lib, np_mod in ((real_jax, real_jnp), (jax, jnp)):
+        cls, message, run = _io_misuses(lib, np_mod)[case]
+        with pytest.raises(cls, match=message):
+            run()
+
+
+def test_io_callback_in_a_cond_with_unbatched_predicate_still_runs_under_vmap():
+    seen = []
+    f = jax.vmap(lambda x: lax.cond(True, lambda: io_callback(
+        lambda v: seen.append(int(v)) or v, jax.ShapeDtypeStruct((), np.int32), x), lambda: x))
+    np.testing.assert_array_equal(np.asarray(f(jnp.arange(3, dtype=np.int32))), [0, 1, 2])
+    assert sorted(seen) == [0, 1, 2]

@@ -78,6 +78,61 @@ def test_debug_infs():
         jax.config.update("debug_infs", False)
 
 
+def _jax_error(run):
+    """The message of the FloatingPointError JAX raises from `run(jax_module, jnp_module)`."""
+    import jax as real_jax
+    import jax.numpy as real_jnp
+    real_jax.config.update("jax_debug_nans", True)
+    try:
+        with pytest.raises(FloatingPointError) as info:
+            run(real_jax, real_jnp)
+    finally:
+        real_jax.config.update("jax_debug_nans", False)
+    return str(info.value)
+
+
+def _nan_input_through_jit(lib, np_mod):
+    lib.jit(lambda x: x * 3.)(np.nan)
+
+
+def _nan_literal_out_of_jit(lib, np_mod):
+    lib.jit(lambda x: (np_mod.nan, x + 2))(3)
+
+
+@pytest.mark.parametrize("run", [_nan_input_through_jit, _nan_literal_out_of_jit])
+def test_debug_nans_without_a_culprit_primitive(debug_nans, run):
+    # JAX: the de-optimized function did not produce the NaN (an input or a literal did)
+    assert "the de-optimized function did not" in _jax_error(run)
+    with pytest.raises(FloatingPointError, match="the de-optimized function did not .*literals "
+                                                 "or inputs"):
+        run(jax, jnp)
+
+
+def _pmap_div(lib, np_mod):
+    lib.pmap(lambda x: 0. / x)(np_mod.zeros((1,)))
+
+
+def _pmap_grad(lib, np_mod):
+    _, pullback = lib.vjp(lib.pmap(lib.jit(lambda x: np_mod.log(x ** 2))), np_mod.zeros([1]))
+    pullback(np_mod.ones([1]))
+
+
+def _shard_map_div(lib, np_mod):
+    mesh = lib.sharding.Mesh(np.array(lib.devices()[:1]), ("x",))
+    spec = lib.sharding.PartitionSpec("x")
+    lib.shard_map(lambda x: 0. / x, mesh=mesh, in_specs=spec, out_specs=spec)(
+        np_mod.zeros((1,)))
+
+
+@pytest.mark.parametrize("run", [_pmap_div, _pmap_grad, _shard_map_div])
+def test_debug_nans_in_sharded_computations(debug_nans, run):
+    message = _jax_error(run)
+    with pytest.raises(FloatingPointError) as info:
+        run(jax, jnp)
+    assert str(info.value) == message == "Invalid value (nan) encountered in sharded computation."
+    jax.pmap(lambda x: 0. / x)(jnp.ones((1,)))  # no NaN, no error
+
+
 def test_every_op_has_user_location_and_name_stack():
     def f(x):
         with jax.named_scope("layer1"):

@@ -247,8 +247,10 @@ def test_pjit_is_deprecated_jit():
              static_argnums=1)
     with mesh:
         np.testing.assert_allclose(f(jnp.arange(4.0), 3), 3 * np.arange(4.0))
-    with pytest.raises(NotImplementedError, match="compiler_options"):
-        pjit(lambda x: x, compiler_options={"xla_cpu_enable_fast_math": True})
+    np.testing.assert_allclose(
+        pjit(lambda x: x + 1, compiler_options={"xla_cpu_enable_fast_math": True})(1.), 2.)
+    with pytest.raises(fluxion.errors.JaxRuntimeError, match="No such compile option"):
+        pjit(lambda x: x, compiler_options={"no_such_option": True})(1.)
 
 
 def _draws(random):

@@ -306,3 +306,28 @@ def test_public_names_of_jax_jet():
     mine = {n for n in dir(ours) if not n.startswith("_")}
     assert sorted(theirs - mine - helpers - internals) == []
     assert not (internals | helpers) & mine
+
+
+def _grad_inside(lib, np_mod):
+    def g(eps):  # grad's transpose sums the two cotangents of x with add_any
+        return lib.grad(lambda x, e: x * e + e + x)(np_mod.array(1.), eps)
+    return g
+
+
+def _grad_of_jacfwd_inside(lib, np_mod):
+    def h(eps):
+        x = np_mod.array([1., 1.])
+        return lib.grad(lib.jacfwd(lambda t: ((x + t * eps * x) ** 5).sum()))(0.)
+    return h
+
+
+@pytest.mark.parametrize("make,primal,series", [(_grad_inside, 1., [1.]),
+                                                 (_grad_of_jacfwd_inside, 0., [1., 2., 3.])])
+@pytest.mark.parametrize("jitted", [False, True])
+def test_jet_through_grad_add_any(make, primal, series, jitted):
+    fun = make(fluxion, jnp)
+    fun = fluxion.jit(fun) if jitted else fun
+    out, terms = jet(fun, (primal,), (series,))
+    want, want_terms = jjet.jet(make(jax, jjnp), (primal,), (series,))
+    np.testing.assert_allclose(np.asarray(out), np.asarray(want), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(terms), np.asarray(want_terms), rtol=1e-4)

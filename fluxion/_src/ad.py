@@ -198,9 +198,34 @@ class JVPTrace(Trace):
         return JVPTracer(self, primal, tangent)
 
 
+def _is_host_value(x) -> bool:
+    return isinstance(x, (np.ndarray, np.generic)) or dtypes.is_python_scalar(x)
+
+
+def _pin_host_values(values: Sequence) -> tuple[list, dict]:
+    """Host values (Python and NumPy scalars, NumPy arrays) as Arrays of the type they have
+    now, and a map from each new Array's id back to its host value. A host value's type
+    follows the x64 flag, so an `enable_x64` inside the traced function would otherwise widen a
+    primal but not the tangent created for it beside it."""
+    from fluxion._src.array import make_array
+    pinned, originals = [], {}
+    for x in values:
+        if _is_host_value(x) and np.result_type(x) != dtypes.float0:
+            aval = core.get_aval(x)
+            new = make_array(np.asarray(x), aval.dtype, aval.weak_type)
+            originals[id(new)] = x
+            x = new
+        pinned.append(x)
+    return pinned, originals
+
+
 def jvp_flat(fun: Callable, primals: Sequence, tangents: Sequence, origin="jvp"):
     """Run `fun` (flat lists in and out) on JVP tracers; returns (primal_outs, tangent_outs),
-    with symbolic Zero where an output's tangent is zero."""
+    with symbolic Zero where an output's tangent is zero. Host inputs returned unchanged come
+    back as given."""
+    primals, originals = _pin_host_values(primals)
+    tangents, t_originals = _pin_host_values(tangents)
+    originals.update(t_originals)
     trace = JVPTrace(origin)
     ins = [trace.wrap(p, t) if type(t) is not Zero else JVPTracer(trace, p, t)
            for p, t in zip(primals, tangents)]
@@ -210,7 +235,8 @@ def jvp_flat(fun: Callable, primals: Sequence, tangents: Sequence, origin="jvp")
         pairs = [trace.primal_tangent(x) for x in outs]
     finally:
         trace.is_live = False
-    return [p for p, _ in pairs], [t for _, t in pairs]
+    return ([originals.get(id(p), p) for p, _ in pairs],
+            [originals.get(id(t), t) for _, t in pairs])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,6 +295,15 @@ def linearize_flat(fun: Callable, primals: Sequence, origin="linearize"):
 # ---------------------------------------------------------------------------------------------
 # Transposition
 
+def _literal_value(v: core.Literal):
+    """A literal's value, as an Array of its aval's dtype where a host value would now be
+    narrowed (a float64 literal traced under enable_x64, transposed outside it)."""
+    aval = v.aval
+    if isinstance(v.val, Tracer) or dtypes.canonicalize_dtype(aval.dtype) == aval.dtype:
+        return v.val
+    return machinery_ops.full(aval.shape, v.val, aval.dtype, aval.weak_type)
+
+
 def backward_pass(jaxpr: core.Jaxpr, consts: Sequence, linear_args: Sequence,
                   cotangents_out: Sequence) -> list:
     """Transpose a linear jaxpr: given cotangents of its outputs, return cotangents of its
@@ -296,7 +331,8 @@ def backward_pass(jaxpr: core.Jaxpr, consts: Sequence, linear_args: Sequence,
             linear_eqns.append(eqn)
             linear_vars.update(id(v) for v in eqn.outvars)
         else:
-            ins = [v.val if type(v) is core.Literal else primal_env[id(v)] for v in eqn.invars]
+            ins = [_literal_value(v) if type(v) is core.Literal else primal_env[id(v)]
+                   for v in eqn.invars]
             outs = eqn.primitive.bind(*ins, **eqn.params)
             outs = outs if eqn.primitive.multiple_results else [outs]
             for v, x in zip(eqn.outvars, outs):
@@ -316,7 +352,7 @@ def backward_pass(jaxpr: core.Jaxpr, consts: Sequence, linear_args: Sequence,
         if all(ct is None for ct in cts):
             continue
         cts = [Zero(tangent_aval(v.aval)) if ct is None else ct for v, ct in zip(eqn.outvars, cts)]
-        args = [v.val if type(v) is core.Literal else
+        args = [_literal_value(v) if type(v) is core.Literal else
                 UndefinedPrimal(v.aval) if id(v) in linear_vars else primal_env[id(v)]
                 for v in eqn.invars]
         rule = primitive_transposes.get(eqn.primitive)

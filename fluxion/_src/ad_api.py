@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from fluxion._src import ad, core, dtypes, sharding_types, source_info, vjp_function
+from fluxion._src import ad, core, dtypes, machinery_ops, sharding_types, source_info, vjp_function
 from fluxion._src.ad import Zero
 from fluxion._src.api import check_callable, fun_name
 from fluxion._src.traceback_util import api_boundary
@@ -18,8 +18,8 @@ from fluxion._src.tree_util import tree_flatten, tree_map, tree_structure, tree_
 def _check_jax_leaves(leaves, what: str, name: str) -> None:
     for x in leaves:
         if not isinstance(x, core.Tracer) and not core.valid_jaxtype(x):
-            raise TypeError(f"{what} of {name}: {type(x).__name__} {x!r} is not a valid JAX type; "
-                            "use arrays, scalars or pytrees of them.")
+            raise TypeError(f"{what} of {name}: {x!r} of type {type(x)} is not a valid JAX "
+                            "type; use arrays, scalars or pytrees of them.")
 
 
 def _flat_fun(fun, in_tree, out_tree_box, has_aux=False, name="fun"):
@@ -30,7 +30,9 @@ def _flat_fun(fun, in_tree, out_tree_box, has_aux=False, name="fun"):
         if has_aux:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise TypeError(f"{name} was called with has_aux=True, so it must return a pair "
-                                f"(output, auxiliary data); it returned {type(out).__name__}.")
+                                f"(output, auxiliary data): expected function with aux output "
+                                f"to return a two-element tuple, but got type {type(out)} with "
+                                f"value {out!r}")
             out, aux = out
             trace = core.current_trace()
             if isinstance(trace, ad.JVPTrace):  # aux is not differentiated: keep its primals
@@ -325,10 +327,10 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
 
 
 def _ones(aval):
-    from fluxion._src.lax import lax
     # the output's weak type, as JAX's seed (full_like): a weakly typed loss gives weakly
-    # typed gradients wherever the transposes keep its type
-    return lax._convert_element_type(1, aval.dtype, aval.weak_type)
+    # typed gradients wherever the transposes keep its type; and its dtype exactly (a float64
+    # loss computed under enable_x64 and differentiated outside it)
+    return machinery_ops.full((), 1, aval.dtype, aval.weak_type)
 
 
 def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,

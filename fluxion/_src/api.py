@@ -17,7 +17,7 @@ import optree
 
 from fluxion._src import cache_misses, nan_checks, profiling, source_info, transfer_guard
 from fluxion._src import config_flags, core, dtypes, monitoring, placement, staging, tree_util
-from fluxion._src import key_flow
+from fluxion._src import batching, key_flow
 from fluxion._src.array import Array, make_array, unshared
 from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.compiler import backend
@@ -45,21 +45,21 @@ class ShapeDtypeStruct:
         self.sharding = sharding
         self.weak_type = weak_type
 
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
     @classmethod
     def like(cls, x) -> "ShapeDtypeStruct":
-        """The shape, dtype and weak type of array-like `x`, with its sharding when `x` is
-        a committed array or a ShapeDtypeStruct that has one."""
+        """The shape, dtype and weak type of `x` (an array, tracer, NumPy or Python value, or
+        ShapeDtypeStruct), with the sharding of an Array committed to its devices."""
         aval = core.get_aval(x)
         if isinstance(x, ShapeDtypeStruct):
             sharding = x.sharding
-        elif isinstance(x, Array) and x.committed:
+        elif not isinstance(x, core.Tracer) and getattr(x, "committed", False):
             sharding = x.sharding
         else:
             sharding = None
         return cls(aval.shape, aval.dtype, sharding=sharding, weak_type=aval.weak_type)
-
-    ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
 
     def __repr__(self):
         weak = ", weak_type=True" if self.weak_type else ""
@@ -86,6 +86,15 @@ core.register_aval_handler(ShapeDtypeStruct, lambda s: ShapedArray(
     s.shape, dtypes.canonicalize_dtype(s.dtype), s.weak_type))
 
 
+def _reject_masked_array(x):
+    # its mask would be dropped silently (jnp.array, which copies, takes the data as JAX's does)
+    raise ValueError("numpy masked arrays are not supported as direct inputs to JAX functions. "
+                     "Use arr.filled() to convert the value to a standard numpy array.")
+
+
+core.register_aval_handler(np.ma.MaskedArray, _reject_masked_array)
+
+
 def abstractify_args(fun, leaves, in_tree, static_pos=()) -> tuple:
     """The avals of flat argument leaves; a TypeError naming the argument for an invalid one."""
     try:
@@ -93,10 +102,8 @@ def abstractify_args(fun, leaves, in_tree, static_pos=()) -> tuple:
     except TypeError:
         raise _invalid_argument_error(fun, leaves, in_tree, static_pos) from None
     for i, x in enumerate(leaves):
-        if isinstance(x, np.ma.MaskedArray):  # its mask would be dropped silently
-            raise ValueError("numpy masked arrays are not supported as direct inputs to JAX "
-                             "functions. Use arr.filled() to convert the value to a standard "
-                             "numpy array.")
+        if isinstance(x, np.ma.MaskedArray):  # a subclass of it
+            _reject_masked_array(x)
         if type(x) is int and not dtypes.fits_default_int(x):
             path = optree.tree_paths(tree_unflatten(in_tree, leaves), none_is_leaf=False,
                                      namespace=tree_util.NAMESPACE)[i]
@@ -193,6 +200,9 @@ def _normalize_static(fun, static_argnums, static_argnames, what: str = "static_
     try:
         params = list(inspect.signature(fun).parameters.values())
     except (TypeError, ValueError):
+        if what == "donate_argnums" and static_argnames:  # names cannot be mapped to positions
+            raise ValueError(f"Getting the signature of function {fun} failed. Pass "
+                             "donate_argnums instead of donate_argnames.") from None
         return static_argnums, static_argnames
     _validate_argnames(params, static_argnames, what.replace("argnums", "argnames"))
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -288,6 +298,16 @@ class Traced:
         return self.name
 
     @property
+    def args_info(self):
+        """The arguments as the pytree `(args, kwargs)` of `stages.ArgInfo` (aval, donated)."""
+        return _args_info(self.in_tree, self.in_avals, self.donate_mask)
+
+    @property
+    def donate_argnums(self) -> tuple:
+        """The indices of the donated argument leaves."""
+        return _donated_leaves(self.donate_mask)
+
+    @property
     def out_info(self):
         """The outputs as a pytree of ShapeDtypeStruct."""
         return tree_unflatten(self.out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
@@ -315,9 +335,14 @@ def _refs_among(leaves) -> bool:
 
 
 def check_callable(fun) -> None:
-    """JAX's TypeError for a transformation applied to something that is not a function."""
+    """JAX's TypeError for a transformation applied to something that is not a function (a
+    staticmethod object, a generator function included)."""
+    if isinstance(fun, staticmethod):
+        raise TypeError(f"staticmethod arguments are not supported, got {fun}")
     if not callable(fun):
         raise TypeError(f"Expected a callable value, got {fun}")
+    if inspect.isgeneratorfunction(fun):
+        raise TypeError(f"Expected a function, got a generator function: {fun}")
 
 
 def fun_name(fun) -> str:
@@ -328,6 +353,16 @@ def fun_name(fun) -> str:
 # forward_results((args, kwargs), result, effects)), set by fluxion._src.random.keys, where
 # typed keys live.
 key_reuse_hooks = None
+
+
+def _args_info(in_tree, in_avals, donate_mask):
+    from fluxion.stages import ArgInfo
+    mask = donate_mask or (False,) * len(in_avals)
+    return tree_unflatten(in_tree, [ArgInfo(a, bool(d)) for a, d in zip(in_avals, mask)])
+
+
+def _donated_leaves(donate_mask) -> tuple:
+    return tuple(i for i, d in enumerate(donate_mask or ()) if d)
 
 
 def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit") -> Traced:
@@ -454,8 +489,9 @@ class JitFunction:
 
     def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
                  donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None,
-                 in_shardings=None, out_shardings=None):
+                 in_shardings=None, out_shardings=None, compiler_options=None):
         check_callable(fun)
+        self._compiler_options = dict(compiler_options) if compiler_options else None
         _check_device(device, "jit(device=...)")
         self._inline = inline
         # jit(device=) and jit(backend=) pin the program to a device: every argument moves
@@ -503,7 +539,8 @@ class JitFunction:
             fun, (self._static_argnums, self._static_argnames, self._donate_argnums,
                   self._donate_argnames, inline, keep_unused, device, backend,
                   _compiler_name(config.default_backend), _hashable_or_id(in_shardings),
-                  _hashable_or_id(out_shardings)))
+                  _hashable_or_id(out_shardings),
+                  _hashable_or_id(tuple(sorted((compiler_options or {}).items())))))
         self._compiler = _compiler_name(backend)  # "iree", or None for XLA
         self._fast_path_ok = not (self._static_argnums or self._static_argnames or
                                   self._donate_argnums or self._donate_argnames or
@@ -533,7 +570,9 @@ class JitFunction:
 
     def _get_traced(self, leaves, in_tree, static_pos, static_kw) -> Traced:
         avals = abstractify_args(self._fun, leaves, in_tree, static_pos)
-        key = (in_tree, static_pos, static_kw, avals, config.trace_key)
+        # the named axes bound around the call: the trace may read their sizes (axis_size)
+        named_axes = tuple(f for f in batching._axis_env.frames if f[0] is not None)
+        key = (in_tree, static_pos, static_kw, avals, config.trace_key, named_axes)
         traced = self._trace_cache.get(key)
         if traced is None:
             traced = trace_flat(self._fun, in_tree, list(avals), static_pos, static_kw, "jit")
@@ -581,6 +620,13 @@ class JitFunction:
     def _call(self, args, kwargs):
         if config.disable_jit:
             return self._fun(*args, **kwargs)
+        if self._compiler_options:
+            from fluxion._src.compiler import backend
+            with backend.compiler_options(self._compiler_options):
+                return self._call_compiled(args, kwargs)
+        return self._call_compiled(args, kwargs)
+
+    def _call_compiled(self, args, kwargs):
         leaves, in_tree, static_pos, static_kw, dyn_args = self._flatten(args, kwargs)
         sharded = self._in_shardings_given or self._out_shardings_given
         if _refs_among(leaves):
@@ -700,15 +746,31 @@ class JitFunction:
             from fluxion._src import sharded_jit
             lowered = sharded_jit.lower_jit(self, args, kwargs)
             if lowered is not None:
+                lowered._compiler_options = self._compiler_options
+                lowered._arg_names = None
                 return lowered
         lowered = self.trace(*args, **kwargs).lower()
         lowered._device = self._device
         if self._device is None and dispatch.placing:  # compiled for the committed device
             lowered._device = placement.committed_device(tree_flatten((args, kwargs))[0])
+        lowered._compiler_options = self._compiler_options
+        leaves, in_tree, static_pos, _, _ = self._flatten(args, kwargs)
+        names = _describer(self._fun, lowered._traced.name, len(leaves), in_tree, static_pos)()[1]
+        lowered._arg_names = lambda: names
         return lowered
 
     def eval_shape(self, *args, **kwargs):
-        return self.trace(*args, **kwargs).out_info
+        """The outputs as ShapeDtypeStructs, with the jit's `out_shardings` where it has them."""
+        out = self.trace(*args, **kwargs).out_info
+        if self._out_shardings is None:
+            return out
+        from fluxion._src import sharded_jit, sharding_impls
+        leaves, tree = tree_flatten(out)
+        shardings = sharded_jit.flat_shardings(
+            self._out_shardings, tree_unflatten(tree, [0] * len(leaves)), "jit out_shardings")
+        return tree_unflatten(tree, [
+            leaf if s is None else leaf.update(sharding=sharding_impls.canonicalize(
+                s, "jit out_shardings")) for leaf, s in zip(leaves, shardings)])
 
     def clear_cache(self):
         self._cache.clear()
@@ -765,14 +827,41 @@ class Lowered:
         return tree_unflatten(self._traced.in_tree, list(self._traced.in_avals))
 
     @property
+    def args_info(self):
+        """The arguments as the pytree `(args, kwargs)` of `stages.ArgInfo` (aval, donated)."""
+        return _args_info(self._traced.in_tree, self._traced.in_avals, self._donate_mask)
+
+    @property
+    def donate_argnums(self) -> tuple:
+        """The indices of the donated argument leaves."""
+        return _donated_leaves(self._donate_mask)
+
+    def cost_analysis(self):
+        """XLA's cost estimates (flops, bytes accessed) of the module before optimization."""
+        from jaxlib import _jax
+        from fluxion._src.compiler import backend
+        return _jax.hlo_module_cost_analysis(backend.get_backend().client,
+                                             self.compiler_ir("hlo").as_hlo_module())
+
+    @property
     def out_info(self):
         """The outputs as ShapeDtypeStructs; as JAX's, a lowered program's carry no weak type."""
         return tree_map(lambda s: s.update(weak_type=False), self._traced.out_info)
 
     _compile_sharded = None  # set for partitioned programs (sharded_jit.lower_jit)
     _device = None  # the device of a jit(device=...) program
+    _compiler_options = None  # the jit's
+    _arg_names = None  # a function giving the flat arguments' names, for errors
 
-    def compile(self) -> "Compiled":
+    def compile(self, compiler_options: dict | None = None) -> "Compiled":
+        """Compile with XLA; `compiler_options` (XLA options by name, as `jit` takes them) add
+        to and override the jit's."""
+        options = {**(self._compiler_options or {}), **(compiler_options or {})}
+        from fluxion._src.compiler import backend
+        with backend.compiler_options(options):
+            return self._compile()
+
+    def _compile(self) -> "Compiled":
         symbolic = [a for a in self._traced.in_avals if is_symbolic_shape(a.shape)]
         if symbolic:
             raise ValueError(
@@ -781,10 +870,13 @@ class Lowered:
                 "shapes only. Lower it with concrete shapes, or export it "
                 "(fluxion.export.export(jit(f))(...)) and call the Exported with arrays.")
         if self._compile_sharded is not None:
-            return Compiled(self._compile_sharded(), self._traced)
-        compiled = compile_closed_jaxpr(self._traced.jaxpr, name=f"jit_{self._traced.name}",
-                                        donated_invars=self._donate_mask, text=self._text)
-        return Compiled(compiled, self._traced, self._device)
+            out = Compiled(self._compile_sharded(), self._traced)
+        else:
+            compiled = compile_closed_jaxpr(self._traced.jaxpr, name=f"jit_{self._traced.name}",
+                                            donated_invars=self._donate_mask, text=self._text)
+            out = Compiled(compiled, self._traced, self._device)
+        out._arg_names = self._arg_names
+        return out
 
 
 def sharding_impls_single(device):
@@ -800,20 +892,43 @@ class Compiled:
         self._traced = traced
         self._device = device
 
+    _arg_names = None  # a function giving the flat arguments' names (JitFunction.lower)
+
     def __call__(self, *args, **kwargs):
         leaves, in_tree = tree_flatten((args, kwargs))
         if in_tree != self._traced.in_tree:
-            raise TypeError(f"Compiled function called with argument structure {in_tree}, "
-                            f"but was compiled for {self._traced.in_tree}")
-        avals = [core.get_aval(x) for x in leaves]
-        for i, (got, want) in enumerate(zip(avals, self._traced.in_avals)):
-            if got.shape != want.shape or got.dtype != want.dtype:
-                raise TypeError(f"Argument {i} has type {got.str_short()} but the function was "
-                                f"compiled for {want.str_short()}")
+            raise TypeError("Function compiled with input pytree does not match the input pytree "
+                            f"it was called with: compiled for {self._traced.in_tree}, called "
+                            f"with {in_tree}.")
+        for x in leaves:
+            if isinstance(x, core.Tracer):
+                raise TypeError("Cannot apply JAX transformations to a function lowered and "
+                                "compiled for a particular signature. Detected argument of "
+                                f"Tracer type {type(x)}.")
+        self._check_types([core.get_aval(x) for x in leaves])
         if dispatch.placing and isinstance(self._compiled, CompiledFunction):
             self._check_devices(leaves)
         return self._traced.out_tree.unflatten(
             _run(self._compiled, leaves, self._traced.donate_mask, self._device))
+
+    def _check_types(self, avals) -> None:
+        """JAX's TypeError listing (up to five) arguments of another shape or dtype."""
+        wanted = self._traced.in_avals
+        bad = [i for i, (got, want) in enumerate(zip(avals, wanted))
+               if (got.shape, got.dtype) != (want.shape, want.dtype)]
+        if not bad:
+            return
+        names = self._arg_names() if self._arg_names is not None else None
+        names = names or [f"args[{i}]" for i in range(len(avals))]
+        def typ(a):  # JAX's words: float32[3,4]
+            return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+        lines = [f"Argument '{names[i]}' compiled with {typ(wanted[i])} and called with "
+                 f"{typ(avals[i])}" for i in bad[:5]]
+        count = "The" if len(bad) < 5 else f"The first 5 of {len(bad)}"
+        raise TypeError("Argument types differ from the types for which this computation was "
+                        "compiled. Perhaps you are calling the compiled executable with a "
+                        f"different enable_x64 mode than when it was AOT compiled? {count} "
+                        "mismatches are:\n" + "\n".join(lines))
 
     def _check_devices(self, leaves) -> None:
         """An executable compiled ahead of time runs on its device: committed arguments
@@ -834,6 +949,18 @@ class Compiled:
 
     in_tree = property(lambda self: self._traced.in_tree)
     out_tree = property(lambda self: self._traced.out_tree)
+    in_avals = Lowered.in_avals
+    _donate_mask = property(lambda self: self._traced.donate_mask)
+
+    @property
+    def args_info(self):
+        """The arguments as the pytree `(args, kwargs)` of `stages.ArgInfo` (aval, donated)."""
+        return _args_info(self._traced.in_tree, self._traced.in_avals, self._donate_mask)
+
+    @property
+    def donate_argnums(self) -> tuple:
+        """The indices of the donated argument leaves."""
+        return _donated_leaves(self._donate_mask)
 
     @property
     def out_info(self):
@@ -856,7 +983,7 @@ _NO_FUNCTION = object()  # `jit(static_argnums=...)` without a function returns 
 
 def jit(fun: Callable = _NO_FUNCTION, *, in_shardings=None, out_shardings=None, static_argnums=(),
         static_argnames=(), donate_argnums=(), donate_argnames=(), inline=False,
-        keep_unused=False, device=None, backend=None):
+        keep_unused=False, device=None, backend=None, compiler_options=None):
     """Compile `fun` with XLA, once per abstract signature of its arguments.
 
     Parameters
@@ -871,6 +998,9 @@ def jit(fun: Callable = _NO_FUNCTION, *, in_shardings=None, out_shardings=None, 
     in_shardings, out_shardings : Sharding, PartitionSpec, None, or pytree prefixes of them
         How the positional arguments and the outputs are laid out over a mesh (None: the
         argument's own sharding / XLA's choice). The program is then partitioned by XLA.
+    compiler_options : dict, optional
+        XLA options by name (its debug options, or ``optimization_level`` and the other
+        build options JAX sets); XLA rejects an unknown name when compiling.
 
     Returns
     -------
@@ -882,7 +1012,8 @@ def jit(fun: Callable = _NO_FUNCTION, *, in_shardings=None, out_shardings=None, 
     kwargs = dict(in_shardings=in_shardings, out_shardings=out_shardings,
                   static_argnums=static_argnums, static_argnames=static_argnames,
                   donate_argnums=donate_argnums, donate_argnames=donate_argnames, inline=inline,
-                  keep_unused=keep_unused, device=device, backend=backend)
+                  keep_unused=keep_unused, device=device, backend=backend,
+                  compiler_options=compiler_options)
     if fun is _NO_FUNCTION:
         return lambda f: JitFunction(f, **kwargs).public_function()
     return JitFunction(fun, **kwargs).public_function()
@@ -1002,8 +1133,8 @@ host_ids = _renamed("host_ids", process_indices)
 def _check_device(device, where: str) -> None:
     """`device` must be None or a device (Shardings take device_put's sharded path)."""
     if device is not None and not (hasattr(device, "platform") and hasattr(device, "client")):
-        raise ValueError(f"{where} only accepts None or a device (one of fluxion.devices()); "
-                         f"received invalid value: {device!r}")
+        raise ValueError(f"{where} only accepts None or a device (one of fluxion.devices()). "
+                         f"Received invalid value: {device!r}")
 
 
 def _is_device(d) -> bool:

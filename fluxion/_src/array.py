@@ -92,8 +92,7 @@ class Array:
         return complex(self._value())
 
     def __index__(self):
-        if not (dtypes.is_integer(self.dtype) or self.dtype == dtypes.bool_):
-            raise TypeError(f"only integer arrays can be converted to an index, got {self.dtype}")
+        core.check_integer_conversion(self.aval)
         return int(self._value())
 
     def __len__(self):

@@ -15,6 +15,7 @@ is stored and re-raised at the caller instead of XLA's error (see `SynchronousEx
 """
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, Callable
 
@@ -24,6 +25,8 @@ from fluxion._src import core, dtypes, effects
 from fluxion._src import ad, batching, token_lowering
 from fluxion._src.compiler import lowering
 from fluxion._src.core import ShapedArray
+
+_logger = logging.getLogger(__name__)
 
 pure_callback_p = core.Primitive("pure_callback")
 pure_callback_p.multiple_results = True
@@ -206,6 +209,15 @@ def _io_jvp(primals, tangents, **params):
     raise ValueError("IO callbacks do not support JVP.")
 
 
+def _pure_transpose(*args, **params):
+    raise ValueError("Pure callbacks do not support transpose. Please use `jax.custom_vjp` to "
+                     "use callbacks while taking gradients.")
+
+
+def _io_transpose(*args, **params):
+    raise ValueError("IO callbacks do not support transpose.")
+
+
 def _debug_jvp(primals, tangents, **params):
     debug_callback_p.bind(*primals, **params)
     return [], []
@@ -228,7 +240,7 @@ def _batch(prim):
                 "vmap_method='sequential', 'expand_dims', 'broadcast_all' or "
                 "'legacy_vectorized' to pure_callback.")
         if prim is io_callback_p and ordered:
-            raise ValueError("Cannot vmap an ordered IO callback.")
+            raise ValueError("Cannot `vmap` ordered IO callback.")
         if prim is not pure_callback_p:
             method = "sequential"  # io and debug callbacks run once per batch element
         if method in ("sequential", "sequential_unrolled"):
@@ -283,6 +295,8 @@ for _p in _ALL:
         effects.declare_effects(_p, _rule)
 ad.primitive_jvps[pure_callback_p] = _pure_jvp
 ad.primitive_jvps[io_callback_p] = _io_jvp
+ad.primitive_transposes[pure_callback_p] = _pure_transpose
+ad.primitive_transposes[io_callback_p] = _io_transpose
 ad.primitive_jvps[debug_callback_p] = _debug_jvp
 token_lowering.install()
 
@@ -347,7 +361,12 @@ def _flat_result_avals(result_shape_dtypes):
         if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape):
             raise ValueError(f"result_shape_dtypes shapes must have non-negative integer "
                              f"dimensions, got {tuple(shape)}")
-        avals.append(ShapedArray(tuple(shape), dtypes.canonicalize_dtype(np.dtype(dtype))))
+        dtype = np.dtype(dtype)
+        canonical = dtypes.canonicalize_dtype(dtype)
+        if canonical != dtype and dtype != dtypes.float0:
+            raise ValueError("result_shape_dtypes cannot specify 64-bit types when "
+                             "`jax_enable_x64` is disabled")
+        avals.append(ShapedArray(tuple(shape), canonical))
     return tuple(avals), tree
 
 
@@ -364,7 +383,14 @@ def _as_fluxion_array(x, weak_type: bool):
     return Array(backend.device_put_numpy(arr, aval, None), aval)
 
 
-def _flat_callback(callback, in_tree, out_tree, weak_types=None, static=None):
+# The API each callback primitive serves, named in the log record of a callback's exception.
+_API_NAMES = {"pure_callback": "jax.pure_callback", "io_callback": "jax.io_callback",
+              "debug_callback": "jax.debug.callback"}
+
+
+def _flat_callback(callback, in_tree, out_tree, weak_types=None, static=None, api_name=None):
+    """`callback` taking and returning flat leaves; its exceptions are logged (at ERROR, with
+    the traceback, as `{api_name} failed`, as JAX logs them) before they propagate."""
     from fluxion import tree_util
 
     def flat(*leaves):
@@ -375,7 +401,12 @@ def _flat_callback(callback, in_tree, out_tree, weak_types=None, static=None):
             leaves = [static[i] if i in static else next(dyn)
                       for i in range(len(leaves) + len(static))]
         args, kwargs = tree_util.tree_unflatten(in_tree, list(leaves))
-        out = callback(*args, **kwargs)
+        try:
+            out = callback(*args, **kwargs)
+        except BaseException:
+            if api_name is not None:
+                _logger.exception(f"{api_name} failed")
+            raise
         if out_tree is None:
             return ()
         out_leaves, got = tree_util.tree_flatten(out)
@@ -405,7 +436,8 @@ def _bind_callback(prim, callback, result_shape_dtypes, args, kwargs, vmap_metho
               if static_ok and not core.valid_jaxtype(x)} if static_ok else {}
     leaves = [_as_operand(x) for i, x in enumerate(leaves) if i not in static]
     flat_cb = _flat_callback(callback, in_tree, out_tree,
-                             [core.get_aval(x).weak_type for x in leaves], static)
+                             [core.get_aval(x).weak_type for x in leaves], static,
+                             _API_NAMES.get(prim.name))
     outs = prim.bind(*leaves, callback=flat_cb, result_avals=result_avals,
                      vmap_method=vmap_method, ordered=ordered)
     if out_tree is None:

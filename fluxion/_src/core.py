@@ -141,6 +141,20 @@ def _numpy_aval(x) -> ShapedArray:
     return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype, allow_extended=True), False)
 
 
+def _conversion_context(what: str) -> str:
+    """Where a concrete value was asked for; for int/float/complex, JAX's hint to cast."""
+    hint = (f" If trying to convert the data type of a value, try using `x.astype({what})` or "
+            f"`jnp.array(x, {what})` instead." if what in ("int", "float", "complex") else "")
+    return f"The problem arose with the `{what}` function, at {user_frame_summary()}.{hint}"
+
+
+def check_integer_conversion(aval) -> None:
+    """JAX's TypeError for `operator.index` of anything but an integer scalar (booleans
+    included), raised before a tracer's value is asked for."""
+    if aval.shape != () or not dtypes.is_integer(aval.dtype):
+        raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
+
+
 def get_aval(x) -> ShapedArray:
     """The abstract value of a tracer, array, NumPy value or Python scalar."""
     handler = _aval_handlers.get(type(x))
@@ -387,6 +401,13 @@ class Tracer:
     weak_type = property(lambda self: self.aval.weak_type)
 
     @property
+    def sharding(self):
+        raise AttributeError(
+            f"The 'sharding' attribute is not available on traced array with shape "
+            f"{self.aval.str_short()}. To query sharding information on tracers, use "
+            "`jax.typeof(x)`.")
+
+    @property
     def _buf(self):
         # Reached when a leaked tracer meets jit's fast path, which reads device buffers.
         raise escaped_tracer_error(self)
@@ -398,8 +419,7 @@ class Tracer:
     def _concrete_or_raise(self, error_cls, what: str):
         value = self.to_concrete_value()
         if value is None:
-            raise error_cls(self, f"The problem arose with the `{what}` function, at "
-                                  f"{user_frame_summary()}.")
+            raise error_cls(self, _conversion_context(what))
         return value
 
     def __bool__(self):
@@ -410,25 +430,25 @@ class Tracer:
         check_scalar_conversion(self)
         return int(self._concrete_or_raise(ConcretizationTypeError, "int"))
 
+    # float(), complex() and np.asarray() never read a tracer's known value, as in JAX: under
+    # grad it would be the primal alone, and the derivative through it silently zero.
     def __float__(self):
         check_scalar_conversion(self)
-        return float(self._concrete_or_raise(ConcretizationTypeError, "float"))
+        raise ConcretizationTypeError(self, _conversion_context("float"))
 
     def __complex__(self):
         check_scalar_conversion(self)
-        return complex(self._concrete_or_raise(ConcretizationTypeError, "complex"))
+        raise ConcretizationTypeError(self, _conversion_context("complex"))
 
     def __index__(self):
+        check_integer_conversion(self.aval)
         value = self.to_concrete_value()
-        if value is None or not dtypes.is_integer(self.dtype) and self.dtype != dtypes.bool_:
+        if value is None:
             raise TracerIntegerConversionError(self, f"at {user_frame_summary()}")
         return operator.index(value)
 
     def __array__(self, dtype=None, copy=None):
-        value = self.to_concrete_value()
-        if value is None:
-            raise TracerArrayConversionError(self, f"at {user_frame_summary()}")
-        return np.asarray(value, dtype=dtype)
+        raise TracerArrayConversionError(self, f"at {user_frame_summary()}")
 
     def __len__(self):
         if not self.shape:

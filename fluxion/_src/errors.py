@@ -25,6 +25,14 @@ class NonConcreteBooleanIndexError(JAXIndexError):
             "static (concrete) value.")
 
 
+def _type_of(tracer) -> str:
+    """A tracer's type in JAX's words (`bool[]`, `float32[3,4]`)."""
+    aval = getattr(tracer, "aval", None)
+    if aval is None or not hasattr(aval, "dtype"):
+        return type(tracer).__name__
+    return f"{aval.dtype.name}[{','.join(map(str, aval.shape))}]"
+
+
 class ConcretizationTypeError(FluxionTypeError):
     """A traced (abstract) value was used where a concrete Python value is needed."""
 
@@ -44,7 +52,8 @@ class TracerBoolConversionError(ConcretizationTypeError):
     def __init__(self, tracer, context: str = ""):
         FluxionTypeError.__init__(
             self,
-            f"Attempted boolean conversion of traced array: {tracer!r}\n{context}\n"
+            f"Attempted boolean conversion of traced array with shape {_type_of(tracer)}. "
+            f"The tracer: {tracer!r}\n{context}\n"
             "Python control flow (`if`, `while`, `and`/`or`) needs a concrete value, but this one "
             "depends on the arguments of a transformed function. Use lax.cond (or lax.switch) "
             "to branch on a traced value, lax.while_loop or lax.fori_loop to loop on one, or "

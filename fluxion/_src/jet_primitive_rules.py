@@ -11,7 +11,7 @@ from functools import partial
 import numpy as np
 
 from fluxion import lax
-from fluxion._src import core
+from fluxion._src import ad, core
 from fluxion._src.checkpoint import name_p as checkpoint_name_p
 from fluxion._src.sharded_jit import sharding_like_p
 from fluxion._src.jet import (def_comp, def_deriv, deflinear, defzero, deriv_series, jet2,
@@ -35,7 +35,7 @@ for _p in (lax.add_p, lax.sub_p, lax.neg_p, lax.convert_element_type_p, lax.broa
            lax.concatenate_p, lax.pad_p, lax.reshape_p, lax.squeeze_p, lax.rev_p,
            lax.transpose_p, lax.slice_p, lax.reduce_sum_p, lax.reduce_window_sum_p, lax.cumsum_p,
            lax.copy_p, lax.real_p, lax.imag_p, lax.complex_p, lax.conj_p, lax.fft_p,
-           lax.device_put_p, lax.optimization_barrier_p, checkpoint_name_p):
+           lax.device_put_p, lax.optimization_barrier_p, checkpoint_name_p, ad.add_any_p):
     deflinear(_p)
 
 

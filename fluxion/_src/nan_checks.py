@@ -18,8 +18,8 @@ _plain_apply = None
 
 def _bad_kind(values) -> str | None:
     for x in values:
-        aval = getattr(x, "aval", None)
-        if aval is None or not dtypes.is_inexact(aval.dtype):
+        dtype = _dtype_of(x)
+        if dtype is None or not dtypes.is_inexact(dtype):
             continue
         arr = np.asarray(x)
         if config.debug_nans and np.isnan(arr).any():
@@ -29,15 +29,66 @@ def _bad_kind(values) -> str | None:
     return None
 
 
+def _dtype_of(x):
+    """The dtype of an array (global ones included); None for host values (a NaN constant
+    such as `x * np.nan` does not excuse the primitive it goes into) and anything else."""
+    aval = getattr(x, "aval", None)
+    if aval is not None:
+        return aval.dtype
+    if _is_host_value(x):
+        return None
+    try:
+        return core.get_aval(x).dtype
+    except TypeError:
+        return None
+
+
+def _as_arrays(args) -> list:
+    """A jitted function's arguments as Arrays: a NaN argument then comes in already bad."""
+    from fluxion._src.lax import lax
+    return [lax._convert_element_type(x, None, dtypes.is_weakly_typed(x))
+            if _is_host_value(x) else x for x in args]
+
+
+def _is_host_value(x) -> bool:
+    return isinstance(x, (np.ndarray, np.generic)) or dtypes.is_python_scalar(x)
+
+
 def _error(kind: str, prim_name: str, where: str | None) -> FloatingPointError:
     at = f" at {where}" if where else ""
     return FloatingPointError(f"invalid value ({kind}) encountered in {prim_name}{at}")
+
+
+def _no_culprit_error(kind: str, name: str) -> FloatingPointError:
+    return FloatingPointError(
+        f"invalid value ({kind}) encountered in the output of jit({name}). The de-optimized "
+        f"function (the function run without `jit`, one primitive at a time) was run to find the "
+        f"primitive that made it, but the de-optimized function did not produce an invalid "
+        f"value itself: it may come from {kind} literals or inputs passed through (as in "
+        f"`jit(lambda x: jnp.nan)(x)`), or from an optimization `jit` made.")
+
+
+# Their bad outputs are reported as JAX reports them, naming no primitive.
+_SHARDED_PRIMITIVES = frozenset({"shard_map", "xla_pmap"})
+
+
+def _sharded_error(kind: str) -> FloatingPointError:
+    return FloatingPointError(f"Invalid value ({kind}) encountered in sharded computation.")
+
+
+def check_sharded_outputs(outs) -> None:
+    """After a pmap: a NaN (Inf) in an output raises."""
+    kind = _bad_kind(outs)
+    if kind is not None:
+        raise _sharded_error(kind)
 
 
 def _checked_apply(prim, args, params):
     outs = _plain_apply(prim, args, params)
     kind = _bad_kind(outs if prim.multiple_results else [outs])
     if kind is not None and _bad_kind(args) != kind:
+        if prim.name in _SHARDED_PRIMITIVES:
+            raise _sharded_error(kind)
         raise _error(kind, prim.name, core.user_frame_summary())
     return outs
 
@@ -48,11 +99,11 @@ def check_jit_outputs(traced, args, outs) -> None:
     if kind is None:
         return
     closed = traced.jaxpr
-    found = _rerun(closed.jaxpr, closed.consts, list(args))
+    found = _rerun(closed.jaxpr, closed.consts, _as_arrays(args))
     if found is not None:
         prim_name, info = found
         raise _error(kind, prim_name, info.summary() if info is not None else None)
-    raise _error(kind, f"jit({traced.name})", None)
+    raise _no_culprit_error(kind, traced.name)
 
 
 def check_eager_outputs(name: str, outs, rerun) -> None:

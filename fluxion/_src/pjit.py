@@ -9,12 +9,10 @@ def pjit(fun, in_shardings=None, out_shardings=None, static_argnums=None, static
          backend=None, inline: bool = False, compiler_options=None):
     """`jit` with the arguments of JAX's `pjit` (a PartitionSpec sharding names the mesh set
     with ``with mesh:``)."""
-    if compiler_options:
-        raise NotImplementedError("pjit(compiler_options=...): fluxion does not pass XLA "
-                                  "compiler options (see docs/differences.md)")
     return api.jit(fun, in_shardings=in_shardings, out_shardings=out_shardings,
                    static_argnums=() if static_argnums is None else static_argnums,
                    static_argnames=() if static_argnames is None else static_argnames,
                    donate_argnums=() if donate_argnums is None else donate_argnums,
                    donate_argnames=() if donate_argnames is None else donate_argnames,
-                   keep_unused=keep_unused, device=device, backend=backend, inline=inline)
+                   keep_unused=keep_unused, device=device, backend=backend, inline=inline,
+                   compiler_options=compiler_options)

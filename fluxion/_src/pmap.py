@@ -15,7 +15,7 @@ import functools
 
 import numpy as np
 
-from fluxion._src import batching, core, pmap_primitive, staging
+from fluxion._src import batching, core, nan_checks, pmap_primitive, staging
 from fluxion._src.api import check_callable, fun_name
 from fluxion._src.call_transforms import closure_convert
 from fluxion._src.array import Array
@@ -278,6 +278,8 @@ def _execute(exe, leaves, dims, out_ax, devs, n, inner, axis_name=None):
         out = ShardedOutput(bufs[::inner], devs[::inner], aval.update(shape=(n,) + aval.shape),
                             axis_name if isinstance(axis_name, str) else _INTERNAL_AXIS_NAME)
         results.append(out if target == 0 else batching.moveaxis(out, 0, target))
+    if nan_checks.enabled():
+        nan_checks.check_sharded_outputs(results)
     return results
 
 
@@ -306,6 +308,15 @@ def run_pmap_equation(args, params):
                     params["axis_name"])
 
 
+def _check_axes_leaves(axes, what: str) -> None:
+    """JAX's TypeError for an axis spec with a leaf other than an int or None (a bool)."""
+    from fluxion._src.tree_util import tree_leaves
+    if any(type(a) is bool or not isinstance(a, (int, np.integer))
+           for a in tree_leaves(axes)):
+        raise TypeError(f"pmap {what} must be an int, None, or (nested) container with those "
+                        f"types as leaves, but got {axes}.")
+
+
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
          devices=None, backend=None, axis_size=None, donate_argnums=(),
          global_arg_shapes=None):
@@ -319,6 +330,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     inside another pmap (the axes multiply into replica groups).
     """
     check_callable(fun)
+    _check_axes_leaves(in_axes, "in_axes")
+    _check_axes_leaves(out_axes, "out_axes")
     platform = backend
     if isinstance(static_broadcasted_argnums, int):
         static_broadcasted_argnums = (static_broadcasted_argnums,)
@@ -338,8 +351,10 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         from fluxion._src.compiler import backend as be
         for i in static:
             if i >= len(args):
+                plural = "" if len(args) == 1 else "s"
                 raise ValueError(f"pmapped function has static_broadcasted_argnums={static} but "
-                                 f"was called with only {len(args)} positional arguments")
+                                 f"was called with only {len(args)} positional argument{plural}. "
+                                 "All static broadcasted arguments must be passed positionally.")
         dyn_idx = [i for i in range(len(args)) if i not in static]
         dyn_args = tuple(args[i] for i in dyn_idx)
         static_vals = tuple((i, args[i]) for i in static)

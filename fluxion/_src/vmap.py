@@ -106,7 +106,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
         for i, a in enumerate(args):
             arg_of_leaf += [names[i]] * len(tree_flatten(a)[0])
         for k, v in sorted(kwargs.items()):
-            arg_of_leaf += [k] * len(tree_flatten(v)[0])
+            arg_of_leaf += [f"kwargs[{k!r}]"] * len(tree_flatten(v)[0])
         dims, sizes = [], []
         for x, ax, where in zip(leaves, axes, arg_of_leaf):
             aval = core.get_aval(x)
@@ -165,9 +165,11 @@ def _mapped_size(sizes, axis_size):
     if axis_size is not None:
         distinct.add(axis_size)
     if len(distinct) > 1:
-        lines = [f"  * one axis had size {s}: axis {d} of argument {w} of type {a.str_short()};"
-                 for s, d, w, a in sizes]
+        lines = [f"  * one axis had size {s}: axis {d} of "
+                 f"{w if w.startswith('kwargs[') else 'argument ' + w} of type "
+                 f"{a.dtype.name}[{','.join(map(str, a.shape))}]" for s, d, w, a in sizes]
         if axis_size is not None:
-            lines.append(f"  * axis_size was given as {axis_size};")
-        raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n" + "\n".join(lines))
+            lines.append(f"  * axis_size was given as {axis_size}")
+        raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n"
+                         + ";\n".join(lines))
     return distinct.pop()

@@ -1,6 +1,7 @@
 """PJRT clients, devices, host<->device transfers and compiled executables (through jaxlib)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import hashlib
@@ -440,6 +441,40 @@ def check_host_callback_calls(text: str, n_callbacks: int, name: str) -> None:
 # differ only in weak types, equal programs from different functions).
 _executables = BoundedDict(1024)
 
+# The `compiler_options` of the jit (or `Lowered.compile`) compiling now, as sorted (name,
+# value) pairs: XLA debug options by name, and the four build options JAX sets directly.
+_options_state = threading.local()
+_BUILD_OPTIONS = ("exec_time_optimization_effort", "memory_fitting_effort",
+                  "optimization_level", "memory_fitting_level")
+
+
+@contextlib.contextmanager
+def compiler_options(options: dict | None):
+    """Compile with these XLA options (JAX's `jit(compiler_options=...)`) inside the block."""
+    outer = getattr(_options_state, "current", ())
+    _options_state.current = tuple(sorted((options or {}).items()))
+    try:
+        yield
+    finally:
+        _options_state.current = outer
+
+
+def current_compiler_options() -> tuple:
+    return getattr(_options_state, "current", ())
+
+
+def apply_compiler_options(options) -> None:
+    """Set the current `compiler_options` on XLA CompileOptions; an unknown name or a bad
+    value is XLA's JaxRuntimeError when compiling ("No such compile option: ...")."""
+    overrides = dict(current_compiler_options())
+    if not overrides:
+        return
+    build = options.executable_build_options
+    for name in _BUILD_OPTIONS:
+        if name in overrides:
+            setattr(build, name, overrides.pop(name))
+    options.env_option_overrides = list(overrides.items())
+
 
 # Custom-call targets whose handlers a library registers with XLA on first use (jaxlib's
 # LAPACK and cuSOLVER kernels): target-name prefix -> a function registering them.
@@ -477,7 +512,7 @@ def compile_module(text: str, out_avals, device=None, name: str = "main") -> Exe
     device = device or backend.devices[0]
     host_callbacks = getattr(text, "host_callbacks", None)
     key = None if host_callbacks else (hashlib.blake2b(text.encode(), digest_size=20).digest(),
-                                       device)
+                                       device, current_compiler_options())
     loaded = _executables.get(key) if key is not None else None
     if loaded is None:
         loaded = _compile(backend, text, device, name, host_callbacks)
@@ -492,6 +527,7 @@ def _compile(backend, text, device, name, host_callbacks):
     options = xla_client.CompileOptions()
     if device != backend.devices[0]:  # XLA's default assignment is the first device
         options.device_assignment = xla_client.DeviceAssignment.create(np.array([[device.id]]))
+    apply_compiler_options(options)
     check_host_callback_calls(text, len(host_callbacks or ()), name)
     ensure_kernels_for(text)
     cached = False  # loaded from the persistent compilation cache

@@ -105,7 +105,8 @@ def _stack(xs: Sequence):
 
 
 def _zeros(aval: ShapedArray):
-    return structural.full(aval.shape, 0, aval.dtype)
+    # aval.dtype exactly: a body traced under enable_x64 may have 64-bit outputs outside it
+    return structural._machinery_full(aval.shape, 0, aval.dtype, False)
 
 
 def _nonzero(tangents) -> list:
@@ -615,9 +616,18 @@ def _cond_batch(trace, vals, dims, *, branches):
     return outs, [0 if b else None for b in out_batched]
 
 
+def _has_io_effect(*jaxprs) -> bool:
+    from fluxion._src import effects
+    return any(isinstance(e, (effects.IOEffect, effects.OrderedIOEffect))
+               for j in jaxprs for e in effects.jaxpr_effects(j))
+
+
 def _cond_batched_index(index, index_dim, ops, op_dims, branches, axis_name, size):
     """A per-member branch index: every branch runs on the whole batch and each member's
-    outputs are selected from its branch (so collectives or effects in branches run for all)."""
+    outputs are selected from its branch (so collectives or effects in branches run for all);
+    an io_callback would run for members that did not take its branch, so it is refused."""
+    if _has_io_effect(*branches):
+        raise NotImplementedError("IO effect not supported in vmap-of-cond.")
     index = batching.moveaxis(index, index_dim, 0)
     ops = [batching.bdim_at_front(x, d, size) for x, d in zip(ops, op_dims)]
     all_batched = (True,) * len(ops)
@@ -886,6 +896,9 @@ def _while_batch(trace, vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, bod
     _, (pred_bat,) = _batch_jaxpr(cond_jaxpr, tuple(cconst_bat + carry_bat), (False,),
                                   axis_name, size)
     if pred_bat:
+        if _has_io_effect(body_jaxpr, cond_jaxpr):  # it would run for finished members too
+            raise NotImplementedError("IO effects not supported in while_loop with batched "
+                                      "predicate")
         carry_bat = [True] * len(init)
     body, _ = _batch_jaxpr(body_jaxpr, tuple(bconst_bat + carry_bat), tuple(carry_bat),
                            axis_name, size)

@@ -19,6 +19,7 @@ from fluxion._src.array import Array
 from fluxion._src.compiler.hlo import i64_array
 from fluxion._src.core import ShapedArray
 from fluxion._src.lax import lax
+from fluxion._src.lax import shapes as lax_shapes
 from fluxion._src.lax.base import FLOAT, check_dtype, standard_primitive
 from fluxion._src.sharding_types import accepts_out_sharding
 
@@ -1242,7 +1243,11 @@ def collapse(operand, start_dimension: int, stop_dimension: int | None = None):
 # The transformation machinery sits below lax; it reaches these operations through
 # machinery_ops, which is filled in here.
 def _machinery_full(shape, fill_value, dtype, weak_type):
-    return lax.broadcast(lax._convert_element_type(fill_value, dtype, weak_type), shape)
+    fill = lax._convert_element_type(fill_value, dtype, weak_type)
+    if fill.dtype != dtype:  # a 64-bit aval met outside enable_x64: keep its width exactly
+        fill = lax_shapes.convert_element_type_p.bind(fill, new_dtype=np.dtype(dtype),
+                                                      weak_type=weak_type)
+    return lax.broadcast(fill, shape)
 
 
 machinery_ops.install(full=_machinery_full, add=lax.add, transpose=transpose,

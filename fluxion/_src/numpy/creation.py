@@ -128,6 +128,8 @@ def array(object, dtype=None, *args, copy: bool = _Unset(True), order: str | Non
         object = object.__jax_array__()
     if object is None:
         raise ValueError("None is not a valid value for jnp.array")  # JAX's class and words
+    if copy and isinstance(object, np.ma.MaskedArray):
+        object = np.asarray(object)  # its data, as JAX's copy takes it (asarray refuses it)
     dtype = user_dtype(dtype, "array")
     weak = dtype is None and dtypes.is_weakly_typed(object)
     if isinstance(object, (Array, core.Tracer)):

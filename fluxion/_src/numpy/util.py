@@ -34,6 +34,17 @@ def check_arraylike(fname: str, *args) -> None:
                             f"position {i}.")
 
 
+def check_no_float0s(fname: str, *args) -> None:
+    """JAX's TypeError for a float0 operand (a gradient of an integer argument)."""
+    if any(getattr(x, "dtype", None) == dtypes.float0 for x in args):
+        raise TypeError(
+            f"Called {fname} with a float0 array. float0s do not support any operations by "
+            "design because they are not compatible with non-trivial vector spaces. No implicit "
+            "dtype conversion is done. You can use np.zeros_like(arr, dtype=np.float) to cast a "
+            "float0 array to a regular zeros array. \nIf you didn't expect to get a float0 you "
+            "might have accidentally taken a gradient with respect to an integer argument.")
+
+
 def check_python_int(x) -> None:
     """A Python int must fit the default integer type (as when JAX converts it)."""
     if type(x) is int and not dtypes.fits_default_int(x):
@@ -224,6 +235,7 @@ def promote_args(fname: str, *args):
     if args and _same_type_arrays(args):
         return list(args)
     check_arraylike(fname, *args)
+    check_no_float0s(fname, *args)
     return broadcast_arrays_for_op(fname, *promote_dtypes(*args))
 
 
@@ -231,11 +243,13 @@ def promote_args_inexact(fname: str, *args):
     if args and _same_type_arrays(args) and dtypes.is_inexact(args[0].aval.dtype):
         return list(args)
     check_arraylike(fname, *args)
+    check_no_float0s(fname, *args)
     return broadcast_arrays_for_op(fname, *promote_dtypes_inexact(*args))
 
 
 def promote_args_numeric(fname: str, *args):
     check_arraylike(fname, *args)
+    check_no_float0s(fname, *args)
     return broadcast_arrays_for_op(fname, *promote_dtypes_numeric(*args))
 
 
