@@ -61,7 +61,7 @@ def test_round_trip_in_process():
 def test_loaded_checks_its_signature():
     blob, in_tree, out_tree = se.serialize(_compiled())
     loaded = se.deserialize_and_load(blob, in_tree, out_tree)
-    with pytest.raises(TypeError, match="compiled for"):
+    with pytest.raises(TypeError, match="types for which this computation was compiled"):
         loaded(X[:2], Y, scale=np.float32(2.0))
     with pytest.raises(TypeError, match="structure"):
         loaded(X, Y)
