@@ -1,0 +1,133 @@
+"""Mutable Refs where JAX 0.10.2's mutable_array_test found fluxion lacking: a Ref returned
+from a traced function, and one Ref reaching scan / cond / vmap / custom_vjp twice (as two
+operands, or as an operand and a closed-over value). Each case raises JAX's ValueError, with
+the message JAX's own tests match; JAX (the oracle) is run on the same program."""
+import functools
+import re
+
+import jax
+import jax.numpy as jjnp
+import pytest
+
+import fluxion
+import fluxion.numpy as jnp
+
+
+def _raises_like_jax(program, pattern):
+    """`program(api, np_module)` raises ValueError matching `pattern` in JAX and in fluxion."""
+    for api, numpy in ((jax, jjnp), (fluxion, jnp)):
+        with pytest.raises(ValueError, match=pattern):
+            program(api, numpy)
+
+
+def test_jit_returning_a_new_ref_says_where_it_was_created():
+    _raises_like_jax(lambda api, np_: api.jit(api.new_ref)(np_.arange(3)),
+                     r"traced for jit returned a mutable array reference.*\n\n"
+                     r".*was created on line")
+
+
+def test_jit_returning_its_ref_argument_names_it():
+    def program(api, np_):
+        return api.jit(lambda x_ref: x_ref)(api.new_ref(np_.arange(3)))
+    _raises_like_jax(program, r"traced for jit returned a mutable array reference.*\n\n"
+                              r".*was passed in as the argument x_ref")
+
+
+def test_jit_returning_a_ref_in_a_pytree_gives_its_path():
+    def program(api, np_):
+        return api.jit(lambda x: {"a": api.new_ref(x)})(np_.arange(3))
+    _raises_like_jax(program, re.escape("at output tree path result['a']"))
+
+
+def test_scan_and_cond_bodies_returning_a_ref():
+    def scan(api, np_):
+        return api.lax.scan(lambda c, _: (api.new_ref(0.), None), None, None, length=1)
+
+    def cond(api, np_):
+        return api.lax.cond(True, lambda: api.new_ref(0.), lambda: api.new_ref(0.))
+    _raises_like_jax(scan, "traced for scan returned a mutable array reference of type")
+    _raises_like_jax(cond, "traced for cond returned a mutable array reference of type")
+
+
+def test_one_ref_as_two_operands():
+    def scan(api, np_):
+        x_ref = api.new_ref(0.)
+        return api.lax.scan(lambda c, _: (None, None), (x_ref, x_ref), None, length=1)
+
+    def cond(api, np_):
+        x_ref = api.new_ref(0.)
+        return api.lax.cond(True, lambda x1, x2: None, lambda x1, x2: None, x_ref, x_ref)
+
+    def vmap(api, np_):
+        x_ref = api.new_ref(np_.zeros((3, 3)))
+        return api.vmap(lambda ref_1, ref_2: None)(x_ref, x_ref)
+    _raises_like_jax(scan, r"appeared at both c\[0\] and c\[1\]")
+    _raises_like_jax(cond, r"for cond.*at both x1 and x2")
+    _raises_like_jax(vmap, "only one reference to a mutable array may be passed as an argument")
+
+
+def test_one_ref_closed_over_and_passed():
+    def scan(api, np_):
+        x_ref = api.new_ref(0.)
+        return api.lax.scan(lambda y_ref, _: (x_ref[...] + y_ref[...], None), x_ref, None,
+                            length=1)
+
+    def cond(api, np_):
+        x_ref = api.new_ref(0.)
+        return api.lax.cond(True, lambda y_ref: x_ref[...] + y_ref[...],
+                            lambda y_ref: x_ref[...] + y_ref[...], x_ref)
+    _raises_like_jax(scan, "closed over and passed as the argument y_ref")
+    _raises_like_jax(cond, "closed over and passed as the argument y_ref")
+
+
+def test_distinct_refs_still_run():
+    x_ref, y_ref = fluxion.new_ref(1.), fluxion.new_ref(2.)
+    out = fluxion.lax.cond(True, lambda a, b: a[...] + b[...], lambda a, b: a[...] - b[...],
+                           x_ref, y_ref)
+    assert float(out) == 3.0
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_custom_vjp_primal_returning_a_ref(jit):
+    def program(api, np_):
+        @api.custom_vjp
+        def f(ref):
+            return ref
+        f.defvjp(lambda ref: ..., lambda *_: ...)
+        return (api.jit(f) if jit else f)(api.new_ref(0.))
+    _raises_like_jax(program, "returned a mutable array")
+
+
+def test_custom_vjp_primal_nondiff_argnum_returning_a_ref():
+    def program(api, np_):
+        @functools.partial(api.custom_vjp, nondiff_argnums=(0,))
+        def f(_, ref):
+            return ref
+        f.defvjp(lambda _, ref: ..., lambda *_: ...)
+        return f("hi", api.new_ref(0.))
+    _raises_like_jax(program, "returned a mutable array")
+
+
+def test_custom_vjp_fwd_returning_a_new_ref():
+    def program(api, np_):
+        @api.custom_vjp
+        def g(x, ref):
+            return x
+
+        def g_fwd(x, _):
+            return x, api.new_ref(0)
+        g.defvjp(g_fwd, lambda ref, ct: ct)
+        return api.vjp(g, 3., api.new_ref(0.))
+    _raises_like_jax(program, "custom_vjp fwd function.*that was not an argument")
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_custom_vjp_one_ref_twice(jit):
+    def program(api, np_):
+        @api.custom_vjp
+        def f(x_ref, y_ref):
+            return None
+        f.defvjp(lambda x_ref, y_ref: (None, None), lambda _, g: (None, None))
+        x_ref = api.new_ref(0.)
+        return api.vjp(api.jit(f) if jit else f, x_ref, x_ref)
+    _raises_like_jax(program, "x_ref and y_ref")
