@@ -6,6 +6,7 @@ import functools
 import re
 
 import jax
+import numpy as np
 import jax.numpy as jjnp
 import pytest
 
@@ -131,3 +132,42 @@ def test_custom_vjp_one_ref_twice(jit):
         x_ref = api.new_ref(0.)
         return api.vjp(api.jit(f) if jit else f, x_ref, x_ref)
     _raises_like_jax(program, "x_ref and y_ref")
+
+
+_WRITES = [  # (Ref dtype, value written to it)
+    ("float32", 1.0), ("float32", 1), ("float32", True), ("float32", np.float32(1)),
+    ("float32", "int32"), ("float32", "float16"), ("int32", 1), ("int32", 1.0),
+    ("int32", np.int8(1)), ("int32", "int8"), ("int32", "uint8"), ("int32", "bool"),
+    ("int32", "float32"), ("uint8", "int32"), ("bfloat16", 1.0), ("bfloat16", 1),
+    ("bool", True), ("bool", 1),
+]
+
+
+@pytest.mark.parametrize("ref_dtype,value", _WRITES)
+@pytest.mark.parametrize("jit", [False, True])
+def test_write_of_another_dtype_is_cast_or_refused_as_in_jax(ref_dtype, value, jit):
+    """A weak float into a float Ref and any integer into an integer Ref are cast; anything
+    else raises ValueError (`v[...] += 1.0` on an int Ref, JAX issue 27683)."""
+    def program(api, np_):
+        def f():
+            v = api.new_ref(np_.zeros((), ref_dtype))
+            v[...] = np_.ones((), value) if isinstance(value, str) else value
+            return v[...]
+        return (api.jit(f) if jit else f)()
+
+    try:
+        expected = program(jax, jjnp)
+    except ValueError:
+        with pytest.raises(ValueError, match="Invalid dtype for `swap`"):
+            program(fluxion, jnp)
+        return
+    got = program(fluxion, jnp)
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+
+
+def test_int_ref_plus_equals_float_raises():
+    def program(api, np_):
+        v = api.new_ref(np_.array([0, 0, 0]))
+        v[...] += 1.0
+    _raises_like_jax(program, "Invalid dtype for `swap`")
