@@ -171,3 +171,31 @@ def test_int_ref_plus_equals_float_raises():
         v = api.new_ref(np_.array([0, 0, 0]))
         v[...] += 1.0
     _raises_like_jax(program, "Invalid dtype for `swap`")
+
+
+def _accumulate(api, np_, how):
+    def f(r):
+        r.addupdate(np_.float32(2.0))
+        r.addupdate(np_.ones((), "float32"), ())
+
+    r = api.new_ref(np_.zeros((4,)))
+    if how == "vmap":
+        api.vmap(f)(r)
+    else:
+        r2 = api.new_ref(np_.zeros(()))
+        (api.jit(f) if how == "jit" else f)(r2)
+        api.jit(lambda ref: ref.addupdate(np_.arange(4.0)))(r)
+        r.addupdate(np_.ones(2), slice(1, 3))
+        return np.asarray(r[...]), np.asarray(r2[...])
+    return np.asarray(r[...])
+
+
+@pytest.mark.parametrize("how", ["eager", "jit", "vmap"])
+def test_ref_addupdate_method(how):
+    """`ref.addupdate(x, idx=())` on an eager Ref and on traced ones (jit, vmap)."""
+    np.testing.assert_equal(_accumulate(fluxion, jnp, how), _accumulate(jax, jjnp, how))
+
+
+def test_arrays_have_no_addupdate():
+    assert not hasattr(jnp.ones(3), "addupdate")
+    fluxion.jit(lambda x: hasattr(x, "addupdate") and 1 / 0)(jnp.ones(3))
