@@ -199,3 +199,42 @@ def test_ref_addupdate_method(how):
 def test_arrays_have_no_addupdate():
     assert not hasattr(jnp.ones(3), "addupdate")
     fluxion.jit(lambda x: hasattr(x, "addupdate") and 1 / 0)(jnp.ones(3))
+
+
+def _free_twice(api, np_):
+    @api.jit
+    def f():
+        ref = api.empty_ref(api.ShapeDtypeStruct((), "float32"))
+        api.free_ref(ref)
+        api.free_ref(ref)
+    return f()
+
+
+def _read_after_free(api, np_):
+    @api.jit
+    def f(x):
+        ref = api.new_ref(x)
+        api.free_ref(ref)
+        return ref[...]
+    return f(1.)
+
+
+@pytest.mark.parametrize("program", [_free_twice, _read_after_free])
+def test_use_of_a_freed_ref_under_jit_raises(program):
+    with pytest.raises(Exception):  # JAX: KeyError / ValueError, by accident of its checks
+        program(jax, jjnp)
+    with pytest.raises(ValueError, match="already frozen or freed"):
+        program(fluxion, jnp)
+
+
+def test_free_ref_after_last_use_still_differentiates():
+    def f(api):
+        @api.jit
+        def g(x):
+            ref = api.empty_ref(api.ShapeDtypeStruct((), "float32"))
+            ref[...] = 2. * x
+            out = ref[...]
+            api.free_ref(ref)
+            return out
+        return api.jvp(g, (3.,), (1.,))
+    np.testing.assert_allclose(np.asarray(f(fluxion)), np.asarray(f(jax)))
