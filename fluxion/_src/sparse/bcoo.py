@@ -248,10 +248,25 @@ class BCOO(JAXSparse):
     __rmul__ = __mul__
 
     def __truediv__(self, other):
+        if isinstance(other, BCOO):
+            raise NotImplementedError("division by a sparse array is not implemented")
         other = jnp.asarray(other)
-        if other.ndim:
-            raise NotImplementedError("division of a BCOO array by a non-scalar")
-        return self * (1 / other)
+        if other.ndim == 0:
+            data = self.data / other
+        else:  # each stored entry divided by the divisor's element at its index
+            if np.broadcast_shapes(self.shape, other.shape) != self.shape:
+                raise NotImplementedError("division by a dense array that broadcasts the "
+                                          "sparse operand to a larger shape")
+            data = self.data / _extract(self.indices, jnp.broadcast_to(other, self.shape),
+                                        self.n_batch)
+        return BCOO((data, self.indices), shape=self.shape, indices_sorted=self.indices_sorted,
+                    unique_indices=self.unique_indices)
+
+    def __pow__(self, other):
+        # As JAX: `jnp.power` by a static exponent under sparsify (a positive integer keeps
+        # the entries; any other exponent raises the sparse rule's NotImplementedError)
+        from fluxion._src.sparse.transform import sparsify
+        return sparsify(lambda x: jnp.power(x, other))(self)
 
     def __add__(self, other):
         if not isinstance(other, BCOO):

@@ -47,7 +47,8 @@ def _integer_pow(eqn, x):
     if eqn.params["y"] <= 0:
         raise NotImplementedError(f"sparse rule for integer_pow with non-positive exponent "
                                   f"{eqn.params['y']} is not implemented because it would result "
-                                  "in dense output.")
+                                  "in dense output. If this is your intent, use sparse.todense() "
+                                  "to convert your argument to a dense array.")
     return _unary(eqn, x)
 
 
@@ -154,9 +155,19 @@ def _eval_eqn(eqn, ins):
         out = _rules[name](eqn, *ins)
     elif name in _ZERO_PRESERVING and len(ins) == 1:
         out = _unary(eqn, ins[0])
+    elif name in _DENSIFYING:
+        raise NotImplementedError(f"sparse rule for {name} is not implemented because it would "
+                                  f"result in dense output. {_USE_TODENSE}")
     else:
         raise NotImplementedError(f"sparse rule for {name} is not implemented.")
     return out if isinstance(out, (tuple, list)) else (out,)
+
+
+# Primitives whose result is dense (f(0) != 0): JAX's error says so.
+_DENSIFYING = frozenset(["acos", "acosh", "bessel_i0e", "cos", "cosh", "eq", "exp", "ge", "gt",
+                         "le", "lt", "log", "ne", "xor"])
+_USE_TODENSE = ("If this is your intent, use sparse.todense() to convert your arguments to "
+                "dense matrices.")
 
 
 def _eval_sparse(jaxpr, consts, args):

@@ -1,0 +1,73 @@
+"""BCOO arithmetic and sparsify messages where JAX 0.10.2's sparsify_test found fluxion
+lacking: division by a dense array, ``**``, and the NotImplementedError of a primitive whose
+result would be dense. JAX (the oracle) runs the same program."""
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+from jax.experimental import sparse as jsparse
+
+import fluxion
+import fluxion.numpy as jnp
+from fluxion.experimental import sparse
+
+_LAYOUTS = [((5,), 0, 0, "float32"), ((3, 4), 1, 0, "float32"), ((3, 4, 2), 1, 1, "int32"),
+            ((3, 4), 0, 1, "complex64"), ((3, 4), 0, 0, "int32")]
+
+
+def _operands(shape, dtype):
+    rng = np.random.default_rng(0)
+    dense = (rng.integers(-3, 4, shape) * (rng.random(shape) > 0.4)).astype(dtype)
+    divisor = rng.integers(1, 5, shape).astype(dtype)
+    return dense, divisor
+
+
+def _check_same_bcoo(got, want):
+    assert type(got).__name__ == "BCOO" and got.dtype == want.dtype
+    assert got.data.shape == want.data.shape
+    np.testing.assert_allclose(np.asarray(got.todense()), np.asarray(want.todense()),
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape,n_batch,n_dense,dtype", _LAYOUTS)
+@pytest.mark.parametrize("which", ["array", "scalar", "broadcast row"])
+def test_bcoo_divided_by_dense(shape, n_batch, n_dense, dtype, which):
+    dense, divisor = _operands(shape, dtype)
+    divisor = {"array": divisor, "scalar": 2, "broadcast row": divisor[-1:]}[which]
+    want = jsparse.BCOO.fromdense(dense, n_batch=n_batch, n_dense=n_dense) / divisor
+    x = sparse.BCOO.fromdense(dense, n_batch=n_batch, n_dense=n_dense)
+    _check_same_bcoo(x / divisor, want)
+    _check_same_bcoo(fluxion.jit(lambda a, b: a / b)(x, divisor), want)
+
+
+@pytest.mark.parametrize("exponent", [1, 2, 3, np.int32(2)])
+def test_bcoo_power(exponent):
+    for dtype in ("float32", "int32"):
+        dense = np.arange(20).reshape(4, 5).astype(dtype)
+        want = jsparse.BCOO.fromdense(dense) ** exponent
+        _check_same_bcoo(sparse.BCOO.fromdense(dense) ** exponent, want)
+    x = sparse.BCOO.fromdense(np.arange(6.0))
+    np.testing.assert_allclose(fluxion.jit(lambda a: (a ** exponent).todense())(x),
+                               np.arange(6.0) ** exponent)
+
+
+@pytest.mark.parametrize("exponent", [0, -1, 2.5])
+def test_bcoo_power_that_would_be_dense_raises_as_jax(exponent):
+    with pytest.raises(NotImplementedError) as want:
+        jsparse.BCOO.fromdense(jjnp.arange(5.0)) ** exponent
+    with pytest.raises(NotImplementedError) as got:
+        sparse.BCOO.fromdense(jnp.arange(5.0)) ** exponent
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("name", ["cos", "exp", "gt", "complex"])
+def test_sparsify_not_implemented_messages(name):
+    def program(api, np_, sp):
+        fun = {"cos": api.lax.cos, "exp": np_.exp, "gt": lambda a: a > 1,
+               "complex": lambda a: api.lax.complex(a, a)}[name]
+        return sp.sparsify(fun)(sp.BCOO.fromdense(np_.arange(5.0)))
+    with pytest.raises(NotImplementedError) as want:
+        program(jax, jjnp, jsparse)
+    with pytest.raises(NotImplementedError) as got:
+        program(fluxion, jnp, sparse)
+    assert str(got.value) == str(want.value)
