@@ -71,3 +71,26 @@ def test_sparsify_not_implemented_messages(name):
     with pytest.raises(NotImplementedError) as got:
         program(fluxion, jnp, sparse)
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("fmt", ["BCOO", "BCSR"])
+@pytest.mark.parametrize("jit", [False, True])
+def test_todense_inside_sparsify_densifies(fmt, jit):
+    """`sparse.todense` of a value that is sparse only under sparsify (a dense stand-in while
+    tracing) gives the dense array there, so dense operations may follow."""
+    M = np.arange(4).reshape(2, 2)
+    func = sparse.sparsify(lambda m: sparse.todense(m) + 1)
+    func = fluxion.jit(func) if jit else func
+    cls = getattr(sparse, fmt)
+    np.testing.assert_array_equal(func(M), M + 1)
+    np.testing.assert_array_equal(func(cls.fromdense(M)), M + 1)
+
+
+def test_todense_of_a_dense_array_is_the_identity_under_transforms():
+    f = lambda x: (sparse.todense(x) * 2.).sum()
+    x = np.arange(3.)
+    np.testing.assert_allclose(fluxion.grad(f)(x), 2 * np.ones(3))
+    np.testing.assert_allclose(fluxion.vmap(lambda v: sparse.todense(v) + 1)(x), x + 1)
+    np.testing.assert_allclose(fluxion.jit(f)(x), 6.)
+    _, t = fluxion.jvp(sparse.todense, (x,), (np.ones(3),))
+    np.testing.assert_allclose(t, np.ones(3))

@@ -20,7 +20,8 @@ from fluxion import lax
 from fluxion import numpy as jnp
 from fluxion._src.vmap import vmap as _vmap
 from fluxion._src import api as _api
-from fluxion._src import core
+from fluxion._src import ad as _ad, batching as _batching, core
+from fluxion._src.lax.base import standard_primitive as _standard_primitive
 from fluxion import tree_util
 
 
@@ -1020,8 +1021,19 @@ def eye(N, M=None, k=0, dtype=None, index_dtype="int32", sparse_format="bcoo", *
 
 
 def todense(arr):
-    """Convert a sparse array to dense; dense input passes through."""
-    return bcoo_todense(arr) if isinstance(arr, BCOO) else jnp.asarray(arr)
+    """Convert a sparse array to dense; dense input passes through (traced, as a `todense`
+    equation, so that `sparsify` densifies the sparse value that reaches it)."""
+    if isinstance(arr, BCOO):
+        return bcoo_todense(arr)
+    if isinstance(arr, core.Tracer):
+        return todense_p.bind(arr)
+    return jnp.asarray(arr)
+
+
+# The identity on dense arrays, marking where `sparsify` must densify (JAX's todense_p).
+todense_p = _standard_primitive("todense", lambda x: x, lambda ctx, x: x)
+_ad.deflinear(todense_p, lambda ct, x: [todense_p.bind(_ad.instantiate(ct))])
+_batching.defvectorized(todense_p)
 
 
 @_jitted()

@@ -139,6 +139,11 @@ def _slice(eqn, x):
                          strides=eqn.params.get("strides"))
 
 
+@_rule("todense")
+def _todense(eqn, x):
+    return _b.bcoo_todense(x)
+
+
 @_rule("jit", "pjit", "closed_call", "core_call")
 def _call(eqn, *args):
     inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
