@@ -94,3 +94,35 @@ def test_todense_of_a_dense_array_is_the_identity_under_transforms():
     np.testing.assert_allclose(fluxion.jit(f)(x), 6.)
     _, t = fluxion.jvp(sparse.todense, (x,), (np.ones(3),))
     np.testing.assert_allclose(t, np.ones(3))
+
+
+@pytest.mark.parametrize("order", ["sparse first", "dense first"])
+@pytest.mark.parametrize("how", ["sparsify", "operator"])
+def test_sparse_plus_dense_is_dense(order, how):
+    """As JAX: BCOO + dense array of the result's shape is the dense sum."""
+    def program(api, np_, sp):
+        x = sp.BCOO.fromdense(np_.arange(6.)).reshape(2, 3)
+        a, b = (x, np_.ones((2, 3))) if order == "sparse first" else (np_.ones((2, 3)), x)
+        add = sp.sparsify(lambda u, v: u + v) if how == "sparsify" else (lambda u, v: u + v)
+        return add(a, b)
+    want = program(jax, jjnp, jsparse)
+    got = program(fluxion, jnp, sparse)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    x = sparse.BCOO.fromdense(jnp.arange(6.)).reshape(2, 3)
+    np.testing.assert_array_equal(
+        np.asarray(fluxion.jit(lambda u, v: u + v)(x, jnp.ones((2, 3)))), np.asarray(want))
+
+
+@pytest.mark.parametrize("case", ["sparse + scalar", "sparse - dense", "dense - sparse"])
+def test_sparse_dense_sums_jax_refuses(case):
+    def program(api, np_, sp):
+        x = sp.BCOO.fromdense(np_.arange(6.)).reshape(2, 3)
+        y = np_.ones((2, 3))
+        return {"sparse + scalar": lambda: x + 1.0, "sparse - dense": lambda: x - y,
+                "dense - sparse": lambda: y - x}[case]()
+    with pytest.raises(NotImplementedError) as want:
+        program(jax, jjnp, jsparse)
+    with pytest.raises(NotImplementedError) as got:
+        program(fluxion, jnp, sparse)
+    assert str(got.value) == str(want.value)

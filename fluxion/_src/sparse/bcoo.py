@@ -270,14 +270,20 @@ class BCOO(JAXSparse):
         return sparsify(lambda x: jnp.power(x, other))(self)
 
     def __add__(self, other):
-        if not isinstance(other, BCOO):
-            raise NotImplementedError("Addition between sparse and dense array is not implemented")
+        if not isinstance(other, BCOO):  # a dense sum, under JAX's conditions
+            from fluxion._src.sparse.transform import sparsify
+            return sparsify(jnp.add)(self, other)
         return bcoo_concatenate_entries(self, other)
 
     __radd__ = __add__
 
     def __sub__(self, other):
+        if not isinstance(other, BCOO):
+            raise NotImplementedError("Subtraction between sparse and dense array.")
         return self + (-other)
+
+    def __rsub__(self, other):
+        raise NotImplementedError("Subtraction between sparse and dense array.")
 
     def __matmul__(self, other):
         return _matmul(self, other)

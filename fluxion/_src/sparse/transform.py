@@ -7,6 +7,8 @@ NotImplementedError, as JAX's sparsify does.
 """
 import functools
 
+import numpy as np
+
 from fluxion import numpy as jnp
 from fluxion._src import core
 from fluxion._src.api import ShapeDtypeStruct, make_jaxpr
@@ -77,14 +79,29 @@ def _div(eqn, x, y):
 @_rule("add", "sub")
 def _add(eqn, x, y):
     if not (isinstance(x, BCOO) and isinstance(y, BCOO)):
-        raise NotImplementedError(f"sparse rule for {eqn.primitive.name} of a sparse and a dense "
-                                  "array is not implemented.")
+        return _add_dense(eqn.primitive.name, x, y)
     if x.shape != y.shape:
         raise NotImplementedError(f"sparse rule for {eqn.primitive.name} of operands of shapes "
                                   f"{x.shape} and {y.shape} is not implemented.")
     if eqn.primitive.name == "sub":
         y = -y
     return _b.bcoo_concatenate_entries(x, y)
+
+
+def _add_dense(name, x, y):
+    """Sparse plus dense, as JAX: the dense sum when the dense operand has the result's shape
+    (anything else would densify the sparse operand silently); no subtraction."""
+    if name == "sub":
+        raise NotImplementedError("Subtraction between sparse and dense array.")
+    sp, dn = (x, y) if isinstance(x, BCOO) else (y, x)
+    dn = jnp.asarray(dn)
+    if dn.shape != np.broadcast_shapes(sp.shape, dn.shape):
+        raise NotImplementedError(
+            "Addition between a sparse array X and a dense array Y is not implemented when the "
+            "output shape is larger than Y.shape. This is to prevent silent densification of a "
+            "large sparse array. If this is your intent, you can explicitly cast the sparse "
+            "array to a dense matrix.")
+    return _b.bcoo_todense(sp) + dn
 
 
 @_rule("dot_general")
