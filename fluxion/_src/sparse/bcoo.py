@@ -263,6 +263,11 @@ class BCOO(JAXSparse):
         return BCOO((data, self.indices), shape=self.shape, indices_sorted=self.indices_sorted,
                     unique_indices=self.unique_indices)
 
+    def __getitem__(self, idx):
+        # As JAX: NumPy indexing of the dense array, run under sparsify
+        from fluxion._src.sparse.transform import sparsify
+        return sparsify(lambda x: x[idx])(self)
+
     def __pow__(self, other):
         # As JAX: `jnp.power` by a static exponent under sparsify (a positive integer keeps
         # the entries; any other exponent raises the sparse rule's NotImplementedError)

@@ -156,6 +156,11 @@ def _slice(eqn, x):
                          strides=eqn.params.get("strides"))
 
 
+@_rule("rev")
+def _rev(eqn, x):
+    return _b.bcoo_rev(x, eqn.params["dimensions"])
+
+
 @_rule("todense")
 def _todense(eqn, x):
     return _b.bcoo_todense(x)
