@@ -157,3 +157,17 @@ def test_bcoo_indexing_gradient():
     want = np.zeros((3, 4))
     want[1:] = dense[1:] != 0
     np.testing.assert_array_equal(np.asarray(fluxion.grad(f)(dense)), want)
+
+
+def test_sparsify_through_custom_jvp():
+    """A custom_jvp function under sparsify runs its primal with the sparse rules (its
+    gradient too), as in JAX."""
+    def program(api, np_, sp):
+        square = api.custom_jvp(lambda x: x ** 2)
+        square.defjvp(lambda p, t: (p[0] ** 2, 2 * t[0] * p[0]))
+        x = sp.BCOO.fromdense(np_.arange(5.0))
+        out = sp.sparsify(square)(x)
+        grad = sp.sparsify(api.grad(lambda v: square(v).sum()))(x)
+        return out.indices, out.data, grad.todense()
+    for got, want in zip(program(fluxion, jnp, sparse), program(jax, jjnp, jsparse)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want))

@@ -166,7 +166,7 @@ def _todense(eqn, x):
     return _b.bcoo_todense(x)
 
 
-@_rule("jit", "pjit", "closed_call", "core_call")
+@_rule("jit", "pjit", "closed_call", "core_call", "custom_jvp_call")
 def _call(eqn, *args):
     inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
     jaxpr, consts = (inner.jaxpr, inner.consts) if hasattr(inner, "consts") else (inner, ())
