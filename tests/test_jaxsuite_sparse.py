@@ -171,3 +171,25 @@ def test_sparsify_through_custom_jvp():
         return out.indices, out.data, grad.todense()
     for got, want in zip(program(fluxion, jnp, sparse), program(jax, jjnp, jsparse)):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want))
+
+
+def test_bcoo_times_bcoo_with_duplicate_indices():
+    """`bcoo * bcoo` is the elementwise product of the dense arrays (duplicates summed first;
+    JAX issue 8888), eagerly and under jit."""
+    indices = np.array([[0, 1, 0, 0, 1, 1], [1, 0, 1, 2, 0, 2]]).T
+    data = np.array([1, 2, 3, 4, 5, 6])
+    want = (jsparse.BCOO((data, indices), shape=(3, 3)) ** 1).todense() ** 2
+    mat = sparse.BCOO((jnp.asarray(data), jnp.asarray(indices)), shape=(3, 3))
+    got = mat * mat
+    assert type(got).__name__ == "BCOO" and got.dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(got.todense()), np.asarray(want))
+    np.testing.assert_array_equal(np.asarray(fluxion.jit(lambda a: (a * a).todense())(mat)),
+                                  np.asarray(want))
+
+
+def test_repr_of_a_bcoo_with_invalid_buffers():
+    m = sparse.BCOO.fromdense(jnp.arange(6, dtype="float32").reshape(2, 3))
+    m.indices = jnp.array([])
+    assert repr(m) == "BCOO(<invalid>)"
+    assert repr(sparse.BCOO.fromdense(jnp.arange(6.).reshape(2, 3), n_batch=1)) == (
+        "BCOO(float32[2, 3], nse=3, n_batch=1)")

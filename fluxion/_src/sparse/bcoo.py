@@ -112,12 +112,16 @@ class BCOO(JAXSparse):
             dt = np.dtype(self.dtype).name
         except TypeError:
             dt = str(self.dtype)
+        try:
+            nse, n_batch, n_dense = self.nse, self.n_batch, self.n_dense
+        except IndexError:  # buffers replaced by ones of no valid layout
+            return "BCOO(<invalid>)"
         extra = ""
         if self.n_batch:
             extra += f", n_batch={self.n_batch}"
         if self.n_dense:
             extra += f", n_dense={self.n_dense}"
-        return f"BCOO({dt}{list(self.shape)}, nse={self.nse}{extra})"
+        return f"BCOO({dt}{list(self.shape)}, nse={nse}{extra})"
 
     def __len__(self):
         if not self.shape:
@@ -234,7 +238,7 @@ class BCOO(JAXSparse):
 
     def __mul__(self, other):
         if isinstance(other, BCOO):
-            return NotImplemented
+            return bcoo_multiply_sparse(self, other)
         other = jnp.asarray(other)
         if other.ndim == 0:
             return BCOO((self.data * other, self.indices), shape=self.shape,
