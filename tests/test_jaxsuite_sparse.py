@@ -193,3 +193,11 @@ def test_repr_of_a_bcoo_with_invalid_buffers():
     assert repr(m) == "BCOO(<invalid>)"
     assert repr(sparse.BCOO.fromdense(jnp.arange(6.).reshape(2, 3), n_batch=1)) == (
         "BCOO(float32[2, 3], nse=3, n_batch=1)")
+
+
+@pytest.mark.parametrize("fmt", ["BCOO", "BCSR"])
+def test_sparse_arrays_are_unhashable_and_have_a_length(fmt):
+    m = getattr(sparse, fmt).fromdense(jnp.arange(6.).reshape(2, 3))
+    with pytest.raises(TypeError):
+        hash(m)
+    assert len(m) == len(getattr(jsparse, fmt).fromdense(jjnp.arange(6.).reshape(2, 3))) == 2

@@ -71,6 +71,13 @@ class JAXSparse:
     data: object
     shape: tuple
 
+    __hash__ = None  # mutable buffers: unhashable, as JAX's
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
 
 @tree_util.register_pytree_node_class
 class BCOO(JAXSparse):
@@ -122,11 +129,6 @@ class BCOO(JAXSparse):
         if self.n_dense:
             extra += f", n_dense={self.n_dense}"
         return f"BCOO({dt}{list(self.shape)}, nse={nse}{extra})"
-
-    def __len__(self):
-        if not self.shape:
-            raise TypeError("len() of unsized object")
-        return self.shape[0]
 
     def tree_flatten(self):
         return (self.data, self.indices), {"shape": self.shape,
