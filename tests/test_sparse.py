@@ -338,8 +338,9 @@ def test_add_sub():
     b = sparse.BCOO.fromdense(2 * X3[::-1], n_dense=1)
     np.testing.assert_allclose((a + b).todense(), X3 + 2 * X3[::-1], rtol=1e-6)
     np.testing.assert_allclose((a - a).todense(), np.zeros_like(X3))
+    np.testing.assert_allclose(a + X3, 2 * X3, rtol=1e-6)  # dense, as in JAX
     with pytest.raises(NotImplementedError):
-        a + X3
+        a - X3
 
 
 def test_multiply_sparse_rev_and_sparse_grad():

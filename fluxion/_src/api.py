@@ -378,6 +378,11 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
         dyn_args, dyn_kwargs = tree_unflatten(in_tree, leaves)
         out = call(*_merge_args(dyn_args, static_pos), **dyn_kwargs, **dict(static_kw))
         out_leaves, out_tree = tree_flatten(out)
+        if _refs_among(out_leaves):
+            from fluxion._src.state import aliasing
+            aliasing.check_no_returned_refs(
+                fun, origin, out_leaves, out_tree, leaves,
+                aliasing._leaf_names(fun, in_tree, len(leaves)), core.current_trace())
         for leaf in out_leaves:
             if not isinstance(leaf, core.Tracer) and not core.valid_jaxtype(leaf):
                 raise TypeError(f"{origin} of {name}: the function returned a value of type "

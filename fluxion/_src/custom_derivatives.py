@@ -19,7 +19,7 @@ from fluxion._src.api import fun_name
 from fluxion._src.call_transforms import closure_convert, jvp_jaxpr
 from fluxion._src.compiler import lowering
 from fluxion._src.core import ClosedJaxpr
-from fluxion._src.tree_util import tree_flatten, tree_map, tree_structure, tree_unflatten
+from fluxion._src.tree_util import keystr, tree_flatten, tree_map, tree_structure, tree_unflatten
 
 
 def _split_nondiff(args, nondiff_argnums):
@@ -99,6 +99,49 @@ def _forward_attr(self, name):
     if fun is None:
         raise AttributeError(name)
     return getattr(fun, name)
+
+
+def _check_aliased_refs(fun, args, nondiff_argnums) -> None:
+    """JAX's ValueError for one Ref passed as two differentiable arguments of a custom_vjp
+    function."""
+    from fluxion._src.state import aliasing
+    from fluxion._src.state.types import is_ref
+    leaves, tree = tree_flatten(tuple(args))
+    names = aliasing.operand_names(fun, tree, len(leaves))
+    argnums = [i for i, a in enumerate(args) for _ in tree_flatten(a)[0]]
+    seen: dict[int, int] = {}
+    for k, (argnum, x) in enumerate(zip(argnums, leaves)):
+        if argnum in nondiff_argnums or not is_ref(x):
+            continue
+        key = id(aliasing.referent(x))
+        if key in seen:
+            raise ValueError(
+                "only one reference to a mutable array may be passed as an argument to a "
+                f"function, but custom_vjp function {fun} got the same mutable array "
+                f"reference of type {x.aval.str_short()} at {names[seen[key]]} and "
+                f"{names[k]}.")
+        seen[key] = k
+
+
+def _check_returned_refs(fun, kind: str, out, args, n_outputs: int) -> None:
+    """JAX's ValueError for a custom_vjp primal or fwd function returning a Ref: never as a
+    primal output (the first `n_outputs` leaves), and as a residual only if it was an
+    argument."""
+    from fluxion._src.state.types import is_ref
+    from fluxion._src.tree_util import tree_flatten_with_path
+    arg_ids = {id(x.value if isinstance(x, CustomVJPPrimal) else x) for x in args}
+    for i, (path, leaf) in enumerate(tree_flatten_with_path(out)[0]):
+        if not is_ref(leaf):
+            continue
+        loc = f" at output tree path {keystr(path)}" if path else ""
+        if i < n_outputs:
+            raise ValueError(f"custom_vjp {kind} function {fun} returned a mutable array "
+                             f"reference of type {leaf.aval.str_short()}{loc}, but mutable "
+                             "array references cannot be returned there.")
+        if id(leaf) not in arg_ids:
+            raise ValueError(f"custom_vjp {kind} function {fun} returned a mutable array "
+                             f"reference of type {leaf.aval.str_short()}{loc} that was not "
+                             "an argument.")
 
 
 # =============================================================================================
@@ -409,9 +452,14 @@ class custom_vjp:
         if config.debug_key_reuse and not key_flow.staged():
             fun, fwd = (key_flow.transparent(g, (tuple(args), {})) for g in (fun, fwd))
 
+        if staging.refs_among(leaves):
+            _check_aliased_refs(self.fun, args, self.nondiff_argnums)
+
         def flat_fun(*xs):
             out = fun(*_merge_nondiff(nondiff, tree_unflatten(in_tree, xs), self.nondiff_argnums))
             out_leaves, out_tree = tree_flatten(out)
+            if staging.refs_among(out_leaves):
+                _check_returned_refs(self.fun, "primal", out, (), 0)
             out_tree_box.append(out_tree)
             return out_leaves
 
@@ -428,6 +476,8 @@ class custom_vjp:
             out, residuals = res
             out_leaves, out_tree = tree_flatten(out)
             res_leaves, res_tree = tree_flatten(residuals)
+            if staging.refs_among(out_leaves + res_leaves):
+                _check_returned_refs(self.fwd, "fwd", res, xs, len(out_leaves))
             out_tree_box.append(out_tree)
             return out_leaves, res_leaves, res_tree
 

@@ -1,6 +1,7 @@
 """Staging Python functions into jaxprs: a trace that records every primitive it sees."""
 from __future__ import annotations
 
+import sys
 from typing import Callable, Sequence
 
 import numpy as np
@@ -128,6 +129,12 @@ def trace_to_jaxpr(fun: Callable, in_avals: Sequence[ShapedArray], origin: str =
     return closed
 
 
+def refs_among(leaves) -> bool:
+    """Whether any of `leaves` is a Ref (False before any Ref exists)."""
+    ref_types = sys.modules.get("fluxion._src.state.types")
+    return ref_types is not None and any(map(ref_types.is_ref, leaves))
+
+
 def trace_pytree_to_jaxpr(fun: Callable, in_tree, in_avals: Sequence[ShapedArray],
                           origin: str):
     """Trace `fun`, called with the pytree `in_tree` of abstract leaves `in_avals` and
@@ -137,6 +144,11 @@ def trace_pytree_to_jaxpr(fun: Callable, in_tree, in_avals: Sequence[ShapedArray
 
     def flat_fun(*leaves):
         out_leaves, out_tree = tree_flatten(fun(*tree_unflatten(in_tree, leaves)))
+        if refs_among(out_leaves):
+            from fluxion._src.state import aliasing
+            aliasing.check_no_returned_refs(
+                fun, origin.split()[0], out_leaves, out_tree, leaves,
+                aliasing.operand_names(fun, in_tree, len(leaves)), core.current_trace())
         box.append(out_tree)
         return out_leaves
 

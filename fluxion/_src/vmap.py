@@ -8,7 +8,7 @@ from typing import Callable
 import numpy as np
 import optree
 
-from fluxion._src import batching, core, key_flow, source_info
+from fluxion._src import batching, core, key_flow, source_info, staging
 from fluxion._src.config import config
 from fluxion._src.api import check_callable, fun_name
 from fluxion._src.traceback_util import api_boundary
@@ -99,6 +99,9 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
                              f"corresponding to the positional arguments passed to the function, "
                              f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
         leaves, in_tree = tree_flatten((args, kwargs))
+        if staging.refs_among(leaves):
+            from fluxion._src.state import aliasing
+            aliasing.check_ref_arguments(fun, leaves, in_tree, (), origin="vmap")
         axes = broadcast_prefix((in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args),
                                  {k: 0 for k in kwargs}), (args, kwargs), "in_axes")
         names = _arg_names(fun, len(args))

@@ -375,12 +375,27 @@ def _forwarded_outputs(branches) -> list:
     return [fs[0] if len(set(fs)) == 1 else None for fs in zip(*per_branch)]
 
 
+def _check_ref_operands(fun, leaves, tree, consts, traced_for: str, before_trace: bool):
+    """JAX's aliasing rule for Refs among a control-flow function's operands: a Ref may be
+    one operand only (checked before tracing), and not also be closed over (after it)."""
+    if not staging.refs_among(leaves):
+        return
+    from fluxion._src.state import aliasing
+    names = aliasing.operand_names(fun, tree, len(leaves))
+    aliasing.check_operands(fun, leaves, names, [] if before_trace else consts, traced_for)
+
+
 def _trace_branches(funs, operands, api_name):
     """Trace each branch on the operands: (leaves, [(jaxpr, consts, out_tree), ...])."""
     leaves, in_tree = tree_flatten(operands)
     avals = [core.get_aval(x) for x in leaves]
+    for f in funs:
+        _check_ref_operands(f, leaves, in_tree, (), api_name, before_trace=True)
     if not config.debug_key_reuse:
-        return leaves, [_trace_fun(f, in_tree, avals, f"{api_name} branch") for f in funs]
+        traced = [_trace_fun(f, in_tree, avals, f"{api_name} branch") for f in funs]
+        for f, (_, consts, _) in zip(funs, traced):
+            _check_ref_operands(f, leaves, in_tree, consts, api_name, before_trace=False)
+        return leaves, traced
     scopes = [key_flow.Scope() for _ in funs]
     traced = [_trace_fun(key_flow.in_scope(f, s), in_tree, avals, f"{api_name} branch")
               for f, s in zip(funs, scopes)]
@@ -1115,7 +1130,10 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         jaxpr, consts, _ = _trace_fun(body, args_tree, carry_avals + x_avals, "scan body")
         return carry_avals, jaxpr, consts, out_trees[-1]
 
+    _check_ref_operands(f, init_leaves + xs_leaves, args_tree, (), "scan", before_trace=True)
     carry_avals, jaxpr, consts, (carry_tree, y_tree) = trace(init_leaves)
+    _check_ref_operands(f, init_leaves + xs_leaves, args_tree, consts, "scan",
+                        before_trace=False)
     if carry_tree == init_tree:
         init_leaves, changed = _promote_weak_inputs(init_leaves, carry_avals, jaxpr.out_avals)
         if changed:

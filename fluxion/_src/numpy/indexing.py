@@ -9,6 +9,8 @@ reads clamp (unless mode='fill'), updates are dropped (unless mode='clip').
 """
 from __future__ import annotations
 
+import functools
+
 import math
 import operator
 from typing import Any, Callable, NamedTuple
@@ -867,8 +869,17 @@ def _gather_along_axis(arr, indices, axis: int, mode, fill_value):
     return lax_indexing.gather(arr, indices, dnums, slice_sizes, mode=mode, fill_value=fill_value)
 
 
+def _addupdate(self):
+    """``ref.addupdate(x, idx=())`` of a traced Ref (``ref[idx] += x``); arrays have none."""
+    aval = getattr(self, "aval", None)
+    if aval is None or not hasattr(aval, "_addupdate"):
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute 'addupdate'")
+    return functools.partial(aval._addupdate, self)
+
+
 array_methods.attach({
     "__getitem__": _getitem,
     "__setitem__": _setitem,
+    "addupdate": property(_addupdate),
     "at": property(_IndexUpdateHelper),
 })

@@ -20,7 +20,8 @@ from fluxion import lax
 from fluxion import numpy as jnp
 from fluxion._src.vmap import vmap as _vmap
 from fluxion._src import api as _api
-from fluxion._src import core
+from fluxion._src import ad as _ad, batching as _batching, core
+from fluxion._src.lax.base import standard_primitive as _standard_primitive
 from fluxion import tree_util
 
 
@@ -70,6 +71,13 @@ class JAXSparse:
     data: object
     shape: tuple
 
+    __hash__ = None  # mutable buffers: unhashable, as JAX's
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
 
 @tree_util.register_pytree_node_class
 class BCOO(JAXSparse):
@@ -111,17 +119,16 @@ class BCOO(JAXSparse):
             dt = np.dtype(self.dtype).name
         except TypeError:
             dt = str(self.dtype)
+        try:
+            nse, n_batch, n_dense = self.nse, self.n_batch, self.n_dense
+        except IndexError:  # buffers replaced by ones of no valid layout
+            return "BCOO(<invalid>)"
         extra = ""
         if self.n_batch:
             extra += f", n_batch={self.n_batch}"
         if self.n_dense:
             extra += f", n_dense={self.n_dense}"
-        return f"BCOO({dt}{list(self.shape)}, nse={self.nse}{extra})"
-
-    def __len__(self):
-        if not self.shape:
-            raise TypeError("len() of unsized object")
-        return self.shape[0]
+        return f"BCOO({dt}{list(self.shape)}, nse={nse}{extra})"
 
     def tree_flatten(self):
         return (self.data, self.indices), {"shape": self.shape,
@@ -233,7 +240,7 @@ class BCOO(JAXSparse):
 
     def __mul__(self, other):
         if isinstance(other, BCOO):
-            return NotImplemented
+            return bcoo_multiply_sparse(self, other)
         other = jnp.asarray(other)
         if other.ndim == 0:
             return BCOO((self.data * other, self.indices), shape=self.shape,
@@ -248,20 +255,46 @@ class BCOO(JAXSparse):
     __rmul__ = __mul__
 
     def __truediv__(self, other):
+        if isinstance(other, BCOO):
+            raise NotImplementedError("division by a sparse array is not implemented")
         other = jnp.asarray(other)
-        if other.ndim:
-            raise NotImplementedError("division of a BCOO array by a non-scalar")
-        return self * (1 / other)
+        if other.ndim == 0:
+            data = self.data / other
+        else:  # each stored entry divided by the divisor's element at its index
+            if np.broadcast_shapes(self.shape, other.shape) != self.shape:
+                raise NotImplementedError("division by a dense array that broadcasts the "
+                                          "sparse operand to a larger shape")
+            data = self.data / _extract(self.indices, jnp.broadcast_to(other, self.shape),
+                                        self.n_batch)
+        return BCOO((data, self.indices), shape=self.shape, indices_sorted=self.indices_sorted,
+                    unique_indices=self.unique_indices)
+
+    def __getitem__(self, idx):
+        # As JAX: NumPy indexing of the dense array, run under sparsify
+        from fluxion._src.sparse.transform import sparsify
+        return sparsify(lambda x: x[idx])(self)
+
+    def __pow__(self, other):
+        # As JAX: `jnp.power` by a static exponent under sparsify (a positive integer keeps
+        # the entries; any other exponent raises the sparse rule's NotImplementedError)
+        from fluxion._src.sparse.transform import sparsify
+        return sparsify(lambda x: jnp.power(x, other))(self)
 
     def __add__(self, other):
-        if not isinstance(other, BCOO):
-            raise NotImplementedError("Addition between sparse and dense array is not implemented")
+        if not isinstance(other, BCOO):  # a dense sum, under JAX's conditions
+            from fluxion._src.sparse.transform import sparsify
+            return sparsify(jnp.add)(self, other)
         return bcoo_concatenate_entries(self, other)
 
     __radd__ = __add__
 
     def __sub__(self, other):
+        if not isinstance(other, BCOO):
+            raise NotImplementedError("Subtraction between sparse and dense array.")
         return self + (-other)
+
+    def __rsub__(self, other):
+        raise NotImplementedError("Subtraction between sparse and dense array.")
 
     def __matmul__(self, other):
         return _matmul(self, other)
@@ -1005,8 +1038,19 @@ def eye(N, M=None, k=0, dtype=None, index_dtype="int32", sparse_format="bcoo", *
 
 
 def todense(arr):
-    """Convert a sparse array to dense; dense input passes through."""
-    return bcoo_todense(arr) if isinstance(arr, BCOO) else jnp.asarray(arr)
+    """Convert a sparse array to dense; dense input passes through (traced, as a `todense`
+    equation, so that `sparsify` densifies the sparse value that reaches it)."""
+    if isinstance(arr, BCOO):
+        return bcoo_todense(arr)
+    if isinstance(arr, core.Tracer):
+        return todense_p.bind(arr)
+    return jnp.asarray(arr)
+
+
+# The identity on dense arrays, marking where `sparsify` must densify (JAX's todense_p).
+todense_p = _standard_primitive("todense", lambda x: x, lambda ctx, x: x)
+_ad.deflinear(todense_p, lambda ct, x: [todense_p.bind(_ad.instantiate(ct))])
+_batching.defvectorized(todense_p)
 
 
 @_jitted()

@@ -7,6 +7,8 @@ NotImplementedError, as JAX's sparsify does.
 """
 import functools
 
+import numpy as np
+
 from fluxion import numpy as jnp
 from fluxion._src import core
 from fluxion._src.api import ShapeDtypeStruct, make_jaxpr
@@ -47,7 +49,8 @@ def _integer_pow(eqn, x):
     if eqn.params["y"] <= 0:
         raise NotImplementedError(f"sparse rule for integer_pow with non-positive exponent "
                                   f"{eqn.params['y']} is not implemented because it would result "
-                                  "in dense output.")
+                                  "in dense output. If this is your intent, use sparse.todense() "
+                                  "to convert your argument to a dense array.")
     return _unary(eqn, x)
 
 
@@ -76,14 +79,29 @@ def _div(eqn, x, y):
 @_rule("add", "sub")
 def _add(eqn, x, y):
     if not (isinstance(x, BCOO) and isinstance(y, BCOO)):
-        raise NotImplementedError(f"sparse rule for {eqn.primitive.name} of a sparse and a dense "
-                                  "array is not implemented.")
+        return _add_dense(eqn.primitive.name, x, y)
     if x.shape != y.shape:
         raise NotImplementedError(f"sparse rule for {eqn.primitive.name} of operands of shapes "
                                   f"{x.shape} and {y.shape} is not implemented.")
     if eqn.primitive.name == "sub":
         y = -y
     return _b.bcoo_concatenate_entries(x, y)
+
+
+def _add_dense(name, x, y):
+    """Sparse plus dense, as JAX: the dense sum when the dense operand has the result's shape
+    (anything else would densify the sparse operand silently); no subtraction."""
+    if name == "sub":
+        raise NotImplementedError("Subtraction between sparse and dense array.")
+    sp, dn = (x, y) if isinstance(x, BCOO) else (y, x)
+    dn = jnp.asarray(dn)
+    if dn.shape != np.broadcast_shapes(sp.shape, dn.shape):
+        raise NotImplementedError(
+            "Addition between a sparse array X and a dense array Y is not implemented when the "
+            "output shape is larger than Y.shape. This is to prevent silent densification of a "
+            "large sparse array. If this is your intent, you can explicitly cast the sparse "
+            "array to a dense matrix.")
+    return _b.bcoo_todense(sp) + dn
 
 
 @_rule("dot_general")
@@ -138,7 +156,17 @@ def _slice(eqn, x):
                          strides=eqn.params.get("strides"))
 
 
-@_rule("jit", "pjit", "closed_call", "core_call")
+@_rule("rev")
+def _rev(eqn, x):
+    return _b.bcoo_rev(x, eqn.params["dimensions"])
+
+
+@_rule("todense")
+def _todense(eqn, x):
+    return _b.bcoo_todense(x)
+
+
+@_rule("jit", "pjit", "closed_call", "core_call", "custom_jvp_call")
 def _call(eqn, *args):
     inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
     jaxpr, consts = (inner.jaxpr, inner.consts) if hasattr(inner, "consts") else (inner, ())
@@ -154,9 +182,19 @@ def _eval_eqn(eqn, ins):
         out = _rules[name](eqn, *ins)
     elif name in _ZERO_PRESERVING and len(ins) == 1:
         out = _unary(eqn, ins[0])
+    elif name in _DENSIFYING:
+        raise NotImplementedError(f"sparse rule for {name} is not implemented because it would "
+                                  f"result in dense output. {_USE_TODENSE}")
     else:
         raise NotImplementedError(f"sparse rule for {name} is not implemented.")
     return out if isinstance(out, (tuple, list)) else (out,)
+
+
+# Primitives whose result is dense (f(0) != 0): JAX's error says so.
+_DENSIFYING = frozenset(["acos", "acosh", "bessel_i0e", "cos", "cosh", "eq", "exp", "ge", "gt",
+                         "le", "lt", "log", "ne", "xor"])
+_USE_TODENSE = ("If this is your intent, use sparse.todense() to convert your arguments to "
+                "dense matrices.")
 
 
 def _eval_sparse(jaxpr, consts, args):

@@ -9,6 +9,14 @@ from fluxion._src import tree_util
 from fluxion._src.state.types import is_ref
 
 
+def referent(x):
+    """The Ref a value stands for: differentiation wraps one Ref in a new tracer per argument,
+    so two arguments are the same Ref when their primals are."""
+    while hasattr(x, "primal") and is_ref(x):
+        x = x.primal
+    return x
+
+
 def _leaf_names(fun, in_tree, n_leaves) -> list[str]:
     """A name per flattened argument: the parameter's name, with the pytree path inside it."""
     try:
@@ -44,20 +52,100 @@ def check_ref_arguments(fun, leaves, in_tree, consts, origin: str = "jit") -> No
     for k, x in enumerate(leaves):
         if not is_ref(x):
             continue
-        if id(x) in seen:
+        if id(referent(x)) in seen:
             names = _leaf_names(fun, in_tree, len(leaves))
             raise ValueError(
                 "only one reference to a mutable array may be passed as an argument to a "
                 f"function, but when tracing {_where(fun, origin)} for {origin} the mutable "
                 f"array reference of type {x.aval.str_short()} appeared at both "
-                f"{names[seen[id(x)]]} and {names[k]}.")
-        seen[id(x)] = k
+                f"{names[seen[id(referent(x))]]} and {names[k]}.")
+        seen[id(referent(x))] = k
     if not seen:
         return
     for c in consts:
-        if is_ref(c) and id(c) in seen:
+        if is_ref(c) and id(referent(c)) in seen:
             names = _leaf_names(fun, in_tree, len(leaves))
             raise ValueError(
                 f"when tracing {_where(fun, origin)} for {origin}, a mutable array reference "
                 f"of type {c.aval.str_short()} was both closed over and passed as the argument "
-                f"{names[seen[id(c)]]}")
+                f"{names[seen[id(referent(c))]]}")
+
+
+def _user_function(fun):
+    """The user's function under fluxion's wrappers (loop bodies keep it as `user_function`)."""
+    inner = inspect.unwrap(fun)
+    while hasattr(inner, "user_function"):
+        inner = inspect.unwrap(inner.user_function)
+    return inner
+
+
+def operand_names(fun, in_tree, n_leaves) -> list[str]:
+    """A name per flattened operand of a control-flow function called as `fun(*operands)`:
+    the parameter's name with the pytree path inside it (``c[0]``, ``x1``)."""
+    try:
+        params = [p.name for p in inspect.signature(_user_function(fun)).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    paths = [p for p, _ in tree_util.tree_flatten_with_path(
+        tree_util.tree_unflatten(in_tree, list(range(n_leaves))))[0]]
+    names = []
+    for path in paths:
+        i = getattr(path[0], "idx", None) if path else None
+        base = params[i] if i is not None and i < len(params) else f"args[{i}]"
+        names.append(base + tree_util.keystr(tuple(path[1:])))
+    return names
+
+
+def check_operands(fun, leaves, names, consts, traced_for: str) -> None:
+    """JAX's aliasing rule for the operands of a control-flow function (scan, cond, ...):
+    one Ref may not be two operands, nor an operand and a closed-over value."""
+    seen: dict[int, int] = {}
+    for k, x in enumerate(leaves):
+        if not is_ref(x):
+            continue
+        if id(referent(x)) in seen:
+            raise ValueError(
+                "only one reference to a mutable array may be passed as an argument to a "
+                f"function, but when tracing {_where(_user_function(fun), traced_for)} for "
+                f"{traced_for} the mutable array reference of type {x.aval.str_short()} "
+                f"appeared at both {names[seen[id(referent(x))]]} and {names[k]}.")
+        seen[id(referent(x))] = k
+    for c in consts:
+        if is_ref(c) and id(referent(c)) in seen:
+            raise ValueError(
+                f"when tracing {_where(_user_function(fun), traced_for)} for {traced_for}, a "
+                f"mutable array reference of type {c.aval.str_short()} was both closed over "
+                f"and passed as the argument {names[seen[id(referent(c))]]}")
+
+
+def check_no_returned_refs(fun, traced_for: str, out_leaves, out_tree, in_leaves,
+                           in_names, trace) -> None:
+    """JAX's ValueError for a traced function that returns a Ref, saying where the Ref came
+    from: created in the function (with the line) or passed in as an argument."""
+    for i, x in enumerate(out_leaves):
+        if not is_ref(x):
+            continue
+        paths = [p for p, _ in tree_util.tree_flatten_with_path(
+            tree_util.tree_unflatten(out_tree, list(range(len(out_leaves)))))[0]]
+        path = tree_util.keystr(tuple(paths[i])) if i < len(paths) else ""
+        loc = f" at output tree path result{path}" if path else ""
+        raise ValueError(
+            f"function {_where(_user_function(fun), traced_for)} traced for {traced_for} "
+            f"returned a mutable array reference of type {x.aval.str_short()}{loc}, but "
+            f"mutable array references cannot be returned.{_ref_origin(x, in_leaves, in_names, trace)}")
+
+
+def _ref_origin(x, in_leaves, in_names, trace) -> str:
+    for k, arg in enumerate(in_leaves):
+        if arg is x:
+            return ("\n\nThe returned mutable array was passed in as the argument "
+                    f"{in_names[k]}.")
+    var = getattr(x, "_var", None)
+    if var is None or getattr(x, "_trace", None) is not trace:
+        return ""
+    for eqn in trace.eqns:
+        if any(v is var for v in eqn.outvars):
+            where = eqn.source_info.summary() if eqn.source_info is not None else "unknown"
+            return f"\n\nThe returned mutable array was created on line {where}."
+    return ""

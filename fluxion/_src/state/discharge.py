@@ -33,10 +33,11 @@ SCOPED_STATE_PRIMITIVES: set = set()
 class _Cell:
     """The current value of a Ref being discharged."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "freed")
 
     def __init__(self, value):
         self.value = value
+        self.freed = False  # by freeze/free_ref: any later use is an error
 
 
 def eval_discharged(jaxpr: Jaxpr, consts: Sequence, args: Sequence,
@@ -64,6 +65,12 @@ def eval_discharged(jaxpr: Jaxpr, consts: Sequence, args: Sequence,
         if eqn.primitive is new_ref_p:
             outs = [_Cell(_as_array_value(ins[0]))]
         elif any(type(x) is _Cell for x in ins):
+            if any(type(x) is _Cell and x.freed for x in ins):
+                raise ValueError(f"'{eqn.primitive.name}' of a Ref that was already frozen or "
+                                 "freed (fluxion.ref.freeze, free_ref): it can no longer be "
+                                 "used.")
+            if eqn.primitive is freeze_p:
+                ins[0].freed = True
             rule = discharge_rules.get(eqn.primitive)
             if rule is None:
                 raise NotImplementedError(

@@ -397,6 +397,15 @@ def get(ref, idx=None):
     return get_p.bind(ref, *starts, indexer=indexer)
 
 
+def _implicitly_castable(vaval, dtype) -> bool:
+    """JAX's rule for a write of another dtype: a weakly typed float into a float Ref, or any
+    integer into an integer Ref, is cast; anything else (a Python float into an int Ref, an
+    int into a float Ref, a bool) is an error."""
+    both = lambda kind: (dtypes.issubdtype(vaval.dtype, kind)
+                         and dtypes.issubdtype(dtype, kind))
+    return (vaval.weak_type and both(np.floating)) or both(np.integer)
+
+
 def _value_for(aval, indexer, value, name):
     import fluxion.numpy as jnp
     from fluxion._src.array import Array
@@ -405,7 +414,7 @@ def _value_for(aval, indexer, value, name):
     if is_ref_aval(vaval):
         raise TypeError(f"{name}: cannot write a Ref into a Ref")
     if vaval.dtype != aval.dtype:
-        if not vaval.weak_type and not isinstance(value, (int, float, complex, bool)):
+        if not _implicitly_castable(vaval, aval.dtype):
             raise ValueError(f"Invalid dtype for `{name}`: cannot write a value of dtype "
                              f"{vaval.dtype.name} to a Ref of dtype {aval.dtype.name}")
         value = jnp.asarray(value, dtype=aval.dtype)

@@ -66,6 +66,10 @@ class AbstractRef:
         from fluxion._src.state import primitives
         primitives.set(tracer, idx, value)
 
+    def _addupdate(self, tracer, value, idx=()):
+        from fluxion._src.state import primitives
+        primitives.addupdate(tracer, idx, value)
+
 
 def is_ref_aval(aval) -> bool:
     return type(aval) is AbstractRef
@@ -125,6 +129,11 @@ class Ref(metaclass=_RefMeta):
     def __setitem__(self, idx, value):
         from fluxion._src.state import primitives
         primitives.set(self, idx, value)
+
+    def addupdate(self, x, idx=()):
+        """``ref[idx] += x`` as one operation (the whole Ref for the default ``idx``)."""
+        from fluxion._src.state import primitives
+        primitives.addupdate(self, idx, x)
 
     def __len__(self):
         return len(self._aval)
