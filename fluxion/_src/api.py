@@ -956,16 +956,8 @@ class Compiled:
     out_tree = property(lambda self: self._traced.out_tree)
     in_avals = Lowered.in_avals
     _donate_mask = property(lambda self: self._traced.donate_mask)
-
-    @property
-    def args_info(self):
-        """The arguments as the pytree `(args, kwargs)` of `stages.ArgInfo` (aval, donated)."""
-        return _args_info(self._traced.in_tree, self._traced.in_avals, self._donate_mask)
-
-    @property
-    def donate_argnums(self) -> tuple:
-        """The indices of the donated argument leaves."""
-        return _donated_leaves(self._donate_mask)
+    args_info = Lowered.args_info
+    donate_argnums = Lowered.donate_argnums
 
     @property
     def out_info(self):

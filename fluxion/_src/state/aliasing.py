@@ -17,22 +17,35 @@ def referent(x):
     return x
 
 
+def _positional_parameters(fun) -> list[str]:
+    try:
+        return [p.name for p in inspect.signature(fun).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+
+
+def _leaf_paths(in_tree, n_leaves) -> list[tuple]:
+    return [p for p, _ in tree_util.tree_flatten_with_path(
+        tree_util.tree_unflatten(in_tree, list(range(n_leaves))))[0]]
+
+
+def _positional_name(params, path) -> str:
+    """`path` = (index of a positional argument, path inside it): the parameter's name (or
+    args[i]) with the path inside it."""
+    i = getattr(path[0], "idx", None) if path else None
+    base = params[i] if i is not None and i < len(params) else f"args[{i}]"
+    return base + tree_util.keystr(tuple(path[1:]))
+
+
 def _leaf_names(fun, in_tree, n_leaves) -> list[str]:
     """A name per flattened argument: the parameter's name, with the pytree path inside it."""
-    try:
-        params = [p.name for p in inspect.signature(fun).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        params = []
-    paths = [p for p, _ in tree_util.tree_flatten_with_path(
-        tree_util.tree_unflatten(in_tree, list(range(n_leaves))))[0]]
+    params = _positional_parameters(fun)
     names = []
-    for path in paths:
+    for path in _leaf_paths(in_tree, n_leaves):
         head, rest = path[0], path[1:]
         if getattr(head, "idx", None) == 0 and rest:  # positional: (args, kwargs)[0][i]
-            i = getattr(rest[0], "idx", None)
-            base = params[i] if i is not None and i < len(params) else f"args[{i}]"
-            names.append(base + tree_util.keystr(tuple(rest[1:])))
+            names.append(_positional_name(params, rest))
         else:
             names.append(tree_util.keystr(tuple(rest)) if rest else "kwargs")
     return names
@@ -82,19 +95,8 @@ def _user_function(fun):
 def operand_names(fun, in_tree, n_leaves) -> list[str]:
     """A name per flattened operand of a control-flow function called as `fun(*operands)`:
     the parameter's name with the pytree path inside it (``c[0]``, ``x1``)."""
-    try:
-        params = [p.name for p in inspect.signature(_user_function(fun)).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        params = []
-    paths = [p for p, _ in tree_util.tree_flatten_with_path(
-        tree_util.tree_unflatten(in_tree, list(range(n_leaves))))[0]]
-    names = []
-    for path in paths:
-        i = getattr(path[0], "idx", None) if path else None
-        base = params[i] if i is not None and i < len(params) else f"args[{i}]"
-        names.append(base + tree_util.keystr(tuple(path[1:])))
-    return names
+    params = _positional_parameters(_user_function(fun))
+    return [_positional_name(params, path) for path in _leaf_paths(in_tree, n_leaves)]
 
 
 def check_operands(fun, leaves, names, consts, traced_for: str) -> None:
