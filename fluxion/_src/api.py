@@ -329,11 +329,6 @@ class Traced:
         return Lowered(text, self, self.donate_mask)
 
 
-def _refs_among(leaves) -> bool:
-    types = sys.modules.get("fluxion._src.state.types")  # no Ref exists before it is imported
-    return types is not None and any(map(types.is_ref, leaves))
-
-
 def check_callable(fun) -> None:
     """JAX's TypeError for a transformation applied to something that is not a function (a
     staticmethod object, a generator function included)."""
@@ -378,7 +373,7 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
         dyn_args, dyn_kwargs = tree_unflatten(in_tree, leaves)
         out = call(*_merge_args(dyn_args, static_pos), **dyn_kwargs, **dict(static_kw))
         out_leaves, out_tree = tree_flatten(out)
-        if _refs_among(out_leaves):
+        if staging.refs_among(out_leaves):
             from fluxion._src.state import aliasing
             aliasing.check_no_returned_refs(
                 fun, origin, out_leaves, out_tree, leaves,
@@ -634,7 +629,7 @@ class JitFunction:
     def _call_compiled(self, args, kwargs):
         leaves, in_tree, static_pos, static_kw, dyn_args = self._flatten(args, kwargs)
         sharded = self._in_shardings_given or self._out_shardings_given
-        if _refs_among(leaves):
+        if staging.refs_among(leaves):
             from fluxion._src.state import aliasing
             traced = self._get_traced(leaves, in_tree, static_pos, static_kw)
             aliasing.check_ref_arguments(self._fun, leaves, in_tree, traced.jaxpr.consts)
