@@ -1,4 +1,5 @@
 import importlib.metadata
+import sys
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -77,3 +78,14 @@ def pytest_collection_modifyitems(config, items):
         for item in marked:
             why = item.get_closest_marker("cpu_only").kwargs.get("reason", "CPU behaviour")
             item.add_marker(pytest.mark.skip(reason=f"CPU only: {why}"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_jax_oracle_executables():
+    """Clear JAX's caches after each test module: JAX is only the oracle here, and the
+    executables its caches keep would pile up in a worker that runs thousands of tests (each
+    holds memory mappings, and a process may have 65,530 before XLA crashes compiling)."""
+    yield
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        jax.clear_caches()

@@ -19,10 +19,17 @@ import fluxion.scipy.ndimage  # noqa: F401
 import fluxion.scipy.signal  # noqa: F401
 import fluxion.scipy.special as fsp
 import fluxion.scipy.stats as fst
+from fluxion._src.numpy import eager
 
 RNG = np.random.default_rng(0)
 X = RNG.uniform(0.1, 3.0, (3, 4)).astype(np.float32)
 SPD = np.array([[2.0, 0.5], [0.5, 1.0]], np.float32)
+
+@pytest.fixture(autouse=True)
+def _no_budget_flush(monkeypatch):
+    """Counts of cached signatures below assume no process-wide flush in between."""
+    monkeypatch.setattr(eager, "MAX_EAGER_EXECUTABLES", 10 ** 6)
+
 
 CALLS = [
     ("gammaln", lambda sp, st, x: sp.special.gammaln(x)),

@@ -13,6 +13,12 @@ X = RNG.standard_normal((4, 5)).astype(np.float32)
 I = RNG.integers(-5, 5, (4, 5)).astype(np.int32)
 B = X > 0
 
+@pytest.fixture(autouse=True)
+def _no_budget_flush(monkeypatch):
+    """Counts of cached signatures below assume no process-wide flush in between."""
+    monkeypatch.setattr(eager, "MAX_EAGER_EXECUTABLES", 10 ** 6)
+
+
 CALLS = [
     ("sum", lambda m, x: m.sum(x)),
     ("sum_axis_keepdims", lambda m, x: m.sum(x, axis=1, keepdims=True)),
@@ -85,7 +91,8 @@ def test_under_jit_the_jaxpr_stays_flat():
     assert "pjit" not in text and "jit" not in text and "reduce_sum" in text
 
 
-def test_cache_is_bounded():
+def test_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(eager, "MAX_EAGER_EXECUTABLES", 10 ** 6)  # the per-function bound alone
     linalg_ops.trace.clear_cache()
     for n in range(eager.MAX_SIGNATURES_PER_FUNCTION + 5):
         jnp.trace(jnp.ones((2, n + 1)))
@@ -205,3 +212,19 @@ def test_direct_paths_keep_values_and_explanations():
     with fluxion.debug_nans(True):
         with pytest.raises(FloatingPointError):
             jnp.divide(zero, zero)
+
+
+def test_eager_executables_have_a_process_wide_budget(monkeypatch):
+    # Every XLA:CPU executable holds memory mappings of JIT code and a process may have 65,530:
+    # past the budget every eager cache is emptied, so executables no other cache holds go.
+    monkeypatch.setattr(eager, "MAX_EAGER_EXECUTABLES", 3)
+    monkeypatch.setattr(eager, "_compiled_since_flush", 0)
+    for cache in eager.signature_caches:
+        cache.clear()
+    for n in range(1, 8):
+        x = np.arange(n, dtype=np.float32)
+        np.testing.assert_allclose(np.asarray(jnp.cumsum(x)), np.cumsum(x))
+        np.testing.assert_allclose(np.asarray(jnp.var(x)), np.var(x), rtol=1e-6)
+        held = sum(len(c) for c in eager.signature_caches)
+        assert held <= 3
+    assert eager._compiled_since_flush <= 3

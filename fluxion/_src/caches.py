@@ -1,13 +1,19 @@
 """Bounded caches: every cache of compiled programs in fluxion has a size limit.
 
+The limits keep the executables alive in a process to a few thousand: an XLA:CPU executable
+holds about 3-15 memory mappings of JIT code, a process may have 65,530 (vm.max_map_count),
+and past that XLA crashes while compiling (seen 2026-11-27 in a test-suite worker holding
+~2,000 fluxion and ~1,000 JAX executables, after ~4,000 tests).
+
 `BoundedDict` is a dict (lookups stay at C speed) whose insertions evict the oldest entry once
 `maxsize` entries are held. The bounds, per cache:
 
-- eager primitives (dispatch._primitive_cache): 4096 signatures in all;
+- eager primitives (dispatch._primitive_cache): 1024 signatures in all;
 - jit'ed call primitives under other traces (dispatch._jaxpr_cache): 1024;
-- XLA executables by program text and device (compiler/backend._executables): 1024;
+- XLA executables by program text and device (compiler/backend._executables): 512;
 - each `jit` function: 1024 signatures (its dispatch, fast-path and trace caches);
-- each jnp function's eager executables (numpy/eager.py): 64 signatures;
+- each jnp function's eager executables (numpy/eager.py): 64 signatures, and 512 compiled
+  for all functions together, then every eager cache is emptied;
 - Python-scalar constants on the device (array._scalar_cache): 4096, then cleared;
 - Python floats as device scalars for Array operators (numpy/array_methods): 4096, then
   cleared;

@@ -382,7 +382,7 @@ def _constant_buffer(c, aval: ShapedArray, device):
 # Eager primitives: each (primitive, input types, params) compiles once.
 
 # (primitive, params, x64, *avals) -> compiled call
-_primitive_cache: dict = BoundedDict(4096)
+_primitive_cache: dict = BoundedDict(1024)
 
 
 def apply_primitive(prim: core.Primitive, args: Sequence, params: dict):

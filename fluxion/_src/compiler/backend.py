@@ -439,7 +439,7 @@ def check_host_callback_calls(text: str, n_callbacks: int, name: str) -> None:
 # Executables by (program text, device): a program XLA already compiled in this process is
 # reused, whoever traced it (a fresh `jit(lambda ...)` per call, eager ops whose cache keys
 # differ only in weak types, equal programs from different functions).
-_executables = BoundedDict(1024)
+_executables = BoundedDict(512)
 
 # The `compiler_options` of the jit (or `Lowered.compile`) compiling now, as sorted (name,
 # value) pairs: XLA debug options by name, and the four build options JAX sets directly.

@@ -29,12 +29,19 @@ from fluxion._src.tree_util import tree_flatten, tree_unflatten
 
 # Signatures kept per function; the oldest is dropped past this (a loop over many shapes).
 MAX_SIGNATURES_PER_FUNCTION = 64
+# Executables compiled for eager calls of all functions together; past this every eager cache
+# is emptied. Each XLA:CPU executable holds about 3-15 memory mappings of JIT code, and a
+# process may have 65,530 (vm.max_map_count): past that XLA crashes while compiling. Several
+# hundred functions at 64 signatures each could get there.
+MAX_EAGER_EXECUTABLES = 512
 
 _PYTHON_SCALARS = (bool, int, float, complex)
 _NOT_CACHEABLE = object()
 
 
 fast_caches: list = []  # every wrapper's fast-path cache (debug_nans empties them)
+signature_caches: list = []  # every wrapper's signature -> executable cache
+_compiled_since_flush = 0
 
 # Programs that eager calls run on Arrays' buffers directly (`CompiledFunction.direct_parts`):
 # (function, the Arrays' avals, config.trace_key) -> parts, one lookup on the hottest paths
@@ -89,6 +96,7 @@ def eager_compiled(static_argnames=()):
         # fast path: their signature is just the avals.
         fast_arity = min(static_positions, default=len(params) + 1)
         cache: dict = {}
+        signature_caches.append(cache)
         # Fast-path caches, one per `config.trace_key` (x64 and the other flags that change
         # tracing): keyed by the aval of a lone argument, or by the tuple of avals of several.
         fast_by_key = _FastCaches()
@@ -158,6 +166,7 @@ def eager_compiled(static_argnames=()):
                         if entry is None:
                             entry = _compile(fun, args, kwargs, static_positions,
                                              static_argnames)
+                            _count_compiled()
                             _bounded_insert(cache, signature, entry)
                 if checking:
                     out = entry(dynamic)
@@ -272,6 +281,18 @@ def _mixed_key(args, kwargs, static_names):
             return None
         key.append((name, value))
     return _MixedKey(key)
+
+
+def _count_compiled() -> None:
+    """Count one more eager executable; past MAX_EAGER_EXECUTABLES empty every eager cache, so
+    that the executables no other cache holds are freed."""
+    global _compiled_since_flush
+    _compiled_since_flush += 1
+    if _compiled_since_flush > MAX_EAGER_EXECUTABLES:
+        _compiled_since_flush = 1
+        for cache in signature_caches:
+            cache.clear()
+        _clear_direct()
 
 
 def _bounded_insert(cache: dict, key, value) -> None:
