@@ -381,8 +381,7 @@ def _check_ref_operands(fun, leaves, tree, consts, traced_for: str, before_trace
     if not staging.refs_among(leaves):
         return
     from fluxion._src.state import aliasing
-    names = aliasing.operand_names(fun, tree, len(leaves))
-    aliasing.check_operands(fun, leaves, names, [] if before_trace else consts, traced_for)
+    aliasing.check_operands(fun, leaves, tree, [] if before_trace else consts, traced_for)
 
 
 def _trace_branches(funs, operands, api_name):

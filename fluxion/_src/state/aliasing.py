@@ -58,30 +58,33 @@ def _where(fun, origin):
     return f"{name}{at}"
 
 
-def check_ref_arguments(fun, leaves, in_tree, consts, origin: str = "jit") -> None:
-    """Raise JAX's ValueError when one Ref is among `leaves` twice, or is both among them and
-    among `consts` (the closed-over values of the traced function)."""
+def _check_aliases(leaves, consts, names, where, traced_for: str) -> None:
+    """JAX's ValueError when one Ref is among `leaves` twice, or is both among them and among
+    `consts` (the closed-over values of the traced function). `names()` (the leaves' names)
+    and `where()` (the function's) are computed only to raise."""
     seen: dict[int, int] = {}
     for k, x in enumerate(leaves):
         if not is_ref(x):
             continue
         if id(referent(x)) in seen:
-            names = _leaf_names(fun, in_tree, len(leaves))
             raise ValueError(
                 "only one reference to a mutable array may be passed as an argument to a "
-                f"function, but when tracing {_where(fun, origin)} for {origin} the mutable "
-                f"array reference of type {x.aval.str_short()} appeared at both "
-                f"{names[seen[id(referent(x))]]} and {names[k]}.")
+                f"function, but when tracing {where()} for {traced_for} the mutable array "
+                f"reference of type {x.aval.str_short()} appeared at both "
+                f"{names()[seen[id(referent(x))]]} and {names()[k]}.")
         seen[id(referent(x))] = k
-    if not seen:
-        return
     for c in consts:
         if is_ref(c) and id(referent(c)) in seen:
-            names = _leaf_names(fun, in_tree, len(leaves))
             raise ValueError(
-                f"when tracing {_where(fun, origin)} for {origin}, a mutable array reference "
-                f"of type {c.aval.str_short()} was both closed over and passed as the argument "
-                f"{names[seen[id(referent(c))]]}")
+                f"when tracing {where()} for {traced_for}, a mutable array reference of type "
+                f"{c.aval.str_short()} was both closed over and passed as the argument "
+                f"{names()[seen[id(referent(c))]]}")
+
+
+def check_ref_arguments(fun, leaves, in_tree, consts, origin: str = "jit") -> None:
+    """JAX's aliasing rule for the arguments `(args, kwargs)` of a jit or vmap function."""
+    _check_aliases(leaves, consts, lambda: _leaf_names(fun, in_tree, len(leaves)),
+                   lambda: _where(fun, origin), origin)
 
 
 def _user_function(fun):
@@ -99,26 +102,11 @@ def operand_names(fun, in_tree, n_leaves) -> list[str]:
     return [_positional_name(params, path) for path in _leaf_paths(in_tree, n_leaves)]
 
 
-def check_operands(fun, leaves, names, consts, traced_for: str) -> None:
+def check_operands(fun, leaves, in_tree, consts, traced_for: str) -> None:
     """JAX's aliasing rule for the operands of a control-flow function (scan, cond, ...):
     one Ref may not be two operands, nor an operand and a closed-over value."""
-    seen: dict[int, int] = {}
-    for k, x in enumerate(leaves):
-        if not is_ref(x):
-            continue
-        if id(referent(x)) in seen:
-            raise ValueError(
-                "only one reference to a mutable array may be passed as an argument to a "
-                f"function, but when tracing {_where(_user_function(fun), traced_for)} for "
-                f"{traced_for} the mutable array reference of type {x.aval.str_short()} "
-                f"appeared at both {names[seen[id(referent(x))]]} and {names[k]}.")
-        seen[id(referent(x))] = k
-    for c in consts:
-        if is_ref(c) and id(referent(c)) in seen:
-            raise ValueError(
-                f"when tracing {_where(_user_function(fun), traced_for)} for {traced_for}, a "
-                f"mutable array reference of type {c.aval.str_short()} was both closed over "
-                f"and passed as the argument {names[seen[id(referent(c))]]}")
+    _check_aliases(leaves, consts, lambda: operand_names(fun, in_tree, len(leaves)),
+                   lambda: _where(_user_function(fun), traced_for), traced_for)
 
 
 def check_no_returned_refs(fun, traced_for: str, out_leaves, out_tree, in_leaves,
