@@ -116,8 +116,7 @@ def check_no_returned_refs(fun, traced_for: str, out_leaves, out_tree, in_leaves
     for i, x in enumerate(out_leaves):
         if not is_ref(x):
             continue
-        paths = [p for p, _ in tree_util.tree_flatten_with_path(
-            tree_util.tree_unflatten(out_tree, list(range(len(out_leaves)))))[0]]
+        paths = _leaf_paths(out_tree, len(out_leaves))
         path = tree_util.keystr(tuple(paths[i])) if i < len(paths) else ""
         loc = f" at output tree path result{path}" if path else ""
         raise ValueError(
