@@ -198,10 +198,6 @@ class JVPTrace(Trace):
         return JVPTracer(self, primal, tangent)
 
 
-def _is_host_value(x) -> bool:
-    return isinstance(x, (np.ndarray, np.generic)) or dtypes.is_python_scalar(x)
-
-
 def _pin_host_values(values: Sequence) -> tuple[list, dict]:
     """Host values (Python and NumPy scalars, NumPy arrays) as Arrays of the type they have
     now, and a map from each new Array's id back to its host value. A host value's type
@@ -210,7 +206,7 @@ def _pin_host_values(values: Sequence) -> tuple[list, dict]:
     from fluxion._src.array import make_array
     pinned, originals = [], {}
     for x in values:
-        if _is_host_value(x) and np.result_type(x) != dtypes.float0:
+        if dtypes.is_host_value(x) and np.result_type(x) != dtypes.float0:
             aval = core.get_aval(x)
             new = make_array(np.asarray(x), aval.dtype, aval.weak_type)
             originals[id(new)] = x

@@ -185,6 +185,12 @@ def is_python_scalar(x) -> bool:
     return type(x) in _PY_SCALAR_DTYPES or python_scalar_base(x) is not None
 
 
+def is_host_value(x) -> bool:
+    """A NumPy array or scalar, or a Python scalar: a value whose type follows the x64 flag
+    when it becomes an array."""
+    return isinstance(x, (np.ndarray, np.generic)) or is_python_scalar(x)
+
+
 def is_weakly_typed(x) -> bool:
     """Python int, float and complex values (and their subclasses') are weak; arrays carry a
     weak_type flag."""

@@ -35,7 +35,7 @@ def _dtype_of(x):
     aval = getattr(x, "aval", None)
     if aval is not None:
         return aval.dtype
-    if _is_host_value(x):
+    if dtypes.is_host_value(x):
         return None
     try:
         return core.get_aval(x).dtype
@@ -47,11 +47,7 @@ def _as_arrays(args) -> list:
     """A jitted function's arguments as Arrays: a NaN argument then comes in already bad."""
     from fluxion._src.lax import lax
     return [lax._convert_element_type(x, None, dtypes.is_weakly_typed(x))
-            if _is_host_value(x) else x for x in args]
-
-
-def _is_host_value(x) -> bool:
-    return isinstance(x, (np.ndarray, np.generic)) or dtypes.is_python_scalar(x)
+            if dtypes.is_host_value(x) else x for x in args]
 
 
 def _error(kind: str, prim_name: str, where: str | None) -> FloatingPointError:
