@@ -200,3 +200,14 @@ def test_sparse_arrays_are_unhashable_and_have_a_length(fmt):
     with pytest.raises(TypeError):
         hash(m)
     assert len(m) == len(getattr(jsparse, fmt).fromdense(jjnp.arange(6.).reshape(2, 3))) == 2
+
+
+@pytest.mark.parametrize("case", ["by a sparse array", "by a dense array that broadcasts"])
+def test_bcoo_divisions_jax_refuses(case):
+    def program(np_, sp):
+        x = sp.BCOO.fromdense(np_.arange(6.0).reshape(2, 3))
+        return x / x if case == "by a sparse array" else x / np_.ones((4, 2, 3))
+    with pytest.raises(NotImplementedError):
+        program(jjnp, jsparse)
+    with pytest.raises(NotImplementedError, match=f"division {case}"):
+        program(jnp, sparse)
