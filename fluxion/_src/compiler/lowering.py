@@ -1,6 +1,7 @@
 """Lowering jaxprs to StableHLO modules, one rule per primitive and platform."""
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Sequence
 
 import numpy as np
@@ -11,6 +12,7 @@ from fluxion._src.compiler.hlo import Block, HloOps, Module, Value
 from fluxion._src.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
 from fluxion._src.export import shape_poly
 from fluxion._src.export.shape_poly import InconclusiveDimensionOperation
+from fluxion._src.traceback_util import user_stacklevel
 
 # primitive -> {platform or None: rule}
 _lowerings: dict[core.Primitive, dict[str | None, Callable]] = {}
@@ -169,6 +171,7 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, platform: str, name: str = "main",
     if donated_invars is not None and any(donated_invars):
         arg_attrs = arg_attrs or [None] * (n_dims + len(arg_avals))
         used_outputs: set[int] = set()
+        unused: list[str] = []
         for i, donated in enumerate(donated_invars):
             if not donated:
                 continue
@@ -180,6 +183,13 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, platform: str, name: str = "main",
                     other = arg_attrs[n_consts + i]
                     arg_attrs[n_consts + i] = f"{other}, {alias}" if other else alias
                     break
+            else:  # no output of its shape and dtype is left to reuse its buffer
+                unused.append(str(aval))
+        if unused:
+            warnings.warn(f"Some donated buffers were not usable: {', '.join(unused)}.\n"
+                          "See an explanation at "
+                          "https://docs.jax.dev/en/latest/faq.html#buffer-donation.",
+                          stacklevel=user_stacklevel())
     text = hlo.function_text("main", block, outs, arg_attrs=arg_attrs, result_attrs=result_attrs)
     safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "main"
     header = (f"module @{safe} attributes {{mhlo.num_partitions = {num_partitions} : i32, "
