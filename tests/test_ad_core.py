@@ -208,6 +208,38 @@ def test_custom_jvp_stabilizes_gradient():
     np.testing.assert_allclose(second, s * (1 - s), rtol=1e-5)
 
 
+@fluxion.custom_jvp
+def _triple(x):
+    return x * 3.0
+
+
+# The rule applies the function itself to the tangent (a linear custom function): the call on
+# the tangent must transpose.
+_triple.defjvp(lambda primals, tangents: (_triple(primals[0]), _triple(tangents[0])))
+
+
+@pytest.mark.parametrize("transform", [
+    lambda f: fluxion.grad(f),
+    lambda f: fluxion.jit(fluxion.grad(f)),
+    lambda f: fluxion.grad(fluxion.checkpoint(f)),
+    lambda f: fluxion.grad(fluxion.checkpoint(f, policy=fluxion.checkpoint_policies.nothing_saveable)),
+    lambda f: fluxion.grad(lambda x: lax.scan(lambda c, _: (f(c), None), x, None, length=2)[0]),
+    lambda f: fluxion.grad(fluxion.grad(f)),
+], ids=["grad", "jit", "checkpoint", "nothing_saveable", "scan", "second"])
+def test_custom_jvp_whose_rule_calls_the_function_on_tangents(transform):
+    def f(x):
+        return jnp.sin(_triple(x))
+
+    def expected(f):  # the same function written without the custom rule
+        return transform(f)(0.7)
+    np.testing.assert_allclose(transform(f)(0.7), expected(lambda x: jnp.sin(x * 3.0)), rtol=1e-6)
+
+
+def test_linear_transpose_of_a_custom_jvp_function():
+    (ct,) = fluxion.linear_transpose(_triple, 1.0)(2.0)
+    assert float(ct) == 6.0
+
+
 def test_custom_jvp_nondiff_argnums_and_defjvps():
     @functools.partial(fluxion.custom_jvp, nondiff_argnums=(0,))
     def apply(n, x):

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 from fluxion._src import ad, batching, core, dtypes, key_flow, staging
 from fluxion._src.config import config
 from fluxion._src.api import fun_name
-from fluxion._src.call_transforms import closure_convert, jvp_jaxpr
+from fluxion._src.call_transforms import closure_convert, jvp_jaxpr, transpose_jaxpr
 from fluxion._src.compiler import lowering
 from fluxion._src.core import ClosedJaxpr
 from fluxion._src.tree_util import keystr, tree_flatten, tree_map, tree_structure, tree_unflatten
@@ -373,9 +373,32 @@ def _custom_jvp_call_lowering(ctx, *args, call_jaxpr, **_):
     return ctx.lower_jaxpr(call_jaxpr, args)
 
 
+def _custom_jvp_call_partial_eval(trace, primitive, args, params):
+    # An unknown input means the call is on the linear (tangent) side of a linearization, which
+    # differentiates no further: the rule is dropped and the body traced in line, so it
+    # transposes as ordinary primitives (as in JAX; a JVP rule that applies the function
+    # itself to the tangents relies on it).
+    with core.set_current_trace(trace):
+        return core.eval_jaxpr(params["call_jaxpr"].jaxpr, params["call_jaxpr"].consts, *args)
+
+
+def _custom_jvp_call_transpose(cts, *args, call_jaxpr, **_):
+    # Reached where a call on the linear side was staged whole (a checkpointed region, a
+    # jaxpr handed to linear_transpose): its body is linear in those inputs.
+    linear = tuple(ad.is_undefined_primal(a) for a in args)
+    ct_avals = tuple(ad.tangent_aval(a) for a in call_jaxpr.out_avals)
+    transposed = transpose_jaxpr(call_jaxpr, linear, ct_avals)
+    nonlinear = [a for a, is_linear in zip(args, linear) if not is_linear]
+    outs = iter(core.eval_jaxpr(transposed.jaxpr, transposed.consts, *nonlinear,
+                                *[ad.instantiate(c) for c in cts]))
+    return [next(outs) if is_linear else None for is_linear in linear]
+
+
 custom_jvp_call_p.def_impl(_custom_jvp_call_impl)
 custom_jvp_call_p.def_abstract_eval(_custom_jvp_call_abstract_eval)
 ad.primitive_jvps[custom_jvp_call_p] = _custom_jvp_call_jvp
+ad.partial_eval_rules[custom_jvp_call_p] = _custom_jvp_call_partial_eval
+ad.primitive_transposes[custom_jvp_call_p] = _custom_jvp_call_transpose
 lowering.register_lowering(custom_jvp_call_p, _custom_jvp_call_lowering)
 
 
