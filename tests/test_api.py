@@ -307,6 +307,23 @@ def test_aot_donation_deletes_the_argument_and_its_host_copy():
 # ---------------------------------------------------------------------------------------------
 # jit: ahead of time
 
+def test_lower_for_several_platforms_picks_a_branch_and_refuses_to_compile():
+    traced = fluxion.jit(lambda x: x * 2).trace(1.0)
+    both = traced.lower(lowering_platforms=("cpu", "cuda"))
+    text = both.as_text()
+    assert "@main(%platform_index: tensor<i32>, %arg0: tensor<f32>)" in text
+    assert "stablehlo.case" in text and "_platform_cuda_main" in text
+    with pytest.raises(ValueError, match="lowered for platforms"):
+        both.compile()
+    assert float(traced.lower(lowering_platforms=("cpu",)).compile()(3.0)) == 6.0
+    with pytest.raises(ValueError, match="Unknown platform"):
+        traced.lower(lowering_platforms=("gpux",))
+    # JAX lowers the same way (its compile of such a lowering fails inside JAX).
+    jax_text = jax.jit(lambda x: x * 2).trace(1.0).lower(
+        lowering_platforms=("cpu", "cuda")).as_text()
+    assert "%arg0: tensor<i32>" in jax_text and "%arg1: tensor<f32>" in jax_text
+
+
 def test_lower_compile_and_inspect():
     lowered = fluxion.jit(lambda x: lax.add(lax.sin(x), 1.0)).lower(X)
     text = lowered.as_text()

@@ -314,9 +314,20 @@ class Traced:
                                               for a in self.jaxpr.out_avals])
 
     @api_boundary
-    def lower(self) -> "Lowered":
-        """Lower the traced function to StableHLO."""
+    def lower(self, *, lowering_platforms=None, _private_parameters=None) -> "Lowered":
+        """Lower the traced function to StableHLO.
+
+        Parameters
+        ----------
+        lowering_platforms : sequence of str, optional
+            Lower for these platforms ("cpu", "cuda", "rocm", "tpu") rather than the default
+            backend's. With several, `@main` takes a platform index first and picks its branch
+            at run time (as an export does); such a lowering is for inspection or export and
+            compiles only when it is for the default backend alone.
+        """
         name = f"jit_{self.name}"
+        if lowering_platforms is not None:
+            return self._lower_for_platforms(tuple(lowering_platforms), name)
         sharded_jit = sys.modules.get("fluxion._src.sharded_jit")
         mesh = sharded_jit.needs_partitioning(self.jaxpr) if sharded_jit is not None else None
         if mesh is not None:  # constraints or shard_map inside: a partitioned program
@@ -327,6 +338,21 @@ class Traced:
             return lowered
         text = lower_closed_jaxpr(self.jaxpr, name, donated_invars=self.donate_mask)
         return Lowered(text, self, self.donate_mask)
+
+    def _lower_for_platforms(self, platforms: tuple, name: str) -> "Lowered":
+        from fluxion._src.export import exported
+        platforms = tuple(exported.canonical_platform(p) for p in platforms)
+        if not platforms or len(set(platforms)) != len(platforms):
+            raise ValueError(f"lowering_platforms must be distinct platforms, got {platforms}")
+        texts = [lower_closed_jaxpr(self.jaxpr, name, platform=p, donated_invars=self.donate_mask)
+                 for p in platforms]
+        if len(platforms) == 1:
+            lowered = Lowered(texts[0], self, self.donate_mask)
+        else:
+            lowered = Lowered(exported.multi_platform_module(
+                texts, platforms, self.name, self.in_avals, self.jaxpr.out_avals), self, None)
+        lowered._platforms = platforms
+        return lowered
 
 
 def check_callable(fun) -> None:
@@ -784,6 +810,8 @@ class JitFunction:
 class Lowered:
     """A jitted function lowered to StableHLO for one signature (`jit(f).lower(...)`)."""
 
+    _platforms = None  # set by Traced.lower(lowering_platforms=...)
+
     def __init__(self, text: str, traced: Traced, donate_mask):
         self._text = text
         self._traced = traced
@@ -861,7 +889,19 @@ class Lowered:
         with backend.compiler_options(options):
             return self._compile()
 
+    def _check_platforms(self) -> None:
+        from fluxion._src.export.exported import default_export_platform
+        here = default_export_platform()
+        if self._platforms != (here,):
+            raise ValueError(
+                f"Cannot compile {self._traced.name}: it was lowered for platforms "
+                f"{self._platforms}, and only a lowering for this backend's platform alone "
+                f"({here!r}) compiles here. To run it on several platforms, export it "
+                "(fluxion.export.export(jit(f), platforms=...)) and call the Exported.")
+
     def _compile(self) -> "Compiled":
+        if self._platforms is not None:
+            self._check_platforms()
         symbolic = [a for a in self._traced.in_avals if is_symbolic_shape(a.shape)]
         if symbolic:
             raise ValueError(

@@ -38,7 +38,7 @@ def default_export_platform() -> str:
     return "cuda" if platform == "gpu" else platform
 
 
-def _canonical_platform(p: str) -> str:
+def canonical_platform(p: str) -> str:
     p = str(p).lower()
     p = "cuda" if p == "gpu" else p
     if p not in _PLATFORMS:
@@ -247,7 +247,7 @@ def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
     """
     if not hasattr(fun_jit, "trace"):
         raise ValueError(f"Function to be exported must be the result of `jit` but is: {fun_jit}")
-    plats = tuple(_canonical_platform(p) for p in (platforms or (default_export_platform(),)))
+    plats = tuple(canonical_platform(p) for p in (platforms or (default_export_platform(),)))
     if len(set(plats)) != len(plats):
         raise ValueError(f"platforms must not repeat, got {plats}")
 
@@ -265,7 +265,7 @@ def _export_traced(traced, plats, disabled_checks, fun_jit=None) -> Exported:
     in_avals = tuple(traced.in_avals)
     texts = [_lower_for_platform(closed, in_avals, traced.in_tree, p, traced.name)
              for p in plats]
-    text = texts[0] if len(plats) == 1 else _multi_platform_module(texts, plats, traced.name,
+    text = texts[0] if len(plats) == 1 else multi_platform_module(texts, plats, traced.name,
                                                                    in_avals, closed.out_avals)
     _check_custom_calls(text, disabled_checks)
     artifact = _serialize_module(text)
@@ -478,7 +478,7 @@ def _renamed_functions(artifact: bytes, prefix: str) -> tuple[str, str]:
     return "\n".join(texts), renames["main"]
 
 
-def _multi_platform_module(texts, plats, name, in_avals, out_avals) -> str:
+def multi_platform_module(texts, plats, name, in_avals, out_avals) -> str:
     """One module for several platforms: @main(platform_index, *args) with a stablehlo.case
     over the platforms' programs."""
     ir, ctx = _ir()
