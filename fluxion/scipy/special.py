@@ -20,3 +20,21 @@ _compile_eagerly(globals(), {
     "factorial": ("exact",), "log_ndtr": ("series_order",), "log_softmax": ("axis",),
     "logsumexp": ("axis", "keepdims", "return_sign"), "multigammaln": ("d",),
     "softmax": ("axis",)}, names=[n for n in dir() if not n.startswith("_") and n != "sph_harm_y"])
+
+
+def _deprecated_legendre():
+    from fluxion._src.numpy.eager import eager_compiled
+    from fluxion._src.scipy import special_legendre
+    return {"lpmn": eager_compiled(("m", "n"))(special_legendre.lpmn),
+            "lpmn_values": eager_compiled(("m", "n", "is_normalized"))(
+                special_legendre.lpmn_values)}
+
+
+def __getattr__(name):
+    # Deprecated in JAX with no replacement; still served, with JAX's warning.
+    if name in ("lpmn", "lpmn_values"):
+        import warnings
+        warnings.warn(f"jax.scipy.special.{name} is deprecated; no replacement is planned.",
+                      DeprecationWarning, stacklevel=2)
+        return _deprecated_legendre()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
