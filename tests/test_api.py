@@ -272,6 +272,23 @@ def test_a_donation_no_output_can_reuse_warns_and_keeps_the_argument(lib):
     assert x.is_deleted() and not y.is_deleted()
 
 
+def test_a_donated_argument_fails_in_python_without_an_xla_error_line():
+    code = (
+        "import fluxion, fluxion.numpy as jnp\n"
+        "x = jnp.arange(4.0)\n"
+        "x + 1\n"  # its program is cached: the next call goes straight to XLA
+        "fluxion.jit(lambda v: v * 2, donate_argnums=0)(x)\n"
+        "try:\n"
+        "    x + 1\n"
+        "except RuntimeError as e:\n"
+        "    print(e)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=env)
+    assert "has been deleted" in out.stdout
+    assert out.stderr == "", "XLA logged its own error line"
+
+
 def test_donate_argnames_and_kept_arguments():
     x = fluxion.device_put(np.ones(2, np.float32))
     y = fluxion.device_put(np.ones(2, np.float32))

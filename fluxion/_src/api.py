@@ -471,6 +471,10 @@ def _run(compiled: CompiledFunction, leaves, donate_mask, device=None):
     for x, donated in zip(leaves, donate_mask):
         if donated and type(x) is Array:
             x._npy = None
+            if x._buf.is_deleted():
+                # Released in jaxlib too: a later use then fails before XLA, which would log
+                # an error line of its own for a donated buffer.
+                x._buf.delete()
     return outs
 
 
