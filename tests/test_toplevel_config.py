@@ -542,6 +542,23 @@ def test_device_shard_and_copy_to_host_async(lib):
 
 
 @BOTH
+def test_array_clone_is_ready_platform_and_removed_buffers(lib):
+    mod, np_ = _mods(lib)
+    x = np_.arange(3.0)
+    c = x.clone()
+    assert c is not x and c.unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
+    assert x.is_ready() is True and x.platform() == "cpu"
+    assert x.traceback is None or hasattr(x.traceback, "frames")
+    for name in ("device_buffer", "device_buffers"):
+        with pytest.raises(AttributeError, match="deprecated"):
+            getattr(x, name)
+    x.delete()
+    assert c.is_deleted()  # a clone shares the buffer
+    if lib is fluxion:  # JAX's platform() crashes the process on a deleted array
+        assert x.platform() == "cpu"
+
+
+@BOTH
 def test_dlpack(lib):
     mod, np_ = _mods(lib)
     a = np.arange(6, dtype=np.float32).reshape(2, 3)

@@ -182,6 +182,33 @@ class Array:
     def is_deleted(self) -> bool:
         return self._buf.is_deleted()
 
+    def is_ready(self) -> bool:
+        """Whether the computation producing the array has finished (no waiting)."""
+        return self._buf.is_ready()
+
+    def platform(self) -> str:
+        # From the device, not the buffer: jaxlib's crashes on a deleted buffer.
+        return self.device.platform
+
+    def clone(self) -> "Array":
+        """A new Array object over the same buffer (JAX's `clone`; deleting either deletes
+        both). `copy()` makes an independent copy."""
+        return type(self)(self._buf.clone(), self.aval)
+
+    @property
+    def traceback(self):
+        """Where the array was created, if jaxlib recorded it (else None)."""
+        return self._buf.traceback
+
+    @property
+    def device_buffer(self):
+        raise AttributeError("arr.device_buffer has been deprecated. Use arr.addressable_data(0)")
+
+    @property
+    def device_buffers(self):
+        raise AttributeError("arr.device_buffers has been deprecated. "
+                             "Use [x.data for x in arr.addressable_shards]")
+
     def delete(self) -> None:
         self._buf.delete()
         self._npy = None

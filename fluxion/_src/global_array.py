@@ -179,6 +179,19 @@ class GlobalArray(Array):
         self._garr.delete()
         self._npy = self._joined = None
 
+    def is_ready(self) -> bool:
+        return self._garr.is_ready()
+
+    def platform(self) -> str:
+        return self._sharding._device_assignment[0].platform
+
+    def clone(self) -> "GlobalArray":
+        return GlobalArray(self._garr.clone(), self._aval, self._sharding)
+
+    @property
+    def traceback(self):
+        return self._garr.traceback
+
     def copy_to_host_async(self) -> None:
         for buf in self._garr._arrays:
             buf._copy_single_device_array_to_host_async()
