@@ -1019,22 +1019,36 @@ def _matmul(a, b):
 # ---------------------------------------------------------------------------------------
 # constructors
 
+def _format(sparse_format, allowed):
+    from fluxion._src.sparse import coo_csr
+    from fluxion._src.sparse.bcsr import BCSR
+    formats = {"bcoo": BCOO, "bcsr": BCSR, "coo": coo_csr.COO, "csr": coo_csr.CSR,
+               "csc": coo_csr.CSC}
+    if sparse_format not in allowed:
+        raise ValueError(f"sparse_format={sparse_format!r} not recognized; must be one of "
+                         f"{list(allowed)}")
+    return formats[sparse_format]
+
+
 def empty(shape, dtype=None, index_dtype="int32", sparse_format="bcoo", **kwds):
-    """An all-zero sparse array with no stored entries."""
-    if sparse_format != "bcoo":
-        raise NotImplementedError(f"sparse_format={sparse_format!r}: only 'bcoo' is provided")
+    """An all-zero sparse array with no stored entries, in the format `sparse_format`
+    ('bcoo', 'bcsr', 'coo', 'csr' or 'csc')."""
+    cls = _format(sparse_format, ("bcsr", "bcoo", "coo", "csr", "csc"))
     dtype = jnp.float32 if dtype is None else dtype
-    return BCOO._empty(shape, dtype=dtype, index_dtype=index_dtype, **kwds)
+    if sparse_format == "bcsr":
+        return cls.from_bcoo(BCOO._empty(tuple(shape), dtype=dtype, index_dtype=index_dtype,
+                                         **kwds))
+    return cls._empty(tuple(shape), dtype=dtype, index_dtype=index_dtype, **kwds)
 
 
 def eye(N, M=None, k=0, dtype=None, index_dtype="int32", sparse_format="bcoo", **kwds):
-    """A 2-D sparse array with ones on the ``k``-th diagonal."""
-    if sparse_format != "bcoo":
-        raise NotImplementedError(f"sparse_format={sparse_format!r}: only 'bcoo' is provided")
+    """A 2-D sparse array with ones on the ``k``-th diagonal, in the format `sparse_format`
+    ('bcoo', 'coo', 'csr' or 'csc')."""
+    cls = _format(sparse_format, ("bcoo", "coo", "csr", "csc"))
     dtype = jnp.float32 if dtype is None else dtype
     M = N if M is None else M
     N, M, k = operator.index(N), operator.index(M), operator.index(k)
-    return BCOO._eye(N, M, k, dtype=dtype, index_dtype=index_dtype, **kwds)
+    return cls._eye(N, M, k, dtype=dtype, index_dtype=index_dtype, **kwds)
 
 
 def todense(arr):
@@ -1042,6 +1056,8 @@ def todense(arr):
     equation, so that `sparsify` densifies the sparse value that reaches it)."""
     if isinstance(arr, BCOO):
         return bcoo_todense(arr)
+    if isinstance(arr, JAXSparse):
+        return arr.todense()
     if isinstance(arr, core.Tracer):
         return todense_p.bind(arr)
     return jnp.asarray(arr)

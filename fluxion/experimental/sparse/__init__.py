@@ -29,7 +29,16 @@ from fluxion._src.sparse.bcoo import (  # noqa: F401
     todense as todense,
 )
 from fluxion._src.sparse.transform import sparsify as sparsify  # noqa: F401
-from fluxion._src.sparse.ad import grad as grad, value_and_grad as value_and_grad  # noqa: F401
+from fluxion._src.sparse.ad import (  # noqa: F401
+    grad as grad, jacfwd as jacfwd, jacobian as jacobian, jacrev as jacrev,
+    value_and_grad as value_and_grad)
+from fluxion._src.sparse.coo_csr import (  # noqa: F401
+    COO as COO, CSC as CSC, CSR as CSR,
+    coo_fromdense as coo_fromdense, coo_matmat as coo_matmat, coo_matvec as coo_matvec,
+    coo_todense as coo_todense,
+    csr_fromdense as csr_fromdense, csr_matmat as csr_matmat, csr_matvec as csr_matvec,
+    csr_todense as csr_todense)
+from fluxion._src.sparse.random import random_bcoo as random_bcoo  # noqa: F401
 from fluxion._src.sparse.bcsr import (  # noqa: F401
     BCSR as BCSR,
     bcsr_dot_general as bcsr_dot_general,
@@ -37,3 +46,4 @@ from fluxion._src.sparse.bcsr import (  # noqa: F401
     bcsr_todense as bcsr_todense,
 )
 from fluxion.experimental.sparse import linalg as linalg  # noqa: F401,E402
+from fluxion.experimental.sparse import ad, api, bcoo, bcsr, coo, csr, random, transform  # noqa: F401,E402,E501
