@@ -491,6 +491,11 @@ class JitFunction:
                  donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None,
                  in_shardings=None, out_shardings=None, compiler_options=None):
         check_callable(fun)
+        self._jit_kwargs = dict(
+            static_argnums=static_argnums, static_argnames=static_argnames,
+            donate_argnums=donate_argnums, donate_argnames=donate_argnames, inline=inline,
+            keep_unused=keep_unused, device=device, backend=backend, in_shardings=in_shardings,
+            out_shardings=out_shardings, compiler_options=compiler_options)
         self._compiler_options = dict(compiler_options) if compiler_options else None
         _check_device(device, "jit(device=...)")
         self._inline = inline
@@ -545,6 +550,12 @@ class JitFunction:
         self._fast_path_ok = not (self._static_argnums or self._static_argnames or
                                   self._donate_argnums or self._donate_argnames or
                                   self._in_shardings_given or self._out_shardings_given)
+
+    def __reduce__(self):
+        # (cloud)pickling the public function pickles this object (its closure holds `_call`)
+        # with its function and options; the compiled programs stay behind.
+        return _unpickle_jit_function, (self._fun, self._jit_kwargs,
+                                        (self._cache, self._trace_cache, self._fast_cache))
 
     # -- helpers
     def _flatten(self, args, kwargs):
@@ -1009,6 +1020,14 @@ def jit(fun: Callable = _NO_FUNCTION, *, in_shardings=None, out_shardings=None, 
     if fun is _NO_FUNCTION:
         return lambda f: JitFunction(f, **kwargs).public_function()
     return JitFunction(fun, **kwargs).public_function()
+
+
+def _unpickle_jit_function(fun, jit_kwargs, caches):
+    """Rebuild a pickled `JitFunction` around `caches`, the (empty) caches that the pickled
+    public function's closure refers to, so that its fast path and `_call` share them."""
+    jit_function = JitFunction(fun, **jit_kwargs)
+    jit_function._cache, jit_function._trace_cache, jit_function._fast_cache = caches
+    return jit_function
 
 
 # ---------------------------------------------------------------------------------------------
