@@ -297,3 +297,23 @@ def test_arange_refuses_complex_arguments(library, args):
     lib = LIBRARIES[library][0]
     with pytest.raises(ValueError, match="complex start/stop/step"):
         lib.numpy.arange(*args)
+
+
+@pytest.mark.parametrize("misuse", sorted(MISUSES))
+@pytest.mark.parametrize("staged", [True, False], ids=["jit", "make_jaxpr"])
+def test_misuse_message_ends_with_the_errors_documentation_page(misuse, staged):
+    program, error_name = MISUSES[misuse]
+    for lib in (jax, fluxion):  # JAX's message ends the same way
+        transform = lib.jit if staged else lib.make_jaxpr
+        with pytest.raises(getattr(lib.errors, error_name)) as info:
+            transform(lambda x: program(lib, x))(X)
+        assert str(info.value).endswith(
+            f"\nSee https://docs.jax.dev/en/latest/errors.html#jax.errors.{error_name}")
+
+
+@pytest.mark.parametrize("name", ["JAXTypeError", "JAXIndexError", "KeyReuseError",
+                                  "UnexpectedTracerError"])
+def test_errors_made_from_a_message_link_their_documentation(name):
+    page = f"x\nSee https://docs.jax.dev/en/latest/errors.html#jax.errors.{name}"
+    assert str(getattr(jax.errors, name)("x")) == page
+    assert str(getattr(fluxion.errors, name)("x")) == page
