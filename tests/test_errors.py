@@ -251,9 +251,41 @@ def test_traceback_shows_user_frames_not_internals(entry):
     frames = traceback.extract_tb(info.value.__traceback__)
     internal = [f for f in frames if "/fluxion/_src/" in f.filename]
     assert any(f.name == "_shape_bug" for f in frames)
-    # At most the public entry point's own frame (jit's __call__) remains.
-    assert len(internal) <= 1, [f"{f.filename}:{f.lineno}" for f in internal]
+    # At most the public entry point's own frame remains (none for a jitted function's call).
+    assert len(internal) <= (entry != "jit"), [f"{f.filename}:{f.lineno}" for f in internal]
     assert any("FLUXION_TRACEBACK_FILTERING" in note for note in info.value.__notes__)
+
+
+def _nested_jit_failure(lib):
+    @lib.jit
+    def innermost(x):
+        raise AssertionError("innermost")
+
+    @lib.jit
+    def between(x):
+        return 1 + innermost(x)
+
+    @lib.jit
+    def outermost(x):
+        return 2 + between(x)
+
+    return outermost
+
+
+@pytest.mark.parametrize("calls", [1, 2])  # a second call misses the fast path's cache too
+def test_nested_jit_traceback_is_the_users_frames_only(calls):
+    import traceback
+
+    def user_frames(lib):
+        outermost = _nested_jit_failure(lib)
+        for _ in range(calls):
+            with pytest.raises(AssertionError) as info:
+                outermost(lib.numpy.ones(2))
+        return [f.name for f in traceback.extract_tb(info.value.__traceback__)]
+
+    expected = user_frames(jax)
+    assert expected[-3:] == ["outermost", "between", "innermost"]
+    assert user_frames(fluxion) == expected
 
 
 def test_traceback_filtering_off_keeps_everything():

@@ -25,7 +25,7 @@ from fluxion._src.config import config
 from fluxion._src.core import ClosedJaxpr, ShapedArray
 from fluxion._src.export.shape_poly import is_symbolic_shape
 from fluxion._src.call_transforms import closure_convert
-from fluxion._src.traceback_util import api_boundary
+from fluxion._src.traceback_util import api_boundary, strip_internal_frames
 from fluxion._src import dispatch
 from fluxion._src.dispatch import (CompiledFunction, compile_closed_jaxpr,
                                    jit_p, lower_closed_jaxpr)
@@ -602,24 +602,30 @@ class JitFunction:
         trace_state, eval_trace = core._trace_state, core.eval_trace
 
         def jitted(*args, **kwargs):
-            if not kwargs and trace_state.trace is eval_trace and not config.disable_jit:
-                # Positional Arrays seen before with the same types. Anything else (a NumPy
-                # array, a scalar) has no `aval` and takes the general path.
-                try:
-                    fast_call = fast_get((*map(_aval_of, args), config.trace_key))
-                except AttributeError:
-                    # Pytrees of Arrays (a list of parameters): keyed by structure and types.
+            try:
+                if not kwargs and trace_state.trace is eval_trace and not config.disable_jit:
+                    # Positional Arrays seen before with the same types. Anything else (a NumPy
+                    # array, a scalar) has no `aval` and takes the general path.
                     try:
-                        leaves, treedef = tree_flatten(args)
-                        fast_call = fast_get((treedef, *map(_aval_of, leaves),
-                                              config.trace_key))
+                        fast_call = fast_get((*map(_aval_of, args), config.trace_key))
                     except AttributeError:
-                        fast_call = None
+                        # Pytrees of Arrays (a list of parameters): keyed by structure and types.
+                        try:
+                            leaves, treedef = tree_flatten(args)
+                            fast_call = fast_get((treedef, *map(_aval_of, leaves),
+                                                  config.trace_key))
+                        except AttributeError:
+                            fast_call = None
+                        if fast_call is not None:
+                            return fast_call(leaves)
                     if fast_call is not None:
-                        return fast_call(leaves)
-                if fast_call is not None:
-                    return fast_call(args)
-            return general(args, kwargs)
+                        return fast_call(args)
+                return general(args, kwargs)
+            except Exception as e:
+                # Unwinding added this frame after `_call`'s boundary filtered the
+                # traceback; without this the user would see it in every jit error.
+                strip_internal_frames(e)
+                raise
 
         functools.update_wrapper(jitted, self._fun)
         for name in ("lower", "trace", "eval_shape", "clear_cache", "_cache", "_fast_cache",
