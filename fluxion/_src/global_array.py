@@ -172,6 +172,9 @@ class GlobalArray(Array):
         self._garr.block_until_ready()
         return self
 
+    def is_ready(self) -> bool:
+        return self._garr.is_ready()
+
     def is_deleted(self) -> bool:
         return self._garr.is_deleted()
 
