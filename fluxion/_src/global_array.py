@@ -284,11 +284,30 @@ def make_array_from_callback(shape, sharding, data_callback, *, aval=None) -> Ar
     return from_buffers(bufs, aval, sharding)
 
 
+def _check_single_device_arrays(arrays, dtype) -> None:
+    """JAX's refusals (and words) for `arrays` that are not a list of concrete arrays, or whose
+    dtype is not the `dtype` given."""
+    if not isinstance(arrays, (list, tuple)):
+        raise TypeError("jax.make_array_from_single_device_arrays `arrays` argument must be a "
+                        f"list or tuple, but got {type(arrays)}.")
+    if any(isinstance(a, core.Tracer) for a in arrays):
+        raise ValueError("jax.make_array_from_single_device_arrays requires a list of concrete "
+                         f"arrays as input, but got types {set(map(type, arrays))}")
+    if dtype is not None:
+        for a in arrays:
+            if np.dtype(a.dtype) != np.dtype(dtype):
+                raise ValueError(
+                    "If `dtype` is provided to `jax.make_array_from_single_device_arrays`, it "
+                    "must match the dtype of the addressable shards. Got "
+                    f"dtype={np.dtype(dtype)} and shard dtype={np.dtype(a.dtype)}.")
+
+
 def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None) -> Array:
     """A global Array of `shape` laid out as `sharding` from one single-device Array per
     device of this process (in the order of `sharding.addressable_devices_indices_map(shape)`)."""
     sharding = sharding_impls.canonicalize(sharding, "make_array_from_single_device_arrays")
     shape = tuple(shape)
+    _check_single_device_arrays(arrays, dtype)
     arrays = list(arrays)
     devices = [d for d, _ in _addressable(sharding, shape)]
     if len(arrays) != len(devices):
