@@ -50,3 +50,55 @@ def test_make_array_from_single_device_arrays_refuses_traced_arrays(lib, np_):
     with pytest.raises(ValueError, match="jax.make_array_from_single_device_arrays requires a "
                                          "list of concrete arrays as input, but got types"):
         lib.jit(lambda t: lib.make_array_from_single_device_arrays(t.shape, x.sharding, [t]))(x)
+
+
+@pytest.mark.parametrize("lib", [jax, fluxion], ids=IDS)
+def test_partition_spec_entries_are_normalized(lib):
+    P = lib.P
+    assert P((), "x") == P(None, "x") and hash(P((), "x")) == hash(P(None, "x"))
+    assert P(("x",)) == P("x") and P(["x", "y"]) == P(("x", "y"))
+    assert repr(P((), ("x",), ["y", "z"])) == "P(None, 'x', ('y', 'z'))"
+    assert P("x", "y", "z").index("z") == 2
+
+
+@pytest.mark.parametrize("lib", [jax, fluxion], ids=IDS)
+@pytest.mark.parametrize("parts", [("x", "y", ("z", ("a",))), ((("a", "b"), "c"),)])
+def test_partition_spec_refuses_nested_tuples(lib, parts):
+    with pytest.raises(ValueError, match="A tuple inside PartitionSpec cannot contain a nested "
+                                         "tuple"):
+        lib.P(*parts)
+
+
+@pytest.mark.parametrize("lib", [jax, fluxion], ids=IDS)
+def test_partition_spec_cannot_be_subclassed(lib):
+    with pytest.raises(TypeError, match="Subclassing `jax.P` is prohibited"):
+        type("MyP", (lib.P,), {})
+
+
+@pytest.mark.parametrize("lib", [jax, fluxion], ids=IDS)
+def test_empty_meshes_have_size_zero(lib):
+    mesh = lib.sharding.Mesh(devices=np.empty((), dtype=object), axis_names=[])
+    assert mesh.empty and mesh.size == 0
+    assert mesh.abstract_mesh.empty and mesh.abstract_mesh.size == 0
+    abstract = lib.sharding.AbstractMesh((), ())
+    assert abstract.empty and abstract.size == 0
+    one = lib.sharding.Mesh(np.array(lib.devices()[0]), ())  # a scalar mesh is not empty
+    assert not one.empty and one.size == 1
+
+
+@pytest.mark.parametrize("lib", [jax, fluxion], ids=IDS)
+def test_mesh_axis_names_cannot_be_none(lib):
+    with pytest.raises(ValueError, match=re.escape("Mesh axis names cannot be None. Got: "
+                                                   "(None, 'x')")):
+        lib.sharding.Mesh(lib.devices(), (None, "x"))
+
+
+@pytest.mark.parametrize("lib", [jax, fluxion], ids=IDS)
+def test_a_single_axis_type_is_one_axis_type(lib):
+    explicit = lib.sharding.AxisType.Explicit
+    mesh = lib.sharding.AbstractMesh((2,), "x", axis_types=explicit)
+    assert mesh.axis_types == (explicit,)
+    with pytest.raises(ValueError, match=re.escape(
+            "Number of axis names should match the number of axis_types. Got "
+            "axis_names=('data', 'model') and axis_types=(Explicit,)")):
+        lib.make_mesh((1, 1), ("data", "model"), axis_types=explicit)
