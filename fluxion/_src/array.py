@@ -149,6 +149,12 @@ class Array:
         self._buf.block_until_ready()
         return self
 
+    @property
+    def __cuda_array_interface__(self):
+        # Not provided by fluxion; JAX has it for NVidia GPU buffers only and raises this on
+        # the others (so hasattr is False).
+        raise AttributeError("__cuda_array_interface__ is only defined for NVidia GPU buffers.")
+
     def is_ready(self) -> bool:
         """Whether the computation that produces the array has finished (does not wait)."""
         return self._buf.is_ready()
