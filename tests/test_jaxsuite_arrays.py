@@ -102,3 +102,22 @@ def test_a_single_axis_type_is_one_axis_type(lib):
             "Number of axis names should match the number of axis_types. Got "
             "axis_names=('data', 'model') and axis_types=(Explicit,)")):
         lib.make_mesh((1, 1), ("data", "model"), axis_types=explicit)
+
+
+@pytest.mark.parametrize("lib", [jax, fluxion], ids=IDS)
+@pytest.mark.parametrize("data, global_shape", [
+    (np.arange(10).reshape(2, 5), None), ({"a": np.arange(10).reshape(2, 5)}, (2, 5)),
+    ({"a": np.arange(10).reshape(2, 5)}, {"a": (2, 5)})])
+def test_process_local_data_on_a_device(lib, data, global_shape):
+    device = lib.devices()[0]
+    out = lib.make_array_from_process_local_data(device, data, global_shape)
+    lib.tree.map(np.testing.assert_array_equal, out, data)
+    assert lib.tree.leaves(out)[0].sharding == lib.sharding.SingleDeviceSharding(device)
+
+
+@pytest.mark.parametrize("lib", [jax, fluxion], ids=IDS)
+@pytest.mark.parametrize("global_shape", [(2, 8), {"a": (2, 6)}, {"a": (2, 5), "b": (3, 5)}])
+def test_process_local_data_on_a_device_checks_the_global_shape(lib, global_shape):
+    with pytest.raises(ValueError):
+        lib.make_array_from_process_local_data(
+            lib.devices()[0], {"a": np.arange(10).reshape(2, 5)}, global_shape)

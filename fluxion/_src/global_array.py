@@ -355,8 +355,12 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
 
     Along each dimension `local_data` holds either the whole global extent or exactly the
     indices this process's devices hold (packed in order); `global_shape` defaults to the
-    local shape times the number of process-level parts of each dimension."""
+    local shape times the number of process-level parts of each dimension. A device stands
+    for its single-device sharding (as in JAX)."""
+    from fluxion._src.api import _is_device
     from fluxion._src.tree_util import tree_flatten
+    if _is_device(sharding):
+        sharding = sharding_impls.single_device_sharding(sharding)
     leaves, tree = tree_flatten(local_data)
     if len(leaves) == 1 and tree_flatten(leaves[0])[1] == tree:
         return _from_process_local_data(sharding, local_data, global_shape)
