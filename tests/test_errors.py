@@ -349,3 +349,11 @@ def test_errors_made_from_a_message_link_their_documentation(name):
     page = f"x\nSee https://docs.jax.dev/en/latest/errors.html#jax.errors.{name}"
     assert str(getattr(jax.errors, name)("x")) == page
     assert str(getattr(fluxion.errors, name)("x")) == page
+
+
+def test_errors_module_names_are_jaxs():
+    public = {lib: {n for n in dir(lib.errors) if not n.startswith("_")}
+              for lib in (jax, fluxion)}
+    assert public[fluxion] == public[jax]
+    assert fluxion.errors.JAXTypeError.__name__ == "JAXTypeError"
+    assert issubclass(fluxion.errors.ConcretizationTypeError, fluxion.errors.JAXTypeError)

@@ -9,17 +9,15 @@ class _DocumentedError:
     """Ends each message with the address of the error's explanation in JAX's documentation
     (the same errors, under the same names), as JAX's own error classes do."""
 
-    _documented_name = None  # the class's own name in `jax.errors`, when it differs
-
     def __init__(self, message: str):
-        name = vars(type(self)).get("_documented_name") or type(self).__name__
-        super().__init__(f"{message}\nSee {_ERROR_PAGE}#jax.errors.{name}")
+        super().__init__(f"{message}\nSee {_ERROR_PAGE}#jax.errors.{type(self).__name__}")
 
 
-class FluxionTypeError(_DocumentedError, TypeError):
+class JAXTypeError(_DocumentedError, TypeError):
     """A `TypeError` specific to tracing (`jax.errors.JAXTypeError`)."""
 
-    _documented_name = "JAXTypeError"
+
+FluxionTypeError = JAXTypeError  # the name fluxion's modules use
 
 
 class JAXIndexError(_DocumentedError, IndexError):
