@@ -1,13 +1,11 @@
 """Exception classes raised for tracer misuse and runtime failures (`jax.errors`' names)."""
 from fluxion._src.core import JaxprTypeError  # noqa: F401
-from fluxion._src.errors import (ConcretizationTypeError, FluxionTypeError,  # noqa: F401
+from fluxion._src.errors import (ConcretizationTypeError, JAXTypeError,  # noqa: F401
                                  JAXIndexError, KeyReuseError, NonConcreteBooleanIndexError,
                                  TracerArrayConversionError, TracerBoolConversionError,
                                  TracerIntegerConversionError, UnexpectedTracerError)
 
 from fluxion._src.export.shape_poly import InconclusiveDimensionOperation  # noqa: F401,E402
-
-JAXTypeError = FluxionTypeError
 
 
 def __getattr__(name):

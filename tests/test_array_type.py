@@ -66,3 +66,20 @@ def test_buffer_queries():
     x = jnp.ones(3)
     assert x.on_device_size_in_bytes() == jjnp.ones(3).on_device_size_in_bytes() == 12
     assert isinstance(x.unsafe_buffer_pointer(), int) and x.unsafe_buffer_pointer() != 0
+
+
+@pytest.mark.parametrize("np_", [jjnp, jnp], ids=["jax", "fluxion"])
+def test_is_ready_after_the_computation(np_):
+    lib = jax if np_ is jjnp else fluxion
+    for x in (np_.arange(4), lib.jit(lambda a: a * 2)(np_.arange(4))):
+        x.block_until_ready()
+        assert x.is_ready() is True
+
+
+@pytest.mark.parametrize("np_", [jjnp, jnp], ids=["jax", "fluxion"])
+def test_an_array_as_a_numpy_dtype_is_deprecated(np_):
+    x = np_.arange(4, dtype=np.int16)
+    with pytest.warns(DeprecationWarning, match="Implicit conversion of an array to a dtype"):
+        assert np.dtype(x) == np.int16
+    with pytest.warns(DeprecationWarning, match="dtype=arr.dtype"):
+        np.result_type(x)

@@ -251,9 +251,41 @@ def test_traceback_shows_user_frames_not_internals(entry):
     frames = traceback.extract_tb(info.value.__traceback__)
     internal = [f for f in frames if "/fluxion/_src/" in f.filename]
     assert any(f.name == "_shape_bug" for f in frames)
-    # At most the public entry point's own frame (jit's __call__) remains.
-    assert len(internal) <= 1, [f"{f.filename}:{f.lineno}" for f in internal]
+    # At most the public entry point's own frame remains (none for a jitted function's call).
+    assert len(internal) <= (entry != "jit"), [f"{f.filename}:{f.lineno}" for f in internal]
     assert any("FLUXION_TRACEBACK_FILTERING" in note for note in info.value.__notes__)
+
+
+def _nested_jit_failure(lib):
+    @lib.jit
+    def innermost(x):
+        raise AssertionError("innermost")
+
+    @lib.jit
+    def between(x):
+        return 1 + innermost(x)
+
+    @lib.jit
+    def outermost(x):
+        return 2 + between(x)
+
+    return outermost
+
+
+@pytest.mark.parametrize("calls", [1, 2])  # a second call misses the fast path's cache too
+def test_nested_jit_traceback_is_the_users_frames_only(calls):
+    import traceback
+
+    def user_frames(lib):
+        outermost = _nested_jit_failure(lib)
+        for _ in range(calls):
+            with pytest.raises(AssertionError) as info:
+                outermost(lib.numpy.ones(2))
+        return [f.name for f in traceback.extract_tb(info.value.__traceback__)]
+
+    expected = user_frames(jax)
+    assert expected[-3:] == ["outermost", "between", "innermost"]
+    assert user_frames(fluxion) == expected
 
 
 def test_traceback_filtering_off_keeps_everything():
@@ -297,3 +329,31 @@ def test_arange_refuses_complex_arguments(library, args):
     lib = LIBRARIES[library][0]
     with pytest.raises(ValueError, match="complex start/stop/step"):
         lib.numpy.arange(*args)
+
+
+@pytest.mark.parametrize("misuse", sorted(MISUSES))
+@pytest.mark.parametrize("staged", [True, False], ids=["jit", "make_jaxpr"])
+def test_misuse_message_ends_with_the_errors_documentation_page(misuse, staged):
+    program, error_name = MISUSES[misuse]
+    for lib in (jax, fluxion):  # JAX's message ends the same way
+        transform = lib.jit if staged else lib.make_jaxpr
+        with pytest.raises(getattr(lib.errors, error_name)) as info:
+            transform(lambda x: program(lib, x))(X)
+        assert str(info.value).endswith(
+            f"\nSee https://docs.jax.dev/en/latest/errors.html#jax.errors.{error_name}")
+
+
+@pytest.mark.parametrize("name", ["JAXTypeError", "JAXIndexError", "KeyReuseError",
+                                  "UnexpectedTracerError"])
+def test_errors_made_from_a_message_link_their_documentation(name):
+    page = f"x\nSee https://docs.jax.dev/en/latest/errors.html#jax.errors.{name}"
+    assert str(getattr(jax.errors, name)("x")) == page
+    assert str(getattr(fluxion.errors, name)("x")) == page
+
+
+def test_errors_module_names_are_jaxs():
+    public = {lib: {n for n in dir(lib.errors) if not n.startswith("_")}
+              for lib in (jax, fluxion)}
+    assert public[fluxion] == public[jax]
+    assert fluxion.errors.JAXTypeError.__name__ == "JAXTypeError"
+    assert issubclass(fluxion.errors.ConcretizationTypeError, fluxion.errors.JAXTypeError)

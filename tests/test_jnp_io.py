@@ -132,3 +132,21 @@ def test_numpy_names():
     assert fnp.character is np.character
 def test_bool_alias():
     assert fnp.bool is fnp.bool_ and fnp.bool(1).dtype == np.bool_
+
+
+def test_from_dlpack_copy_false_on_unaligned_input_says_it_needs_a_copy():
+    # JAX refuses copy=False where the input needs a copy (here: misaligned data); fluxion
+    # always copies (docs/differences.md), with the same words.
+    import jax
+    x = np.frombuffer(bytearray(9), np.uint8)[1:].view(np.float32)  # off by one byte
+    for lib in (jax, fluxion):
+        with pytest.raises(ValueError, match="Specified .* which requires a copy"):
+            lib.numpy.from_dlpack(x, device=lib.devices()[0], copy=False)
+
+
+def test_cuda_array_interface_is_absent_off_gpu():
+    for x in (jnp.arange(5), fnp.arange(5)):
+        assert not hasattr(x, "__cuda_array_interface__")
+        with pytest.raises(AttributeError, match="__cuda_array_interface__ is only defined for "
+                                                 ".*GPU buffers"):
+            x.__cuda_array_interface__

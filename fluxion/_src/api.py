@@ -25,7 +25,7 @@ from fluxion._src.config import config
 from fluxion._src.core import ClosedJaxpr, ShapedArray
 from fluxion._src.export.shape_poly import is_symbolic_shape
 from fluxion._src.call_transforms import closure_convert
-from fluxion._src.traceback_util import api_boundary
+from fluxion._src.traceback_util import api_boundary, strip_internal_frames
 from fluxion._src import dispatch
 from fluxion._src.dispatch import (CompiledFunction, compile_closed_jaxpr,
                                    jit_p, lower_closed_jaxpr)
@@ -521,6 +521,11 @@ class JitFunction:
                  donate_argnames=(), inline=False, keep_unused=False, device=None, backend=None,
                  in_shardings=None, out_shardings=None, compiler_options=None):
         check_callable(fun)
+        self._jit_kwargs = dict(
+            static_argnums=static_argnums, static_argnames=static_argnames,
+            donate_argnums=donate_argnums, donate_argnames=donate_argnames, inline=inline,
+            keep_unused=keep_unused, device=device, backend=backend, in_shardings=in_shardings,
+            out_shardings=out_shardings, compiler_options=compiler_options)
         self._compiler_options = dict(compiler_options) if compiler_options else None
         _check_device(device, "jit(device=...)")
         self._inline = inline
@@ -576,6 +581,12 @@ class JitFunction:
                                   self._donate_argnums or self._donate_argnames or
                                   self._in_shardings_given or self._out_shardings_given)
 
+    def __reduce__(self):
+        # (cloud)pickling the public function pickles this object (its closure holds `_call`)
+        # with its function and options; the compiled programs stay behind.
+        return _unpickle_jit_function, (self._fun, self._jit_kwargs,
+                                        (self._cache, self._trace_cache, self._fast_cache))
+
     # -- helpers
     def _flatten(self, args, kwargs):
         dyn_args, dyn_kwargs, static_pos, static_kw = _split_args(
@@ -621,24 +632,30 @@ class JitFunction:
         trace_state, eval_trace = core._trace_state, core.eval_trace
 
         def jitted(*args, **kwargs):
-            if not kwargs and trace_state.trace is eval_trace and not config.disable_jit:
-                # Positional Arrays seen before with the same types. Anything else (a NumPy
-                # array, a scalar) has no `aval` and takes the general path.
-                try:
-                    fast_call = fast_get((*map(_aval_of, args), config.trace_key))
-                except AttributeError:
-                    # Pytrees of Arrays (a list of parameters): keyed by structure and types.
+            try:
+                if not kwargs and trace_state.trace is eval_trace and not config.disable_jit:
+                    # Positional Arrays seen before with the same types. Anything else (a NumPy
+                    # array, a scalar) has no `aval` and takes the general path.
                     try:
-                        leaves, treedef = tree_flatten(args)
-                        fast_call = fast_get((treedef, *map(_aval_of, leaves),
-                                              config.trace_key))
+                        fast_call = fast_get((*map(_aval_of, args), config.trace_key))
                     except AttributeError:
-                        fast_call = None
+                        # Pytrees of Arrays (a list of parameters): keyed by structure and types.
+                        try:
+                            leaves, treedef = tree_flatten(args)
+                            fast_call = fast_get((treedef, *map(_aval_of, leaves),
+                                                  config.trace_key))
+                        except AttributeError:
+                            fast_call = None
+                        if fast_call is not None:
+                            return fast_call(leaves)
                     if fast_call is not None:
-                        return fast_call(leaves)
-                if fast_call is not None:
-                    return fast_call(args)
-            return general(args, kwargs)
+                        return fast_call(args)
+                return general(args, kwargs)
+            except Exception as e:
+                # Unwinding added this frame after `_call`'s boundary filtered the
+                # traceback; without this the user would see it in every jit error.
+                strip_internal_frames(e)
+                raise
 
         functools.update_wrapper(jitted, self._fun)
         for name in ("lower", "trace", "eval_shape", "clear_cache", "_cache", "_fast_cache",
@@ -1053,6 +1070,14 @@ def jit(fun: Callable = _NO_FUNCTION, *, in_shardings=None, out_shardings=None, 
     if fun is _NO_FUNCTION:
         return lambda f: JitFunction(f, **kwargs).public_function()
     return JitFunction(fun, **kwargs).public_function()
+
+
+def _unpickle_jit_function(fun, jit_kwargs, caches):
+    """Rebuild a pickled `JitFunction` around `caches`, the (empty) caches that the pickled
+    public function's closure refers to, so that its fast path and `_call` share them."""
+    jit_function = JitFunction(fun, **jit_kwargs)
+    jit_function._cache, jit_function._trace_cache, jit_function._fast_cache = caches
+    return jit_function
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,6 +35,16 @@ class Array:
     nbytes = property(lambda self: self.aval.size * self.aval.dtype.itemsize)
     itemsize = property(lambda self: self.aval.dtype.itemsize)
 
+    @property
+    def __numpy_dtype__(self) -> np.dtype:
+        """NumPy's protocol for `np.dtype(x)`: deprecated for arrays, as in JAX."""
+        import warnings
+        from fluxion._src.traceback_util import user_stacklevel
+        warnings.warn("Implicit conversion of an array to a dtype is deprecated; rather than "
+                      "dtype=arr use dtype=arr.dtype. In the future this will result in an "
+                      "error.", DeprecationWarning, stacklevel=user_stacklevel())
+        return self.dtype
+
     # ---- host access
     def _value(self) -> np.ndarray:
         if self._npy is None:
@@ -138,6 +148,16 @@ class Array:
     def block_until_ready(self) -> "Array":
         self._buf.block_until_ready()
         return self
+
+    @property
+    def __cuda_array_interface__(self):
+        # Not provided by fluxion; JAX has it for NVidia GPU buffers only and raises this on
+        # the others (so hasattr is False).
+        raise AttributeError("__cuda_array_interface__ is only defined for NVidia GPU buffers.")
+
+    def is_ready(self) -> bool:
+        """Whether the computation that produces the array has finished (does not wait)."""
+        return self._buf.is_ready()
 
     def devices(self) -> set:
         return {self._buf._sharding._device}

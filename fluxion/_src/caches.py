@@ -38,6 +38,10 @@ class BoundedDict(dict):
         super().__init__()
         self.maxsize = maxsize
 
+    def __reduce__(self):
+        # A cache pickles empty: its entries (compiled executables) are of this process.
+        return type(self), (self.maxsize,)
+
     def __setitem__(self, key, value):
         if key not in self:
             while len(self) >= self.maxsize:

@@ -93,6 +93,9 @@ class Config:
         self._user_contexts = []  # make_user_context's contexts: their values key caches too
         self._refresh_trace_key()
 
+    def __reduce__(self):
+        return "config"  # the process's flags, by reference (pickled jitted functions)
+
     def _refresh_trace_key(self) -> None:
         """`trace_key`: enable_x64 alone while the other trace flags and the user contexts
         (make_user_context) have their defaults (so the keys of ordinary programs stay as

@@ -262,6 +262,9 @@ class Trace:
 class EvalTrace(Trace):
     """The bottom trace: primitives run on concrete values."""
 
+    def __reduce__(self):
+        return "eval_trace"  # the one instance, by reference (pickled jitted functions)
+
     def process_primitive(self, primitive, args, params):
         impl = primitive.impl
         if impl is None:
@@ -275,6 +278,9 @@ class EvalTrace(Trace):
 
 
 class _TraceState(threading.local):
+    def __reduce__(self):
+        return "_trace_state"  # the one instance, by reference (pickled jitted functions)
+
     def __init__(self):
         self.trace: Trace = eval_trace
         # While a jaxpr is re-evaluated (eval_jaxpr, transposition), the source info of the
@@ -467,7 +473,9 @@ class Tracer:
         return f"Traced<{self.aval!r}>with<{self._trace!r}>"
 
     def __reduce__(self):
-        raise TypeError("traced values cannot be pickled")
+        raise ConcretizationTypeError(
+            self, "The error occurred in __reduce__: traced values cannot be pickled "
+                  "(serialize the concrete result outside the transformation instead).")
 
 
 basearray.Array.register(Tracer)  # isinstance(tracer, fluxion.Array), as in JAX

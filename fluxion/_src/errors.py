@@ -2,11 +2,25 @@
 from __future__ import annotations
 
 
-class FluxionTypeError(TypeError):
-    pass
+_ERROR_PAGE = "https://docs.jax.dev/en/latest/errors.html"
 
 
-class JAXIndexError(IndexError):
+class _DocumentedError:
+    """Ends each message with the address of the error's explanation in JAX's documentation
+    (the same errors, under the same names), as JAX's own error classes do."""
+
+    def __init__(self, message: str):
+        super().__init__(f"{message}\nSee {_ERROR_PAGE}#jax.errors.{type(self).__name__}")
+
+
+class JAXTypeError(_DocumentedError, TypeError):
+    """A `TypeError` specific to tracing (`jax.errors.JAXTypeError`)."""
+
+
+FluxionTypeError = JAXTypeError  # the name fluxion's modules use
+
+
+class JAXIndexError(_DocumentedError, IndexError):
     """An `IndexError` specific to tracing (`jax.errors.JAXIndexError`)."""
 
 

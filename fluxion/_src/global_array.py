@@ -172,6 +172,9 @@ class GlobalArray(Array):
         self._garr.block_until_ready()
         return self
 
+    def is_ready(self) -> bool:
+        return self._garr.is_ready()
+
     def is_deleted(self) -> bool:
         return self._garr.is_deleted()
 
@@ -294,11 +297,30 @@ def make_array_from_callback(shape, sharding, data_callback, *, aval=None) -> Ar
     return from_buffers(bufs, aval, sharding)
 
 
+def _check_single_device_arrays(arrays, dtype) -> None:
+    """JAX's refusals (and words) for `arrays` that are not a list of concrete arrays, or whose
+    dtype is not the `dtype` given."""
+    if not isinstance(arrays, (list, tuple)):
+        raise TypeError("jax.make_array_from_single_device_arrays `arrays` argument must be a "
+                        f"list or tuple, but got {type(arrays)}.")
+    if any(isinstance(a, core.Tracer) for a in arrays):
+        raise ValueError("jax.make_array_from_single_device_arrays requires a list of concrete "
+                         f"arrays as input, but got types {set(map(type, arrays))}")
+    if dtype is not None:
+        for a in arrays:
+            if np.dtype(a.dtype) != np.dtype(dtype):
+                raise ValueError(
+                    "If `dtype` is provided to `jax.make_array_from_single_device_arrays`, it "
+                    "must match the dtype of the addressable shards. Got "
+                    f"dtype={np.dtype(dtype)} and shard dtype={np.dtype(a.dtype)}.")
+
+
 def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None) -> Array:
     """A global Array of `shape` laid out as `sharding` from one single-device Array per
     device of this process (in the order of `sharding.addressable_devices_indices_map(shape)`)."""
     sharding = sharding_impls.canonicalize(sharding, "make_array_from_single_device_arrays")
     shape = tuple(shape)
+    _check_single_device_arrays(arrays, dtype)
     arrays = list(arrays)
     devices = [d for d, _ in _addressable(sharding, shape)]
     if len(arrays) != len(devices):
@@ -346,8 +368,12 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
 
     Along each dimension `local_data` holds either the whole global extent or exactly the
     indices this process's devices hold (packed in order); `global_shape` defaults to the
-    local shape times the number of process-level parts of each dimension."""
+    local shape times the number of process-level parts of each dimension. A device stands
+    for its single-device sharding (as in JAX)."""
+    from fluxion._src.api import _is_device
     from fluxion._src.tree_util import tree_flatten
+    if _is_device(sharding):
+        sharding = sharding_impls.single_device_sharding(sharding)
     leaves, tree = tree_flatten(local_data)
     if len(leaves) == 1 and tree_flatten(leaves[0])[1] == tree:
         return _from_process_local_data(sharding, local_data, global_shape)

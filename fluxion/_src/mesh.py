@@ -10,10 +10,16 @@ import numpy as np
 
 class PartitionSpec(tuple):
     """How each array dimension is split over mesh axes: a mesh axis name, a tuple of names,
-    or None (not split) per dimension; missing trailing dimensions are not split."""
+    or None (not split) per dimension; missing trailing dimensions are not split.
+
+    Entries are normalized as in JAX: a list becomes a tuple, an empty tuple None and a
+    one-name tuple that name, so `P((), ('x',))` is `P(None, 'x')`."""
 
     def __new__(cls, *parts):
-        return super().__new__(cls, parts)
+        return super().__new__(cls, map(_canonical_part, parts))
+
+    def __init_subclass__(cls, **kwargs):
+        raise TypeError("Subclassing `jax.P` is prohibited.")
 
     def __repr__(self):  # JAX's form: P('x',), P('x', None), P()
         return f"P({repr(tuple(self))[1:-1]})"
@@ -32,6 +38,21 @@ class PartitionSpec(tuple):
 
 
 P = PartitionSpec
+
+
+def _canonical_part(part):
+    """One PartitionSpec entry in canonical form (see `PartitionSpec`)."""
+    if isinstance(part, list):
+        part = tuple(part)
+    if not isinstance(part, tuple):
+        return part
+    for name in part:
+        if isinstance(name, (tuple, list)):
+            raise ValueError("A tuple inside PartitionSpec cannot contain a nested tuple. Got "
+                             f"partition: {part} and the nested tuple: {name}")
+    if len(part) <= 1:
+        return part[0] if part else None
+    return part
 
 
 class DuplicateSpecError(ValueError):
@@ -60,7 +81,7 @@ class AbstractMesh:
         if len(self.axis_sizes) != len(self.axis_names):
             raise ValueError(f"AbstractMesh: {len(self.axis_sizes)} axis sizes but "
                              f"{len(self.axis_names)} axis names")
-        self.axis_types = _axis_types(axis_types, len(self.axis_names))
+        self.axis_types = _axis_types(axis_types, self.axis_names)
 
     @property
     def shape(self) -> dict:
@@ -72,11 +93,11 @@ class AbstractMesh:
 
     @property
     def size(self) -> int:
-        return math.prod(self.axis_sizes)
+        return math.prod(self.axis_sizes) if self.axis_sizes else 0
 
     @property
     def empty(self) -> bool:
-        return not self.axis_names
+        return self.size == 0
 
     explicit_axes = property(lambda self: _of_type(self, AxisType.Explicit))
     auto_axes = property(lambda self: _of_type(self, AxisType.Auto))
@@ -107,17 +128,16 @@ def _types_text(types) -> str:
     return "(" + ", ".join(t.name for t in types) + ("," if len(types) == 1 else "") + ")"
 
 
-def _axis_types(axis_types, n):
+def _axis_types(axis_types, axis_names: tuple) -> tuple:
+    """One AxisType per axis name (all Auto by default); a single AxisType is one axis's."""
     if axis_types is None:
-        return (AxisType.Auto,) * n
-    if isinstance(axis_types, AxisType):
-        return (axis_types,) * n
-    axis_types = tuple(axis_types)
+        return (AxisType.Auto,) * len(axis_names)
+    axis_types = (axis_types,) if isinstance(axis_types, AxisType) else tuple(axis_types)
     if not all(isinstance(t, AxisType) for t in axis_types):
         raise TypeError(f"axis_types must be AxisType values, got {axis_types}")
-    if len(axis_types) != n:
-        raise ValueError(f"Number of axis_types ({len(axis_types)}) must match the number of "
-                         f"mesh axes ({n})")
+    if len(axis_types) != len(axis_names):
+        raise ValueError("Number of axis names should match the number of axis_types. Got "
+                         f"axis_names={axis_names} and axis_types={axis_types}")
     return axis_types
 
 
@@ -132,6 +152,8 @@ class Mesh:
         if isinstance(axis_names, str):
             axis_names = (axis_names,)
         self.axis_names = tuple(axis_names)
+        if any(name is None for name in self.axis_names):
+            raise ValueError(f"Mesh axis names cannot be None. Got: {self.axis_names}")
         if self.devices.ndim != len(self.axis_names):
             raise ValueError(f"Mesh requires the ndim of its first argument (`devices`) to equal "
                              f"the length of its second argument (`axis_names`), but got "
@@ -139,11 +161,13 @@ class Mesh:
                              f"{len(self.axis_names)}.")
         if len(set(self.axis_names)) != len(self.axis_names):
             raise ValueError(f"Mesh axis names must be unique, got {self.axis_names}")
-        self.axis_types = _axis_types(axis_types, len(self.axis_names))
+        self.axis_types = _axis_types(axis_types, self.axis_names)
+        # The empty mesh: no axes, and its 0-d device array holds None.
+        self._empty = not self.axis_names and self.devices.flat[0] is None
         # Meshes that differ only in axis types hold data alike (`_device_key`) but type it
         # differently, so they are not equal (as in JAX).
-        self._device_key = (tuple(d.id for d in self.devices.flat), self.devices.shape,
-                            self.axis_names)
+        self._device_key = (tuple(getattr(d, "id", None) for d in self.devices.flat),
+                            self.devices.shape, self.axis_names)
         self._key = self._device_key + (self.axis_types,)
         self._hash = hash(self._key)
 
@@ -161,11 +185,11 @@ class Mesh:
 
     @property
     def size(self) -> int:
-        return int(self.devices.size)
+        return 0 if self._empty else int(self.devices.size)
 
     @property
     def empty(self) -> bool:
-        return self.devices.size == 0
+        return self.size == 0
 
     @property
     def device_ids(self):

@@ -193,8 +193,8 @@ def from_dlpack(x, /, *, device=None, copy=None):
         raise TypeError(f"from_dlpack requires an object with __dlpack__ and "
                         f"__dlpack_device__ methods, got {type(x)}")
     if copy is False:
-        raise ValueError("fluxion.numpy.from_dlpack always copies into a device buffer; "
-                         "copy=False cannot be honoured")
+        raise ValueError("Specified copy=False for an input which requires a copy: "
+                         "fluxion.numpy.from_dlpack always copies into a device buffer")
     return creation.asarray(np.from_dlpack(x))
 
 
