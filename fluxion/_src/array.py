@@ -202,10 +202,6 @@ class Array:
     def is_deleted(self) -> bool:
         return self._buf.is_deleted()
 
-    def is_ready(self) -> bool:
-        """Whether the computation producing the array has finished (no waiting)."""
-        return self._buf.is_ready()
-
     def platform(self) -> str:
         # From the device, not the buffer: jaxlib's crashes on a deleted buffer.
         return self.device.platform

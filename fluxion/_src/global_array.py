@@ -182,9 +182,6 @@ class GlobalArray(Array):
         self._garr.delete()
         self._npy = self._joined = None
 
-    def is_ready(self) -> bool:
-        return self._garr.is_ready()
-
     def platform(self) -> str:
         return self._sharding._device_assignment[0].platform
 
