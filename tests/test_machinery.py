@@ -52,3 +52,28 @@ def test_defbroadcasting_serves_multi_output_primitives():
     s, p = fluxion.vmap(lambda x: sum_and_product_p.bind(x, x), in_axes=1, out_axes=1)(xs)
     np.testing.assert_allclose(s, xs + xs)
     np.testing.assert_allclose(p, xs * xs)
+
+
+def _redefinitions(path):
+    """Functions and classes a module or class body defines twice (the later one silently
+    replaces the earlier: what two merged branches that each add a method leave behind)."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Module, ast.ClassDef)):
+            continue
+        seen = {}
+        for stmt in node.body:
+            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            decorators = [ast.unparse(d) for d in stmt.decorator_list]
+            if any(word in d for d in decorators
+                   for word in (".setter", ".deleter", "overload", "register")):
+                continue
+            if stmt.name in seen:
+                yield f"{path.relative_to(SRC.parent)}:{stmt.lineno}: {stmt.name} (first at {seen[stmt.name]})"
+            seen[stmt.name] = stmt.lineno
+
+
+def test_no_function_or_method_is_defined_twice():
+    found = [r for path in sorted(SRC.parent.rglob("*.py")) for r in _redefinitions(path)]
+    assert not found, "defined twice:\n" + "\n".join(found)
