@@ -105,6 +105,30 @@ def test_extend_core_names_exist_in_jax():
     assert not missing
 
 
+def test_extend_core_primitives_are_fluxions_under_jaxs_names():
+    import jax.extend.core.primitives as jax_prims
+    import fluxion.extend.core.primitives as prims
+    ours = {n for n in dir(prims) if n.endswith("_p")}
+    theirs = {n for n in dir(jax_prims) if n.endswith("_p")}
+    # Documented in the module: calls are inlined or staged as jit; keys are uint32 pytrees.
+    assert theirs - ours == {"call_p", "closed_call_p", "empty2_p", "random_bits_p",
+                             "random_fold_in_p", "random_seed_p", "random_split_p"}
+    assert ours <= theirs
+    assert prims.mul_p is fluxion.lax.mul_p and prims.remat_p.name == "checkpoint"
+    jaxpr = fluxion.make_jaxpr(lambda x: x * 2.0)(1.0)
+    assert jaxpr.jaxpr.eqns[0].primitive is prims.mul_p
+
+
+@pytest.mark.cpu_only
+def test_extend_backend():
+    import fluxion.extend.backend as backend
+    client = backend.get_backend()
+    assert client.platform == "cpu" and backend.backends()["cpu"] is client
+    assert backend.get_default_device() == fluxion.devices()[0]
+    assert backend.backend_xla_version() is None  # as JAX's for the built-in CPU client
+    backend.clear_in_memory_compilation_cache()
+
+
 # ---------------------------------------------------------------------------------------------
 # One primitive per LoweringRuleContext helper
 

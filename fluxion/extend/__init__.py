@@ -2,4 +2,4 @@
 
 `fluxion.extend.core.Primitive` defines a primitive; `fluxion.interpreters.mlir` lowers it.
 """
-from fluxion.extend import core  # noqa: F401
+from fluxion.extend import backend, core  # noqa: F401
