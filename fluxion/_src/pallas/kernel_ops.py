@@ -116,3 +116,13 @@ def empty_like(x):
 def debug_print(fmt, *args):
     from fluxion import debug
     debug.print(fmt, *args)
+
+
+def reciprocal(x, *, approx: bool = False, full_range: bool = True):
+    """``1 / x``. With `approx`, as JAX's interpret mode: computed in bfloat16 and returned as
+    float32 (a TPU's approximate reciprocal is about that precise)."""
+    import fluxion.numpy as jnp
+    del full_range  # lets a TPU compiler skip IEEE edge cases; the value here is exact
+    if approx:
+        return jnp.reciprocal(jnp.asarray(x).astype(jnp.bfloat16)).astype(jnp.float32)
+    return jnp.reciprocal(x)

@@ -1,0 +1,260 @@
+"""TPU-style Pallas kernels in interpret mode: scalar prefetch, compiler parameters, DMAs and
+semaphores, Ref views, small vector ops. Each kernel runs with JAX's interpret mode (the
+oracle) and with fluxion, eagerly and under jit."""
+import importlib
+
+import numpy as np
+import pytest
+
+import fluxion
+import fluxion.numpy as fjnp
+
+jax_oracle = pytest.importorskip("jax")
+
+
+def _libs(name):
+    """(jax-like module, its numpy, pl, pltpu) of "jax" or "fluxion"."""
+    jax = importlib.import_module(name)
+    return (jax, importlib.import_module(name + ".numpy"),
+            importlib.import_module(name + ".experimental.pallas"),
+            importlib.import_module(name + ".experimental.pallas.tpu"))
+
+
+def _check_same(make, *args, rtol=0, atol=0):
+    """`make(jax, jnp, pl, pltpu)` returns a function of `args`: JAX's interpret-mode result
+    is the truth; fluxion's must match eagerly and under jit."""
+    want = make(*_libs("jax"))(*args)
+    fn = make(*_libs("fluxion"))
+    for got in (fn(*args), fluxion.jit(fn)(*args)):
+        w_leaves = jax_oracle.tree_util.tree_leaves(want)
+        g_leaves = fluxion.tree_util.tree_leaves(got)
+        assert len(w_leaves) == len(g_leaves)
+        for w, g in zip(w_leaves, g_leaves):
+            assert np.asarray(g).dtype == np.asarray(w).dtype
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
+    return want
+
+
+X = np.arange(24 * 128, dtype=np.float32).reshape(24, 128)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Scalar prefetch
+
+def _prefetch_call(jax, jnp, pl, pltpu):
+    def kernel(idx_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2 + idx_ref[pl.program_id(0)]
+    gs = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1, grid=(3,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i, idx: (idx[i], 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i, idx: (i, 0)))
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((24, 128), jnp.float32),
+                          grid_spec=gs, interpret=True)
+
+
+def test_scalar_prefetch_drives_index_maps_and_reaches_the_kernel():
+    _check_same(_prefetch_call, np.array([2, 0, 1], np.int32), X)
+
+
+def test_scalar_prefetch_two_operands_and_scratch():
+    def make(jax, jnp, pl, pltpu):
+        def kernel(rows, scale, x_ref, o_ref, acc):
+            @pl.when(pl.program_id(0) == 0)
+            def _():
+                acc[...] = jnp.zeros_like(acc)
+            acc[...] += x_ref[...] * scale[0]
+            o_ref[...] = acc[...] + rows[pl.program_id(0)]
+        gs = pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=2, grid=(4,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, rows, scale: (rows[i], 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, rows, scale: (0, 0)),
+            scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)])
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                              grid_spec=gs, interpret=True)
+    _check_same(make, np.array([1, 2, 2, 0], np.int32), np.array([3], np.int32), X)
+
+
+def test_scalar_prefetch_under_vmap():
+    idx = np.array([[2, 0, 1], [1, 1, 0]], np.int32)
+    xs = np.stack([X, X + 1])
+    want = jax_oracle.vmap(_prefetch_call(*_libs("jax")))(idx, xs)
+    got = fluxion.vmap(_prefetch_call(*_libs("fluxion")))(idx, xs)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    want = jax_oracle.vmap(_prefetch_call(*_libs("jax")), (None, 0))(idx[0], xs)
+    got = fluxion.vmap(_prefetch_call(*_libs("fluxion")), (None, 0))(idx[0], xs)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_scalar_prefetch_with_too_few_operands_raises():
+    with pytest.raises(ValueError, match="num_scalar_prefetch"):
+        _prefetch_call(*_libs("fluxion"))()
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Compiler parameters and pipeline modes
+
+def test_compiler_params_and_buffered_are_accepted_and_change_nothing():
+    def make(jax, jnp, pl, pltpu):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...] + 1
+        params = pltpu.CompilerParams(dimension_semantics=(pltpu.PARALLEL, "arbitrary"),
+                                      vmem_limit_bytes=2 ** 20)
+        return pl.pallas_call(
+            kernel, out_shape=jax.ShapeDtypeStruct((24, 128), jnp.float32), grid=(3, 2),
+            in_specs=[pl.BlockSpec((8, 64), lambda i, j: (i, j),
+                                   pipeline_mode=pl.Buffered(3))],
+            out_specs=pl.BlockSpec((8, 64), lambda i, j: (i, j)), compiler_params=params,
+            interpret=True)
+    _check_same(make, X)
+
+
+def test_compiler_params_fields_match_jax():
+    import dataclasses
+    _, _, fpl, fpltpu = _libs("fluxion")
+    _, _, jpl, jpltpu = _libs("jax")
+    for ours, theirs in ((fpltpu.CompilerParams, jpltpu.CompilerParams),
+                         (fpltpu.InterpretParams, jpltpu.InterpretParams),
+                         (fpl.Buffered, jpl.Buffered)):
+        fields = lambda c: [(f.name, f.default) for f in dataclasses.fields(c)]  # noqa: E731
+        assert fields(ours) == fields(theirs), ours
+    assert issubclass(fpltpu.CompilerParams, fpl.CompilerParams)
+    assert fpltpu.CompilerParams(dimension_semantics=["parallel"]).dimension_semantics == \
+        ("parallel",)
+    assert [s.value for s in fpltpu.GridDimensionSemantics] == \
+        [s.value for s in jpltpu.GridDimensionSemantics]
+    assert fpltpu.ARBITRARY.value == "arbitrary" and fpltpu.CORE_PARALLEL.value == \
+        "core_parallel"
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. DMAs, semaphores, Ref views
+
+def _dma_call(jax, jnp, pl, pltpu):
+    def kernel(x_hbm, o_ref, r_ref, buf, sems, rsem):
+        copy = pltpu.make_async_copy(x_hbm.at[pl.ds(8, 8)], buf, sems.at[1])
+        copy.start()
+        r_ref[0] = pl.semaphore_read(sems.at[1])
+        copy.wait()
+        r_ref[1] = pl.semaphore_read(sems.at[1])
+        pl.semaphore_signal(rsem, 3)
+        pl.semaphore_wait(rsem, 2)
+        r_ref[2] = pl.semaphore_read(rsem)
+        o_ref[...] = buf[...] * 3
+    return pl.pallas_call(
+        kernel, out_shape=(jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                           jax.ShapeDtypeStruct((3,), jnp.int32)),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=(pl.BlockSpec(), pl.BlockSpec(memory_space=pltpu.SMEM)),
+        scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,)),
+                        pltpu.SemaphoreType.REGULAR],
+        interpret=True)
+
+
+def test_async_copy_and_semaphore_counts():
+    out, counts = _check_same(_dma_call, X[:16])
+    assert list(np.asarray(counts)) == [1024, 0, 1]
+
+
+def test_dma_into_an_any_output_with_views_and_grid():
+    def make(jax, jnp, pl, pltpu):
+        def kernel(x_hbm, o_hbm, buf, sem):
+            i = pl.program_id(0)
+            pltpu.sync_copy(x_hbm.at[pl.ds(i * 4, 4), pl.ds(0, 64)], buf)
+            buf[...] = buf[...] + 1
+            pltpu.async_copy(buf, o_hbm.at[pl.ds(i * 4, 4)], sem).wait()
+        return pl.pallas_call(
+            kernel, out_shape=jax.ShapeDtypeStruct((24, 64), jnp.float32), grid=(6,),
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec(memory_space=pl.ANY),
+            scratch_shapes=[pltpu.VMEM((4, 64), jnp.float32), pltpu.SemaphoreType.DMA],
+            interpret=True)
+    _check_same(make, X)
+
+
+def test_interpret_params_accepted_as_interpret():
+    def make(jax, jnp, pl, pltpu):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...] - 1
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((24, 128), jnp.float32),
+                              interpret=pltpu.InterpretParams())
+    _check_same(make, X)
+
+
+def test_ref_views_read_and_write_through():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = fjnp.zeros_like(o_ref)
+        v = o_ref.at[1:3]
+        v[:, 0] = x_ref.at[2][:2]
+        v.at[1][4:6] = fjnp.full((2,), 7.0)
+        o_ref[0, 0] = v.at[0][0] + v.shape[1]
+    from fluxion.experimental import pallas as pl
+    out = pl.pallas_call(kernel, fluxion.ShapeDtypeStruct((4, 8), fjnp.float32))(
+        np.arange(32, dtype=np.float32).reshape(4, 8))
+    want = np.zeros((4, 8), np.float32)
+    want[1:3, 0] = [16, 17]
+    want[2, 4:6] = 7
+    want[0, 0] = 16 + 8
+    np.testing.assert_array_equal(np.asarray(out), want)
+    r = fluxion.new_ref(fjnp.arange(6.0))
+    r.at[2:5][1] = 10.0
+    np.testing.assert_array_equal(np.asarray(r[...]), [0, 1, 2, 10, 4, 5])
+
+
+def test_dma_and_semaphore_errors():
+    def run(kernel, scratch):
+        _, jnp, pl, pltpu = _libs("fluxion")
+        return pl.pallas_call(kernel, out_shape=fluxion.ShapeDtypeStruct((8,), jnp.float32),
+                              scratch_shapes=scratch)(np.zeros(8, np.float32))
+    pltpu = _libs("fluxion")[3]
+    pl = _libs("fluxion")[2]
+    with pytest.raises(ValueError, match="same shape"):
+        run(lambda x, o, s: pltpu.make_async_copy(x.at[:4], o, s),
+            [pltpu.SemaphoreType.DMA])
+    with pytest.raises(TypeError, match="semaphore"):
+        run(lambda x, o, t: pl.semaphore_signal(t), [pltpu.VMEM((1,), np.float32)])
+    with pytest.raises(ValueError, match="single semaphore"):
+        run(lambda x, o, s: pl.semaphore_read(s), [pltpu.SemaphoreType.REGULAR((2,))])
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Small kernel ops
+
+def test_roll_reciprocal_bitcast():
+    def make(jax, jnp, pl, pltpu):
+        def kernel(x_ref, i_ref, o_ref, r_ref, s_ref, b_ref):
+            x = x_ref[...]
+            o_ref[...] = pltpu.roll(x, 3, 1) + pl.reciprocal(x + 1, approx=False)
+            r_ref[...] = pl.reciprocal(x + 1, approx=True)
+            s_ref[...] = pltpu.roll(x, 1, 1, stride=2, stride_axis=0)
+            b_ref[...] = pltpu.bitcast(pltpu.bitcast(i_ref[...], jnp.int8) + 1, jnp.int32)
+        f32 = lambda s: jax.ShapeDtypeStruct(s, jnp.float32)  # noqa: E731
+        return pl.pallas_call(kernel, out_shape=(f32((8, 128)), f32((8, 128)), f32((8, 128)),
+                                                 jax.ShapeDtypeStruct((8, 128), jnp.int32)),
+                              interpret=True)
+    ints = np.arange(8 * 128, dtype=np.int32).reshape(8, 128) * 1000003
+    _check_same(make, X[:8] / 100, ints, rtol=1e-6)
+
+
+def test_roll_errors_match_jax():
+    _, jnp, _, pltpu = _libs("fluxion")
+    _, _, _, jpltpu = _libs("jax")
+    x = np.ones((8, 128), np.float32)
+    for kwargs in (dict(shift=-1, axis=0), dict(shift=1, axis=2),
+                   dict(shift=1, axis=0, stride=1),
+                   dict(shift=1, axis=0, stride=1, stride_axis=0)):
+        with pytest.raises(ValueError) as want:
+            jpltpu.roll(x, **kwargs)
+        with pytest.raises(ValueError, match=str(want.value)):
+            pltpu.roll(jnp.asarray(x), **kwargs)
+    with pytest.raises(ValueError, match="1D"):
+        pltpu.bitcast(jnp.ones(8), jnp.int32)
+
+
+def test_power_of_2_and_strides():
+    _, _, pl, _ = _libs("fluxion")
+    _, _, jpl, _ = _libs("jax")
+    for n in (0, 1, 2, 3, 37, 64, 65):
+        assert pl.next_power_of_2(n) == jpl.next_power_of_2(n)
+    with pytest.raises(ValueError):
+        pl.next_power_of_2(-1)
+    assert pl.strides_from_shape((2, 3, 4)) == jpl.strides_from_shape((2, 3, 4)) == (12, 4, 1)
