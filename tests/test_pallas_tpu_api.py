@@ -258,3 +258,84 @@ def test_power_of_2_and_strides():
     with pytest.raises(ValueError):
         pl.next_power_of_2(-1)
     assert pl.strides_from_shape((2, 3, 4)) == jpl.strides_from_shape((2, 3, 4)) == (12, 4, 1)
+
+
+def test_masked_tpu_load_store_touch_and_hints():
+    def make(jax, jnp, pl, pltpu):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = jnp.zeros_like(o_ref)
+            v = pltpu.load(x_ref, mask=jnp.arange(8)[None, :] < 5)
+            pltpu.store(o_ref, v + 1, mask=jnp.arange(8)[None, :] < 3)
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((2, 8), jnp.float32),
+                              in_specs=[pl.no_block_spec],
+                              out_specs=pl.no_block_spec, interpret=True)
+    _check_same(make, np.arange(16, dtype=np.float32).reshape(2, 8))
+
+
+def test_squeezed_instances_and_noops():
+    # pl.delay and pltpu.touch have no CPU lowering in JAX's interpret mode; they do nothing
+    def make(jax, jnp, pl, pltpu):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...] + pl.program_id(0)
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((4, 8), jnp.float32),
+                              grid=(4,), in_specs=[pl.BlockSpec((pl.Squeezed(), 8),
+                                                                lambda i: (i, 0))],
+                              out_specs=pl.BlockSpec((None, 8), lambda i: (i, 0)),
+                              interpret=True)
+    _check_same(make, np.arange(32, dtype=np.float32).reshape(4, 8))
+    _, jnp, pl, pltpu = _libs("fluxion")
+
+    def kernel(x_ref, o_ref):
+        pl.delay(10)
+        pltpu.touch(x_ref)
+        o_ref[...] = pltpu.with_memory_space_constraint(x_ref[...], pltpu.VMEM)
+    x = np.arange(4, dtype=np.float32)
+    out = pl.pallas_call(kernel, out_shape=fluxion.ShapeDtypeStruct((4,), jnp.float32))(x)
+    np.testing.assert_array_equal(np.asarray(out), x)
+    assert pl.align_to(13, 8) == 16 and pl.squeezed == pl.Squeezed()
+    assert [d.value for d in pl.DeviceIdType] == ["mesh", "logical"]
+    assert pltpu.is_tpu_device() is False
+
+
+def test_debug_check_checks_nothing_in_interpret_mode_as_jax():
+    def make(jax, jnp, pl, pltpu):
+        def kernel(x_ref, o_ref):
+            pl.debug_check(x_ref[0] > 0, "x must be positive")
+            o_ref[...] = x_ref[...] * 2
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((4,), jnp.float32),
+                              interpret=True)
+    _, _, pl, _ = _libs("fluxion")
+    assert pl.enable_debug_checks.value is False
+    with pl.enable_debug_checks(True):
+        assert pl.enable_debug_checks.value is True
+        _check_same(make, -np.ones(4, np.float32))
+    assert pl.enable_debug_checks.value is False
+
+
+# JAX's names that fluxion leaves out, and why (docs/pallas.md, "What is missing")
+MISSING = {
+    "": {"Indirect", "MemoryRef", "core_map", "empty_ref_like", "enable_poison_buffers",
+         "estimate_cost", "get_global", "kernel", "lower_as_mlir",
+         "pallas_export_experimental", "select_ref", "semaphore", "with_scoped"},
+    ".tpu": {"BufferType", "BufferedRef", "BufferedRefBase", "ChipVersion", "CoreType",
+             "LoweringException", "SideEffectType", "Tiling", "TpuInfo", "async_remote_copy",
+             "core", "core_barrier", "create_tensorcore_mesh", "dma_semaphore", "einshape",
+             "emit_pipeline", "emit_pipeline_with_allocations", "force_tpu_interpret_mode",
+             "get_barrier_semaphore", "get_tpu_info", "get_tpu_info_for_chip",
+             "make_async_remote_copy", "matmul_acc_lhs", "matmul_pop", "matmul_push_rhs",
+             "pack_elementwise", "prng_random_bits", "prng_seed",
+             "reset_tpu_interpret_mode_state", "run_on_first_core", "sample_block",
+             "set_tpu_interpret_mode", "stateful_bernoulli", "stateful_bits",
+             "stateful_normal", "stateful_uniform", "stochastic_round", "to_pallas_key",
+             "trace_value", "unpack_elementwise"},
+}
+
+
+@pytest.mark.parametrize("suffix", sorted(MISSING))
+def test_public_names_match_jax_minus_the_listed(suffix):
+    def public(name):
+        module = importlib.import_module(name + ".experimental.pallas" + suffix)
+        return {n for n in dir(module) if not n.startswith("_")}
+    ours, theirs = public("fluxion"), public("jax")
+    assert theirs - ours == MISSING[suffix]
+    assert ours - theirs <= {"ScratchShape"}

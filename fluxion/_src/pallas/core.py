@@ -46,12 +46,35 @@ def multiple_of(x, values):
     return x
 
 
-class _Squeezed:
+class Squeezed:
+    """A block dimension of size 1 that the kernel's Ref does not have (``pl.squeezed``)."""
+
     def __repr__(self):
-        return "pl.squeezed"
+        return "Squeezed()"
+
+    def __eq__(self, other):
+        return type(other) is Squeezed
+
+    def __hash__(self):
+        return hash(Squeezed)
 
 
-squeezed = _Squeezed()
+squeezed = Squeezed()
+
+
+def align_to(a, alignment):
+    """`a` rounded up to a multiple of `alignment`."""
+    return cdiv(a, alignment) * alignment
+
+
+# ``in_specs=pl.no_block_spec``: the whole array, as a spec of None
+no_block_spec = None
+
+
+class DeviceIdType(enum.Enum):
+    """How a remote DMA or signal names its device: by mesh coordinates or a logical id."""
+    MESH = "mesh"
+    LOGICAL = "logical"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +90,7 @@ SEMAPHORE = MemorySpace("semaphore")  # semaphore scratch (`pltpu.SemaphoreType`
 # JAX's `pl.MemorySpace` is an enum: its members as class attributes
 for _name in ("ANY", "DEFAULT", "HOST"):
     setattr(MemorySpace, _name, ANY if _name == "ANY" else MemorySpace(_name.lower()))
+HOST = MemorySpace.HOST
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +156,9 @@ class CompilerParams:
     `plt.CompilerParams`): they tune hardware compilation and change nothing in interpret
     mode."""
     BACKEND: str = ""
+
+
+BlockDim = Element | Squeezed | Blocked | BoundedSlice | int | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,13 +251,13 @@ def block_dims(spec, shape, what, kname):
             raise ValueError(f"pallas_call {kname}: {what} Element padding {b.padding} must be "
                              "a pair of non-negative ints (low, high)")
         padding.append((int(pad[0]), int(pad[1])))
-    dims = tuple(1 if b is None or b is squeezed else
+    dims = tuple(1 if b is None or isinstance(b, Squeezed) else
                  b.block_size if isinstance(b, (Blocked, Element, BoundedSlice)) else int(b)
                  for b in bs)
     if any(d <= 0 for d in dims):
         raise ValueError(f"pallas_call {kname}: {what} block_shape {bs} has a dimension that is "
                          "not positive")
-    sq = tuple(b is None or b is squeezed for b in bs)
+    sq = tuple(b is None or isinstance(b, Squeezed) for b in bs)
     el = tuple(isinstance(b, Element) for b in bs)
     bounded = tuple(isinstance(b, BoundedSlice) for b in bs)
     return dims, sq, el, tuple(padding), bounded

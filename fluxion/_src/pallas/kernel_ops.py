@@ -2,6 +2,7 @@
 scratch Refs, and small helpers (JAX's `pl.program_id`, `pl.when`, `pl.loop`, ...)."""
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
@@ -126,3 +127,34 @@ def reciprocal(x, *, approx: bool = False, full_range: bool = True):
     if approx:
         return jnp.reciprocal(jnp.asarray(x).astype(jnp.bfloat16)).astype(jnp.float32)
     return jnp.reciprocal(x)
+
+
+def delay(nanos) -> None:
+    """Stall the core for `nanos` nanoseconds (a TPU timing aid); nothing to wait for here."""
+    del nanos
+
+
+class _DebugChecksFlag:
+    """``pl.enable_debug_checks``: ``with pl.enable_debug_checks(True): ...`` and ``.value``.
+    It asks a TPU compiler to keep `pl.debug_check`s; interpret mode has nothing to change."""
+
+    def __init__(self):
+        self.value = False
+
+    @contextlib.contextmanager
+    def __call__(self, new_val: bool = True):
+        old, self.value = self.value, bool(new_val)
+        try:
+            yield
+        finally:
+            self.value = old
+
+
+enable_debug_checks = _DebugChecksFlag()
+
+
+def debug_check(condition, message: str) -> None:
+    """A `checkify.debug_check` of `condition`: reported under `checkify.checkify`, dropped
+    otherwise (so in an interpret-mode kernel, as in JAX, it checks nothing)."""
+    from fluxion._src import checkify
+    checkify.debug_check(condition, message)

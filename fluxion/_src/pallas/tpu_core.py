@@ -151,3 +151,36 @@ def bitcast(x, ty):
         *lead, m, n, k = y.shape
         return jnp.swapaxes(y, -1, -2).reshape(*lead, m * k, n)
     return lax.bitcast_convert_type(x, ty)
+
+
+# ---------------------------------------------------------------------------------------------
+# Masked loads and stores, hints
+
+def load(ref, *, mask=None):
+    """Read a Ref or view; where `mask` is False the value is unspecified (here: what the Ref
+    holds)."""
+    from fluxion._src.pallas import triton_ops
+    return triton_ops.load(ref, mask=mask)
+
+
+def store(ref, val, *, mask=None) -> None:
+    """Write `val` into a Ref or view where `mask` is True (everywhere without a mask)."""
+    from fluxion._src.pallas import triton_ops
+    triton_ops.store(ref, val, mask=mask)
+
+
+def touch(ref) -> None:
+    """Mark `ref` as used (keeps a TPU compiler from reordering around it); nothing here."""
+    del ref
+
+
+def with_memory_space_constraint(x, memory_space):
+    """`x`, asking a TPU compiler to place it in `memory_space`; the value is unchanged."""
+    del memory_space
+    return x
+
+
+def is_tpu_device() -> bool:
+    """Whether the default device is a TPU (fluxion runs on CPUs and GPUs)."""
+    from fluxion._src import api
+    return api.devices()[0].platform == "tpu"
