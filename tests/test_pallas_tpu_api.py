@@ -335,7 +335,8 @@ MISSING = {
 def test_public_names_match_jax_minus_the_listed(suffix):
     def public(name):
         module = importlib.import_module(name + ".experimental.pallas" + suffix)
-        return {n for n in dir(module) if not n.startswith("_")}
+        # submodules are attributes once imported, whoever imported them
+        return {n for n in dir(module) if not n.startswith("_")} - {"tpu", "triton"}
     ours, theirs = public("fluxion"), public("jax")
     assert theirs - ours == MISSING[suffix]
     assert ours - theirs <= {"ScratchShape"}
