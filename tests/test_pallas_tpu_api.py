@@ -207,10 +207,13 @@ def test_dma_and_semaphore_errors():
                               scratch_shapes=scratch)(np.zeros(8, np.float32))
     pltpu = _libs("fluxion")[3]
     pl = _libs("fluxion")[2]
-    with pytest.raises(ValueError, match="same shape"):
+    with pytest.raises(TypeError, match="same shape"):
         run(lambda x, o, s: pltpu.make_async_copy(x.at[:4], o, s),
             [pltpu.SemaphoreType.DMA])
-    with pytest.raises(TypeError, match="semaphore"):
+    with pytest.raises(TypeError, match="same dtype"):
+        run(lambda x, o, b, s: pltpu.make_async_copy(x, b, s),
+            [pltpu.VMEM((8,), np.int32), pltpu.SemaphoreType.DMA])
+    with pytest.raises(ValueError, match="semaphore"):
         run(lambda x, o, t: pl.semaphore_signal(t), [pltpu.VMEM((1,), np.float32)])
     with pytest.raises(ValueError, match="single semaphore"):
         run(lambda x, o, s: pl.semaphore_read(s), [pltpu.SemaphoreType.REGULAR((2,))])
@@ -340,3 +343,13 @@ def test_public_names_match_jax_minus_the_listed(suffix):
     ours, theirs = public("fluxion"), public("jax")
     assert theirs - ours == MISSING[suffix]
     assert ours - theirs <= {"ScratchShape"}
+
+
+def test_compiler_params_must_be_compiler_params():
+    _, jnp, pl, _ = _libs("fluxion")
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+    with pytest.raises(TypeError, match="compiler_params"):
+        pl.pallas_call(kernel, out_shape=fluxion.ShapeDtypeStruct((8,), jnp.float32),
+                       compiler_params=dict(mosaic=dict(vmem_limit_bytes=1)))

@@ -22,8 +22,8 @@ from fluxion._src import ad, batching, core, dtypes, staging, tree_util
 from fluxion._src.compiler import lowering
 from fluxion._src.core import ClosedJaxpr, Jaxpr, ShapedArray, Var
 from fluxion._src.pallas import kernel_ops
-from fluxion._src.pallas.core import (SEMAPHORE, BlockMapping, BlockSpec, block_dims, cdiv,
-                                     trace_index_map)
+from fluxion._src.pallas.core import (SEMAPHORE, BlockMapping, BlockSpec, CompilerParams,
+                                     block_dims, cdiv, trace_index_map)
 from fluxion._src.state import discharge
 from fluxion._src.state.types import AbstractRef
 
@@ -156,6 +156,11 @@ def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None, gr
         grid, in_specs, out_specs = grid_spec.grid, grid_spec.in_specs, grid_spec.out_specs
         scratch_shapes = grid_spec.scratch_shapes
         n_prefetch = int(getattr(grid_spec, "num_scalar_prefetch", 0))
+    if compiler_params is not None and not isinstance(compiler_params, CompilerParams):
+        # JAX fails on a dict (the old API) with an incidental TypeError
+        raise TypeError(f"compiler_params must be a pl.CompilerParams such as "
+                        f"pltpu.CompilerParams(...) or plt.CompilerParams(...), got "
+                        f"{type(compiler_params).__name__}")
     grid = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid)
     if not all(isinstance(g, (int, np.integer)) for g in grid):
         raise ValueError(f"Grid must be a tuple of integers, got {grid}")

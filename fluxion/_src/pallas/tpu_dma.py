@@ -31,8 +31,8 @@ def _check_ref(ref, what: str):
 def _check_semaphore(sem, what: str):
     _check_ref(sem, what)
     space = core.get_aval(_base_ref(sem)).memory_space
-    if space != SEMAPHORE:
-        raise TypeError(f"{what} must be a semaphore (scratch of pltpu.SemaphoreType), got a "
+    if space != SEMAPHORE:  # JAX's class
+        raise ValueError(f"{what} must be a semaphore (scratch of pltpu.SemaphoreType), got a "
                         f"Ref in memory space {space}")
     if tuple(sem.shape) != ():
         raise ValueError(f"{what} must be a single semaphore, got an array of shape "
@@ -77,11 +77,12 @@ class AsyncCopyDescriptor:
         _check_ref(src_ref, "the DMA source")
         _check_ref(dst_ref, "the DMA destination")
         _check_semaphore(dst_sem, "the DMA semaphore")
+        # JAX fails later on either with a TypeError of its own; the class is kept
         if tuple(src_ref.shape) != tuple(dst_ref.shape):
-            raise ValueError(f"DMA source and destination must have the same shape, got "
+            raise TypeError(f"DMA source and destination must have the same shape, got "
                              f"{tuple(src_ref.shape)} and {tuple(dst_ref.shape)}")
         if np.dtype(src_ref.dtype) != np.dtype(dst_ref.dtype):
-            raise ValueError(f"DMA source and destination must have the same dtype, got "
+            raise TypeError(f"DMA source and destination must have the same dtype, got "
                              f"{np.dtype(src_ref.dtype).name} and {np.dtype(dst_ref.dtype).name}")
         self.src_ref, self.dst_ref, self.dst_sem = src_ref, dst_ref, dst_sem
 
