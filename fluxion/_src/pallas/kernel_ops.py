@@ -3,6 +3,7 @@ scratch Refs, and small helpers (JAX's `pl.program_id`, `pl.when`, `pl.loop`, ..
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 
 import numpy as np
@@ -97,6 +98,20 @@ def run_scoped(f, *types, **kw_types):
         return state.new_ref(structural.full(tuple(t.shape), 0, np.dtype(t.dtype)),
                              memory_space=getattr(t, "memory_space", None))
     return f(*[make(t) for t in types], **{k: make(t) for k, t in kw_types.items()})
+
+
+def with_scoped(*types, collective_axes=(), **kw_types):
+    """Decorator: ``pl.with_scoped(*types)(f)(*args)`` is ``f(*args, *refs)`` with fresh Refs
+    of the given scratch shapes, as `run_scoped`."""
+    if collective_axes:
+        raise NotImplementedError("with_scoped: collective_axes need several cores sharing an "
+                                  "allocation; fluxion's interpret mode runs one")
+
+    def deco(f):
+        def inner(*args):
+            return run_scoped(functools.partial(f, *args), *types, **kw_types)
+        return inner
+    return deco
 
 
 def broadcast_to(x, shape):

@@ -6,7 +6,7 @@ from fluxion._src.pallas.core import (  # noqa: F401
     strides_from_shape)
 from fluxion._src.pallas.kernel_ops import (  # noqa: F401
     broadcast_to, debug_check, debug_print, delay, empty, empty_like, enable_debug_checks, loop,
-    num_programs, program_id, reciprocal, run_scoped, run_state, when)
+    num_programs, program_id, reciprocal, run_scoped, run_state, when, with_scoped)
 from fluxion._src.pallas.pallas_call import pallas_call, pallas_call_p  # noqa: F401
 from fluxion._src.pallas.tpu_dma import (  # noqa: F401
     semaphore_read, semaphore_signal, semaphore_wait)
