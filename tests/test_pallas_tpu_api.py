@@ -388,3 +388,14 @@ def test_scoped_semaphore_is_counted_down_by_wait():
     out = pl.pallas_call(kernel, out_shape=fluxion.ShapeDtypeStruct((2,), jnp.int32))(
         np.zeros(4, np.float32))
     assert list(np.asarray(out)) == [4, 0]
+
+
+def test_ref_view_writes_keep_the_ref_write_rules():
+    r = fluxion.new_ref(fjnp.zeros((4, 3), fjnp.int32))
+    with pytest.raises(ValueError, match="dtype"):
+        r.at[1:3][0] = 1.5
+    with pytest.raises(ValueError, match="shape"):
+        r.at[1:3][0] = fjnp.ones(5, fjnp.int32)
+    r.at[1:3].at[1][...] = 7
+    assert np.asarray(r[...]).tolist() == [[0, 0, 0], [0, 0, 0], [7, 7, 7], [0, 0, 0]]
+    assert r.at[1:3].at[1].shape == (3,) and r.at[1:3].dtype == np.int32

@@ -8,6 +8,8 @@ it back up the chain, so only the state primitives of the base Ref are ever boun
 """
 from __future__ import annotations
 
+import math
+
 from fluxion._src import core
 from fluxion._src.state import indexing
 
@@ -23,10 +25,11 @@ def _read_value(x, idx):
 
 
 def _write_value(x, idx, value):
-    import fluxion.numpy as jnp
-    starts, indexer = indexing.normalize(core.get_aval(x).shape, idx)
-    value = jnp.broadcast_to(jnp.asarray(value, core.get_aval(x).dtype),
-                             indexing.result_shape(indexer))
+    from fluxion._src.state import primitives
+    aval = core.get_aval(x)
+    starts, indexer = indexing.normalize(aval.shape, idx)
+    # a Ref write's dtype and shape rules (JAX's errors), then the value-level update
+    value = primitives._value_for(aval, indexer, value, "swap")
     return indexing.write(x, value, starts, indexer)
 
 
@@ -48,7 +51,7 @@ class RefView:
 
     dtype = property(lambda self: self.ref.dtype)
     ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(__import__("math").prod(self.shape)))
+    size = property(lambda self: math.prod(self.shape))
 
     @property
     def at(self) -> "RefAt":
@@ -86,20 +89,3 @@ class RefAt:
 
     def __getitem__(self, idx) -> RefView:
         return RefView(self.ref, self.indices + (idx,))
-
-
-def base_and_view(ref):
-    """(the Ref, a `RefView` of all of it or the view itself), for code taking either."""
-    if isinstance(ref, RefView):
-        return ref.ref, ref
-    return ref, RefView(ref, ((...),))
-
-
-def read(ref, idx=...):
-    """``ref[idx]`` of a Ref or a `RefView`."""
-    return ref[idx]
-
-
-def write(ref, idx, value) -> None:
-    """``ref[idx] = value`` of a Ref or a `RefView`."""
-    ref[idx] = value
