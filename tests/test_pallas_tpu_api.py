@@ -339,7 +339,7 @@ MISSING = {
          "pallas_export_experimental", "select_ref", "semaphore"},
     ".tpu": {"BufferType", "BufferedRef", "BufferedRefBase", "ChipVersion", "CoreType",
              "LoweringException", "SideEffectType", "Tiling", "TpuInfo", "async_remote_copy",
-             "core", "core_barrier", "create_tensorcore_mesh", "dma_semaphore", "einshape",
+             "core", "core_barrier", "create_tensorcore_mesh", "dma_semaphore",
              "emit_pipeline", "emit_pipeline_with_allocations", "force_tpu_interpret_mode",
              "get_barrier_semaphore", "get_tpu_info", "get_tpu_info_for_chip",
              "make_async_remote_copy", "matmul_acc_lhs", "matmul_pop", "matmul_push_rhs",
@@ -399,3 +399,32 @@ def test_ref_view_writes_keep_the_ref_write_rules():
     r.at[1:3].at[1][...] = 7
     assert np.asarray(r[...]).tolist() == [[0, 0, 0], [0, 0, 0], [7, 7, 7], [0, 0, 0]]
     assert r.at[1:3].at[1].shape == (3,) and r.at[1:3].dtype == np.int32
+
+
+@pytest.mark.parametrize("equation,sizes,shape", [
+    ("ab->ba", {}, (8, 128)), ("a(bc)->bac", {"b": 2}, (8, 128)),
+    ("a(bc)->(ba)c", {"c": 32}, (8, 128)), ("(ab)c->abc", {"a": 2}, (8, 128)),
+    ("abc->(ab)c", {}, (2, 4, 128)), ("a b->b a", {}, (8, 128))])
+def test_einshape(equation, sizes, shape):
+    def make(jax, jnp, pl, pltpu):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = pltpu.einshape(equation, x_ref[...], **sizes)
+        out = jax_oracle.eval_shape(lambda x: _libs("jax")[3].einshape(equation, x, **sizes),
+                                    jax_oracle.ShapeDtypeStruct(shape, np.float32))
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(out.shape, jnp.float32),
+                              interpret=True)
+    _check_same(make, np.arange(np.prod(shape), dtype=np.float32).reshape(shape))
+
+
+def test_einshape_errors_match_jax():
+    _, _, _, pltpu = _libs("fluxion")
+    _, _, _, jpltpu = _libs("jax")
+    x = np.zeros((10, 20), np.float32)
+    for eq, sizes in [("a(bc)->abc", {}), ("a(bc)->abc", {"b": 3}), ("ab->abc", {}),
+                      ("abc->ab", {}), ("a(bc)->abc", {"b": 4, "c": 4}), ("ab-ba", {}),
+                      ("aa->aa", {}), ("ab->a", {})]:
+        with pytest.raises((ValueError, NotImplementedError)) as want:
+            jpltpu.einshape(eq, x, **sizes)
+        with pytest.raises(want.type) as got:
+            pltpu.einshape(eq, fjnp.asarray(x), **sizes)
+        assert str(got.value) == str(want.value)

@@ -184,3 +184,80 @@ def is_tpu_device() -> bool:
     """Whether the default device is a TPU (fluxion runs on CPUs and GPUs)."""
     from fluxion._src import api
     return api.devices()[0].platform == "tpu"
+
+
+# ---------------------------------------------------------------------------------------------
+# einshape: reshape and transpose by an equation ("a(bc)->(ba)c")
+
+def _einshape_groups(side: str) -> list:
+    """The dimension groups of one side of an equation: ``"a(bc)"`` is ``[["a"], ["b", "c"]]``."""
+    groups, k = [], 0
+    while k < len(side):
+        c = side[k]
+        if c == "(":
+            end = side.find(")", k)
+            if end < 0:
+                raise ValueError(f"Unbalanced parentheses in einshape side {side!r}")
+            groups.append(list(side[k + 1:end].replace(" ", "")))
+            k = end + 1
+        elif c.isalpha():
+            groups.append([c])
+            k += 1
+        elif c.isspace():
+            k += 1
+        else:
+            raise ValueError(f"Unexpected character {c!r} in einshape side {side!r}")
+    return groups
+
+
+def _einshape_sizes(lhs: list, shape: tuple, sizes: dict) -> dict:
+    """The size of every named dimension, splitting LHS groups by `sizes` (at most one
+    unknown name per group)."""
+    if len(lhs) != len(shape):
+        raise ValueError(f"Equation LHS has {len(lhs)} groups but input has {len(shape)} dims. "
+                         f"LHS: {lhs}, Input shape: {tuple(shape)}")
+    known: dict = {}
+    for group, n in zip(lhs, shape):
+        if len(group) == 1:
+            name = group[0]
+            if name in known and known[name] != n:
+                raise ValueError(f"Inconsistent size for {name}: {known[name]} vs {n}")
+            known[name] = n
+            continue
+        unknown = [d for d in group if d not in sizes]
+        given = int(np.prod([sizes[d] for d in group if d in sizes]))
+        if len(unknown) > 1:
+            raise ValueError(f"Ambiguous split for {group} with size {n}. Unknowns: "
+                             f"{unknown}. Provide sizes via kwargs.")
+        if not unknown:
+            if given != n:
+                raise ValueError(f"Size mismatch for group {group}: expected {n}, got {given}")
+        elif n % given:
+            raise ValueError(f"Cannot split size {n} with known sizes {given}")
+        for d in group:
+            known[d] = sizes[d] if d in sizes else n // given
+    return known
+
+
+def einshape(equation: str, x, assert_is_tile_preserving: bool = False, **sizes: int):
+    """Reshape and transpose `x` by an einshape equation: names are dimensions, parentheses
+    on the left split a dimension (sizes from `sizes` where not inferable), on the right merge
+    dimensions, and the order on the right is a transpose (``"a(bc)->(ba)c"``)."""
+    from fluxion import lax
+    del assert_is_tile_preserving  # a TPU layout property: every layout is fine here
+    if equation.count("->") != 1:
+        raise ValueError("Equation must contain exactly one '->'")
+    lhs_text, rhs_text = equation.split("->")
+    lhs, rhs = _einshape_groups(lhs_text), _einshape_groups(rhs_text)
+    known = _einshape_sizes(lhs, tuple(x.shape), sizes)
+    lhs_names = [d for g in lhs for d in g]
+    rhs_names = [d for g in rhs for d in g]
+    for d in rhs_names:
+        if d not in known:
+            raise ValueError(f"Unknown dimension {d} in RHS")
+    if sorted(lhs_names) != sorted(rhs_names):
+        raise NotImplementedError("Only reordering/splitting/merging supported (no broadcast "
+                                  "yet).")
+    x = lax.reshape(x, tuple(known[d] for d in lhs_names))
+    x = lax.transpose(x, tuple(lhs_names.index(d) for d in rhs_names))
+    return lax.reshape(x, tuple(int(np.prod([known[d] for d in g])) for g in rhs))

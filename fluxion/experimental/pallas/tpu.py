@@ -6,7 +6,7 @@ from fluxion._src.pallas.core import MemorySpace as _MemorySpace
 from fluxion._src.pallas.tpu_core import (
     ARBITRARY, CORE_PARALLEL, PARALLEL, SUBCORE_PARALLEL, CompilerParams,
     GridDimensionSemantics, InterpretParams, PrefetchScalarGridSpec, SemaphoreType, bitcast,
-    is_tpu_device, load, roll, store, touch, with_memory_space_constraint)
+    einshape, is_tpu_device, load, roll, store, touch, with_memory_space_constraint)
 from fluxion._src.pallas.tpu_dma import async_copy, make_async_copy, sync_copy
 
 VMEM = _MemorySpace("vmem")
@@ -25,5 +25,5 @@ class MemorySpace:
 __all__ = ["ARBITRARY", "CMEM", "CORE_PARALLEL", "CompilerParams", "GridDimensionSemantics",
            "HBM", "InterpretParams", "MemorySpace", "PARALLEL", "PrefetchScalarGridSpec",
            "SEMAPHORE", "SMEM", "SUBCORE_PARALLEL", "SemaphoreType", "VMEM", "VMEM_SHARED",
-           "async_copy", "bitcast", "is_tpu_device", "load", "make_async_copy", "roll", "store",
+           "async_copy", "bitcast", "einshape", "is_tpu_device", "load", "make_async_copy", "roll", "store",
            "sync_copy", "touch", "with_memory_space_constraint"]
