@@ -188,6 +188,21 @@ def test_with_scoped_semaphore_and_buffer():
     _check_same(make, X)
 
 
+def test_empty_ref_like_in_a_kernel():
+    def make(jax, jnp, pl, pltpu):
+        def kernel(x_ref, o_ref):
+            t = pl.empty_ref_like(pltpu.VMEM((4,), jnp.float32))
+            u = pl.empty_ref_like(jax.ShapeDtypeStruct((4,), jnp.float32))
+            t[...] = x_ref[...] * 2
+            u[...] = t[...] + 1
+            o_ref[...] = u[...]
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((4,), jnp.float32),
+                              interpret=True)
+    _check_same(make, np.arange(4, dtype=np.float32))
+    with pytest.raises(ValueError, match="empty_ref_like does not support"):
+        _libs("fluxion")[2].empty_ref_like(fjnp.ones(3))
+
+
 def test_interpret_params_accepted_as_interpret():
     def make(jax, jnp, pl, pltpu):
         def kernel(x_ref, o_ref):
@@ -334,7 +349,7 @@ def test_debug_check_checks_nothing_in_interpret_mode_as_jax():
 
 # JAX's names that fluxion leaves out, and why (docs/pallas.md, "What is missing")
 MISSING = {
-    "": {"Indirect", "MemoryRef", "core_map", "empty_ref_like", "enable_poison_buffers",
+    "": {"Indirect", "MemoryRef", "core_map", "enable_poison_buffers",
          "estimate_cost", "get_global", "kernel", "lower_as_mlir",
          "pallas_export_experimental", "select_ref", "semaphore"},
     ".tpu": {"BufferType", "BufferedRef", "BufferedRefBase", "ChipVersion", "CoreType",

@@ -114,6 +114,20 @@ def with_scoped(*types, collective_axes=(), **kw_types):
     return deco
 
 
+def empty_ref_like(x):
+    """A new Ref with the shape and dtype of `x` (a scratch shape such as
+    ``pltpu.VMEM((8,), f32)``, in its memory space, or a ShapeDtypeStruct, in `pl.ANY`); its
+    contents are unspecified (zeros here)."""
+    from fluxion._src.api import ShapeDtypeStruct
+    from fluxion._src.pallas.core import ANY, ScratchShape
+    from fluxion._src.state.primitives import empty_ref
+    if isinstance(x, ScratchShape):
+        return empty_ref(x, memory_space=x.memory_space)
+    if isinstance(x, ShapeDtypeStruct):
+        return empty_ref(x, memory_space=ANY)
+    raise ValueError(f"empty_ref_like does not support {type(x)}")
+
+
 def broadcast_to(x, shape):
     import fluxion.numpy as jnp
     return jnp.broadcast_to(x, shape)
