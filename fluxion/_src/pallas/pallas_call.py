@@ -23,7 +23,7 @@ from fluxion._src.compiler import lowering
 from fluxion._src.core import ClosedJaxpr, Jaxpr, ShapedArray, Var
 from fluxion._src.pallas import kernel_ops
 from fluxion._src.pallas.core import (SEMAPHORE, BlockMapping, BlockSpec, CompilerParams,
-                                     block_dims, cdiv, trace_index_map)
+                                     MemorySpace, block_dims, cdiv, trace_index_map)
 from fluxion._src.state import discharge
 from fluxion._src.state.types import AbstractRef
 
@@ -92,8 +92,7 @@ def _mapping(spec, aval, grid, what, kname, prefetch_avals=()) -> BlockMapping:
 
 def _prefetch_mapping(aval, grid, k, kname, prefetch_avals) -> BlockMapping:
     """A scalar-prefetch operand: the whole array, in SMEM, at every grid point."""
-    from fluxion._src.pallas.core import BlockSpec as Spec, MemorySpace
-    spec = Spec(None, None, MemorySpace("smem"))
+    spec = BlockSpec(None, None, MemorySpace("smem"))
     return _mapping(spec, aval, grid, f"scalar prefetch {k}", kname, prefetch_avals)
 
 
