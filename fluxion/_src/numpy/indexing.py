@@ -869,6 +869,15 @@ def _gather_along_axis(arr, indices, axis: int, mode, fill_value):
     return lax_indexing.gather(arr, indices, dnums, slice_sizes, mode=mode, fill_value=fill_value)
 
 
+def _at(self):
+    """``x.at``: the update helper of an array; for a traced Ref, views of it (``ref.at[i]``)."""
+    aval = getattr(self, "aval", None)
+    if aval is not None and hasattr(aval, "_addupdate"):  # a traced Ref
+        from fluxion._src.state import views
+        return views.RefAt(self)
+    return _IndexUpdateHelper(self)
+
+
 def _addupdate(self):
     """``ref.addupdate(x, idx=())`` of a traced Ref (``ref[idx] += x``); arrays have none."""
     aval = getattr(self, "aval", None)
@@ -881,5 +890,5 @@ array_methods.attach({
     "__getitem__": _getitem,
     "__setitem__": _setitem,
     "addupdate": property(_addupdate),
-    "at": property(_IndexUpdateHelper),
+    "at": property(_at),
 })

@@ -4,6 +4,7 @@ and how a `BlockSpec` maps a grid point to a block of an array (`BlockMapping`).
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -24,17 +25,56 @@ ds = indexing.ds
 dslice = ds
 
 
+def next_power_of_2(x: int) -> int:
+    """The least power of two ``>= x`` (1 for 0)."""
+    if x < 0:
+        raise ValueError("`next_power_of_2` requires a non-negative integer.")
+    return 1 if x == 0 else 2 ** (int(x) - 1).bit_length()
+
+
+def strides_from_shape(shape: tuple) -> tuple:
+    """The row-major strides, in elements, of an array of `shape`."""
+    strides, size = [], int(np.prod(shape))
+    for n in shape:
+        size //= n
+        strides.append(size)
+    return tuple(strides)
+
+
 def multiple_of(x, values):
     """A hint that `x` is a multiple of `values`; the CPU lowering ignores it."""
     return x
 
 
-class _Squeezed:
+class Squeezed:
+    """A block dimension of size 1 that the kernel's Ref does not have (``pl.squeezed``)."""
+
     def __repr__(self):
-        return "pl.squeezed"
+        return "Squeezed()"
+
+    def __eq__(self, other):
+        return type(other) is Squeezed
+
+    def __hash__(self):
+        return hash(Squeezed)
 
 
-squeezed = _Squeezed()
+squeezed = Squeezed()
+
+
+def align_to(a, alignment):
+    """`a` rounded up to a multiple of `alignment`."""
+    return cdiv(a, alignment) * alignment
+
+
+# ``in_specs=pl.no_block_spec``: the whole array, as a spec of None
+no_block_spec = None
+
+
+class DeviceIdType(enum.Enum):
+    """How a remote DMA or signal names its device: by mesh coordinates or a logical id."""
+    MESH = "mesh"
+    LOGICAL = "logical"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,9 +86,11 @@ class MemorySpace:
 
 
 ANY = MemorySpace("any")
+SEMAPHORE = MemorySpace("semaphore")  # semaphore scratch (`pltpu.SemaphoreType`): int32 counters
 # JAX's `pl.MemorySpace` is an enum: its members as class attributes
 for _name in ("ANY", "DEFAULT", "HOST"):
     setattr(MemorySpace, _name, ANY if _name == "ANY" else MemorySpace(_name.lower()))
+HOST = MemorySpace.HOST
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,13 +136,40 @@ class BoundedSlice:
         return f"BoundedSlice({self.block_size})"
 
 
+class RevisitMode(enum.Enum):
+    """Whether an output block may be revisited at any grid step (a TPU pipelining hint)."""
+    IMMEDIATE = 0
+    ANY = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Buffered:
+    """How many buffers a pipelined block uses (``BlockSpec(pipeline_mode=pl.Buffered(3))``).
+    It tunes TPU pipelining; interpret mode (fluxion's only mode) reads blocks directly."""
+    buffer_count: int
+    use_lookahead: bool = False
+    revisit: RevisitMode | None = None
+
+
+class CompilerParams:
+    """The base of the backends' compiler parameters (`pltpu.CompilerParams`,
+    `plt.CompilerParams`): they tune hardware compilation and change nothing in interpret
+    mode."""
+    BACKEND: str = ""
+
+
+BlockDim = Element | Squeezed | Blocked | BoundedSlice | int | None
+
+
 @dataclasses.dataclass(frozen=True)
 class BlockSpec:
     """How a grid point maps to a block: `block_shape` (``None``/`squeezed` drop a size-1 dim)
-    and `index_map(*grid_ids) -> block indices` (defaults to the whole array)."""
+    and `index_map(*grid_ids) -> block indices` (defaults to the whole array).
+    `pipeline_mode` (`pl.Buffered`) tunes TPU pipelining and is ignored in interpret mode."""
     block_shape: Sequence | None = None
     index_map: Callable | None = None
     memory_space: Any = None
+    pipeline_mode: Buffered | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,22 +251,23 @@ def block_dims(spec, shape, what, kname):
             raise ValueError(f"pallas_call {kname}: {what} Element padding {b.padding} must be "
                              "a pair of non-negative ints (low, high)")
         padding.append((int(pad[0]), int(pad[1])))
-    dims = tuple(1 if b is None or b is squeezed else
+    dims = tuple(1 if b is None or isinstance(b, Squeezed) else
                  b.block_size if isinstance(b, (Blocked, Element, BoundedSlice)) else int(b)
                  for b in bs)
     if any(d <= 0 for d in dims):
         raise ValueError(f"pallas_call {kname}: {what} block_shape {bs} has a dimension that is "
                          "not positive")
-    sq = tuple(b is None or b is squeezed for b in bs)
+    sq = tuple(b is None or isinstance(b, Squeezed) for b in bs)
     el = tuple(isinstance(b, Element) for b in bs)
     bounded = tuple(isinstance(b, BoundedSlice) for b in bs)
     return dims, sq, el, tuple(padding), bounded
 
 
 def trace_index_map(spec, rank: int, grid: tuple, what: str, kname: str,
-                    bounded: tuple = ()) -> ClosedJaxpr:
-    """The index map of `spec` as a jaxpr of the grid indices; checks its arity. A
-    `BoundedSlice` dimension (marked in `bounded`) takes a `pl.ds`, whose start is kept."""
+                    bounded: tuple = (), prefetch_avals: tuple = ()) -> ClosedJaxpr:
+    """The index map of `spec` as a jaxpr of the grid indices (then the scalar-prefetch
+    operands, `prefetch_avals`); checks its arity. A `BoundedSlice` dimension (marked in
+    `bounded`) takes a `pl.ds`, whose start is kept."""
     import numpy as np
     from fluxion._src import staging
     from fluxion._src.lax import lax
@@ -233,4 +303,5 @@ def trace_index_map(spec, rank: int, grid: tuple, what: str, kname: str,
         return out
 
     scalar = ShapedArray((), np.int32)
-    return staging.trace_to_jaxpr(fun, [scalar] * len(grid), origin=f"index_map of {what}")
+    return staging.trace_to_jaxpr(fun, [scalar] * len(grid) + list(prefetch_avals),
+                                  origin=f"index_map of {what}")

@@ -2,6 +2,8 @@
 scratch Refs, and small helpers (JAX's `pl.program_id`, `pl.when`, `pl.loop`, ...)."""
 from __future__ import annotations
 
+import contextlib
+import functools
 import threading
 
 import numpy as np
@@ -98,6 +100,34 @@ def run_scoped(f, *types, **kw_types):
     return f(*[make(t) for t in types], **{k: make(t) for k, t in kw_types.items()})
 
 
+def with_scoped(*types, collective_axes=(), **kw_types):
+    """Decorator: ``pl.with_scoped(*types)(f)(*args)`` is ``f(*args, *refs)`` with fresh Refs
+    of the given scratch shapes, as `run_scoped`."""
+    if collective_axes:
+        raise NotImplementedError("with_scoped: collective_axes need several cores sharing an "
+                                  "allocation; fluxion's interpret mode runs one")
+
+    def deco(f):
+        def inner(*args):
+            return run_scoped(functools.partial(f, *args), *types, **kw_types)
+        return inner
+    return deco
+
+
+def empty_ref_like(x):
+    """A new Ref with the shape and dtype of `x` (a scratch shape such as
+    ``pltpu.VMEM((8,), f32)``, in its memory space, or a ShapeDtypeStruct, in `pl.ANY`); its
+    contents are unspecified (zeros here)."""
+    from fluxion._src.api import ShapeDtypeStruct
+    from fluxion._src.pallas.core import ANY, ScratchShape
+    from fluxion._src.state.primitives import empty_ref
+    if isinstance(x, ScratchShape):
+        return empty_ref(x, memory_space=x.memory_space)
+    if isinstance(x, ShapeDtypeStruct):
+        return empty_ref(x, memory_space=ANY)
+    raise ValueError(f"empty_ref_like does not support {type(x)}")
+
+
 def broadcast_to(x, shape):
     import fluxion.numpy as jnp
     return jnp.broadcast_to(x, shape)
@@ -116,3 +146,44 @@ def empty_like(x):
 def debug_print(fmt, *args):
     from fluxion import debug
     debug.print(fmt, *args)
+
+
+def reciprocal(x, *, approx: bool = False, full_range: bool = True):
+    """``1 / x``. With `approx`, as JAX's interpret mode: computed in bfloat16 and returned as
+    float32 (a TPU's approximate reciprocal is about that precise)."""
+    import fluxion.numpy as jnp
+    del full_range  # lets a TPU compiler skip IEEE edge cases; the value here is exact
+    if approx:
+        return jnp.reciprocal(jnp.asarray(x).astype(jnp.bfloat16)).astype(jnp.float32)
+    return jnp.reciprocal(x)
+
+
+def delay(nanos) -> None:
+    """Stall the core for `nanos` nanoseconds (a TPU timing aid); nothing to wait for here."""
+    del nanos
+
+
+class _DebugChecksFlag:
+    """``pl.enable_debug_checks``: ``with pl.enable_debug_checks(True): ...`` and ``.value``.
+    It asks a TPU compiler to keep `pl.debug_check`s; interpret mode has nothing to change."""
+
+    def __init__(self):
+        self.value = False
+
+    @contextlib.contextmanager
+    def __call__(self, new_val: bool = True):
+        old, self.value = self.value, bool(new_val)
+        try:
+            yield
+        finally:
+            self.value = old
+
+
+enable_debug_checks = _DebugChecksFlag()
+
+
+def debug_check(condition, message: str) -> None:
+    """A `checkify.debug_check` of `condition`: reported under `checkify.checkify`, dropped
+    otherwise (so in an interpret-mode kernel, as in JAX, it checks nothing)."""
+    from fluxion._src import checkify
+    checkify.debug_check(condition, message)

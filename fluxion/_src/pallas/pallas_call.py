@@ -22,7 +22,8 @@ from fluxion._src import ad, batching, core, dtypes, staging, tree_util
 from fluxion._src.compiler import lowering
 from fluxion._src.core import ClosedJaxpr, Jaxpr, ShapedArray, Var
 from fluxion._src.pallas import kernel_ops
-from fluxion._src.pallas.core import BlockMapping, BlockSpec, block_dims, cdiv, trace_index_map
+from fluxion._src.pallas.core import (SEMAPHORE, BlockMapping, BlockSpec, CompilerParams,
+                                     MemorySpace, block_dims, cdiv, trace_index_map)
 from fluxion._src.state import discharge
 from fluxion._src.state.types import AbstractRef
 
@@ -82,11 +83,23 @@ def _check_aliases(kname, aliases, in_avals, out_avals):
                              "they must have the same shape and dtype")
 
 
-def _mapping(spec, aval, grid, what, kname) -> BlockMapping:
+def _mapping(spec, aval, grid, what, kname, prefetch_avals=()) -> BlockMapping:
     dims, sq, el, padding, bounded = block_dims(spec, aval.shape, what, kname)
-    index_map = trace_index_map(spec, len(dims), grid, what, kname, bounded)
+    index_map = trace_index_map(spec, len(dims), grid, what, kname, bounded, prefetch_avals)
     return BlockMapping(dims, sq, el, index_map, ShapedArray(aval.shape, aval.dtype),
                         getattr(spec, "memory_space", None), padding, any(bounded))
+
+
+def _prefetch_mapping(aval, grid, k, kname, prefetch_avals) -> BlockMapping:
+    """A scalar-prefetch operand: the whole array, in SMEM, at every grid point."""
+    spec = BlockSpec(None, None, MemorySpace("smem"))
+    return _mapping(spec, aval, grid, f"scalar prefetch {k}", kname, prefetch_avals)
+
+
+def num_prefetch(grid, in_mappings, out_mappings) -> int:
+    """How many leading operands are scalar prefetch: what index maps take after the grid."""
+    mappings = tuple(in_mappings) + tuple(out_mappings)
+    return len(mappings[0].index_map.in_avals) - len(grid) if mappings else 0
 
 
 def _trace_kernel(kernel, grid, in_mappings, out_mappings, scratch_avals, kname,
@@ -137,9 +150,16 @@ def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None, gr
     -------
     A function of the inputs returning the outputs (with the structure of `out_shape`).
     """
+    n_prefetch = 0
     if grid_spec is not None:
         grid, in_specs, out_specs = grid_spec.grid, grid_spec.in_specs, grid_spec.out_specs
         scratch_shapes = grid_spec.scratch_shapes
+        n_prefetch = int(getattr(grid_spec, "num_scalar_prefetch", 0))
+    if compiler_params is not None and not isinstance(compiler_params, CompilerParams):
+        # JAX fails on a dict (the old API) with an incidental TypeError
+        raise TypeError(f"compiler_params must be a pl.CompilerParams such as "
+                        f"pltpu.CompilerParams(...) or plt.CompilerParams(...), got "
+                        f"{type(compiler_params).__name__}")
     grid = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid)
     if not all(isinstance(g, (int, np.integer)) for g in grid):
         raise ValueError(f"Grid must be a tuple of integers, got {grid}")
@@ -162,13 +182,20 @@ def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None, gr
         leaves, in_tree = tree_util.tree_flatten(args)
         leaves = [jnp.asarray(a) for a in leaves]
         in_avals = [core.get_aval(x) for x in leaves]
-        ispecs = _flat_specs(in_specs, len(leaves), "in_specs", "inputs", kname, False)
+        if len(leaves) < n_prefetch:
+            raise ValueError(f"pallas_call {kname}: num_scalar_prefetch={n_prefetch} but only "
+                             f"{len(leaves)} operands were given")
+        prefetch_avals = tuple(ShapedArray(a.shape, a.dtype) for a in in_avals[:n_prefetch])
+        ispecs = _flat_specs(in_specs, len(leaves) - n_prefetch, "in_specs", "inputs", kname,
+                             False)
         ospecs = _flat_specs(out_specs, len(out_avals), "out_specs", "outputs of out_shape",
                              kname, True)
         _check_aliases(kname, aliases, in_avals, out_avals)
-        in_maps = tuple(_mapping(s, a, grid, f"input {k}", kname)
-                        for k, (s, a) in enumerate(zip(ispecs, in_avals)))
-        out_maps = tuple(_mapping(s, a, grid, f"output {k}", kname)
+        in_maps = tuple(_prefetch_mapping(a, grid, k, kname, prefetch_avals)
+                        for k, a in enumerate(in_avals[:n_prefetch]))
+        in_maps += tuple(_mapping(s, a, grid, f"input {k}", kname, prefetch_avals)
+                         for k, (s, a) in enumerate(zip(ispecs, in_avals[n_prefetch:])))
+        out_maps = tuple(_mapping(s, a, grid, f"output {k}", kname, prefetch_avals)
                          for k, (s, a) in enumerate(zip(ospecs, out_avals)))
         jaxpr = _trace_kernel(kernel, grid, list(in_maps), list(out_maps), scratch_avals, kname,
                               in_tree, out_tree)
@@ -218,9 +245,9 @@ def _unpadded(o, mapping: BlockMapping):
     return lax.slice(o, starts, [s + n for s, n in zip(starts, mapping.array_aval.shape)])
 
 
-def _starts(mapping: BlockMapping, ids):
+def _starts(mapping: BlockMapping, ids, prefetch=()):
     from fluxion import lax
-    idx = core.eval_jaxpr(mapping.index_map.jaxpr, mapping.index_map.consts, *ids)
+    idx = core.eval_jaxpr(mapping.index_map.jaxpr, mapping.index_map.consts, *ids, *prefetch)
     return [i if el else lax.mul(i, np.int32(d))
             for i, d, el in zip(idx, mapping.block_shape, mapping.element)]
 
@@ -256,7 +283,9 @@ def run_grid(*args, jaxpr, grid, in_mappings, out_mappings, scratch_avals, input
     for i_in, i_out in input_output_aliases:
         outs0[i_out] = args[i_in]
     outs0 = [_padded(o, m) for o, m in zip(outs0, out_mappings)]
-    scratch0 = [uninitialized_value(a.shape, a.dtype) for a in scratch_avals]
+    scratch0 = [structural.full(a.shape, 0, a.dtype) if a.memory_space == SEMAPHORE
+                else uninitialized_value(a.shape, a.dtype) for a in scratch_avals]
+    prefetch = args[:num_prefetch(grid, in_mappings, out_mappings)]
 
     def step(t, carry):
         outs, scratch = carry
@@ -265,8 +294,8 @@ def run_grid(*args, jaxpr, grid, in_mappings, out_mappings, scratch_avals, input
             ids.append(lax.rem(rem, np.int32(g)))
             rem = lax.div(rem, np.int32(g))
         ids = ids[::-1]
-        in_blocks = [_load(x, m, _starts(m, ids)) for x, m in zip(ins, in_mappings)]
-        out_starts = [_starts(m, ids) for m in out_mappings]
+        in_blocks = [_load(x, m, _starts(m, ids, prefetch)) for x, m in zip(ins, in_mappings)]
+        out_starts = [_starts(m, ids, prefetch) for m in out_mappings]
         out_blocks = [_load(o, m, s) for o, m, s in zip(outs, out_mappings, out_starts)]
         finals = core.eval_jaxpr(kernel.jaxpr, kernel.consts, *ids, *in_blocks, *out_blocks,
                                  *scratch)
@@ -298,45 +327,58 @@ lowering.register_lowering(pallas_call_p, _interpret_lowering, platform="cpu")
 # ---------------------------------------------------------------------------------------------
 # vmap: the batch is a new leading grid dimension
 
-def _with_batch_index(closed: ClosedJaxpr, batched: bool) -> ClosedJaxpr:
-    """An index map taking the batch index first; batched operands index by it."""
+def _with_batch_index(closed: ClosedJaxpr, batched: bool, n_grid: int,
+                      prefetch_batched: tuple, size: int) -> ClosedJaxpr:
+    """An index map taking the batch index first; batched operands index by it. A batched
+    scalar-prefetch operand (after the grid indices) is indexed by it before the map sees it."""
+    from fluxion import lax
     scalar = ShapedArray((), np.int32)
+    extra = list(closed.in_avals[n_grid:])
+    avals = [ShapedArray((size,) + a.shape, a.dtype) if pb else a
+             for a, pb in zip(extra, prefetch_batched)]
 
-    def fun(b, *ids):
-        idx = core.eval_jaxpr(closed.jaxpr, closed.consts, *ids)
+    def fun(b, *args):
+        ids, pre = args[:n_grid], args[n_grid:]
+        pre = [lax.dynamic_index_in_dim(p, b, keepdims=False) if pb else p
+               for p, pb in zip(pre, prefetch_batched)]
+        idx = core.eval_jaxpr(closed.jaxpr, closed.consts, *ids, *pre)
         return [b, *idx] if batched else list(idx)
-    return staging.trace_to_jaxpr(fun, [scalar] * (1 + len(closed.in_avals)),
+    return staging.trace_to_jaxpr(fun, [scalar] * (1 + n_grid) + avals,
                                   origin="batched index_map")
 
 
-def _batch_mapping(m: BlockMapping, size: int) -> BlockMapping:
+def _batch_mapping(m: BlockMapping, size: int, n_grid: int, prefetch_batched) -> BlockMapping:
     return BlockMapping((1,) + m.block_shape, (True,) + m.squeezed, (False,) + m.element,
-                        _with_batch_index(m.index_map, True),
+                        _with_batch_index(m.index_map, True, n_grid, prefetch_batched, size),
                         ShapedArray((size,) + m.array_aval.shape, m.array_aval.dtype),
                         m.memory_space, ((0, 0),) + m.padding, m.bounded)
 
 
-def _unbatched_mapping(m: BlockMapping) -> BlockMapping:
+def _unbatched_mapping(m: BlockMapping, size: int, n_grid: int, prefetch_batched
+                       ) -> BlockMapping:
     return BlockMapping(m.block_shape, m.squeezed, m.element,
-                        _with_batch_index(m.index_map, False), m.array_aval, m.memory_space,
-                        m.padding, m.bounded)
+                        _with_batch_index(m.index_map, False, n_grid, prefetch_batched, size),
+                        m.array_aval, m.memory_space, m.padding, m.bounded)
 
 
 def _batch_rule(args, dims, *, jaxpr, grid, in_mappings, out_mappings, scratch_avals,
                 input_output_aliases, name, interpret):
     size = next(core.get_aval(a).shape[d] for a, d in zip(args, dims) if d is not None)
     aliased = {i for i, _ in input_output_aliases}
+    n_grid = len(grid)
+    prefetch_batched = tuple(d is not None
+                             for d in dims[:num_prefetch(grid, in_mappings, out_mappings)])
     new_args, new_in = [], []
     for k, (a, d, m) in enumerate(zip(args, dims, in_mappings)):
         if d is None and k in aliased:  # the output it starts is batched
             a, d = batching.broadcast_batch(a, size, 0), 0
         if d is None:
             new_args.append(a)
-            new_in.append(_unbatched_mapping(m))
+            new_in.append(_unbatched_mapping(m, size, n_grid, prefetch_batched))
         else:
             new_args.append(batching.moveaxis(a, d, 0))
-            new_in.append(_batch_mapping(m, size))
-    new_out = tuple(_batch_mapping(m, size) for m in out_mappings)
+            new_in.append(_batch_mapping(m, size, n_grid, prefetch_batched))
+    new_out = tuple(_batch_mapping(m, size, n_grid, prefetch_batched) for m in out_mappings)
     k = jaxpr.jaxpr
     kernel = ClosedJaxpr(Jaxpr(k.constvars, [Var(ShapedArray((), np.int32))] + k.invars,
                                k.outvars, k.eqns, k.effects, k.debug_info), jaxpr.consts)

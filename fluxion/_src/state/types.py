@@ -130,6 +130,12 @@ class Ref(metaclass=_RefMeta):
         from fluxion._src.state import primitives
         primitives.set(self, idx, value)
 
+    @property
+    def at(self):
+        """``ref.at[idx]``: a view of part of the Ref (read and written through it)."""
+        from fluxion._src.state import views
+        return views.RefAt(self)
+
     def addupdate(self, x, idx=()):
         """``ref[idx] += x`` as one operation (the whole Ref for the default ``idx``)."""
         from fluxion._src.state import primitives
