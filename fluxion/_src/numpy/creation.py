@@ -264,8 +264,8 @@ def _like(name, a, fill_value, dtype, shape):
     sharding = getattr(a, "_sharding", None)  # a global Array's
     if shape == aval.shape and has_explicit_axes(getattr(sharding, "mesh", None)):
         from fluxion._src.sharded_jit import reshard
-        out = reshard(out, sharding)  # like `a`, as its type says (JAX's rule)
-    return out
+        return reshard(out, sharding)  # like `a`, as its type says (JAX's rule)
+    return placement.place_like(out, a, weak)  # on a's devices, when a is committed there
 
 
 @accepts_out_sharding
