@@ -30,6 +30,13 @@ def _total_size(names) -> int:
     return size
 
 
+def _check_no_groups(axis_index_groups, name: str) -> None:
+    """fluxion's collectives reduce over whole named axes: refuse `axis_index_groups` rather
+    than ignore it (a silent whole-axis result would be wrong)."""
+    if axis_index_groups is not None:
+        raise NotImplementedError(f"{name}: axis_index_groups is not supported")
+
+
 def _no_lowering(name):
     def rule(ctx, *args, **params):
         raise NotImplementedError(
@@ -115,8 +122,7 @@ ad.primitive_jvps[pmin_p] = _extremum_jvp(pmin_p)
 def psum(x, axis_name, *, axis_index_groups=None):
     """Sum `x` (a pytree) over the named mapped axis; a Python number gives number * size."""
     from fluxion._src.tree_util import tree_map
-    if axis_index_groups is not None:
-        raise NotImplementedError("axis_index_groups is not supported")
+    _check_no_groups(axis_index_groups, "psum")
 
     name = tuple(axis_name) if isinstance(axis_name, list) else axis_name
 
@@ -134,6 +140,7 @@ def psum(x, axis_name, *, axis_index_groups=None):
 def pmean(x, axis_name, *, axis_index_groups=None):
     """Mean of `x` over the named mapped axis."""
     from fluxion._src.tree_util import tree_map
+    _check_no_groups(axis_index_groups, "pmean")
     size = _total_size(_names(axis_name))
     summed = psum(x, axis_name, axis_index_groups=axis_index_groups)
     return tree_map(lambda s: s / size, summed)
@@ -142,12 +149,14 @@ def pmean(x, axis_name, *, axis_index_groups=None):
 def pmax(x, axis_name, *, axis_index_groups=None):
     """Maximum of `x` over the named mapped axis."""
     from fluxion._src.tree_util import tree_map
+    _check_no_groups(axis_index_groups, "pmax")
     return tree_map(lambda l: pmax_p.bind(l, axis_name=axis_name, axis_index_groups=None), x)
 
 
 def pmin(x, axis_name, *, axis_index_groups=None):
     """Minimum of `x` over the named mapped axis."""
     from fluxion._src.tree_util import tree_map
+    _check_no_groups(axis_index_groups, "pmin")
     return tree_map(lambda l: pmin_p.bind(l, axis_name=axis_name, axis_index_groups=None), x)
 
 
@@ -255,6 +264,7 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
     """Gather `x` from every example of the named axis, stacked (or concatenated if tiled)
     along `axis`."""
     from fluxion._src.tree_util import tree_map
+    _check_no_groups(axis_index_groups, "all_gather")
 
     def one(leaf):
         ndim = core.get_aval(leaf).ndim + (0 if tiled else 1)
@@ -433,9 +443,12 @@ batching.collective_rules[all_to_all_p] = _all_to_all_collective_rule
 def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_groups=None,
                tiled: bool = False):
     """Split `x` along split_axis into one chunk per example, send chunk j to example j, and
-    concatenate what arrives along concat_axis."""
-    return all_to_all_p.bind(x, axis_name=axis_name, split_axis=int(split_axis),
-                             concat_axis=int(concat_axis), tiled=bool(tiled), axis_index_groups=None)
+    concatenate what arrives along concat_axis. `x` may be a pytree."""
+    from fluxion._src.tree_util import tree_map
+    _check_no_groups(axis_index_groups, "all_to_all")
+    return tree_map(lambda l: all_to_all_p.bind(
+        l, axis_name=axis_name, split_axis=int(split_axis), concat_axis=int(concat_axis),
+        tiled=bool(tiled), axis_index_groups=None), x)
 
 
 def pswapaxes(x, axis_name, axis: int, *, axis_index_groups=None):
@@ -445,8 +458,7 @@ def pswapaxes(x, axis_name, axis: int, *, axis_index_groups=None):
     `all_to_all(x, axis_name, axis, axis)`, so the result has the shape of `x`.
     """
     from fluxion._src.tree_util import tree_map
-    if axis_index_groups is not None:
-        raise NotImplementedError("axis_index_groups is not supported")
+    _check_no_groups(axis_index_groups, "pswapaxes")
 
     def one(leaf):
         ndim = core.get_aval(leaf).ndim
@@ -461,7 +473,14 @@ __all__ += ["pswapaxes"]
 
 def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=None,
                  tiled: bool = False):
-    """psum, then example j keeps the j-th chunk along scatter_dimension."""
+    """psum, then example j keeps the j-th chunk along scatter_dimension (of each leaf of
+    `x`, a pytree)."""
+    from fluxion._src.tree_util import tree_map
+    _check_no_groups(axis_index_groups, "psum_scatter")
+    return tree_map(lambda l: _psum_scatter_leaf(l, axis_name, scatter_dimension, tiled), x)
+
+
+def _psum_scatter_leaf(x, axis_name, scatter_dimension, tiled):
     from fluxion._src.lax import structural
     summed = psum(x, axis_name)
     index = axis_index(axis_name)
