@@ -440,19 +440,25 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                     raise TypeError(f"pmap out_axes must be ints or None, got {t!r}")
             out_ax = [None if t is None else t % (a.ndim + 1)
                       for t, a in zip(out_ax, closed.out_avals)]
-            if traced:
+            # A body closing over an enclosing transformation's tracers (pmap called inside
+            # vmap/grad/jit on concrete arguments) binds the equation too, those tracers its
+            # unmapped operands; its trace holds them, so it is not cached.
+            closes_over_tracers = any(isinstance(c, core.Tracer) for c in closed.consts)
+            if traced or closes_over_tracers:
                 if global_devs is not devs:
                     raise NotImplementedError("pmap under jit, grad or vmap in a multi-process "
                                               "run is not supported by fluxion")
                 if _has_refs(closed, leaves):
                     raise NotImplementedError("pmap of Refs under jit, grad or vmap is not "
                                               "supported by fluxion yet")
-                entry = cache[key] = (closed, out_tree, out_ax)
+                entry = (closed, out_tree, out_ax)
+                if not closes_over_tracers:
+                    cache[key] = entry
             else:
                 entry = cache[key] = _compile_eager(closed, out_ax, out_tree, axis_name,
                                                     n_global, devs, global_devs, devices, platform,
                                                     donated_leaves)
-        if traced:
+        if len(entry) == 3:  # the traced entry: bind the equation
             closed, out_tree, out_ax = entry
             converted, consts = closure_convert(closed)
             outs = pmap_primitive.xla_pmap_p.bind(

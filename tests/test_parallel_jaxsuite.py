@@ -1,0 +1,83 @@
+"""Collectives, pmap and device placement: the bugs JAX 0.10.2's own pmap_test,
+shard_map_test and multi_device_test found in fluxion (tools/jax_suite), each checked against
+JAX (the oracle, in the same process) or NumPy, eagerly and under jit. They run on one device
+(collectives under `vmap(axis_name=...)`); the 8-device ones live in
+tests/test_device_placement.py."""
+import jax
+import numpy as np
+import pytest
+
+import fluxion
+from fluxion import lax
+
+N = 4
+TREE = {"a": np.arange(N * N, dtype=np.float32).reshape(N, N, 1).repeat(2, 2),
+        "b": np.arange(N * N, dtype=np.int32).reshape(N, N) * 3}
+
+
+def _both(fn, tree, jit):
+    """`fn(lax_module)` vmapped over axis 'i' of `tree`, for fluxion and JAX."""
+    ours = fluxion.vmap(lambda t: fn(lax, t), axis_name="i")
+    theirs = jax.vmap(lambda t: fn(jax.lax, t), axis_name="i")
+    if jit:
+        ours = fluxion.jit(ours)
+    return ours(tree), theirs(tree)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("name, fn", [
+    ("all_to_all", lambda m, t: m.all_to_all(t, "i", 0, 0)),
+    ("all_to_all_tiled", lambda m, t: m.all_to_all(t, "i", 0, 0, tiled=True)),
+    ("psum_scatter", lambda m, t: m.psum_scatter(t, "i")),
+    ("psum_scatter_tiled", lambda m, t: m.psum_scatter(t, "i", scatter_dimension=0, tiled=True)),
+])
+def test_all_to_all_and_psum_scatter_take_pytrees(name, fn, jit):
+    ours, theirs = _both(fn, TREE, jit)
+    assert set(ours) == set(theirs)
+    for k in theirs:
+        assert ours[k].dtype == theirs[k].dtype and ours[k].shape == theirs[k].shape
+        np.testing.assert_array_equal(np.asarray(ours[k]), np.asarray(theirs[k]))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: lax.psum(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
+    lambda x: lax.pmean(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
+    lambda x: lax.pmax(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
+    lambda x: lax.pmin(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
+    lambda x: lax.all_gather(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
+    lambda x: lax.all_to_all(x, "i", 0, 0, axis_index_groups=[[0, 1], [2, 3]]),
+    lambda x: lax.psum_scatter(x, "i", axis_index_groups=[[0, 1], [2, 3]], tiled=True),
+    lambda x: lax.pswapaxes(x, "i", 0, axis_index_groups=[[0, 1], [2, 3]]),
+])
+def test_axis_index_groups_are_refused_not_ignored(fn):
+    # fluxion reduces over whole axes only (docs/differences.md); ignoring the groups gave
+    # whole-axis results of the wrong shape or value.
+    x = np.arange(N * N, dtype=np.float32).reshape(N, N)
+    with pytest.raises(NotImplementedError, match="axis_index_groups is not supported"):
+        fluxion.vmap(fn, axis_name="i")(x)
+
+
+def _pmap_closing_over(m, y):
+    """A pmap made inside a transformed function whose body closes over its traced `y`."""
+    n = m.device_count()
+    x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+    return m.pmap(lambda z: m.numpy.sin(z * y))(x)
+
+
+@pytest.mark.parametrize("transform", ["vmap", "grad", "jit", "jvp", "vmap_of_grad"])
+def test_pmap_body_closing_over_an_outer_tracer(transform):
+    def run(m):
+        f = lambda y: _pmap_closing_over(m, y)
+        ys = np.array([0.5, 2.0], dtype=np.float32)
+        if transform == "vmap":
+            return m.vmap(f)(ys)
+        if transform == "grad":
+            return m.grad(lambda y: f(y).sum())(np.float32(2.0))
+        if transform == "jit":
+            return m.jit(f)(np.float32(2.0))
+        if transform == "jvp":
+            return m.jvp(f, (np.float32(2.0),), (np.float32(1.0),))[1]
+        return m.vmap(m.grad(lambda y: f(y).sum()))(ys)
+    ours, theirs = run(fluxion), run(jax)
+    assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-5)
