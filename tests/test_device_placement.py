@@ -374,3 +374,15 @@ else:
                     np_.zeros_like(weak), np_.zeros_like(weak, dtype=np.float32),
                     np_.zeros_like(np_.ones(3))]
         check(*both(run))
+
+    def test_device_put_cotangent_returns_to_the_primals_device():
+        def run(m, np_, d):
+            x0, x2 = m.device_put(2.0, d[0]), m.device_put(np_.ones(3), d[2])
+            uncommitted = np_.float32(3.0)
+            moved = lambda x: m.device_put(x, d[1])
+            return [m.value_and_grad(moved)(x0),
+                    m.grad(lambda x: (moved(x) * 2).sum())(x2),
+                    m.grad(moved)(uncommitted),
+                    m.vjp(moved, x2)[1](m.device_put(np_.ones(3), d[1])),
+                    m.jit(m.grad(lambda x: (moved(x) ** 2).sum()))(x2)]
+        check(*both(run))
