@@ -81,3 +81,35 @@ def test_pmap_body_closing_over_an_outer_tracer(transform):
     ours, theirs = run(fluxion), run(jax)
     assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
     np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-5)
+
+
+def _error(fn):
+    with pytest.raises(Exception) as info:
+        fn()
+    return type(info.value), str(info.value)
+
+
+X1 = np.array([3.14], dtype=np.float32)
+PMAP_ERRORS = {
+    "in_axes_nested": lambda m: m.pmap(lambda x, y: x, in_axes=((0, 0, 0), 0))((X1, X1), X1),
+    "in_axes_with_kwargs": lambda m: m.pmap(lambda x, y: x, in_axes=((0, 0), 0))(x=(X1, X1), y=X1),
+    "in_axes_too_long": lambda m: m.pmap(lambda x: x, in_axes=(0, 0))(X1),
+    "out_axes": lambda m: m.pmap(lambda x, y: ((x, x), x), out_axes=((0, 0, 0), 0))(X1, X1),
+    "no_devices": lambda m: m.pmap(lambda x: x, devices=[]),
+    "unhashable_static": lambda m: m.pmap(lambda x, y: x + 3, static_broadcasted_argnums=(1,))(
+        X1, np.asarray(1)),
+    "pshuffle_not_a_permutation": lambda m: m.vmap(
+        lambda x: m.lax.pshuffle(x, "i", perm=[1, 1]), axis_name="i")(np.arange(2.0)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PMAP_ERRORS))
+def test_pmap_and_pshuffle_errors_are_jaxs(case):
+    ours, theirs = _error(lambda: PMAP_ERRORS[case](fluxion)), _error(lambda: PMAP_ERRORS[case](jax))
+    assert ours[0] is theirs[0] is ValueError
+    if case == "out_axes":  # JAX 0.10.2 names its internal broadcast_prefix here
+        assert ours[1].startswith("pytree structure error: different lengths of tuple at key "
+                                  "path\n    pmap out_axes[0]\n")
+        return
+    # JAX ends its keyword note with a link to its docs; fluxion's points to pmap's docstring.
+    assert ours[1].split(" See the description")[0] == theirs[1].split(" See the description")[0]

@@ -23,10 +23,56 @@ from fluxion._src.compiler import backend, lowering
 from fluxion._src.lax import parallel_lowering
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import tree_flatten, tree_unflatten
-from fluxion._src.vmap import _arg_names, _check_axis, broadcast_prefix
+from fluxion._src import tree_util
+from fluxion._src.vmap import _arg_names, _check_axis, _is_axis_leaf, broadcast_prefix
 
 
 _INTERNAL_AXIS_NAME = "_internal_pmap_axis_name"  # JAX's mesh axis name for an unnamed pmap
+
+
+_IN_AXES_NOTE = (
+    "\n\nThe 'full pytree' here is the tuple of arguments passed positionally to the pmapped "
+    "function, and the value of `in_axes` must be a tree prefix of that tuple. But it was not a "
+    "prefix.")
+_KWARGS_NOTE = (
+    "\n\nWhen some arguments are passed by keyword to the pmapped function, they are not "
+    "included in the comparison to `in_axes`. Instead, each argument passed by keyword is "
+    "mapped over its leading axis. See the description of `in_axes` in the `pmap` docstring.")
+_CHECK_IN_AXES_NOTE = (
+    "\n\nCheck that the value of the `in_axes` argument to `pmap` is a tree prefix of the tuple "
+    "of arguments passed positionally to the pmapped function.")
+_OUT_AXES_NOTE = (
+    "\n\nThe full pytree is the output of the pmapped function. Ensure that the `out_axes` "
+    "argument to `pmap` is a pytree prefix of the pmapped function's output.")
+
+
+def _hashable_static(value, index: int, fun):
+    try:
+        hash(value)
+    except TypeError:
+        raise ValueError(f"Non-hashable static arguments are not supported, as this can lead to "
+                         f"unexpected cache-misses. Static argument (index {index}) of type "
+                         f"{type(value)} for function {fun_name(fun)} is non-hashable.") from None
+    return value
+
+
+def _axes_prefix(prefix, tree, name: str, note: str) -> list:
+    """One axis of `prefix` per leaf of `tree`; where `prefix` is no tree prefix of `tree`,
+    JAX's pytree structure error naming the key path (`name[0][1]`), then `note`."""
+    try:
+        return broadcast_prefix(prefix, tree, name)
+    except ValueError as generic:
+        error = tree_util.structure_error(prefix, tree, name, _is_axis_leaf)
+        if error is None:
+            raise
+        raise ValueError(error.args[0] + note) from generic
+
+
+def _in_axes_prefix(dyn_axes, dyn_args, kwargs) -> list:
+    """The in_axes of every leaf of (positional, keyword) arguments; keyword ones map axis 0."""
+    note = _IN_AXES_NOTE + (_KWARGS_NOTE if kwargs else "") + _CHECK_IN_AXES_NOTE
+    return _axes_prefix((dyn_axes, {k: 0 for k in kwargs}), (dyn_args, kwargs),
+                        "pmap in_axes", note)
 
 
 class ShardedOutput(Array):
@@ -330,6 +376,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     inside another pmap (the axes multiply into replica groups).
     """
     check_callable(fun)
+    if devices is not None and len(devices) == 0:
+        raise ValueError("'devices' argument to pmap must be non-empty, or None.")
     _check_axes_leaves(in_axes, "in_axes")
     _check_axes_leaves(out_axes, "out_axes")
     platform = backend
@@ -357,8 +405,10 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                                  "All static broadcasted arguments must be passed positionally.")
         dyn_idx = [i for i in range(len(args)) if i not in static]
         dyn_args = tuple(args[i] for i in dyn_idx)
-        static_vals = tuple((i, args[i]) for i in static)
-        if isinstance(in_axes_spec, tuple):
+        static_vals = tuple((i, _hashable_static(args[i], i, fun)) for i in static)
+        if isinstance(in_axes_spec, tuple) and not static:
+            dyn_axes = in_axes_spec  # a prefix of the positional arguments, as in JAX
+        elif isinstance(in_axes_spec, tuple):
             if len(in_axes_spec) != len(args):
                 raise ValueError(f"pmap in_axes must be an int, None, or a tuple of entries "
                                  f"corresponding to the positional arguments passed to the "
@@ -369,7 +419,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             dyn_axes = (in_axes_spec,) * len(dyn_args)
         leaves, in_tree = tree_flatten((dyn_args, kwargs))
         traced = any(isinstance(x, core.Tracer) for x in leaves)
-        axes = broadcast_prefix((dyn_axes, {k: 0 for k in kwargs}), (dyn_args, kwargs), "in_axes")
+        axes = _in_axes_prefix(dyn_axes, dyn_args, kwargs)
         names = _arg_names(fun, len(args))
         where = []
         for i, a in zip(dyn_idx, dyn_args):
@@ -434,7 +484,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             with batching.extend_axis_env(axis_name, n_global):
                 closed = staging.trace_to_jaxpr(flat_fun, avals, origin="pmap")
             out, out_tree = box[0]
-            out_ax = broadcast_prefix(out_axes, out, "out_axes")
+            out_ax = _axes_prefix(out_axes, out, "pmap out_axes", _OUT_AXES_NOTE)
             for t in out_ax:
                 if t is not None and not isinstance(t, int):
                     raise TypeError(f"pmap out_axes must be ints or None, got {t!r}")

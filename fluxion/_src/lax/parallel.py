@@ -333,6 +333,8 @@ def ppermute(x, axis_name, perm):
 
 def pshuffle(x, axis_name, perm):
     """Example i receives the value of example perm[i]."""
+    if set(perm) != set(range(len(perm))):  # JAX's check and words
+        raise ValueError(f"`perm` does not represent a permutation: {perm}")
     return ppermute(x, axis_name, [(src, dst) for dst, src in enumerate(perm)])
 
 
