@@ -113,3 +113,12 @@ def test_pmap_and_pshuffle_errors_are_jaxs(case):
         return
     # JAX ends its keyword note with a link to its docs; fluxion's points to pmap's docstring.
     assert ours[1].split(" See the description")[0] == theirs[1].split(" See the description")[0]
+
+
+@pytest.mark.parametrize("name", ["device_put_sharded", "device_put_replicated", "no_such_name"])
+def test_removed_top_level_names_raise_jaxs_attribute_error(name):
+    with pytest.raises(AttributeError) as theirs:
+        getattr(jax, name)
+    with pytest.raises(AttributeError) as ours:
+        getattr(fluxion, name)
+    assert str(ours.value) == str(theirs.value).replace("'jax'", "'fluxion'")
