@@ -122,3 +122,52 @@ def test_removed_top_level_names_raise_jaxs_attribute_error(name):
     with pytest.raises(AttributeError) as ours:
         getattr(fluxion, name)
     assert str(ours.value) == str(theirs.value).replace("'jax'", "'fluxion'")
+
+
+def _pmean_centred(m):
+    return m.pmap(lambda x: x - m.lax.pmean(x, "i"), axis_name="i")
+
+
+def _mapped(m, dtype=np.float32):
+    n = m.device_count()
+    return np.arange(n * 4, dtype=dtype).reshape(n, 4) + 1
+
+
+@pytest.mark.parametrize("case", ["array", "shape_dtype", "pytree", "two_args", "static"])
+def test_pmap_lower_compile_runs_like_the_pmap(case):
+    def run(m):
+        x = _mapped(m)
+        if case == "array":
+            return _pmean_centred(m).lower(x).compile()(x)
+        if case == "shape_dtype":
+            return _pmean_centred(m).lower(m.ShapeDtypeStruct(x.shape, x.dtype)).compile()(x)
+        if case == "pytree":
+            return m.pmap(lambda t: t[0] * 2).lower((x, ())).compile()((x, ()))
+        if case == "two_args":
+            f = m.pmap(lambda a, b: (a, b.sum() * a), axis_name="i")
+            return f.lower(x, x[:, :2]).compile()(x, x[:, :2])
+        f = m.pmap(lambda a, s: a * s, static_broadcasted_argnums=1)
+        return f.lower(x, 3).compile()(x)
+    ours, theirs = run(fluxion), run(jax)
+    for o, t in zip(fluxion.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs)):
+        assert o.shape == t.shape and o.dtype == t.dtype
+        np.testing.assert_allclose(np.asarray(o), np.asarray(t), rtol=1e-6)
+
+
+def test_pmap_lowered_and_compiled_stages():
+    x = _mapped(fluxion)
+    lowered = _pmean_centred(fluxion).lower(x)
+    assert lowered.in_tree == fluxion.tree_util.tree_structure(((0,), {}))
+    ((aval,), kwargs) = lowered.compile().in_avals
+    assert kwargs == {} and aval.shape == x.shape and aval.dtype == x.dtype
+    assert isinstance(lowered.as_text(), str) and isinstance(lowered.as_text(dialect="hlo"), str)
+    assert lowered.compiler_ir() is not None
+    compiled = lowered.compile()
+    assert compiled.runtime_executable() is not None
+    compiled.cost_analysis()
+    compiled.memory_analysis()
+    with pytest.raises(TypeError, match="Function compiled with input pytree does not match"):
+        compiled([x])
+    with pytest.raises(TypeError, match="(?s)Argument types differ .*compiled with float32.*called "
+                                        "with int32"):
+        compiled(x.astype(np.int32))

@@ -533,6 +533,14 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             results = results[:n_out]
         return tree_unflatten(out_tree, results)
 
+    def lower(*args, **kwargs):
+        """Ahead-of-time lowering for these arguments (Arrays or ShapeDtypeStructs), as
+        `jit(f).lower`: the pmap as one program of one replica per device (see
+        docs/parallelism.md); `.compile()` gives an executable taking the same arguments."""
+        from fluxion._src.api import jit
+        return jit(pmapped, static_argnums=static, donate_argnums=donate).lower(*args, **kwargs)
+
+    pmapped.lower = lower
     pmapped.__name__ = f"pmap({fun_name(fun)})"
     return pmapped
 
