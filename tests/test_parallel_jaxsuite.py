@@ -171,3 +171,4 @@ def test_pmap_lowered_and_compiled_stages():
     with pytest.raises(TypeError, match="(?s)Argument types differ .*compiled with float32.*called "
                                         "with int32"):
         compiled(x.astype(np.int32))
+

@@ -205,6 +205,7 @@ def _compile(closed, axes, devices, donated, text=None):
     options.num_partitions = 1
     options.device_assignment = xla_client.DeviceAssignment.create(
         np.array([[d.id] for d in devices]))
+    backend.apply_compiler_options(options)  # a jit's compiler_options, for a pmap inside it
     client = backend.backend_of(devices[0]).client
     loaded = backend.compile_and_load(client, text, xla_client.DeviceList(tuple(devices)),
                                       options, "pmap")
