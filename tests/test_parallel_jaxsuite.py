@@ -172,3 +172,35 @@ def test_pmap_lowered_and_compiled_stages():
                                         "with int32"):
         compiled(x.astype(np.int32))
 
+
+
+@pytest.mark.parametrize("case", ["pmap_in", "pmap_out", "pmap_unmapped_out", "array_bytes",
+                                  "array_list", "array_float0", "asarray", "jit_array"])
+def test_float0_through_pmap_and_jnp_array(case):
+    def run(m):
+        f0 = m.dtypes.float0
+        n = m.device_count()
+        if case == "pmap_in":
+            return m.pmap(lambda x: x)(np.array([b""] * n, dtype=f0))
+        if case == "pmap_out":
+            return m.pmap(lambda x: m.numpy.array(b"", dtype=f0))(np.ones(n))
+        if case == "pmap_unmapped_out":
+            return m.pmap(lambda x: (x, m.numpy.zeros((2,), f0)), out_axes=(0, None))(
+                np.ones(n))[1]
+        if case == "array_bytes":
+            return m.numpy.array(b"", dtype=f0)
+        if case == "array_list":
+            return m.numpy.array([b"", b""], dtype=f0)
+        if case == "array_float0":
+            return m.numpy.array(np.zeros(3, f0), dtype=f0)
+        if case == "asarray":
+            return m.numpy.asarray(b"", dtype=f0)
+        return m.jit(lambda: m.numpy.array(b"", dtype=f0))()
+    ours, theirs = run(fluxion), run(jax)
+    assert ours.dtype == theirs.dtype == jax.dtypes.float0 and ours.shape == theirs.shape
+
+
+def test_float0_array_of_numbers_is_numpys_type_error():
+    for m in (fluxion, jax):
+        with pytest.raises(TypeError, match="a bytes-like object is required"):
+            m.numpy.array([0, 0], dtype=m.dtypes.float0)

@@ -15,7 +15,7 @@ import functools
 
 import numpy as np
 
-from fluxion._src import batching, core, nan_checks, pmap_primitive, staging
+from fluxion._src import batching, core, dtypes, nan_checks, pmap_primitive, staging
 from fluxion._src.api import check_callable, fun_name
 from fluxion._src.call_transforms import closure_convert
 from fluxion._src.array import Array
@@ -166,12 +166,27 @@ def _per_device_buffers(x, axis, devices, aval, inner=1):
     if (axis == 0 and inner == 1 and type(x) is ShardedOutput and x._devices == tuple(devices)
             and not x.is_deleted()):
         return x._shards
-    host = np.asarray(x, dtype=aval.dtype)
+    if aval.dtype == dtypes.float0:
+        host = np.zeros(np.shape(x), np.bool_)
+        aval = _device_aval(aval)
+    else:
+        host = np.asarray(x, dtype=aval.dtype)
     if axis is None:
         return [backend.device_put_numpy(host, aval, d) for d in devices]
     return [backend.device_put_numpy(np.ascontiguousarray(np.take(host, r // inner, axis=axis)),
                                      aval, d)
             for r, d in enumerate(devices)]
+
+
+def _device_aval(aval):
+    """XLA has no float0: its values travel as i1 (all False), as jit's arguments do."""
+    return aval.update(dtype=np.dtype(np.bool_)) if aval.dtype == dtypes.float0 else aval
+
+
+def _float0_result(aval, n, target):
+    """A float0 result holds no data: NumPy zeros of its shape, as JAX returns."""
+    shape = aval.shape if target is None else aval.shape[:target] + (n,) + aval.shape[target:]
+    return np.zeros(shape, dtypes.float0)
 
 
 class _Compiled:
@@ -309,16 +324,19 @@ def _execute(exe, leaves, dims, out_ax, devs, n, inner, axis_name=None):
     garrs = []
     for x, d, aval in zip(leaves, dims, exe.in_avals):
         bufs = _per_device_buffers(x, d, devs, aval, inner)
-        garrs.append(be.assemble_array(aval, exe.sharding, bufs))
+        garrs.append(be.assemble_array(_device_aval(aval), exe.sharding, bufs))
     if exe.const_arrays is None:
         exe.const_arrays = [
-            be.assemble_array(v.aval, exe.sharding,
+            be.assemble_array(_device_aval(v.aval), exe.sharding,
                               _per_device_buffers(c, None, devs, v.aval))
             for c, v in zip(exe.consts, exe.constvars)]
     garrs = exe.const_arrays + garrs
     outs = exe.loaded.execute_sharded(garrs).disassemble_into_single_device_arrays()
     results = []
     for bufs, aval, target in zip(outs, exe.out_avals, out_ax):
+        if aval.dtype == dtypes.float0:
+            results.append(_float0_result(aval, n, target))
+            continue
         if target is None:
             results.append(Array(bufs[0], aval))
             continue

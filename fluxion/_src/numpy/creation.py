@@ -131,6 +131,8 @@ def array(object, dtype=None, *args, copy: bool = _Unset(True), order: str | Non
     if copy and isinstance(object, np.ma.MaskedArray):
         object = np.asarray(object)  # its data, as JAX's copy takes it (asarray refuses it)
     dtype = user_dtype(dtype, "array")
+    if dtype == dtypes.float0 and not isinstance(object, (Array, core.Tracer)):
+        return np.array(object, dtype=dtypes.float0)  # no data: NumPy's, as JAX's (XLA has none)
     weak = dtype is None and dtypes.is_weakly_typed(object)
     if isinstance(object, (Array, core.Tracer)):
         out = object
