@@ -204,3 +204,32 @@ def test_float0_array_of_numbers_is_numpys_type_error():
     for m in (fluxion, jax):
         with pytest.raises(TypeError, match="a bytes-like object is required"):
             m.numpy.array([0, 0], dtype=m.dtypes.float0)
+
+
+def _shard_map_closing_over(m, y):
+    """A shard_map made inside a transformed function whose body closes over its traced `y`."""
+    n = m.device_count()
+    mesh = m.make_mesh((n,), ("x",), axis_types=(m.sharding.AxisType.Auto,))
+    P = m.sharding.PartitionSpec
+    x = np.arange(2.0 * n, dtype=np.float32)
+    return m.shard_map(lambda a: m.numpy.sin(a * y) + m.lax.psum(a, "x") * y, mesh=mesh,
+                       in_specs=P("x"), out_specs=P("x"))(x)
+
+
+@pytest.mark.parametrize("transform", ["vmap", "grad", "jit", "jvp", "vmap_of_grad"])
+def test_shard_map_body_closing_over_an_outer_tracer(transform):
+    def run(m):
+        f = lambda y: _shard_map_closing_over(m, y)
+        ys = np.array([0.5, 2.0], dtype=np.float32)
+        if transform == "vmap":
+            return m.vmap(f)(ys)
+        if transform == "grad":
+            return m.grad(lambda y: f(y).sum())(np.float32(2.0))
+        if transform == "jit":
+            return m.jit(f)(np.float32(2.0))
+        if transform == "jvp":
+            return m.jvp(f, (np.float32(2.0),), (np.float32(1.0),))[1]
+        return m.vmap(m.grad(lambda y: f(y).sum()))(ys)
+    ours, theirs = run(fluxion), run(jax)
+    assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-5)

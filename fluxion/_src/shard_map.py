@@ -80,9 +80,12 @@ def _block_shape(shape, spec, mesh_shape, what, manual=None):
 
 def _refs_as_operands(closed):
     """Refs the body closed over become its first (replicated) operands, so the discharge
-    pass can carry their values through the shard_map (see shard_map_spmd)."""
+    pass can carry their values through the shard_map (see shard_map_spmd); so do an
+    enclosing transformation's tracers it closed over (shard_map called inside vmap/grad on
+    concrete arguments), which that transformation's rules must see as operands."""
     jaxpr = closed.jaxpr
-    is_ref = [type(v.aval).__name__ == "AbstractRef" for v in jaxpr.constvars]
+    is_ref = [type(v.aval).__name__ == "AbstractRef" or isinstance(c, core.Tracer)
+              for v, c in zip(jaxpr.constvars, closed.consts)]
     if not any(is_ref):
         return closed, []
     refs = [(v, c) for v, c, r in zip(jaxpr.constvars, closed.consts, is_ref) if r]
@@ -163,7 +166,9 @@ def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = T
             if check:
                 check_out_vma(f, mesh, manual, specs, ospecs,
                               _spec_paths(out_specs, out), closed)
-            entry = cache[key] = (closed, out_tree, ospecs)
+            entry = (closed, out_tree, ospecs)
+            if not any(isinstance(c, core.Tracer) for c in closed.consts):
+                cache[key] = entry  # a body holding this trace's tracers is traced anew
         closed, out_tree, ospecs = entry
         closed, ref_consts = _refs_as_operands(closed)
         outs = shard_map_p.bind(*ref_consts, *leaves, jaxpr=closed, mesh=mesh,
