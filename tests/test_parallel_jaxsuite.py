@@ -233,3 +233,47 @@ def test_shard_map_body_closing_over_an_outer_tracer(transform):
     ours, theirs = run(fluxion), run(jax)
     assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
     np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-5)
+
+
+def _shard_map_defaults(m, case):
+    """shard_map without `mesh` (the context mesh) or without `in_specs` (inferred)."""
+    P, AT = m.sharding.PartitionSpec, m.sharding.AxisType
+    n = m.device_count()
+    explicit = m.make_mesh((n,), ("x",), axis_types=(AT.Explicit,))
+    auto = m.make_mesh((n,), ("x",), axis_types=(AT.Auto,))
+    x = np.arange(2.0 * n, dtype=np.float32)
+    body = lambda a: a * 2 + m.lax.psum(a.sum(), "x")
+    if case == "no_context_mesh":
+        return m.shard_map(body, in_specs=P("x"), out_specs=P("x"))(x)
+    if case == "context_mesh":
+        with m.set_mesh(auto):
+            return m.shard_map(body, in_specs=P("x"), out_specs=P("x"))(x)
+    if case == "inferred_on_auto_axes":
+        with m.set_mesh(auto):
+            return m.shard_map(body, out_specs=P("x"))(x)
+    with m.set_mesh(explicit):
+        xs = m.device_put(x, m.sharding.NamedSharding(explicit, P("x")))
+        if case == "inferred_from_context_mesh":
+            return m.shard_map(body, out_specs=P("x"))(xs)
+        return m.shard_map(body, mesh=explicit, out_specs=P("x"))(xs)
+
+
+@pytest.mark.parametrize("case", ["context_mesh", "inferred_from_context_mesh",
+                                  "inferred_with_mesh"])
+def test_shard_map_mesh_and_in_specs_default_as_jaxs(case):
+    ours, theirs = _shard_map_defaults(fluxion, case), _shard_map_defaults(jax, case)
+    assert ours.shape == theirs.shape
+    if case != "context_mesh":  # on one device fluxion's Auto-axes result is laid out P()
+        assert ours.sharding.spec == P_(theirs.sharding.spec)
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+def P_(spec):
+    return fluxion.sharding.PartitionSpec(*spec)
+
+
+@pytest.mark.parametrize("case", ["no_context_mesh", "inferred_on_auto_axes"])
+def test_shard_map_default_errors_are_jaxs(case):
+    ours = _error(lambda: _shard_map_defaults(fluxion, case))
+    theirs = _error(lambda: _shard_map_defaults(jax, case))
+    assert ours == theirs

@@ -10,7 +10,9 @@ import numpy as np
 
 from fluxion._src import core, staging
 from fluxion._src.api import check_callable
-from fluxion._src.mesh import DuplicateSpecError, Mesh, PartitionSpec
+from fluxion._src.mesh import AxisType, DuplicateSpecError, Mesh, PartitionSpec
+from fluxion._src.sharding_impls import NamedSharding
+from fluxion._src.smap import Infer
 from fluxion._src.batching import bind_axes
 from fluxion._src.shard_map_spmd import shard_map_p
 from fluxion._src.shard_map_vma import check_out_vma
@@ -95,6 +97,68 @@ def _refs_as_operands(closed):
     return core.ClosedJaxpr(lifted, [c for _, c in plain]), [c for _, c in refs]
 
 
+def _bound_when_called(f, mesh, in_specs, make):
+    """A shard_map whose mesh (None: the context mesh) or in_specs (Infer: the arguments'
+    specs) are known only from each call; `make(f, mesh=, in_specs=)` builds the rest."""
+    made: dict = {}
+
+    @functools.wraps(f)
+    @api_boundary
+    def wrapped(*args):
+        m = mesh if mesh is not None else _context_mesh()
+        specs = in_specs
+        if specs is Infer:
+            leaves, tree = tree_flatten(args)
+            manual = _manual_axes(m, make.keywords["axis_names"], make.keywords["auto"])
+            _check_explicit(m, manual)
+            flat = tuple(_inferred_spec(x, manual) for x in leaves)
+            specs, key = tree_unflatten(tree, list(flat)), (m, tree, flat)
+        else:
+            key = (m,)
+        if key not in made:
+            made[key] = make(f, mesh=m, in_specs=specs)
+        return made[key](*args)
+
+    return wrapped
+
+
+def _context_mesh():
+    from fluxion._src.mesh import get_mesh
+    mesh = get_mesh()
+    if mesh is None:
+        raise ValueError("The context mesh cannot be empty. Use `jax.set_mesh(mesh)` to enter "
+                         "into a mesh context")
+    return mesh
+
+
+def _check_explicit(mesh, manual) -> None:
+    types = dict(zip(mesh.axis_names, mesh.axis_types))
+    if not all(types[a] == AxisType.Explicit for a in manual):
+        axis_types = ", ".join(str(types[a]) for a in manual)
+        raise TypeError("shard_map in_specs argument must be a pytree of "
+                        "`jax.sharding.PartitionSpec` instances, but it was `None` when "
+                        f"axis_names={frozenset(manual)} are of type {axis_types}")
+
+
+def _inferred_spec(x, manual) -> PartitionSpec:
+    """The spec of `x` on the manual axes: its sharding's, with other axes dropped."""
+    if isinstance(x, core.Tracer):
+        raise NotImplementedError(
+            "shard_map with in_specs inferred (Infer) needs concrete arguments: fluxion's "
+            "traced values carry no sharding; pass in_specs explicitly under jit/grad/vmap")
+    sharding = getattr(x, "sharding", None)
+    if not isinstance(sharding, NamedSharding):
+        return PartitionSpec()
+    out = []
+    for entry in sharding.spec:
+        names = entry if isinstance(entry, tuple) else (entry,)
+        kept = tuple(n for n in names if n is not None and n in manual)
+        out.append(None if not kept else kept[0] if len(kept) == 1 else kept)
+    while out and out[-1] is None:
+        out.pop()
+    return PartitionSpec(*out)
+
+
 def _manual_axes(mesh, axis_names, auto) -> tuple:
     """The mesh axes the body is manual over, in mesh order: `axis_names` (all axes when
     empty), less the `auto` axes of the older API."""
@@ -112,8 +176,9 @@ def _manual_axes(mesh, axis_names, auto) -> tuple:
     return manual
 
 
-def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = True,
-              check_rep=None, axis_names=frozenset(), auto=frozenset()):
+def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh: Mesh | None = None,
+              check_vma: bool = True, check_rep=None, axis_names=frozenset(),
+              auto=frozenset()):
     """Map `f` over blocks of its inputs laid out on `mesh` by `in_specs`; `f` sees one block
     per device and may use collectives over the mesh axis names; `out_specs` say how the
     output blocks assemble into global arrays (an axis absent from a spec means the output is
@@ -125,12 +190,20 @@ def shard_map(f=None, /, *, mesh: Mesh, in_specs, out_specs, check_vma: bool = T
 
     `axis_names` (a set, default all mesh axes) names the axes `f` is manual over; along the
     other axes `f` sees whole values, which XLA's partitioner splits (`with_sharding_constraint`
-    inside may name them). `auto` (older API) names those other axes instead."""
+    inside may name them). `auto` (older API) names those other axes instead.
+
+    `mesh=None` takes the mesh set with `fluxion.set_mesh` when called; `in_specs=Infer`
+    (the default) reads each argument's spec from its sharding, which needs every manual axis
+    to be Explicit."""
     if f is None:
         return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                                  check_vma=check_vma, check_rep=check_rep, axis_names=axis_names,
                                  auto=auto)
     check_callable(f)
+    if mesh is None or in_specs is Infer:
+        return _bound_when_called(f, mesh, in_specs, functools.partial(
+            shard_map, out_specs=out_specs, check_vma=check_vma, check_rep=check_rep,
+            axis_names=axis_names, auto=auto))
     manual = _manual_axes(mesh, axis_names, auto)
     check = bool(check_vma) and (check_rep is None or bool(check_rep))
     mesh_shape = mesh.shape
