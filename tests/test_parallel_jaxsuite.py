@@ -277,3 +277,17 @@ def test_shard_map_default_errors_are_jaxs(case):
     ours = _error(lambda: _shard_map_defaults(fluxion, case))
     theirs = _error(lambda: _shard_map_defaults(jax, case))
     assert ours == theirs
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_axis_index_over_two_vmapped_names(jit):
+    def fn(m, x):
+        return (m.lax.axis_index(("i", "j")), m.lax.axis_index(("j", "i")),
+                m.lax.axis_index(["i"]) + x)
+
+    def run(m):
+        f = m.vmap(m.vmap(lambda x: fn(m, x), axis_name="j"), axis_name="i")
+        return (m.jit(f) if jit else f)(np.arange(6.0, dtype=np.float32).reshape(2, 3))
+    for o, t in zip(run(fluxion), run(jax)):
+        assert o.shape == t.shape and o.dtype == t.dtype
+        np.testing.assert_array_equal(np.asarray(o), np.asarray(t))

@@ -77,3 +77,34 @@ def test_pbroadcast_pcast_are_value_identities():
     with pytest.raises(NameError):
         jax.shard_map(lambda v: lax.pbroadcast(v, "nope"), mesh=mesh, in_specs=P("x"),
                       out_specs=P("x"))(x)
+
+
+@pytest.mark.parametrize("use_jit", [False, True])
+def test_collectives_over_a_tuple_of_axis_names(use_jit):
+    # Found by JAX's shard_map_test: axis_index, ppermute and all_gather over ('x', 'y')
+    # raised NameError (the names were looked up as one).
+    mesh = jax.make_mesh((2, 2, 2), ("x", "y", "z"), axis_types=(jax.sharding.AxisType.Auto,) * 3)
+
+    def body(a):
+        n = lax.axis_size(("x", "y"))
+        return (lax.axis_index(("x", "y"))[None, None, None],
+                lax.axis_index(("z", "x"))[None, None, None],
+                lax.ppermute(a, ("x", "y"), perm=[(j, (j + 1) % n) for j in range(n)]),
+                lax.all_gather(a, ("y", "z"), tiled=True))
+
+    f = jax.shard_map(body, mesh=mesh, in_specs=P(("x", "y", "z")),
+                      out_specs=(P("x", "y", "z"), P("x", "y", "z"), P(("x", "y", "z")),
+                                 P(("x", "y", "z"))))
+    a = np.arange(16, dtype=np.float32)
+    xy, zx, permuted, gathered = (jax.jit(f) if use_jit else f)(a)
+    ix, iy, iz = np.meshgrid(np.arange(2), np.arange(2), np.arange(2), indexing="ij")
+    np.testing.assert_array_equal(np.asarray(xy), 2 * ix + iy)
+    np.testing.assert_array_equal(np.asarray(zx), 2 * iz + ix)
+    blocks = a.reshape(2, 2, 2, 2)  # (x, y, z, 2 elements)
+    src = (2 * ix + iy - 1) % 4  # the (x, y) position whose block each device receives
+    expected = blocks[src // 2, src % 2, iz]
+    np.testing.assert_array_equal(np.asarray(permuted), expected.reshape(-1))
+    expected_gather = np.stack([blocks[i].reshape(-1) for i in range(2)])  # all of (y, z)
+    np.testing.assert_array_equal(np.asarray(gathered).reshape(2, 2, 2, 8),
+                                  np.broadcast_to(expected_gather[:, None, None, :],
+                                                  (2, 2, 2, 8)))

@@ -169,7 +169,7 @@ def axis_size(axis_name) -> int:
 # axis_index
 
 def _axis_index_abstract_eval(*, axis_name):
-    batching.axis_size(axis_name)
+    _total_size(_names(axis_name))  # raises NameError for an unbound name
     return ShapedArray((), np.int32)
 
 
@@ -199,15 +199,26 @@ ad.defjvp_zero(axis_index_p)
 
 
 def axis_index(axis_name):
-    """The index of the current example along the named mapped axis (int32)."""
-    return axis_index_p.bind(axis_name=axis_name)
+    """The index of the current example along the named mapped axis (int32); over several
+    names, the row-major index over them all (the first name varies slowest)."""
+    names = _names(axis_name)
+    if len(names) == 1:
+        return axis_index_p.bind(axis_name=names[0])
+    from fluxion._src.lax import lax
+    index = None
+    for k, name in enumerate(names):
+        term = axis_index_p.bind(axis_name=name)
+        stride = _total_size(names[k + 1:])
+        term = lax.mul(term, np.int32(stride)) if stride != 1 else term
+        index = term if index is None else lax.add(index, term)
+    return index
 
 
 # ---------------------------------------------------------------------------------------------
 # all_gather
 
 def _all_gather_abstract_eval(x, *, axis_name, axis, tiled, axis_index_groups=None):
-    size = batching.axis_size(axis_name)
+    size = _total_size(_names(axis_name))
     shape = list(x.shape)
     if tiled:
         shape[axis] *= size
@@ -279,7 +290,7 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
 # ppermute
 
 def _ppermute_abstract_eval(x, *, axis_name, perm):
-    size = batching.axis_size(axis_name)
+    size = _total_size(_names(axis_name))
     bad = [pair for pair in perm if not all(0 <= i < size for i in pair)]
     if bad:  # JAX's class (an IndexError from its lookup), with a message naming the pair
         raise IndexError(f"ppermute perm pair {bad[0]} is outside the axis {axis_name!r} of "
