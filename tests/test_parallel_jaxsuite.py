@@ -291,3 +291,23 @@ def test_axis_index_over_two_vmapped_names(jit):
     for o, t in zip(run(fluxion), run(jax)):
         assert o.shape == t.shape and o.dtype == t.dtype
         np.testing.assert_array_equal(np.asarray(o), np.asarray(t))
+
+
+@pytest.mark.parametrize("static", ["object", "none", "dict", "int"])
+@pytest.mark.parametrize("jit", [False, True])
+def test_shard_map_in_specs_none_passes_the_argument_as_is(static, jit):
+    marker = object()
+    value = {"object": marker, "none": None, "dict": {"a": marker}, "int": 3}[static]
+
+    def run(m):
+        P = m.sharding.PartitionSpec
+        n = m.device_count()
+        mesh = m.make_mesh((n,), ("i",), axis_types=(m.sharding.AxisType.Auto,))
+
+        def body(o, x):
+            assert o is value or (isinstance(o, dict) and o["a"] is marker)
+            return m.numpy.sin(x) * (o if isinstance(o, int) else 1)
+        g = lambda x: m.shard_map(body, mesh=mesh, in_specs=(None, P("i")),
+                                  out_specs=P("i"))(value, x)
+        return (m.jit(g) if jit else g)(np.arange(2.0 * n, dtype=np.float32))
+    np.testing.assert_allclose(np.asarray(run(fluxion)), np.asarray(run(jax)), rtol=1e-6)

@@ -20,15 +20,18 @@ from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import tree_flatten, tree_unflatten
 
 
-def _spec_leaves(specs, tree, what):
+def _spec_leaves(specs, tree, what, none_is_static: bool = False):
     """One PartitionSpec per leaf: `specs` is a spec for the whole tree or one per element of
-    a tuple/list tree."""
+    a tuple/list tree. A None spec is P() (replicated), or with `none_is_static` None: the
+    leaves it covers are passed to the body as they are (in_specs, as in JAX)."""
+    if specs is None and none_is_static:
+        return [None] * len(tree_flatten(tree)[0])
     if specs is None or isinstance(specs, PartitionSpec):
         return [specs or PartitionSpec()] * len(tree_flatten(tree)[0])
     if isinstance(specs, (tuple, list)) and isinstance(tree, (tuple, list)) and len(specs) == len(tree):
         out = []
         for s, t in zip(specs, tree):
-            out += _spec_leaves(s, t, what)
+            out += _spec_leaves(s, t, what, none_is_static)
         return out
     raise ValueError(f"shard_map {what} must be a PartitionSpec or a tuple of them matching the "
                      f"structure of the value, got {specs!r}")
@@ -213,19 +216,25 @@ def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh: Mesh | None = None,
     @functools.wraps(f)
     @api_boundary
     def wrapped(*args):
-        leaves, in_tree = tree_flatten(args)
-        specs = _spec_leaves(in_specs if not isinstance(in_specs, PartitionSpec) or len(args) != 1
-                             else (in_specs,), args, "in_specs")
+        all_leaves, in_tree = tree_flatten(args)
+        all_specs = _spec_leaves(in_specs if not isinstance(in_specs, PartitionSpec)
+                                 or len(args) != 1 else (in_specs,), args, "in_specs",
+                                 none_is_static=True)
+        static = tuple(s is None for s in all_specs)
+        leaves = [x for x, st in zip(all_leaves, static) if not st]
+        specs = [sp for sp, st in zip(all_specs, static) if not st]
         gavals = [core.get_aval(x) for x in leaves]
         bavals = [a.update(shape=_block_shape(a.shape, s, mesh_shape, "in_specs", manual))
                   for a, s in zip(gavals, specs)]
-        key = (in_tree, tuple(bavals), tuple(specs))
-        entry = cache.get(key)
+        key = (in_tree, static, tuple(bavals), tuple(specs))
+        entry = None if any(static) else cache.get(key)  # static leaves are this call's
         if entry is None:
             box = []
 
             def flat_fun(*xs):
-                out = f(*tree_unflatten(in_tree, xs))
+                dyn = iter(xs)
+                full = [x if st else next(dyn) for x, st in zip(all_leaves, static)]
+                out = f(*tree_unflatten(in_tree, full))
                 out_leaves, out_tree = tree_flatten(out)
                 box.append((out, out_tree))
                 return out_leaves
@@ -240,7 +249,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh: Mesh | None = None,
                 check_out_vma(f, mesh, manual, specs, ospecs,
                               _spec_paths(out_specs, out), closed)
             entry = (closed, out_tree, ospecs)
-            if not any(isinstance(c, core.Tracer) for c in closed.consts):
+            if not any(static) and not any(isinstance(c, core.Tracer) for c in closed.consts):
                 cache[key] = entry  # a body holding this trace's tracers is traced anew
         closed, out_tree, ospecs = entry
         closed, ref_consts = _refs_as_operands(closed)
