@@ -311,3 +311,50 @@ def test_shard_map_in_specs_none_passes_the_argument_as_is(static, jit):
                                   out_specs=P("i"))(value, x)
         return (m.jit(g) if jit else g)(np.arange(2.0 * n, dtype=np.float32))
     np.testing.assert_allclose(np.asarray(run(fluxion)), np.asarray(run(jax)), rtol=1e-6)
+
+
+def _mesh_1d(m):
+    n = m.device_count()
+    return m.make_mesh((n,), ("x",), axis_types=(m.sharding.AxisType.Auto,))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_shard_map_specs_are_pytree_prefixes(jit):
+    def run(m):
+        P = m.sharding.PartitionSpec
+        n = m.device_count()
+        f = m.shard_map(lambda d, t: {"b": d["a"] * 2, "c": t[1]}, mesh=_mesh_1d(m),
+                        in_specs=({"a": P("x")}, P()), out_specs={"b": P("x"), "c": P()})
+        args = ({"a": np.arange(2.0 * n, dtype=np.float32)}, (np.float32(1), np.ones(3)))
+        return (m.jit(f) if jit else f)(*args)
+    ours, theirs = run(fluxion), run(jax)
+    assert set(ours) == set(theirs)
+    for k in theirs:
+        np.testing.assert_array_equal(np.asarray(ours[k]), np.asarray(theirs[k]))
+
+
+SHARD_MAP_SPEC_ERRORS = {
+    "in_specs_not_a_prefix": lambda m, P: m.shard_map(
+        lambda x: x, mesh=_mesh_1d(m), in_specs=([P("x")],), out_specs=P("x"))(
+        [np.ones(8), np.ones(8)]),
+    "in_spec_too_long": lambda m, P: m.shard_map(
+        lambda d: (), mesh=_mesh_1d(m), in_specs=({"hi": P("x")},), out_specs=())(
+        {"hi": [np.float32(3)]}),
+    "in_spec_too_long_scalar": lambda m, P: m.shard_map(
+        lambda d: (), mesh=_mesh_1d(m), in_specs=P(None), out_specs=())(np.float32(3)),
+    "out_spec_too_long": lambda m, P: m.shard_map(
+        lambda: {"hi": [np.float32(3)]}, mesh=_mesh_1d(m), in_specs=(),
+        out_specs={"hi": P("x")})(),
+    "out_spec_too_long_under_jit": lambda m, P: m.jit(m.shard_map(
+        lambda: {"hi": [np.float32(3)]}, mesh=_mesh_1d(m), in_specs=(),
+        out_specs={"hi": P("x")}))(),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SHARD_MAP_SPEC_ERRORS))
+def test_shard_map_spec_errors_are_jaxs(case):
+    ours = _error(lambda: SHARD_MAP_SPEC_ERRORS[case](fluxion, fluxion.sharding.PartitionSpec))
+    theirs = _error(lambda: SHARD_MAP_SPEC_ERRORS[case](jax, jax.sharding.PartitionSpec))
+    assert ours[0] is theirs[0] is ValueError
+    # JAX prints the varying mesh axes of a traced output's type ({V:x}); fluxion's have none.
+    assert ours[1] == theirs[1].replace("{V:x}", "")

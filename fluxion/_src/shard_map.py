@@ -5,10 +5,11 @@ laid out as `out_specs` say."""
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
-from fluxion._src import core, staging
+from fluxion._src import core, staging, tree_util
 from fluxion._src.api import check_callable
 from fluxion._src.mesh import AxisType, DuplicateSpecError, Mesh, PartitionSpec
 from fluxion._src.sharding_impls import NamedSharding
@@ -20,31 +21,81 @@ from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import tree_flatten, tree_unflatten
 
 
+def _is_spec_leaf(s) -> bool:
+    return s is None or isinstance(s, PartitionSpec)
+
+
 def _spec_leaves(specs, tree, what, none_is_static: bool = False):
-    """One PartitionSpec per leaf: `specs` is a spec for the whole tree or one per element of
-    a tuple/list tree. A None spec is P() (replicated), or with `none_is_static` None: the
-    leaves it covers are passed to the body as they are (in_specs, as in JAX)."""
-    if specs is None and none_is_static:
-        return [None] * len(tree_flatten(tree)[0])
-    if specs is None or isinstance(specs, PartitionSpec):
-        return [specs or PartitionSpec()] * len(tree_flatten(tree)[0])
-    if isinstance(specs, (tuple, list)) and isinstance(tree, (tuple, list)) and len(specs) == len(tree):
-        out = []
-        for s, t in zip(specs, tree):
-            out += _spec_leaves(s, t, what, none_is_static)
-        return out
-    raise ValueError(f"shard_map {what} must be a PartitionSpec or a tuple of them matching the "
-                     f"structure of the value, got {specs!r}")
+    """One PartitionSpec per leaf of `tree`, `specs` being a pytree prefix of it. A None spec
+    is P() (replicated), or with `none_is_static` None: the leaves it covers are passed to
+    the body as they are (in_specs, as in JAX)."""
+    def mismatch(p, t):
+        error = tree_util.structure_error(specs, tree, f"shard_map {what}", _is_spec_leaf)
+        return error or ValueError(f"shard_map {what} must be a pytree prefix of the value "
+                                   f"(PartitionSpec or None leaves), got {specs!r}")
+    flat = tree_util.broadcast_prefix(specs, tree, _is_spec_leaf, mismatch)
+    return [s if s is not None or none_is_static else PartitionSpec() for s in flat]
 
 
-def _spec_paths(specs, tree, path="") -> list:
+def _spec_paths(specs, tree, path=()) -> list:
     """For each leaf, the key path (JAX's `keystr`) of the spec `_spec_leaves` gives it."""
-    if specs is None or isinstance(specs, PartitionSpec):
-        return [path] * len(tree_flatten(tree)[0])
+    if _is_spec_leaf(specs):
+        return [tree_util.keystr(path)] * len(tree_flatten(tree)[0])
     out = []
-    for k, (s, t) in enumerate(zip(specs, tree)):
-        out += _spec_paths(s, t, f"{path}[{k}]")
+    for (key, s), (_, t) in zip(tree_util._keyed_children(specs), tree_util._keyed_children(tree)):
+        out += _spec_paths(s, t, (*path, key))
     return out
+
+
+def _check_ranks(f, kind: str, specs, tree, flat_specs, avals) -> None:
+    """JAX's ValueError naming every spec (`kind`: "in" or "out") longer than the rank of the
+    value it lays out."""
+    leaf_paths = [tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path(tree)[0]]
+    fails = [(sp_path, sp, leaf, a) for sp_path, sp, leaf, a
+             in zip(_spec_paths(specs, tree), flat_specs, leaf_paths, avals)
+             if sp is not None and len(sp) > a.ndim]
+    if not fails:
+        return
+    name = getattr(f, "__name__", str(f))
+    msgs = [f"{kind}_specs{sp_path} is {sp} which has length {len(sp)}, but "
+            f"{_value_text(f, name, kind, leaf)} has shape {a.str_short(short_dtypes=False)}, "
+            f"which has rank "
+            f"{a.ndim} (and {a.ndim} < {len(sp)})" for sp_path, sp, leaf, a in fails]
+    if len(msgs) > 1:
+        msgs = [f"* {m}" for m in msgs]
+    msg = (f"shard_map applied to the function '{name}' was given an {kind}_specs entry which "
+           f"is too long to be compatible with the corresponding {kind}put value from the "
+           "function:\n\n" + "\n\n".join(msgs) + "\n\n"
+           f"Entries in {kind}_specs must be of length no greater than the number of axes in "
+           f"the corresponding {kind}put value.\n\nEither revise the spec to be shorter, or "
+           f"modify '{name}' so that its {kind}puts have sufficient rank.")
+    if any(a.ndim == 0 for *_, a in fails):
+        msg += (f"\n\nFor scalar values (rank 0), consider using an {kind}_specs entry of "
+                "`P()`, where `P = jax.sharding.PartitionSpec`.")
+        if kind == "out":
+            msg += (" In particular, for rank 0 outputs which are not constant over the mesh, "
+                    "add at least one (singleton) axis to them so that they can be "
+                    "concatenated using out_specs.")
+    raise ValueError(msg)
+
+
+def _value_text(f, name: str, kind: str, leaf_path: str) -> str:
+    """How JAX's rank error names a value: an output by its path in `f`'s result, an input
+    by its path in the arguments and the parameter it is bound to."""
+    if kind == "out":
+        return f"{name}(*args){leaf_path}"
+    index = int(leaf_path[1:leaf_path.index("]")])
+    try:
+        params = [p for p in inspect.signature(f).parameters.values()
+                  if p.kind not in (p.KEYWORD_ONLY, p.VAR_KEYWORD)]
+    except (TypeError, ValueError):
+        return f"the passed args{leaf_path}"
+    if index >= len(params) or params[index].kind == params[index].VAR_POSITIONAL:
+        extra = (f", where args[{index}] is the index {index - len(params) + 1} component of "
+                 f"{name}'s varargs parameter '{params[-1].name}',")
+    else:
+        extra = f", where args[{index}] is bound to {name}'s parameter '{params[index].name}',"
+    return f"the passed args{leaf_path}{extra}"
 
 
 def _check_spec(spec, mesh_shape, what, manual=None):
@@ -224,6 +275,8 @@ def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh: Mesh | None = None,
         leaves = [x for x, st in zip(all_leaves, static) if not st]
         specs = [sp for sp, st in zip(all_specs, static) if not st]
         gavals = [core.get_aval(x) for x in leaves]
+        _check_ranks(f, "in", in_specs, args, all_specs,
+                     [None if st else core.get_aval(x) for x, st in zip(all_leaves, static)])
         bavals = [a.update(shape=_block_shape(a.shape, s, mesh_shape, "in_specs", manual))
                   for a, s in zip(gavals, specs)]
         key = (in_tree, static, tuple(bavals), tuple(specs))
@@ -243,6 +296,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh: Mesh | None = None,
                 closed = staging.trace_to_jaxpr(flat_fun, bavals, origin="shard_map")
             out, out_tree = box[0]
             ospecs = _spec_leaves(out_specs, out, "out_specs")
+            _check_ranks(f, "out", out_specs, out, ospecs, closed.out_avals)
             for spec in ospecs:
                 _check_spec(spec, mesh_shape, "out_specs", manual)
             if check:
