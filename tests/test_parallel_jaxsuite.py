@@ -358,3 +358,27 @@ def test_shard_map_spec_errors_are_jaxs(case):
     assert ours[0] is theirs[0] is ValueError
     # JAX prints the varying mesh axes of a traced output's type ({V:x}); fluxion's have none.
     assert ours[1] == theirs[1].replace("{V:x}", "")
+
+
+@pytest.mark.parametrize("case", ["searchsorted", "searchsorted_scalar", "histogram",
+                                  "digitize", "random_choice"])
+@pytest.mark.parametrize("jit", [False, True])
+def test_library_loops_on_varying_values_pass_check_vma(case, jit):
+    def run(m):
+        P = m.sharding.PartitionSpec
+        jnp = m.numpy
+        n = m.device_count()
+        edges = jnp.linspace(0.0, 10.0, 6)
+        q = jnp.arange(4.0 * n)
+        bodies = {
+            "searchsorted": lambda e, x: jnp.searchsorted(e, x),
+            "searchsorted_scalar": lambda e, x: jnp.searchsorted(e, x[0])[None],
+            "histogram": lambda e, x: jnp.histogram(x, bins=e)[0][None],
+            "digitize": lambda e, x: jnp.digitize(x, e),
+            "random_choice": lambda e, x: m.random.choice(
+                m.random.key(0), 6, shape=(4,), p=(x[:1] + e) / (x[:1] + e).sum()),
+        }
+        f = m.shard_map(bodies[case], mesh=_mesh_1d(m), in_specs=(P(), P("x")),
+                        out_specs=P("x"))
+        return (m.jit(f) if jit else f)(edges, q)
+    np.testing.assert_array_equal(np.asarray(run(fluxion)), np.asarray(run(jax)))

@@ -546,6 +546,49 @@ def _register_pvary_lowering():
 _register_pvary_lowering()
 
 
+# vary_like_p: `x`, varying (for the check_vma analysis) wherever any of `likes` does. Library
+# loops (searchsorted's) start their carries from constants; inside a shard_map body with
+# varying operands the carries become varying, which the analysis refuses as JAX does a
+# user's loop. JAX's implementations start such carries varying; this is how fluxion's do.
+
+vary_like_p = core.Primitive("vary_like")
+vary_like_p.def_impl(lambda x, *likes: x)
+vary_like_p.def_abstract_eval(lambda x, *likes: x)
+
+
+def _vary_like_jvp(primals, tangents):
+    x, *likes = primals
+    out = vary_like_p.bind(x, *likes)
+    tx = tangents[0]
+    return out, (tx if type(tx) is ad.Zero else vary_like_p.bind(tx, *likes))
+
+
+def _vary_like_transpose(ct, x, *likes):
+    return [ct, *[None] * len(likes)]
+
+
+ad.primitive_jvps[vary_like_p] = _vary_like_jvp
+ad.primitive_transposes[vary_like_p] = _vary_like_transpose
+batching.primitive_batchers[vary_like_p] = lambda vals, dims: (
+    vary_like_p.bind(*vals), dims[0])
+
+
+def _register_vary_like_lowering():
+    from fluxion._src.compiler import lowering
+    lowering.register_lowering(vary_like_p, lambda ctx, x, *likes: x)
+
+
+_register_vary_like_lowering()
+
+
+def vary_like(x, *likes):
+    """`x` itself; inside a `shard_map` body it counts as varying over the mesh axes any of
+    `likes` varies over (outside any named axis it is `x`, with no equation)."""
+    if not batching._axis_env.frames:
+        return x
+    return vary_like_p.bind(x, *likes)
+
+
 def _pvary(x, axis_name):
     from fluxion._src.tree_util import tree_map
     names = _names(axis_name)
