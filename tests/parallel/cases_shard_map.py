@@ -108,3 +108,22 @@ def test_collectives_over_a_tuple_of_axis_names(use_jit):
     np.testing.assert_array_equal(np.asarray(gathered).reshape(2, 2, 2, 8),
                                   np.broadcast_to(expected_gather[:, None, None, :],
                                                   (2, 2, 2, 8)))
+
+
+def test_result_specs_keep_size_one_mesh_axes():
+    # Found by JAX's shard_map_test and pmap_test: XLA's chosen layout was named without the
+    # size-1 axes (P(None, 'y')); JAX 0.10.2 gives the specs asserted here.
+    auto = jax.sharding.AxisType.Auto
+    NS = jax.sharding.NamedSharding
+    mesh = jax.make_mesh((1, 4, 1), ("data", "seq", "model"), axis_types=(auto,) * 3)
+    spec = P("data", "seq", "model")
+    x = jax.device_put(jnp.ones([2, 16, 4]), NS(mesh, spec))
+    y = jax.shard_map(lambda b: b * b + 2, mesh=mesh, in_specs=spec, out_specs=spec)(x)
+    assert y.sharding.spec == spec
+    mesh2 = jax.make_mesh((1, 2), ("x", "y"), axis_types=(auto,) * 2)
+    inp = jax.device_put(jnp.zeros((2, 2)), NS(mesh2, P("x", "y")))
+    out = jax.shard_map(lambda b: b, mesh=mesh2, in_specs=P("x", "y"), out_specs=P("x", "y"))(inp)
+    assert out.sharding == NS(mesh2, P("x", "y"))
+    for result in (jnp.copy(inp), inp + 1, jax.jit(lambda a: a * 2)(inp)):
+        assert result.sharding.spec == P("x", "y")
+    assert inp.sum(0).sharding.spec == P("y")
