@@ -195,10 +195,10 @@ def like_sharding(x, shape, weak_type: bool):
     typed, and the result has `x`'s shape or `x` is replicated; else None (the default
     device, uncommitted)."""
     from fluxion._src import core
-    if weak_type or isinstance(x, core.Tracer):
+    if weak_type or isinstance(x, core.Tracer) or not getattr(x, "committed", True):
         return None
     sharding = getattr(x, "sharding", None)
-    if sharding is None or not getattr(x, "committed", True):
+    if sharding is None:
         return None
     if tuple(shape) != tuple(x.shape) and not sharding.is_fully_replicated:
         return None
