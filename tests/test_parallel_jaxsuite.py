@@ -333,6 +333,14 @@ def test_shard_map_specs_are_pytree_prefixes(jit):
         np.testing.assert_array_equal(np.asarray(ours[k]), np.asarray(theirs[k]))
 
 
+def _no_params():
+    return ()
+
+
+def _varargs(a, *rest):
+    return ()
+
+
 SHARD_MAP_SPEC_ERRORS = {
     "in_specs_not_a_prefix": lambda m, P: m.shard_map(
         lambda x: x, mesh=_mesh_1d(m), in_specs=([P("x")],), out_specs=P("x"))(
@@ -342,6 +350,11 @@ SHARD_MAP_SPEC_ERRORS = {
         {"hi": [np.float32(3)]}),
     "in_spec_too_long_scalar": lambda m, P: m.shard_map(
         lambda d: (), mesh=_mesh_1d(m), in_specs=P(None), out_specs=())(np.float32(3)),
+    "in_spec_too_long_unbindable": lambda m, P: m.shard_map(
+        _no_params, mesh=_mesh_1d(m), in_specs=P(None), out_specs=())(np.float32(3)),
+    "in_spec_too_long_varargs": lambda m, P: m.shard_map(
+        _varargs, mesh=_mesh_1d(m), in_specs=(P(), P("x")), out_specs=())(
+        np.float32(3), np.float32(4)),
     "out_spec_too_long": lambda m, P: m.shard_map(
         lambda: {"hi": [np.float32(3)]}, mesh=_mesh_1d(m), in_specs=(),
         out_specs={"hi": P("x")})(),

@@ -58,7 +58,7 @@ def _check_ranks(f, kind: str, specs, tree, flat_specs, avals) -> None:
         return
     name = getattr(f, "__name__", str(f))
     msgs = [f"{kind}_specs{sp_path} is {sp} which has length {len(sp)}, but "
-            f"{_value_text(f, name, kind, leaf)} has shape {a.str_short(short_dtypes=False)}, "
+            f"{_value_text(f, name, kind, leaf, len(tree))} has shape {a.str_short(short_dtypes=False)}, "
             f"which has rank "
             f"{a.ndim} (and {a.ndim} < {len(sp)})" for sp_path, sp, leaf, a in fails]
     if len(msgs) > 1:
@@ -79,17 +79,19 @@ def _check_ranks(f, kind: str, specs, tree, flat_specs, avals) -> None:
     raise ValueError(msg)
 
 
-def _value_text(f, name: str, kind: str, leaf_path: str) -> str:
+def _value_text(f, name: str, kind: str, leaf_path: str, n_args: int) -> str:
     """How JAX's rank error names a value: an output by its path in `f`'s result, an input
-    by its path in the arguments and the parameter it is bound to."""
+    by its path in the arguments and the parameter it is bound to (when they bind)."""
     if kind == "out":
         return f"{name}(*args){leaf_path}"
     index = int(leaf_path[1:leaf_path.index("]")])
     try:
-        params = [p for p in inspect.signature(f).parameters.values()
-                  if p.kind not in (p.KEYWORD_ONLY, p.VAR_KEYWORD)]
+        signature = inspect.signature(f)
+        signature.bind(*[None] * n_args)
     except (TypeError, ValueError):
         return f"the passed args{leaf_path}"
+    params = [p for p in signature.parameters.values()
+              if p.kind not in (p.KEYWORD_ONLY, p.VAR_KEYWORD)]
     if index >= len(params) or params[index].kind == params[index].VAR_POSITIONAL:
         extra = (f", where args[{index}] is the index {index - len(params) + 1} component of "
                  f"{name}'s varargs parameter '{params[-1].name}',")
