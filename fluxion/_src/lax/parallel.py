@@ -584,8 +584,8 @@ _register_vary_like_lowering()
 def vary_like(x, *likes):
     """`x` itself; inside a `shard_map` body it counts as varying over the mesh axes any of
     `likes` varies over (outside any named axis it is `x`, with no equation)."""
-    if not batching._axis_env.frames:
-        return x
+    if all(name is None for name, _ in batching._axis_env.frames):
+        return x  # no named axis: nothing can vary
     return vary_like_p.bind(x, *likes)
 
 
