@@ -86,3 +86,16 @@ from fluxion._src.sharding_types import typeof  # noqa: E402,F401
 from fluxion import ops  # noqa: E402,F401
 from fluxion import ffi  # noqa: E402,F401
 from fluxion import memory  # noqa: E402,F401
+
+# Names JAX 0.10 removed: reading one raises JAX's AttributeError, which says what replaces it.
+_REMOVED = {
+    name: (f"jax.{name} is deprecated; use jax.device_put instead. See "
+           "https://docs.jax.dev/en/latest/migrate_pmap.html#drop-in-replacements for a "
+           "drop-in replacement.")
+    for name in ("device_put_replicated", "device_put_sharded")}
+
+
+def __getattr__(name):
+    if name in _REMOVED:
+        raise AttributeError(_REMOVED[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

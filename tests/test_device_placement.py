@@ -354,3 +354,35 @@ else:
                           out_shardings=S(d[2]))(x, x),
                     m.grad(m.jit(lambda a: (a * a).sum(), in_shardings=S(d[6])))(x)]
         check(*both(run))
+
+    # ---- `*_like` creations follow a committed example (found by JAX's multi_device_test)
+
+    def test_like_creations_take_a_committed_examples_devices():
+        def run(m, np_, d):
+            Mesh, NamedSharding, P = m.sharding.Mesh, m.sharding.NamedSharding, m.sharding.PartitionSpec
+            x = m.device_put(X, d[1])
+            mesh = Mesh(d[:2], ("i",))
+            split = m.device_put(X, NamedSharding(mesh, P("i")))
+            replicated = m.device_put(X, NamedSharding(mesh, P()))
+            weak = m.device_put(2.0, d[3])
+            return [m.lax.full_like(x, 1), m.lax.full_like(x, 1.0, shape=()),
+                    m.lax.full_like(np_.arange(10, device=d[2]), 1, shape=(5,)),
+                    np_.zeros_like(x), np_.ones_like(x, shape=(4,)), np_.full_like(x, 3.0),
+                    np_.empty_like(x, dtype=np.int32),
+                    np_.zeros_like(split), np_.zeros_like(split, shape=(3,)),
+                    np_.ones_like(replicated, shape=(3,)),
+                    np_.zeros_like(weak), np_.zeros_like(weak, dtype=np.float32),
+                    np_.zeros_like(np_.ones(3))]
+        check(*both(run))
+
+    def test_device_put_cotangent_returns_to_the_primals_device():
+        def run(m, np_, d):
+            x0, x2 = m.device_put(2.0, d[0]), m.device_put(np_.ones(3), d[2])
+            uncommitted = np_.float32(3.0)
+            moved = lambda x: m.device_put(x, d[1])
+            return [m.value_and_grad(moved)(x0),
+                    m.grad(lambda x: (moved(x) * 2).sum())(x2),
+                    m.grad(moved)(uncommitted),
+                    m.vjp(moved, x2)[1](m.device_put(np_.ones(3), d[1])),
+                    m.jit(m.grad(lambda x: (moved(x) ** 2).sum()))(x2)]
+        check(*both(run))

@@ -450,3 +450,21 @@ def test_more_devices_than_exist():
         _nested(lambda v: v + 1)(np.ones((4, 4)))
     with pytest.raises(ValueError, match="requires 16 logical devices"):
         fx.jit(_nested(lambda v: v + 1))(np.ones((4, 4)))
+
+
+@on_8_devices
+@pytest.mark.parametrize("options, message", [
+    ({"invalid_key": "invalid_value"}, "No such compile option: 'invalid_key'"),
+    ({"xla_embed_ir_in_executable": "invalid_value"}, "is not a valid bool value"),
+])
+def test_compiler_options_reach_a_program_holding_a_pmap(options, message):
+    # Found by JAX's pmap_test: the replicated program ignored them.
+    for m in (fx, jax):
+        x = _x((N, 4))
+        f = m.pmap(lambda a: a - m.lax.pmean(a, "i"), axis_name="i")
+        lowered = f.lower(x)
+        lowered.compile(compiler_options={"xla_embed_ir_in_executable": True})  # a valid one
+        with pytest.raises(m.errors.JaxRuntimeError, match=message):
+            lowered.compile(compiler_options=options)
+        with pytest.raises(m.errors.JaxRuntimeError, match=message):
+            m.jit(f, compiler_options=options)(x)

@@ -1030,6 +1030,10 @@ class Compiled:
     def memory_analysis(self):
         return self._compiled.executable.loaded.get_compiled_memory_stats()
 
+    def runtime_executable(self):
+        """The jaxlib LoadedExecutable this runs (JAX's `Compiled.runtime_executable`)."""
+        return self._compiled.executable.loaded
+
 
 _NO_FUNCTION = object()  # `jit(static_argnums=...)` without a function returns a decorator
 

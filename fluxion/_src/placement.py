@@ -186,3 +186,33 @@ def to_default_device(x: Array) -> Array:
     if buf._sharding._device == target:
         return x
     return Array(move(buf, target, x.aval), x.aval)
+
+
+def like_sharding(x, shape, weak_type: bool):
+    """The sharding a `*_like` creation (`lax.full_like`, `jnp.zeros_like`, ...) takes from
+    its example `x`, as JAX's `full_like` chooses it: `x`'s own when `x` is a concrete array
+    (or a duck-typed one with a sharding) committed to its devices, the result is not weakly
+    typed, and the result has `x`'s shape or `x` is replicated; else None (the default
+    device, uncommitted)."""
+    from fluxion._src import core
+    if weak_type or isinstance(x, core.Tracer) or not getattr(x, "committed", True):
+        return None
+    sharding = getattr(x, "sharding", None)
+    if sharding is None:
+        return None
+    if tuple(shape) != tuple(x.shape) and not sharding.is_fully_replicated:
+        return None
+    return sharding
+
+
+def place_like(out, x, weak_type: bool):
+    """`out`, a freshly made concrete array, put where `like_sharding` says (a traced `out`
+    is left to the enclosing computation, as JAX ignores the sharding under `jit`)."""
+    from fluxion._src import core
+    if isinstance(out, core.Tracer):
+        return out
+    sharding = like_sharding(x, out.shape, weak_type)
+    if sharding is None:
+        return out
+    from fluxion._src.api import device_put
+    return device_put(out, sharding)

@@ -15,7 +15,7 @@ import functools
 
 import numpy as np
 
-from fluxion._src import batching, core, nan_checks, pmap_primitive, staging
+from fluxion._src import batching, core, dtypes, nan_checks, pmap_primitive, staging
 from fluxion._src.api import check_callable, fun_name
 from fluxion._src.call_transforms import closure_convert
 from fluxion._src.array import Array
@@ -23,10 +23,56 @@ from fluxion._src.compiler import backend, lowering
 from fluxion._src.lax import parallel_lowering
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import tree_flatten, tree_unflatten
-from fluxion._src.vmap import _arg_names, _check_axis, broadcast_prefix
+from fluxion._src import tree_util
+from fluxion._src.vmap import _arg_names, _check_axis, _is_axis_leaf, broadcast_prefix
 
 
 _INTERNAL_AXIS_NAME = "_internal_pmap_axis_name"  # JAX's mesh axis name for an unnamed pmap
+
+
+_IN_AXES_NOTE = (
+    "\n\nThe 'full pytree' here is the tuple of arguments passed positionally to the pmapped "
+    "function, and the value of `in_axes` must be a tree prefix of that tuple. But it was not a "
+    "prefix.")
+_KWARGS_NOTE = (
+    "\n\nWhen some arguments are passed by keyword to the pmapped function, they are not "
+    "included in the comparison to `in_axes`. Instead, each argument passed by keyword is "
+    "mapped over its leading axis. See the description of `in_axes` in the `pmap` docstring.")
+_CHECK_IN_AXES_NOTE = (
+    "\n\nCheck that the value of the `in_axes` argument to `pmap` is a tree prefix of the tuple "
+    "of arguments passed positionally to the pmapped function.")
+_OUT_AXES_NOTE = (
+    "\n\nThe full pytree is the output of the pmapped function. Ensure that the `out_axes` "
+    "argument to `pmap` is a pytree prefix of the pmapped function's output.")
+
+
+def _hashable_static(value, index: int, fun):
+    try:
+        hash(value)
+    except TypeError:
+        raise ValueError(f"Non-hashable static arguments are not supported, as this can lead to "
+                         f"unexpected cache-misses. Static argument (index {index}) of type "
+                         f"{type(value)} for function {fun_name(fun)} is non-hashable.") from None
+    return value
+
+
+def _axes_prefix(prefix, tree, name: str, note: str) -> list:
+    """One axis of `prefix` per leaf of `tree`; where `prefix` is no tree prefix of `tree`,
+    JAX's pytree structure error naming the key path (`name[0][1]`), then `note`."""
+    try:
+        return broadcast_prefix(prefix, tree, name)
+    except ValueError as generic:
+        error = tree_util.structure_error(prefix, tree, name, _is_axis_leaf)
+        if error is None:
+            raise
+        raise ValueError(error.args[0] + note) from generic
+
+
+def _in_axes_prefix(dyn_axes, dyn_args, kwargs) -> list:
+    """The in_axes of every leaf of (positional, keyword) arguments; keyword ones map axis 0."""
+    note = _IN_AXES_NOTE + (_KWARGS_NOTE if kwargs else "") + _CHECK_IN_AXES_NOTE
+    return _axes_prefix((dyn_axes, {k: 0 for k in kwargs}), (dyn_args, kwargs),
+                        "pmap in_axes", note)
 
 
 class ShardedOutput(Array):
@@ -120,12 +166,27 @@ def _per_device_buffers(x, axis, devices, aval, inner=1):
     if (axis == 0 and inner == 1 and type(x) is ShardedOutput and x._devices == tuple(devices)
             and not x.is_deleted()):
         return x._shards
-    host = np.asarray(x, dtype=aval.dtype)
+    if aval.dtype == dtypes.float0:
+        host = np.zeros(np.shape(x), np.bool_)
+        aval = _device_aval(aval)
+    else:
+        host = np.asarray(x, dtype=aval.dtype)
     if axis is None:
         return [backend.device_put_numpy(host, aval, d) for d in devices]
     return [backend.device_put_numpy(np.ascontiguousarray(np.take(host, r // inner, axis=axis)),
                                      aval, d)
             for r, d in enumerate(devices)]
+
+
+def _device_aval(aval):
+    """XLA has no float0: its values travel as i1 (all False), as jit's arguments do."""
+    return aval.update(dtype=np.dtype(np.bool_)) if aval.dtype == dtypes.float0 else aval
+
+
+def _float0_result(aval, n, target):
+    """A float0 result holds no data: NumPy zeros of its shape, as JAX returns."""
+    shape = aval.shape if target is None else aval.shape[:target] + (n,) + aval.shape[target:]
+    return np.zeros(shape, dtypes.float0)
 
 
 class _Compiled:
@@ -159,6 +220,7 @@ def _compile(closed, axes, devices, donated, text=None):
     options.num_partitions = 1
     options.device_assignment = xla_client.DeviceAssignment.create(
         np.array([[d.id] for d in devices]))
+    backend.apply_compiler_options(options)  # a jit's compiler_options, for a pmap inside it
     client = backend.backend_of(devices[0]).client
     loaded = backend.compile_and_load(client, text, xla_client.DeviceList(tuple(devices)),
                                       options, "pmap")
@@ -262,16 +324,19 @@ def _execute(exe, leaves, dims, out_ax, devs, n, inner, axis_name=None):
     garrs = []
     for x, d, aval in zip(leaves, dims, exe.in_avals):
         bufs = _per_device_buffers(x, d, devs, aval, inner)
-        garrs.append(be.assemble_array(aval, exe.sharding, bufs))
+        garrs.append(be.assemble_array(_device_aval(aval), exe.sharding, bufs))
     if exe.const_arrays is None:
         exe.const_arrays = [
-            be.assemble_array(v.aval, exe.sharding,
+            be.assemble_array(_device_aval(v.aval), exe.sharding,
                               _per_device_buffers(c, None, devs, v.aval))
             for c, v in zip(exe.consts, exe.constvars)]
     garrs = exe.const_arrays + garrs
     outs = exe.loaded.execute_sharded(garrs).disassemble_into_single_device_arrays()
     results = []
     for bufs, aval, target in zip(outs, exe.out_avals, out_ax):
+        if aval.dtype == dtypes.float0:
+            results.append(_float0_result(aval, n, target))
+            continue
         if target is None:
             results.append(Array(bufs[0], aval))
             continue
@@ -330,6 +395,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     inside another pmap (the axes multiply into replica groups).
     """
     check_callable(fun)
+    if devices is not None and len(devices) == 0:
+        raise ValueError("'devices' argument to pmap must be non-empty, or None.")
     _check_axes_leaves(in_axes, "in_axes")
     _check_axes_leaves(out_axes, "out_axes")
     platform = backend
@@ -357,8 +424,10 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                                  "All static broadcasted arguments must be passed positionally.")
         dyn_idx = [i for i in range(len(args)) if i not in static]
         dyn_args = tuple(args[i] for i in dyn_idx)
-        static_vals = tuple((i, args[i]) for i in static)
-        if isinstance(in_axes_spec, tuple):
+        static_vals = tuple((i, _hashable_static(args[i], i, fun)) for i in static)
+        if isinstance(in_axes_spec, tuple) and not static:
+            dyn_axes = in_axes_spec  # a prefix of the positional arguments, as in JAX
+        elif isinstance(in_axes_spec, tuple):
             if len(in_axes_spec) != len(args):
                 raise ValueError(f"pmap in_axes must be an int, None, or a tuple of entries "
                                  f"corresponding to the positional arguments passed to the "
@@ -369,7 +438,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             dyn_axes = (in_axes_spec,) * len(dyn_args)
         leaves, in_tree = tree_flatten((dyn_args, kwargs))
         traced = any(isinstance(x, core.Tracer) for x in leaves)
-        axes = broadcast_prefix((dyn_axes, {k: 0 for k in kwargs}), (dyn_args, kwargs), "in_axes")
+        axes = _in_axes_prefix(dyn_axes, dyn_args, kwargs)
         names = _arg_names(fun, len(args))
         where = []
         for i, a in zip(dyn_idx, dyn_args):
@@ -434,25 +503,31 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             with batching.extend_axis_env(axis_name, n_global):
                 closed = staging.trace_to_jaxpr(flat_fun, avals, origin="pmap")
             out, out_tree = box[0]
-            out_ax = broadcast_prefix(out_axes, out, "out_axes")
+            out_ax = _axes_prefix(out_axes, out, "pmap out_axes", _OUT_AXES_NOTE)
             for t in out_ax:
                 if t is not None and not isinstance(t, int):
                     raise TypeError(f"pmap out_axes must be ints or None, got {t!r}")
             out_ax = [None if t is None else t % (a.ndim + 1)
                       for t, a in zip(out_ax, closed.out_avals)]
-            if traced:
+            # A body closing over an enclosing transformation's tracers (pmap called inside
+            # vmap/grad/jit on concrete arguments) binds the equation too, those tracers its
+            # unmapped operands; its trace holds them, so it is not cached.
+            closes_over_tracers = any(isinstance(c, core.Tracer) for c in closed.consts)
+            if traced or closes_over_tracers:
                 if global_devs is not devs:
                     raise NotImplementedError("pmap under jit, grad or vmap in a multi-process "
                                               "run is not supported by fluxion")
                 if _has_refs(closed, leaves):
                     raise NotImplementedError("pmap of Refs under jit, grad or vmap is not "
                                               "supported by fluxion yet")
-                entry = cache[key] = (closed, out_tree, out_ax)
+                entry = (closed, out_tree, out_ax)
+                if not closes_over_tracers:
+                    cache[key] = entry
             else:
                 entry = cache[key] = _compile_eager(closed, out_ax, out_tree, axis_name,
                                                     n_global, devs, global_devs, devices, platform,
                                                     donated_leaves)
-        if traced:
+        if len(entry) == 3:  # the traced entry: bind the equation
             closed, out_tree, out_ax = entry
             converted, consts = closure_convert(closed)
             outs = pmap_primitive.xla_pmap_p.bind(
@@ -477,6 +552,14 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             results = results[:n_out]
         return tree_unflatten(out_tree, results)
 
+    def lower(*args, **kwargs):
+        """Ahead-of-time lowering for these arguments (Arrays or ShapeDtypeStructs), as
+        `jit(f).lower`: the pmap as one program of one replica per device (see
+        docs/parallelism.md); `.compile()` gives an executable taking the same arguments."""
+        from fluxion._src.api import jit
+        return jit(pmapped, static_argnums=static, donate_argnums=donate).lower(*args, **kwargs)
+
+    pmapped.lower = lower
     pmapped.__name__ = f"pmap({fun_name(fun)})"
     return pmapped
 

@@ -357,12 +357,13 @@ def compile_sharded(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings, ou
     exe.in_avals, exe.out_avals = list(closed.in_avals), list(closed.out_avals)
     exe.in_shardings = list(in_shardings)
     chosen = loaded.get_output_shardings()
+    prefer = _spec_hints(jaxpr, mesh, in_shardings)
     outs = []
     for i, (s, aval) in enumerate(zip(out_shardings, exe.out_avals)):
         if s is None:
             hs = xla_client.HloSharding.from_proto(chosen[i]) if chosen else \
                 xla_client.HloSharding.replicate()
-            s = sharding_impls.named_from_hlo(mesh, hs, len(aval.shape))
+            s = sharding_impls.named_from_hlo(mesh, hs, len(aval.shape), prefer)
         outs.append(s)
     exe.out_shardings = outs
     exe.handlers = [backend.result_handler(a, jaxlib_sharding(s, len(a.shape)))
@@ -371,6 +372,22 @@ def compile_sharded(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings, ou
                                                  v.aval.weak_type)._garr
                         for c, v in zip(closed.consts, jaxpr.constvars)]
     return exe
+
+
+def _spec_hints(jaxpr, mesh: Mesh, in_shardings) -> list:
+    """Specs to name the layouts XLA chose for the outputs by: the out_specs of the program's
+    shard_maps, then its inputs' specs (without trailing Nones, as JAX names XLA's choices)."""
+    hints = [spec for eqn in jaxpr.eqns if eqn.primitive.name == "shard_map"
+             and eqn.params["mesh"] == mesh for spec in eqn.params["out_specs"]]
+    hints += [s.spec for s in in_shardings if isinstance(s, NamedSharding) and s.mesh == mesh]
+    return list(dict.fromkeys(_trimmed(spec) for spec in hints))
+
+
+def _trimmed(spec: PartitionSpec) -> PartitionSpec:
+    entries = list(spec)
+    while entries and entries[-1] is None:
+        entries.pop()
+    return PartitionSpec(*entries)
 
 
 def needs_partitioning(closed: ClosedJaxpr) -> Mesh | None:

@@ -231,13 +231,18 @@ def _indices_from_hlo(hs, shape, num_devices) -> list:
     return out
 
 
-def named_from_hlo(mesh: Mesh, hs, ndim: int) -> Sharding:
+def named_from_hlo(mesh: Mesh, hs, ndim: int, prefer=()) -> Sharding:
     """The NamedSharding of `mesh` whose HloSharding is `hs` (its spec without trailing Nones,
-    as JAX writes the shardings XLA picks), or a GSPMDSharding when none is."""
+    as JAX writes the shardings XLA picks), or a GSPMDSharding when none is. The specs in
+    `prefer` (the program's input and shard_map output specs) come first, so a spec naming a
+    size-1 mesh axis keeps its name, as JAX's propagated shardings do."""
     if hs.is_replicated():
         return NamedSharding(mesh, PartitionSpec())
     if not hs.is_tiled():
         return GSPMDSharding(mesh.flat_devices, hs)
+    for spec in prefer:
+        if len(spec) <= ndim and _parse_hlo_of(mesh, spec, ndim) == hs:
+            return NamedSharding(mesh, spec)
     tiles = list(hs.tile_assignment_dimensions())[:ndim]
     sizes = mesh.shape
     names = mesh.axis_names

@@ -426,6 +426,15 @@ def _raise_structure_error(prefix, full, stop, what: str) -> None:
         raise error(what) from None
 
 
+def structure_error(prefix, full, name: str, is_prefix_leaf=None) -> ValueError | None:
+    """JAX's "pytree structure error: ..." for the first place (in flattening order) where
+    `full` does not extend `prefix`, the prefix called `name` in it; None where it does.
+    Subtrees of `prefix` satisfying `is_prefix_leaf` count as leaves."""
+    stop = None if is_prefix_leaf is None else (lambda _, p: is_prefix_leaf(p))
+    error = _first_structure_error(prefix, full, stop, ())
+    return None if error is None else error(name)
+
+
 def _first_structure_error(prefix, full, stop, path: KeyPath) -> Callable[[str], ValueError] | None:
     """A function of the prefix tree's name giving the ValueError, or None if `full` fits."""
     if stop is not None and stop(path, prefix):

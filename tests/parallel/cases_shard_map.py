@@ -77,3 +77,53 @@ def test_pbroadcast_pcast_are_value_identities():
     with pytest.raises(NameError):
         jax.shard_map(lambda v: lax.pbroadcast(v, "nope"), mesh=mesh, in_specs=P("x"),
                       out_specs=P("x"))(x)
+
+
+@pytest.mark.parametrize("use_jit", [False, True])
+def test_collectives_over_a_tuple_of_axis_names(use_jit):
+    # Found by JAX's shard_map_test: axis_index, ppermute and all_gather over ('x', 'y')
+    # raised NameError (the names were looked up as one).
+    mesh = jax.make_mesh((2, 2, 2), ("x", "y", "z"), axis_types=(jax.sharding.AxisType.Auto,) * 3)
+
+    def body(a):
+        n = lax.axis_size(("x", "y"))
+        return (lax.axis_index(("x", "y"))[None, None, None],
+                lax.axis_index(("z", "x"))[None, None, None],
+                lax.ppermute(a, ("x", "y"), perm=[(j, (j + 1) % n) for j in range(n)]),
+                lax.all_gather(a, ("y", "z"), tiled=True))
+
+    f = jax.shard_map(body, mesh=mesh, in_specs=P(("x", "y", "z")),
+                      out_specs=(P("x", "y", "z"), P("x", "y", "z"), P(("x", "y", "z")),
+                                 P(("x", "y", "z"))))
+    a = np.arange(16, dtype=np.float32)
+    xy, zx, permuted, gathered = (jax.jit(f) if use_jit else f)(a)
+    ix, iy, iz = np.meshgrid(np.arange(2), np.arange(2), np.arange(2), indexing="ij")
+    np.testing.assert_array_equal(np.asarray(xy), 2 * ix + iy)
+    np.testing.assert_array_equal(np.asarray(zx), 2 * iz + ix)
+    blocks = a.reshape(2, 2, 2, 2)  # (x, y, z, 2 elements)
+    src = (2 * ix + iy - 1) % 4  # the (x, y) position whose block each device receives
+    expected = blocks[src // 2, src % 2, iz]
+    np.testing.assert_array_equal(np.asarray(permuted), expected.reshape(-1))
+    expected_gather = np.stack([blocks[i].reshape(-1) for i in range(2)])  # all of (y, z)
+    np.testing.assert_array_equal(np.asarray(gathered).reshape(2, 2, 2, 8),
+                                  np.broadcast_to(expected_gather[:, None, None, :],
+                                                  (2, 2, 2, 8)))
+
+
+def test_result_specs_keep_size_one_mesh_axes():
+    # Found by JAX's shard_map_test and pmap_test: XLA's chosen layout was named without the
+    # size-1 axes (P(None, 'y')); JAX 0.10.2 gives the specs asserted here.
+    auto = jax.sharding.AxisType.Auto
+    NS = jax.sharding.NamedSharding
+    mesh = jax.make_mesh((1, 4, 1), ("data", "seq", "model"), axis_types=(auto,) * 3)
+    spec = P("data", "seq", "model")
+    x = jax.device_put(jnp.ones([2, 16, 4]), NS(mesh, spec))
+    y = jax.shard_map(lambda b: b * b + 2, mesh=mesh, in_specs=spec, out_specs=spec)(x)
+    assert y.sharding.spec == spec
+    mesh2 = jax.make_mesh((1, 2), ("x", "y"), axis_types=(auto,) * 2)
+    inp = jax.device_put(jnp.zeros((2, 2)), NS(mesh2, P("x", "y")))
+    out = jax.shard_map(lambda b: b, mesh=mesh2, in_specs=P("x", "y"), out_specs=P("x", "y"))(inp)
+    assert out.sharding == NS(mesh2, P("x", "y"))
+    for result in (jnp.copy(inp), inp + 1, jax.jit(lambda a: a * 2)(inp)):
+        assert result.sharding.spec == P("x", "y")
+    assert inp.sum(0).sharding.spec == P("y")

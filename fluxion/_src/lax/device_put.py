@@ -65,8 +65,22 @@ ad.primitive_transposes[device_put_p] = _transpose
 batching.primitive_batchers[device_put_p] = _batch
 
 
+def _source(leaf):
+    """Where a traced leaf's value lives, when its trace knows the value (a JVP tracer of a
+    concrete Array): its device, or a global Array's sharding. Cotangents go back there, as
+    JAX infers `src`; None (no move) otherwise."""
+    from fluxion._src.array import Array
+    value = leaf.to_concrete_value()
+    if type(value) is Array:
+        return value.device
+    if isinstance(value, Array):  # a global or pmap-sharded Array
+        return value.sharding
+    return None
+
+
 def bind_traced(leaves, device):
     """device_put_p applied to a list of traced leaves (the tracing path of device_put)."""
     n = len(leaves)
-    return device_put_p.bind(*leaves, devices=(device,) * n, srcs=(None,) * n,
+    return device_put_p.bind(*leaves, devices=(device,) * n,
+                             srcs=tuple(_source(x) for x in leaves),
                              copy_semantics=(ArrayCopySemantics.REUSE_INPUT,) * n)

@@ -30,6 +30,13 @@ def _total_size(names) -> int:
     return size
 
 
+def _check_no_groups(axis_index_groups, name: str) -> None:
+    """fluxion's collectives reduce over whole named axes: refuse `axis_index_groups` rather
+    than ignore it (a silent whole-axis result would be wrong)."""
+    if axis_index_groups is not None:
+        raise NotImplementedError(f"{name}: axis_index_groups is not supported")
+
+
 def _no_lowering(name):
     def rule(ctx, *args, **params):
         raise NotImplementedError(
@@ -115,8 +122,7 @@ ad.primitive_jvps[pmin_p] = _extremum_jvp(pmin_p)
 def psum(x, axis_name, *, axis_index_groups=None):
     """Sum `x` (a pytree) over the named mapped axis; a Python number gives number * size."""
     from fluxion._src.tree_util import tree_map
-    if axis_index_groups is not None:
-        raise NotImplementedError("axis_index_groups is not supported")
+    _check_no_groups(axis_index_groups, "psum")
 
     name = tuple(axis_name) if isinstance(axis_name, list) else axis_name
 
@@ -134,6 +140,7 @@ def psum(x, axis_name, *, axis_index_groups=None):
 def pmean(x, axis_name, *, axis_index_groups=None):
     """Mean of `x` over the named mapped axis."""
     from fluxion._src.tree_util import tree_map
+    _check_no_groups(axis_index_groups, "pmean")
     size = _total_size(_names(axis_name))
     summed = psum(x, axis_name, axis_index_groups=axis_index_groups)
     return tree_map(lambda s: s / size, summed)
@@ -142,12 +149,14 @@ def pmean(x, axis_name, *, axis_index_groups=None):
 def pmax(x, axis_name, *, axis_index_groups=None):
     """Maximum of `x` over the named mapped axis."""
     from fluxion._src.tree_util import tree_map
+    _check_no_groups(axis_index_groups, "pmax")
     return tree_map(lambda l: pmax_p.bind(l, axis_name=axis_name, axis_index_groups=None), x)
 
 
 def pmin(x, axis_name, *, axis_index_groups=None):
     """Minimum of `x` over the named mapped axis."""
     from fluxion._src.tree_util import tree_map
+    _check_no_groups(axis_index_groups, "pmin")
     return tree_map(lambda l: pmin_p.bind(l, axis_name=axis_name, axis_index_groups=None), x)
 
 
@@ -160,7 +169,7 @@ def axis_size(axis_name) -> int:
 # axis_index
 
 def _axis_index_abstract_eval(*, axis_name):
-    batching.axis_size(axis_name)
+    _total_size(_names(axis_name))  # raises NameError for an unbound name
     return ShapedArray((), np.int32)
 
 
@@ -190,15 +199,26 @@ ad.defjvp_zero(axis_index_p)
 
 
 def axis_index(axis_name):
-    """The index of the current example along the named mapped axis (int32)."""
-    return axis_index_p.bind(axis_name=axis_name)
+    """The index of the current example along the named mapped axis (int32); over several
+    names, the row-major index over them all (the first name varies slowest)."""
+    names = _names(axis_name)
+    if len(names) == 1:
+        return axis_index_p.bind(axis_name=names[0])
+    from fluxion._src.lax import lax
+    index = None
+    for k, name in enumerate(names):
+        term = axis_index_p.bind(axis_name=name)
+        stride = _total_size(names[k + 1:])
+        term = lax.mul(term, np.int32(stride)) if stride != 1 else term
+        index = term if index is None else lax.add(index, term)
+    return index
 
 
 # ---------------------------------------------------------------------------------------------
 # all_gather
 
 def _all_gather_abstract_eval(x, *, axis_name, axis, tiled, axis_index_groups=None):
-    size = batching.axis_size(axis_name)
+    size = _total_size(_names(axis_name))
     shape = list(x.shape)
     if tiled:
         shape[axis] *= size
@@ -255,6 +275,7 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
     """Gather `x` from every example of the named axis, stacked (or concatenated if tiled)
     along `axis`."""
     from fluxion._src.tree_util import tree_map
+    _check_no_groups(axis_index_groups, "all_gather")
 
     def one(leaf):
         ndim = core.get_aval(leaf).ndim + (0 if tiled else 1)
@@ -269,7 +290,7 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
 # ppermute
 
 def _ppermute_abstract_eval(x, *, axis_name, perm):
-    size = batching.axis_size(axis_name)
+    size = _total_size(_names(axis_name))
     bad = [pair for pair in perm if not all(0 <= i < size for i in pair)]
     if bad:  # JAX's class (an IndexError from its lookup), with a message naming the pair
         raise IndexError(f"ppermute perm pair {bad[0]} is outside the axis {axis_name!r} of "
@@ -323,6 +344,8 @@ def ppermute(x, axis_name, perm):
 
 def pshuffle(x, axis_name, perm):
     """Example i receives the value of example perm[i]."""
+    if set(perm) != set(range(len(perm))):  # JAX's check and words
+        raise ValueError(f"`perm` does not represent a permutation: {perm}")
     return ppermute(x, axis_name, [(src, dst) for dst, src in enumerate(perm)])
 
 
@@ -433,9 +456,12 @@ batching.collective_rules[all_to_all_p] = _all_to_all_collective_rule
 def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_groups=None,
                tiled: bool = False):
     """Split `x` along split_axis into one chunk per example, send chunk j to example j, and
-    concatenate what arrives along concat_axis."""
-    return all_to_all_p.bind(x, axis_name=axis_name, split_axis=int(split_axis),
-                             concat_axis=int(concat_axis), tiled=bool(tiled), axis_index_groups=None)
+    concatenate what arrives along concat_axis. `x` may be a pytree."""
+    from fluxion._src.tree_util import tree_map
+    _check_no_groups(axis_index_groups, "all_to_all")
+    return tree_map(lambda l: all_to_all_p.bind(
+        l, axis_name=axis_name, split_axis=int(split_axis), concat_axis=int(concat_axis),
+        tiled=bool(tiled), axis_index_groups=None), x)
 
 
 def pswapaxes(x, axis_name, axis: int, *, axis_index_groups=None):
@@ -445,8 +471,7 @@ def pswapaxes(x, axis_name, axis: int, *, axis_index_groups=None):
     `all_to_all(x, axis_name, axis, axis)`, so the result has the shape of `x`.
     """
     from fluxion._src.tree_util import tree_map
-    if axis_index_groups is not None:
-        raise NotImplementedError("axis_index_groups is not supported")
+    _check_no_groups(axis_index_groups, "pswapaxes")
 
     def one(leaf):
         ndim = core.get_aval(leaf).ndim
@@ -461,7 +486,14 @@ __all__ += ["pswapaxes"]
 
 def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=None,
                  tiled: bool = False):
-    """psum, then example j keeps the j-th chunk along scatter_dimension."""
+    """psum, then example j keeps the j-th chunk along scatter_dimension (of each leaf of
+    `x`, a pytree)."""
+    from fluxion._src.tree_util import tree_map
+    _check_no_groups(axis_index_groups, "psum_scatter")
+    return tree_map(lambda l: _psum_scatter_leaf(l, axis_name, scatter_dimension, tiled), x)
+
+
+def _psum_scatter_leaf(x, axis_name, scatter_dimension, tiled):
     from fluxion._src.lax import structural
     summed = psum(x, axis_name)
     index = axis_index(axis_name)
@@ -512,6 +544,49 @@ def _register_pvary_lowering():
 
 
 _register_pvary_lowering()
+
+
+# vary_like_p: `x`, varying (for the check_vma analysis) wherever any of `likes` does. Library
+# loops (searchsorted's) start their carries from constants; inside a shard_map body with
+# varying operands the carries become varying, which the analysis refuses as JAX does a
+# user's loop. JAX's implementations start such carries varying; this is how fluxion's do.
+
+vary_like_p = core.Primitive("vary_like")
+vary_like_p.def_impl(lambda x, *likes: x)
+vary_like_p.def_abstract_eval(lambda x, *likes: x)
+
+
+def _vary_like_jvp(primals, tangents):
+    x, *likes = primals
+    out = vary_like_p.bind(x, *likes)
+    tx = tangents[0]
+    return out, (tx if type(tx) is ad.Zero else vary_like_p.bind(tx, *likes))
+
+
+def _vary_like_transpose(ct, x, *likes):
+    return [ct, *[None] * len(likes)]
+
+
+ad.primitive_jvps[vary_like_p] = _vary_like_jvp
+ad.primitive_transposes[vary_like_p] = _vary_like_transpose
+batching.primitive_batchers[vary_like_p] = lambda vals, dims: (
+    vary_like_p.bind(*vals), dims[0])
+
+
+def _register_vary_like_lowering():
+    from fluxion._src.compiler import lowering
+    lowering.register_lowering(vary_like_p, lambda ctx, x, *likes: x)
+
+
+_register_vary_like_lowering()
+
+
+def vary_like(x, *likes):
+    """`x` itself; inside a `shard_map` body it counts as varying over the mesh axes any of
+    `likes` varies over (outside any named axis it is `x`, with no equation)."""
+    if all(name is None for name, _ in batching._axis_env.frames):
+        return x  # no named axis: nothing can vary
+    return vary_like_p.bind(x, *likes)
 
 
 def _pvary(x, axis_name):

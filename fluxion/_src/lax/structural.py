@@ -1221,7 +1221,9 @@ def full_like(x, fill_value, dtype=None, shape: Sequence[int] | None = None, sha
     fill_shape = np.shape(x) if shape is None else shape
     weak_type = dtype is None and dtypes.is_weakly_typed(x)
     fill_dtype = dtypes.dtype(x if dtype is None else dtype, canonicalize=True)
-    return full(fill_shape, lax._convert_element_type(fill_value, fill_dtype, weak_type))
+    out = full(fill_shape, lax._convert_element_type(fill_value, fill_dtype, weak_type))
+    from fluxion._src.placement import place_like
+    return place_like(out, x, weak_type)  # on x's devices, when x is committed there
 
 
 def zeros_like_array(x):

@@ -131,6 +131,8 @@ def array(object, dtype=None, *args, copy: bool = _Unset(True), order: str | Non
     if copy and isinstance(object, np.ma.MaskedArray):
         object = np.asarray(object)  # its data, as JAX's copy takes it (asarray refuses it)
     dtype = user_dtype(dtype, "array")
+    if dtype == dtypes.float0 and not isinstance(object, (Array, core.Tracer)):
+        return np.array(object, dtype=dtypes.float0)  # no data: NumPy's, as JAX's (XLA has none)
     weak = dtype is None and dtypes.is_weakly_typed(object)
     if isinstance(object, (Array, core.Tracer)):
         out = object
@@ -264,8 +266,8 @@ def _like(name, a, fill_value, dtype, shape):
     sharding = getattr(a, "_sharding", None)  # a global Array's
     if shape == aval.shape and has_explicit_axes(getattr(sharding, "mesh", None)):
         from fluxion._src.sharded_jit import reshard
-        out = reshard(out, sharding)  # like `a`, as its type says (JAX's rule)
-    return out
+        return reshard(out, sharding)  # like `a`, as its type says (JAX's rule)
+    return placement.place_like(out, a, weak)  # on a's devices, when a is committed there
 
 
 @accepts_out_sharding

@@ -56,7 +56,9 @@ def _searchsorted_scan(a, v, side, out_dtype, unrolled):
         left = go_left(v, a[mid.astype(out_dtype)])
         return jnp.where(left, low, mid), jnp.where(left, mid, high)
 
-    init = (jnp.zeros(v.shape, state_dtype), jnp.full(v.shape, n, state_dtype))
+    from fluxion._src.lax.parallel import vary_like
+    init = tuple(vary_like(c, a, v) for c in  # varying where a or v is (in a shard_map body)
+                 (jnp.zeros(v.shape, state_dtype), jnp.full(v.shape, n, state_dtype)))
     if unrolled:
         state = init
         for i in range(levels):
