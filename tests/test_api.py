@@ -272,6 +272,13 @@ def test_a_donation_no_output_can_reuse_warns_and_keeps_the_argument(lib):
     assert x.is_deleted() and not y.is_deleted()
 
 
+def _run_with_xla_logging(code):
+    """Run `code` in a fresh interpreter with XLA's logging at its default level."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env=env)
+
+
 def test_a_donated_argument_fails_in_python_without_an_xla_error_line():
     code = (
         "import fluxion, fluxion.numpy as jnp\n"
@@ -282,9 +289,7 @@ def test_a_donated_argument_fails_in_python_without_an_xla_error_line():
         "    x + 1\n"
         "except RuntimeError as e:\n"
         "    print(e)\n")
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env=env)
+    out = _run_with_xla_logging(code)
     assert "has been deleted" in out.stdout
     assert out.stderr == "", "XLA logged its own error line"
 
@@ -683,9 +688,7 @@ def test_common_operations_do_not_import_jax_even_when_installed():
         "v = fluxion.vmap(jnp.sum)(x)\n"
         "np.asarray(y); np.asarray(g); np.asarray(v); repr(y); y.tolist()\n"
         "print('jax' in sys.modules)\n")
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env=env)
+    out = _run_with_xla_logging(code)
     assert out.stdout.strip() == "False", out.stderr
     assert out.stderr == "", "XLA's start-up INFO lines reach the user"
 

@@ -64,10 +64,11 @@ def _pmap_closing_over(m, y):
     return m.pmap(lambda z: m.numpy.sin(z * y))(x)
 
 
-@pytest.mark.parametrize("transform", ["vmap", "grad", "jit", "jvp", "vmap_of_grad"])
-def test_pmap_body_closing_over_an_outer_tracer(transform):
+def _check_under_transform(body, transform):
+    """`body(m, y)` (a program whose inner map closes over the traced `y`) under `transform`,
+    in fluxion and in JAX, with the same results."""
     def run(m):
-        f = lambda y: _pmap_closing_over(m, y)
+        f = lambda y: body(m, y)  # noqa: E731
         ys = np.array([0.5, 2.0], dtype=np.float32)
         if transform == "vmap":
             return m.vmap(f)(ys)
@@ -81,6 +82,11 @@ def test_pmap_body_closing_over_an_outer_tracer(transform):
     ours, theirs = run(fluxion), run(jax)
     assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
     np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-5)
+
+
+@pytest.mark.parametrize("transform", ["vmap", "grad", "jit", "jvp", "vmap_of_grad"])
+def test_pmap_body_closing_over_an_outer_tracer(transform):
+    _check_under_transform(_pmap_closing_over, transform)
 
 
 def _error(fn):
@@ -218,21 +224,7 @@ def _shard_map_closing_over(m, y):
 
 @pytest.mark.parametrize("transform", ["vmap", "grad", "jit", "jvp"])
 def test_shard_map_body_closing_over_an_outer_tracer(transform):
-    def run(m):
-        f = lambda y: _shard_map_closing_over(m, y)
-        ys = np.array([0.5, 2.0], dtype=np.float32)
-        if transform == "vmap":
-            return m.vmap(f)(ys)
-        if transform == "grad":
-            return m.grad(lambda y: f(y).sum())(np.float32(2.0))
-        if transform == "jit":
-            return m.jit(f)(np.float32(2.0))
-        if transform == "jvp":
-            return m.jvp(f, (np.float32(2.0),), (np.float32(1.0),))[1]
-        return m.vmap(m.grad(lambda y: f(y).sum()))(ys)
-    ours, theirs = run(fluxion), run(jax)
-    assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
-    np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-5)
+    _check_under_transform(_shard_map_closing_over, transform)
 
 
 def _shard_map_defaults(m, case):
