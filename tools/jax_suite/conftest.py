@@ -43,3 +43,36 @@ def _fluxion_slicer(x, bdim):
 
 
 lax_test_util.slicer = _fluxion_slicer
+
+
+def _fluxion_axis_types(axis_types):
+    return None if axis_types is None else tuple(
+        getattr(fluxion.sharding.AxisType, t.name) for t in axis_types)
+
+
+def _fluxion_create_mesh(mesh_shape, axis_names, iota_order=False, axis_types=None):
+    # JAX's meshes cannot shard fluxion arrays: the tests' helpers build fluxion's.
+    import math
+    axis_types = _fluxion_axis_types(axis_types) or (
+        (fluxion.sharding.AxisType.Auto,) * len(mesh_shape))
+    if iota_order:
+        devices = sorted(fluxion.devices(), key=lambda d: d.id)[:math.prod(mesh_shape)]
+        return fluxion.sharding.Mesh(np.array(devices).reshape(mesh_shape), axis_names,
+                                     axis_types=axis_types)
+    return fluxion.make_mesh(mesh_shape, axis_names, axis_types=axis_types)
+
+
+def _fluxion_with_explicit_mesh(sizes, names, axis_types=None, iota_order=False):
+    def decorator(fn):
+        def with_mesh(*args, **kwargs):
+            types = _fluxion_axis_types(axis_types) or (
+                (fluxion.sharding.AxisType.Explicit,) * len(names))
+            mesh = _fluxion_create_mesh(sizes, names, iota_order, axis_types=types)
+            with fluxion.set_mesh(mesh):
+                return fn(*args, **kwargs, mesh=mesh)
+        return with_mesh
+    return decorator
+
+
+jtu.create_mesh = _fluxion_create_mesh
+jtu.with_explicit_mesh = _fluxion_with_explicit_mesh
