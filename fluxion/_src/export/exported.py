@@ -236,7 +236,7 @@ def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
 
     Parameters
     ----------
-    fun_jit : a function returned by `jit`
+    fun_jit : a function returned by `jit` (or one of fluxion's library functions)
     platforms : sequence of str, optional
         "cpu", "cuda", "rocm" or "tpu"; default: `default_export_platform()`. With more than
         one, the module picks its branch at run time.
@@ -245,8 +245,7 @@ def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
     -------
     A function of arrays or `ShapeDtypeStruct`s returning an `Exported`.
     """
-    if not hasattr(fun_jit, "trace"):
-        raise ValueError(f"Function to be exported must be the result of `jit` but is: {fun_jit}")
+    fun_jit = _as_jitted(fun_jit)
     plats = tuple(_canonical_platform(p) for p in (platforms or (default_export_platform(),)))
     if len(set(plats)) != len(plats):
         raise ValueError(f"platforms must not repeat, got {plats}")
@@ -258,6 +257,17 @@ def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
         return _export_traced(traced, plats, disabled_checks, fun_jit)
 
     return do_export
+
+
+def _as_jitted(fun):
+    """`fun` if it is a `jit` result; fluxion's own library functions (`jnp.sin`, ...), which
+    JAX defines as jitted functions, jitted here; anything else is JAX's ValueError."""
+    if hasattr(fun, "trace"):
+        return fun
+    if callable(fun) and getattr(fun, "__module__", "").startswith("fluxion."):
+        from fluxion._src import api
+        return api.jit(fun)
+    raise ValueError(f"Function to be exported must be the result of `jit` but is: {fun}")
 
 
 def _export_traced(traced, plats, disabled_checks, fun_jit=None) -> Exported:

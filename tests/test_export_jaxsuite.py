@@ -1,0 +1,30 @@
+"""fluxion.export and ahead-of-time stages against JAX 0.10.2 (what JAX's export_test and
+aot_test found)."""
+import jax
+import numpy as np
+import pytest
+
+import fluxion
+import fluxion.numpy as jnp
+from fluxion import export
+
+X4 = np.linspace(-1, 1, 4, dtype=np.float32)
+
+
+def test_export_takes_library_functions_as_jax_does():
+    # JAX's jnp.sin is a jitted function, so export(jnp.sin) works there (its own docstring
+    # example); fluxion refused it as "not the result of jit".
+    exp = export.export(jnp.sin)(X4)
+    want = jax.export.export(jax.numpy.sin)(X4)
+    assert exp.fun_name == want.fun_name == "sin"
+    assert [a.shape for a in exp.in_avals] == [a.shape for a in want.in_avals]
+    got = export.deserialize(exp.serialize()).call(X4)
+    np.testing.assert_allclose(got, np.sin(X4), rtol=1e-6)
+    np.testing.assert_allclose(fluxion.jit(exp.call)(X4), np.sin(X4), rtol=1e-6)
+
+
+def test_export_still_refuses_a_plain_user_function():
+    with pytest.raises(ValueError, match="must be the result of `jit`"):
+        export.export(lambda x: jnp.sin(x))
+    with pytest.raises(ValueError, match="must be the result of `jit`"):
+        jax.export.export(lambda x: jax.numpy.sin(x))
