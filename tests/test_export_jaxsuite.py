@@ -28,3 +28,18 @@ def test_export_still_refuses_a_plain_user_function():
         export.export(lambda x: jnp.sin(x))
     with pytest.raises(ValueError, match="must be the result of `jit`"):
         jax.export.export(lambda x: jax.numpy.sin(x))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e8m0fnu",
+                                   "float4_e2m1fn"])
+def test_serialized_export_keeps_ml_dtypes(dtype):
+    # The reader took NumPy's kind "V" of ml_dtypes' types for "not an array dtype".
+    x = np.arange(6).astype(dtype)
+    spec = fluxion.ShapeDtypeStruct(export.symbolic_shape("b"), x.dtype)
+    exp = export.deserialize(export.export(fluxion.jit(lambda v: v + v))(spec).serialize())
+    assert exp.in_avals[0].dtype == x.dtype
+    want = jax.jit(lambda v: v + v)(x)
+    np.testing.assert_array_equal(np.asarray(exp.call(x)).astype(np.float32),
+                                  np.asarray(want).astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(fluxion.jit(exp.call)(x)).astype(np.float32),
+                                  np.asarray(want).astype(np.float32))

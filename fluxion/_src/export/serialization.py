@@ -106,14 +106,14 @@ def _encode_aval(a) -> dict:
 
 def _dtype(name: str):
     """The array dtype named `name` (NumPy's numeric dtypes and ml_dtypes' types only)."""
+    import ml_dtypes
+    kind = getattr(ml_dtypes, name, None)
+    if isinstance(kind, type) and np.dtype(kind).name == name:
+        return np.dtype(kind)  # bfloat16, float8_*, int4, ...: NumPy calls their kind "V"
     try:
         dt = np.dtype(name)
     except TypeError:
-        import ml_dtypes
-        kind = getattr(ml_dtypes, name, None)
-        if not isinstance(kind, type) or np.dtype(kind).name != name:
-            raise ValueError(f"unknown dtype {name!r}") from None
-        return np.dtype(kind)
+        raise ValueError(f"unknown dtype {name!r}") from None
     if dt.kind not in "biufc" or dt.name != name:
         raise ValueError(f"{name!r} is not an array dtype")
     return dt
