@@ -43,3 +43,26 @@ def test_serialized_export_keeps_ml_dtypes(dtype):
                                   np.asarray(want).astype(np.float32))
     np.testing.assert_array_equal(np.asarray(fluxion.jit(exp.call)(x)).astype(np.float32),
                                   np.asarray(want).astype(np.float32))
+
+
+def _compiled_pair(lib):
+    f = lib.jit(lambda x, y: (x + y, {"a": x}))
+    return f.lower(np.ones(3, np.float32), np.ones((2, 3), np.float32)).compile()
+
+
+def _describe(tree):
+    return [(type(s.sharding).__name__, s.layout.major_to_minor) if hasattr(s, "layout")
+            else type(s).__name__ for s in tree]
+
+
+def test_compiled_gives_shardings_and_formats_as_jax():
+    # Compiled had no input_shardings/output_shardings/input_formats/output_formats.
+    got, want = _compiled_pair(fluxion), _compiled_pair(jax)
+    for name in ["input_shardings", "output_shardings", "input_formats", "output_formats"]:
+        g, w = getattr(got, name), getattr(want, name)
+        assert str(fluxion.tree_util.tree_structure(g))[10:] == \
+            str(jax.tree_util.tree_structure(w))[9:]  # PyTreeSpec(...) against PyTreeDef(...)
+        assert _describe(fluxion.tree_util.tree_leaves(g)) == \
+            _describe(jax.tree_util.tree_leaves(w))
+    dev = got.input_shardings[0][0].device_set
+    assert {d.id for d in dev} == {0}

@@ -884,6 +884,11 @@ def sharding_impls_single(device):
     return single_device_sharding(device)
 
 
+def _formats(avals, shardings) -> list:
+    from fluxion._src.layout import Format, default_layout
+    return [Format(default_layout(len(a.shape)), s) for a, s in zip(avals, shardings)]
+
+
 class Compiled:
     """An executable for one signature; call it with arguments of that signature."""
 
@@ -958,6 +963,35 @@ class Compiled:
     def out_info(self):
         """The outputs as ShapeDtypeStructs (no weak types, as JAX's)."""
         return tree_map(lambda s: s.update(weak_type=False), self._traced.out_info)
+
+    def _flat_shardings(self, outputs: bool) -> list:
+        exe = self._compiled
+        if not isinstance(exe, CompiledFunction):  # partitioned over a mesh
+            return list(exe.out_shardings if outputs else exe.in_shardings)
+        one = sharding_impls_single(self._device or exe.executable.device)
+        return [one] * len(self._traced.jaxpr.out_avals if outputs else self._traced.in_avals)
+
+    @property
+    def input_shardings(self):
+        """The arguments' shardings, as the pytree `(args, kwargs)`."""
+        return tree_unflatten(self._traced.in_tree, self._flat_shardings(outputs=False))
+
+    @property
+    def output_shardings(self):
+        """The results' shardings, as the pytree of the results."""
+        return self._traced.out_tree.unflatten(self._flat_shardings(outputs=True))
+
+    @property
+    def input_formats(self):
+        """The arguments' `Format`s (fluxion's default layout and the sharding)."""
+        return tree_unflatten(self._traced.in_tree, _formats(
+            self._traced.in_avals, self._flat_shardings(outputs=False)))
+
+    @property
+    def output_formats(self):
+        """The results' `Format`s (fluxion's default layout and the sharding)."""
+        return self._traced.out_tree.unflatten(_formats(
+            self._traced.jaxpr.out_avals, self._flat_shardings(outputs=True)))
 
     def as_text(self) -> str:
         modules = self._compiled.executable.loaded.hlo_modules()
