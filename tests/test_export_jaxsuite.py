@@ -66,3 +66,38 @@ def test_compiled_gives_shardings_and_formats_as_jax():
             _describe(jax.tree_util.tree_leaves(w))
     dev = got.input_shardings[0][0].device_set
     assert {d.id for d in dev} == {0}
+
+
+ODICT = __import__("collections").OrderedDict([("foo", np.float32(1)), ("baz", np.float32(2))])
+
+
+def test_ordereddict_arguments_serialize_as_in_jax():
+    # JAX registers collections.OrderedDict for serialization; fluxion refused it.
+    exp = export.export(fluxion.jit(lambda d: (d, d["foo"] * 3)))(ODICT)
+    back = export.deserialize(exp.serialize())
+    assert back.in_tree == exp.in_tree and back.out_tree == exp.out_tree
+    res = back.call(ODICT)
+    assert type(res[0]) is type(ODICT) and list(res[0]) == ["foo", "baz"]
+    np.testing.assert_allclose(res[1], 3.0)
+    # ... and crosses to JAX's format under JAX's registered name
+    jexp = jax.export.deserialize(exp.serialize(format="jax"))
+    jres = jexp.call(ODICT)
+    assert type(jres[0]) is type(ODICT) and list(jres[0]) == ["foo", "baz"]
+    want = jax.export.export(jax.jit(lambda d: (d, d["foo"] * 3)))(ODICT).serialize()
+    assert list(export.deserialize(want).call(ODICT)[0]) == ["foo", "baz"]
+
+
+def test_dict_with_tuple_keys_is_a_type_error_as_in_jax():
+    args = {(0, 1): np.float32(42.0), (1, 2): np.float32(43.0)}
+    match = "Serialization is supported only for dictionaries with string keys"
+    exp = export.export(fluxion.jit(lambda d: d[(0, 1)] + d[(1, 2)]))(args)
+    with pytest.raises(TypeError, match=match):
+        exp.serialize()
+    with pytest.raises(TypeError, match=match):
+        exp.serialize(format="jax")
+    int_keys = export.export(fluxion.jit(lambda d: d[0]))({0: np.float32(1)})
+    with pytest.raises(TypeError, match=match):  # JAX's format has str keys only
+        int_keys.serialize(format="jax")
+    jexp = jax.export.export(jax.jit(lambda d: d[(0, 1)] + d[(1, 2)]))(args)
+    with pytest.raises(TypeError, match=match):
+        jexp.serialize()

@@ -366,10 +366,11 @@ def _write_node(b, x, leaf) -> int:
     elif type(x) is list:
         kind, children = _TREE_LIST, list(x)
     elif type(x) is dict:
+        bad = [k for k in x if type(k) is not str]
+        if bad:  # JAX's class and words
+            raise TypeError("Serialization is supported only for dictionaries with string "
+                            f"keys. Found key {bad[0]} of type {type(bad[0])}.")
         keys = sorted(x)
-        if not all(type(k) is str for k in keys):
-            raise ValueError("jax.export's format stores dicts with str keys only; found keys "
-                             f"{keys!r}")
         kind, children = _TREE_DICT, [x[k] for k in keys]
         names = _vector_of_offsets(b, [b.CreateString(k) for k in keys])
     else:

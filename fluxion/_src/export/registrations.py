@@ -3,6 +3,7 @@
 checks an export may disable (`DisabledSafetyCheck`)."""
 from __future__ import annotations
 
+import collections
 import json
 from typing import Any, Callable
 
@@ -80,6 +81,21 @@ def register_namedtuple_serialization(nodetype: type, *, serialized_name: str) -
     return register_pytree_node_serialization(
         nodetype, serialized_name=serialized_name, serialize_auxdata=serialize_auxdata,
         deserialize_auxdata=deserialize_auxdata, from_children=from_children)
+
+
+def _serialize_ordereddict_keys(keys) -> bytes:
+    if not all(isinstance(k, str) for k in keys):
+        raise NotImplementedError("Serialization of collections.OrderedDict is supported only "
+                                  f"when the keys are strings. Found keys: {keys}.")
+    return json.dumps(list(keys)).encode("utf-8")
+
+
+# Stored under JAX's name, so that artifacts with OrderedDicts cross in both directions.
+register_pytree_node_serialization(
+    collections.OrderedDict, serialized_name="collections.OrderedDict",
+    serialize_auxdata=_serialize_ordereddict_keys,
+    deserialize_auxdata=lambda data: json.loads(bytes(data).decode("utf-8")),
+    from_children=lambda keys, children: collections.OrderedDict(zip(keys, children)))
 
 
 def serialize_node(node) -> tuple[str, bytes, list]:

@@ -61,11 +61,12 @@ def _encode_node(x, leaf):
     if type(x) is list:
         return {"t": "list", "c": [_encode_node(c, leaf) for c in x]}
     if type(x) is dict:
+        for k in x:
+            if type(k) not in (str, int):  # JAX's class and words (it refuses int keys too)
+                raise TypeError("Serialization is supported only for dictionaries with string "
+                                f"keys (and int keys, in fluxion). Found key {k} of type "
+                                f"{type(k)}.")
         keys = sorted(x)
-        for k in keys:
-            if type(k) not in (str, int):
-                raise ValueError(f"Cannot serialize a pytree with dict key {k!r}: only str and "
-                                 "int keys are supported.")
         return {"t": "dict", "k": [[type(k).__name__, k] for k in keys],
                 "c": [_encode_node(x[k], leaf) for k in keys]}
     name, aux, children = registrations.serialize_node(x)
