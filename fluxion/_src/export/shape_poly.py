@@ -444,21 +444,45 @@ def floordiv(e, divisor):
 
 
 def _exact_quotient(e: DimExpr, d: DimExpr):
-    """e / d when d is a single monomial dividing every monomial of e; else None."""
-    if len(d._coeffs) != 1:
-        return None
-    (dm, dc), = d._coeffs.items()
-    out = {}
-    for m, c in e._coeffs.items():
+    """e / d when the polynomial d divides e with an integer quotient; else None.
+
+    Long division under the graded lexicographic order of the monomials: when d divides e,
+    each leading term of the remainder is the product of a quotient term and d's leading term.
+    """
+    atoms = sorted({a for m in (*e._coeffs, *d._coeffs) for a, _ in m})
+
+    def order(m):
         powers = dict(m)
-        for a, p in dm:
-            if powers.get(a, 0) < p:
-                return None
-            powers[a] -= p
-        if c % dc:
+        return sum(powers.values()), tuple(powers.get(a, 0) for a in atoms)
+
+    lead = max(d._coeffs, key=order)
+    lead_coeff = d._coeffs[lead]
+    rest, out = dict(e._coeffs), {}
+    while rest:
+        m = max(rest, key=order)
+        q = _mono_div(m, lead)
+        if q is None or rest[m] % lead_coeff:
             return None
-        out[tuple(sorted((a, p) for a, p in powers.items() if p))] = c // dc
+        qc = rest[m] // lead_coeff
+        out[q] = qc
+        for dm, dc in d._coeffs.items():
+            pm = _mono_mul(q, dm)
+            left = rest.get(pm, 0) - qc * dc
+            if left:
+                rest[pm] = left
+            else:
+                rest.pop(pm, None)
     return DimExpr._make(out, e.scope)
+
+
+def _mono_div(m, dm):
+    """The monomial m / dm, or None when dm does not divide m."""
+    powers = dict(m)
+    for a, p in dm:
+        if powers.get(a, 0) < p:
+            return None
+        powers[a] -= p
+    return tuple(sorted((a, p) for a, p in powers.items() if p))
 
 
 def mod(e, divisor):

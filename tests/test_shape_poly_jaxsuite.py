@@ -1,0 +1,43 @@
+"""Shape polymorphism against JAX 0.10.2 (what JAX's export_test and shape_poly_test found):
+each symbolic result is compared with jax.export's, values with NumPy's."""
+import jax
+import numpy as np
+import pytest
+
+import fluxion
+import fluxion.numpy as jnp
+from fluxion import export
+
+DIVISIONS = [
+    lambda a, b, c: (a * a - b * b) // (a + b),
+    lambda a, b, c: (a * a + 2 * a * b + b * b) // (a + b),
+    lambda a, b, c: (6 * a * c + 3 * c) // (2 * a + 1),
+    lambda a, b, c: ((a + b) * (a + c) * (b + c)) // ((b + c) * (a + b)),
+    lambda a, b, c: (2 * a + 2) // (a + 1),
+    lambda a, b, c: (a * a + 1) // (a + 1),  # not exact: stays a floordiv
+    lambda a, b, c: (a * b + a) % (b + 1),
+]
+
+
+@pytest.mark.parametrize("i", range(len(DIVISIONS)))
+def test_division_by_a_polynomial_simplifies_as_in_jax(i):
+    # Only single-term divisors were divided; (3*c^2 + 36*c + 60) // (c + 2) stayed opaque.
+    got = DIVISIONS[i](*export.symbolic_shape("a, b, c"))
+    want = DIVISIONS[i](*jax.export.symbolic_shape("a, b, c"))
+    assert str(got) == str(want)
+
+
+@pytest.mark.parametrize("spec", ["3, c + 2, c + 10", "3, c + 4, 12"])
+def test_reshape_with_minus_one_by_a_symbolic_polynomial(spec):
+    # reshape(x, (-1, x.shape[1])) of a (3, c+2, c+10) array raised "Cannot divide evenly".
+    def f(lib):
+        return lambda x: lib.numpy.reshape(x, (-1, x.shape[1]))
+    exp = export.export(fluxion.jit(f(fluxion)))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape(spec), np.float32))
+    want = jax.export.export(jax.jit(f(jax)))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape(spec), np.float32))
+    assert [str(d) for d in exp.out_avals[0].shape] == [str(d) for d in want.out_avals[0].shape]
+    x = np.arange(3 * 6 * 14 if "10" in spec else 3 * 8 * 12, dtype=np.float32)
+    x = x.reshape((3, 6, 14) if "10" in spec else (3, 8, 12))
+    np.testing.assert_array_equal(exp.call(x), x.reshape(-1, x.shape[1]))
+    np.testing.assert_array_equal(fluxion.jit(exp.call)(x), x.reshape(-1, x.shape[1]))
