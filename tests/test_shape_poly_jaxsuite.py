@@ -41,3 +41,14 @@ def test_reshape_with_minus_one_by_a_symbolic_polynomial(spec):
     x = x.reshape((3, 6, 14) if "10" in spec else (3, 8, 12))
     np.testing.assert_array_equal(exp.call(x), x.reshape(-1, x.shape[1]))
     np.testing.assert_array_equal(fluxion.jit(exp.call)(x), x.reshape(-1, x.shape[1]))
+
+
+def test_constraint_on_a_variable_no_argument_has():
+    # It surfaced as an internal KeyError "Dimension variable 'm1' has no value".
+    def message(lib):
+        m, = lib.export.symbolic_shape("m", constraints=["m >= m1"])
+        with pytest.raises(Exception) as info:
+            lib.export.export(lib.jit(lambda x: x))(lib.ShapeDtypeStruct((m,), np.float32))
+        return type(info.value).__name__, str(info.value)
+    got, want = message(fluxion), message(jax)
+    assert got == want and got[0] == "UnexpectedDimVar"

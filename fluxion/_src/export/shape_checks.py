@@ -20,7 +20,7 @@ import re
 from typing import Any, Callable
 
 from fluxion._src.export.shape_poly import (
-    DimExpr, InconclusiveDimensionOperation, _parse_dim)
+    DimExpr, InconclusiveDimensionOperation, UnexpectedDimVar, _parse_dim)
 
 _SOLVE_HELP = ("https://docs.jax.dev/en/latest/export/shape_poly.html"
                "#dimension-variables-must-be-solvable-from-the-input-shapes")
@@ -75,6 +75,17 @@ def arg_names(in_tree, n: int) -> list[str]:
     paths = [p for p, _ in tree_util.tree_flatten_with_path(
         tree_util.tree_unflatten(in_tree, [0] * n))[0]]
     return [("args" if p[0].idx == 0 else "kwargs") + tree_util.keystr(p[1:]) for p in paths]
+
+
+def _check_solvable(expr: DimExpr, env) -> None:
+    """JAX's error for a constraint on a variable that no argument's shape determines."""
+    unknown = sorted(expr.variables() - env.keys())
+    if unknown:
+        raise UnexpectedDimVar(
+            f"Encountered dimension variable '{unknown[0]}' that is not appearing in the "
+            "shapes of the function arguments.\nThe following dimension variables are "
+            f"appearing in the shapes of the function arguments: {sorted(env)}.\nPlease see "
+            f"{_SOLVE_HELP} for more details.")
 
 
 def explicit_constraints(scope) -> list[tuple[str, str, Any]]:
@@ -173,6 +184,7 @@ def solve(in_avals, names: list[str], size: Callable[[int, int], Any],
         for text, comp, diff in explicit_constraints(scope):
             if not isinstance(diff, DimExpr):
                 continue  # holds (an equality already rewrote its left side; see SymbolicScope)
+            _check_solvable(diff, env)
             found = diff.evaluate(env, ops)
             checks.append(ShapeCheck(comp, found, ops["const"](0), [
                 f"Input shapes do not match the symbolic shape constraint {text}. Expected "

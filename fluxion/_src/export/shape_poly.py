@@ -26,6 +26,10 @@ class InconclusiveDimensionOperation(Exception):
     """A comparison or operation on symbolic dimensions that cannot be decided."""
 
 
+class UnexpectedDimVar(Exception):
+    """A symbolic constraint names a dimension variable that no argument's shape has."""
+
+
 _HELP = ("\nThis error arises for comparison operations with shapes that\n"
          "are non-constant, and the result of the operation cannot be represented as\n"
          "a boolean value for all values of the symbolic dimensions involved.\n\n"
