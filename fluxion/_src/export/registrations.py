@@ -98,24 +98,23 @@ register_pytree_node_serialization(
     from_children=lambda keys, children: collections.OrderedDict(zip(keys, children)))
 
 
-def serialize_node(node) -> tuple[str, bytes, list]:
-    """(serialized name, aux bytes, children) of a registered custom node."""
-    entry = _by_type.get(type(node))
+def serialize_aux(nodetype: type, aux) -> tuple[str, bytes]:
+    """(serialized name, aux bytes) of a registered custom node type and its aux data."""
+    entry = _by_type.get(nodetype)
     if entry is None:
         raise ValueError(f"Cannot serialize PyTreeDef containing an unregistered type "
-                         f"`{type(node)}`. Use `export.register_pytree_node_serialization` or "
+                         f"`{nodetype}`. Use `export.register_pytree_node_serialization` or "
                          "`export.register_namedtuple_serialization`.")
     name, serialize_auxdata = entry
-    children, aux = tree_util.flatten_one_level(node)
     data = serialize_auxdata(aux)
     if not isinstance(data, (bytes, bytearray)):
-        raise ValueError(f"The custom serialization function for `{type(node)}` must return a "
+        raise ValueError(f"The custom serialization function for `{nodetype}` must return a "
                          f"`bytes` object. It returned a {type(data)}.")
-    return name, bytes(data), list(children)
+    return name, bytes(data)
 
 
 def deserialize_node(name: str, data: bytes, children: list):
-    """The node that `serialize_node` described."""
+    """The node that `serialize_aux` described, with these children."""
     entry = _by_name.get(name)
     if entry is None:
         raise ValueError(f"Cannot deserialize a PyTreeDef containing an unregistered type "
