@@ -52,3 +52,20 @@ def test_constraint_on_a_variable_no_argument_has():
         return type(info.value).__name__, str(info.value)
     got, want = message(fluxion), message(jax)
     assert got == want and got[0] == "UnexpectedDimVar"
+
+
+@pytest.mark.parametrize("as_kwarg", [False, True])
+def test_export_of_arguments_from_two_symbolic_scopes(as_kwarg):
+    # The mix reached concatenate, which raised a TypeError about the shapes.
+    def message(lib):
+        x = lib.ShapeDtypeStruct(lib.export.symbolic_shape("(w, h1)"), np.float32)
+        y = lib.ShapeDtypeStruct(lib.export.symbolic_shape("(w, h2)"), np.float32)
+        f = lib.jit(lambda x, y: lib.numpy.concatenate([x, y], axis=1))
+        with pytest.raises(ValueError) as info:
+            lib.export.export(f)(x, y=y) if as_kwarg else lib.export.export(f)(x, y)
+        return str(info.value)
+    got, want = message(fluxion).splitlines(), message(jax).splitlines()
+    assert got[0] == want[0]
+    for g, w in zip(got[1:3], want[1:3]):  # JAX also names where each scope was made
+        assert g.split(" scope ")[0] == w.split(" scope ")[0]
+    assert got[3] == want[3]

@@ -262,10 +262,33 @@ def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
     disabled_checks = tuple(registrations.as_safety_check(c) for c in disabled_checks)
 
     def do_export(*args, **kwargs) -> Exported:
+        _check_one_scope(fun_jit, args, kwargs)
         traced = fun_jit.trace(*args, **kwargs)
         return _export_traced(traced, plats, disabled_checks, fun_jit)
 
     return do_export
+
+
+def _check_one_scope(fun, args, kwargs) -> None:
+    """JAX's ValueError when the arguments' symbolic dimensions come from several scopes."""
+    first = None
+    for path, spec in tree_util.tree_flatten_with_path((args, kwargs))[0]:
+        for d in getattr(spec, "shape", ()):
+            if type(d) is not shape_poly.DimExpr:
+                continue
+            if first is None:
+                first = (d.scope, path)
+            elif d.scope is not first[0]:
+                raise ValueError(
+                    f"Invalid mixing of symbolic scopes when exporting "
+                    f"{getattr(fun, '__name__', fun)}.\nExpected current (from "
+                    f"{_path_name(first[1])}) scope {id(first[0])}\nand found for '{d}' "
+                    f"({_path_name(path)}) scope {id(d.scope)}\nSee https://docs.jax.dev/en/"
+                    "latest/export/shape_poly.html#user-specified-symbolic-constraints.")
+
+
+def _path_name(path) -> str:
+    return ("args" if path[0].idx == 0 else "kwargs") + tree_util.keystr(path[1:])
 
 
 def _as_jitted(fun):
