@@ -192,3 +192,15 @@ def test_custom_nodes_whose_constructor_reads_leaf_shapes(fmt):
     if fmt == "jax":
         jres = jax.export.deserialize(exp.serialize(format="jax")).call(*args)
         assert jres[0]["b"][0].names == ("0", "1", "2")
+
+
+def test_typed_prng_keys_serialize():
+    # A key array (a pytree node in fluxion) was "an unregistered type" for serialization.
+    def f(lib):
+        return lib.jit(lambda k: (k, lib.random.split(k, 2)))
+    key = fluxion.random.key(42)
+    exp = export.deserialize(export.export(f(fluxion))(key).serialize())
+    want = jax.random.key_data(f(jax)(jax.random.key(42))[1])
+    for res in (exp.call(key), fluxion.jit(exp.call)(key)):
+        np.testing.assert_array_equal(fluxion.random.key_data(res[0]), [0, 42])
+        np.testing.assert_array_equal(fluxion.random.key_data(res[1]), want)

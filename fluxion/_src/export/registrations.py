@@ -98,6 +98,22 @@ register_pytree_node_serialization(
     from_children=lambda keys, children: collections.OrderedDict(zip(keys, children)))
 
 
+def _register_key_arrays() -> None:
+    """fluxion's typed PRNG keys are pytree nodes over their uint32 data (JAX's are leaves
+    of a key dtype): stored as such a node, named for its only implementation."""
+    from fluxion._src.random.keys import IMPL_NAME, PRNGKeyArray
+
+    def deserialize_auxdata(data: bytes):
+        if bytes(data):
+            raise ValueError(f"corrupt PRNG key node aux data {bytes(data)!r}")
+    register_pytree_node_serialization(
+        PRNGKeyArray, serialized_name=f"fluxion.PRNGKeyArray[{IMPL_NAME}]",
+        serialize_auxdata=lambda _: b"", deserialize_auxdata=deserialize_auxdata)
+
+
+_register_key_arrays()
+
+
 def serialize_aux(nodetype: type, aux) -> tuple[str, bytes]:
     """(serialized name, aux bytes) of a registered custom node type and its aux data."""
     entry = _by_type.get(nodetype)
