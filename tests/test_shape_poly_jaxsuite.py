@@ -69,3 +69,26 @@ def test_export_of_arguments_from_two_symbolic_scopes(as_kwarg):
     for g, w in zip(got[1:3], want[1:3]):  # JAX also names where each scope was made
         assert g.split(" scope ")[0] == w.split(" scope ")[0]
     assert got[3] == want[3]
+
+
+SLICES = [lambda b: (None, None, b), lambda b: (2, None, b), lambda b: (None, None, -b),
+          lambda b: (-b, 2 * b + 2, b), lambda b: (2 * b + 2, -4, -b), lambda b: (None, 2, -b)]
+
+
+@pytest.mark.parametrize("i", range(len(SLICES)))
+def test_slice_with_a_symbolic_step(i):
+    # x[::b] raised "Symbolic dimension 'b' used in a context that requires a constant".
+    def f(lib):
+        return lib.jit(lambda x: x[slice(*SLICES[i](x.shape[1]))])
+    exp = export.export(f(fluxion))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape("c, b"), np.float32))
+    want = jax.export.export(f(jax))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("c, b"), np.float32))
+    assert exp.out_avals[0].shape[1] == exp.in_avals[0].shape[1]
+    assert len(exp.out_avals[0].shape) == len(want.out_avals[0].shape)
+    for shape in [(16, 8), (5, 3), (2, 7)]:
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        expected = x[slice(*SLICES[i](shape[1]))]
+        np.testing.assert_array_equal(exp.call(x), expected)
+        np.testing.assert_array_equal(fluxion.jit(exp.call)(x), expected)
+        np.testing.assert_array_equal(want.call(x), expected)

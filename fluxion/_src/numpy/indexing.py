@@ -467,10 +467,10 @@ def _index_components(shape, advanced, batch, batch_shape, gather_layout, dtype,
             components.append((e.dim, _place(index, batch_shape, dims)))
     for position, (kind, e) in enumerate(batch):
         if kind == "strided":
-            if shape_poly.DimExpr in (type(e.length), type(e.start)):
-                start = lax.convert_element_type(shape_poly.dimension_as_value(e.start), dtype)
-                steps = lax.add(lax.mul(structural.iota(dtype, e.length), np.array(e.step, dtype)),
-                                start)
+            if shape_poly.DimExpr in (type(e.length), type(e.start), type(e.step)):
+                start, step = (lax.convert_element_type(shape_poly.dimension_as_value(v), dtype)
+                               for v in (e.start, e.step))
+                steps = lax.add(lax.mul(structural.iota(dtype, e.length), step), start)
             else:
                 steps = np.arange(e.length, dtype=dtype) * dtype.type(e.step) + dtype.type(e.start)
             components.append((e.dim, _place(steps, batch_shape, (position,))))
