@@ -92,3 +92,36 @@ def test_slice_with_a_symbolic_step(i):
         np.testing.assert_array_equal(exp.call(x), expected)
         np.testing.assert_array_equal(fluxion.jit(exp.call)(x), expected)
         np.testing.assert_array_equal(want.call(x), expected)
+
+
+VALUE_OPS = {
+    "return_dim": lambda x: 2 * x.shape[0],
+    "times_np_int32": lambda x: 2 * x.shape[0] * np.int32(2),
+    "truediv_int": lambda x: 2 * x.shape[0] / 2,
+    "rtruediv_int": lambda x: 2 / x.shape[0],
+    "mod_float": lambda x: (2 * x.shape[0]) % 2.0,
+    "rmod_array": lambda x: np.arange(1, 5, dtype=np.int32) % (2 * x.shape[0]),
+    "floordiv_array": lambda x: (2 * x.shape[0]) // np.arange(1, 5, dtype=np.int32),
+    "rfloordiv_array": lambda x: np.arange(1, 5, dtype=np.int32) // (2 * x.shape[0]),
+    "rpow": lambda x: 2 ** x.shape[0],
+    "divmod_float": lambda x: divmod(2 * x.shape[0], 4.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_OPS))
+def test_symbolic_dimension_used_as_a_value(name):
+    # These raised (TypeError for `/`, `%`, `//`, `**` with arrays or floats) or gave a DimExpr
+    # that jit refused to return; JAX computes them with the dimension's value.
+    def f(x):
+        return VALUE_OPS[name](x), x
+    exp = export.export(fluxion.jit(f))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape("b"), np.int32))
+    want = jax.export.export(jax.jit(f))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b"), np.int32))
+    got_avals = [(a.dtype, a.weak_type, len(a.shape)) for a in exp.out_avals]
+    assert got_avals == [(a.dtype, a.weak_type, len(a.shape)) for a in want.out_avals]
+    x = np.arange(3, dtype=np.int32)
+    for got in (exp.call(x), fluxion.jit(exp.call)(x)):
+        for g, w in zip(fluxion.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(
+                want.call(x))):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)

@@ -23,7 +23,7 @@ from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.compiler import backend
 from fluxion._src.config import config
 from fluxion._src.core import ClosedJaxpr, ShapedArray
-from fluxion._src.export.shape_poly import is_symbolic_shape
+from fluxion._src.export.shape_poly import DimExpr, dimension_as_value, is_symbolic_shape
 from fluxion._src.call_transforms import closure_convert
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src import dispatch
@@ -373,6 +373,8 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
         dyn_args, dyn_kwargs = tree_unflatten(in_tree, leaves)
         out = call(*_merge_args(dyn_args, static_pos), **dyn_kwargs, **dict(static_kw))
         out_leaves, out_tree = tree_flatten(out)
+        # a symbolic dimension returned (`return x.shape[0] * 2`) is its value, as in JAX
+        out_leaves = [dimension_as_value(x) if type(x) is DimExpr else x for x in out_leaves]
         if staging.refs_among(out_leaves):
             from fluxion._src.state import aliasing
             aliasing.check_no_returned_refs(

@@ -193,9 +193,9 @@ class DimExpr:
         return True  # a dimension expression is never the empty/zero object
 
     def _as_value_op(self, other, op, reflected: bool = False):
-        """`self op other` for a non-integer number or array (`2.5 * b`): through the
-        dimension's value, as JAX does; NotImplemented for anything else."""
-        if not isinstance(other, (float, complex, np.ndarray, np.inexact)):
+        """`self op other` for a non-integer number or array (`2.5 * b`, `b + np.arange(4)`):
+        through the dimension's value, as JAX does; NotImplemented for anything else."""
+        if not isinstance(other, (float, complex, np.ndarray, np.generic)):
             return NotImplemented
         value = dimension_as_value(self)
         return op(other, value) if reflected else op(value, other)
@@ -241,6 +241,8 @@ class DimExpr:
         return self._as_value_op(other, operator.mul, True) if o is None else self * o
 
     def __pow__(self, power):
+        if isinstance(power, DimExpr):
+            return power.__rpow__(self)
         power = operator.index(power)
         if power < 0:
             raise InconclusiveDimensionOperation(f"Symbolic dimension cannot be raised to "
@@ -250,31 +252,41 @@ class DimExpr:
             out = out * self
         return out
 
+    def __rpow__(self, other):
+        # `2 ** b` is no polynomial: a value, as in JAX
+        return operator.pow(other, dimension_as_value(self))
+
     def __floordiv__(self, divisor):
+        if self._lift(divisor) is None:
+            return self._as_value_op(divisor, operator.floordiv)
         return floordiv(self, divisor)
 
     def __rfloordiv__(self, other):
         o = self._lift(other)
-        return NotImplemented if o is None else floordiv(o, self)
+        return self._as_value_op(other, operator.floordiv, True) if o is None \
+            else floordiv(o, self)
 
     def __mod__(self, divisor):
+        if self._lift(divisor) is None:
+            return self._as_value_op(divisor, operator.mod)
         return mod(self, divisor)
 
     def __rmod__(self, other):
         o = self._lift(other)
-        return NotImplemented if o is None else mod(o, self)
+        return self._as_value_op(other, operator.mod, True) if o is None else mod(o, self)
 
     def __divmod__(self, divisor):
-        return floordiv(self, divisor), mod(self, divisor)
+        return self // divisor, self % divisor
+
+    def __rdivmod__(self, other):
+        return other // self, other % self
 
     def __truediv__(self, divisor):
-        # Only exact division: the result must be a dimension again.
-        q = floordiv(self, divisor)
-        if q * divisor - self != 0:
-            raise InconclusiveDimensionOperation(
-                f"Cannot divide '{self}' by '{divisor}' exactly (the quotient is not a "
-                "dimension expression); use // for floor division.")
-        return q
+        # "/" gives a float value, never a dimension (as in JAX)
+        return operator.truediv(dimension_as_value(self), divisor)
+
+    def __rtruediv__(self, other):
+        return operator.truediv(other, dimension_as_value(self))
 
     # ---- comparisons
     def __eq__(self, other):
