@@ -125,3 +125,53 @@ def test_symbolic_dimension_used_as_a_value(name):
         for g, w in zip(fluxion.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(
                 want.call(x))):
             np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+
+
+ARANGES = {
+    "b_5b+2_2": lambda np_, b: np_.arange(b, 5 * b + 2, 2),
+    "0_1-b_2": lambda np_, b: np_.arange(0, 1 - b, 2),
+    "5b+1_0_-2": lambda np_, b: np_.arange(5 * b + 1, 0, -2),
+    "0_10_b": lambda np_, b: np_.arange(0, 10, b),
+    "b_1_-b": lambda np_, b: np_.arange(b, 1, -b),
+    "0_b_1_f32": lambda np_, b: np_.arange(0, b, 1, np.float32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARANGES))
+def test_arange_with_symbolic_bounds(name):
+    # Only arange(b) was symbolic; arange(b, 5*b + 2, 2) raised "Cannot determine dtype".
+    def f(lib):
+        return lib.jit(lambda x: ARANGES[name](lib.numpy, x.shape[0]))
+    exp = export.export(f(fluxion))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape("b"), np.float32))
+    want = jax.export.export(f(jax))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b"), np.float32))
+    if "max" not in str(want.out_avals[0]):  # max's arguments print in another order here
+        assert str(exp.out_avals[0]) == str(want.out_avals[0])
+    for n in (1, 3, 6):
+        x = np.zeros(n, np.float32)
+        np.testing.assert_array_equal(exp.call(x), ARANGES[name](np, n))
+        np.testing.assert_array_equal(fluxion.jit(exp.call)(x), ARANGES[name](np, n))
+
+
+@pytest.mark.parametrize("args, error, match", [
+    ((0.0, "b", None), ValueError, "must be either dimension expressions or integers"),
+    ((0, "b", 0), ValueError, "has step == 0"),
+    ((0, "b", "b - 2"), export.InconclusiveDimensionOperation, "must be resolved statically"),
+])
+def test_arange_with_symbolic_bounds_errors(args, error, match):
+    def f(x):
+        b = x.shape[0]
+        vals = [b if a == "b" else b - 2 if a == "b - 2" else a for a in args]
+        return fluxion.numpy.arange(*vals)
+    with pytest.raises(error, match=match):
+        export.export(fluxion.jit(f))(
+            fluxion.ShapeDtypeStruct(export.symbolic_shape("b"), np.float32))
+
+
+def test_floordiv_splits_off_the_divisible_terms_as_jax():
+    # (4*b + 3) // 2 stayed floordiv(4*b + 3, 2); JAX gives 2*b + 1.
+    for lib in (export, jax.export):
+        b, = lib.symbolic_shape("b")
+        assert [str(v) for v in ((4 * b + 3) // 2, (4 * b - 3) // 2, (4 * b + 3) % 2,
+                                 (6 * b + 7) % 3)] == ["2*b + 1", "2*b - 2", "1", "1"]

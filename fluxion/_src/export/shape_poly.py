@@ -450,7 +450,8 @@ def floordiv(e, divisor):
             return e
         if d < 0:
             return floordiv(-e, -d)
-        if all(c % d == 0 for c in e._coeffs.values()):
+        if all(c % d == 0 for m, c in e._coeffs.items() if m):
+            # the constant's remainder only adds a constant: (4*b + 3) // 2 is 2*b + 1
             return DimExpr._make({m: c // d for m, c in e._coeffs.items()}, scope)
     elif isinstance(e, DimExpr):
         q = _exact_quotient(e, divisor)
