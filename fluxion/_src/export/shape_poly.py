@@ -559,7 +559,7 @@ def _bounds_any(e, use_constraints: bool = True) -> tuple:
 
 
 def _bounds(e: DimExpr, use_constraints: bool = True) -> tuple:
-    lo, hi = _interval(e)
+    lo, hi = _interval(e, use_constraints)
     lo, hi = _bounds_by_cases(e, lo, hi, use_constraints)
     if use_constraints:
         implicit, scales = _implicit_constraints(e)
@@ -627,12 +627,12 @@ def _mul_iv(a, b) -> tuple:
     return min(prods), max(prods)
 
 
-def _interval(e: DimExpr) -> tuple:
+def _interval(e: DimExpr, use_constraints: bool = True) -> tuple:
     lo, hi = 0, 0
     for m, c in e._coeffs.items():
         iv = (1, 1)
         for atom, p in m:
-            a = _atom_interval(atom, e.scope)
+            a = _atom_interval(atom, e.scope, use_constraints)
             for _ in range(p):
                 iv = _mul_iv(iv, a)
         iv = _mul_iv(iv, (c, c))
@@ -640,7 +640,7 @@ def _interval(e: DimExpr) -> tuple:
     return lo, hi
 
 
-def _atom_interval(atom: _Atom, scope) -> tuple:
+def _atom_interval(atom: _Atom, scope, use_constraints: bool = True) -> tuple:
     if atom.op is None:
         lo, hi = 1, _INF
         for ce, c in scope._constraints:  # constraints on this variable alone
@@ -651,7 +651,9 @@ def _atom_interval(atom: _Atom, scope) -> tuple:
             if neg == atom.name:
                 hi = min(hi, -c)
         return lo, hi
-    ivs = [_bounds_any(a) for a in atom.args]
+    # (without constraints when the caller bounds a constraint itself: a constraint on
+    # max(a, b) would bound max(a, b) through itself)
+    ivs = [_bounds_any(a, use_constraints) for a in atom.args]
     if atom.op == "max":
         return max(ivs[0][0], ivs[1][0]), max(ivs[0][1], ivs[1][1])
     if atom.op == "min":
