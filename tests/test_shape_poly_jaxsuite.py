@@ -175,3 +175,25 @@ def test_floordiv_splits_off_the_divisible_terms_as_jax():
         b, = lib.symbolic_shape("b")
         assert [str(v) for v in ((4 * b + 3) // 2, (4 * b - 3) // 2, (4 * b + 3) % 2,
                                  (6 * b + 7) % 3)] == ["2*b + 1", "2*b - 2", "1", "1"]
+
+
+@pytest.mark.parametrize("spec, constraint, good, bad", [
+    ("a, b", "max(a, b) == b", (2, 3), (3, 2)),
+    ("a, b", "floordiv(a, 2) == b", (6, 3), (6, 2)),
+    ("c", "mod(c, 4) == 0", (8,), (5,)),
+])
+def test_equality_constraint_on_an_operation_is_checked_at_call(spec, constraint, good, bad):
+    # An equality whose left side the scope rewrites (max(a, b) -> b) was never checked when
+    # called (and "max(a, b) == b" recursed without end when lowered).
+    def exported(lib):
+        s = lib.ShapeDtypeStruct(lib.export.symbolic_shape(spec, constraints=[constraint]),
+                                 np.int32)
+        return lib.export.export(lib.jit(lambda x: x * 2))(s)
+    exp, want = exported(fluxion), exported(jax)
+    exp = export.deserialize(exp.serialize())
+    np.testing.assert_array_equal(exp.call(np.ones(good, np.int32)), 2)
+    for call in (exp.call, fluxion.jit(exp.call)):
+        with pytest.raises(ValueError, match="symbolic shape constraint"):
+            call(np.ones(bad, np.int32))
+    with pytest.raises(ValueError, match="symbolic shape constraint"):
+        want.call(np.ones(bad, np.int32))

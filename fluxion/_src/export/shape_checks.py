@@ -95,10 +95,27 @@ def explicit_constraints(scope) -> list[tuple[str, str, Any]]:
         m = re.fullmatch(r"(.+?)(>=|<=|==)(.+)", text.strip())
         lhs = _parse_dim(m.group(1), scope, text)
         rhs = _parse_dim(m.group(3), scope, text)
+        if m.group(2) == "==":
+            lhs = _rewritten_operation(m.group(1), scope, text, lhs)
         if m.group(2) == "<=":
             lhs, rhs = rhs, lhs
         out.append((text, "==" if m.group(2) == "==" else ">=", lhs - rhs))
     return out
+
+
+def _rewritten_operation(lhs_text: str, scope, text: str, lhs):
+    """The left side of an equality as written when the scope rewrites it (`max(a, b) ==
+    b`, `mod(c, 4) == 0`): the arguments' shapes never hold it, so the constraint is checked
+    as such (a rewritten variable, `a == b + 1`, is checked through the shapes)."""
+    # (parsed without the constraints too: they would simplify `max(a, b)` to `b` again)
+    rules, constraints = scope._rules, scope._constraints
+    scope._rules, scope._constraints = {}, []
+    try:
+        raw = _parse_dim(lhs_text, scope, text)
+    finally:
+        scope._rules, scope._constraints = rules, constraints
+    atom = raw._single_atom() if isinstance(raw, DimExpr) else None
+    return raw if atom is not None and atom.op is not None and atom._key in rules else lhs
 
 
 def solve(in_avals, names: list[str], size: Callable[[int, int], Any],
