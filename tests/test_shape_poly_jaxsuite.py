@@ -197,3 +197,17 @@ def test_equality_constraint_on_an_operation_is_checked_at_call(spec, constraint
             call(np.ones(bad, np.int32))
     with pytest.raises(ValueError, match="symbolic shape constraint"):
         want.call(np.ones(bad, np.int32))
+
+
+def test_symbolic_args_specs_takes_a_list_for_tuple_args_as_jax():
+    # JAX accepts a list of specs for a tuple of arguments (its backward compatibility);
+    # fluxion refused it, and worded a mismatch otherwise than JAX's "pytree structure error".
+    x = np.ones(3, np.float32)
+    specs = export.symbolic_args_specs((x, x), ["b", "b"])
+    assert [str(s.shape) for s in specs] == ["(b,)", "(b,)"]
+    for lib in (export, jax.export):
+        with pytest.raises(ValueError) as info:
+            lib.symbolic_args_specs(([x, x], [x]), [["b", "b"]])
+        assert str(info.value).startswith(
+            "pytree structure error: different lengths of tuple at key path\n"
+            "    export.symbolic_args_specs shapes_specs\n")

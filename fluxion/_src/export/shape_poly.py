@@ -888,11 +888,15 @@ def symbolic_args_specs(args, shapes_specs, constraints: Sequence[str] = (),
     if shapes_specs is None or isinstance(shapes_specs, str):
         specs = [shapes_specs] * len(leaves)
     else:
-        spec_leaves, spec_tree = tree_util.tree_flatten(
-            shapes_specs, is_leaf=lambda x: x is None or isinstance(x, str))
+        if isinstance(args, tuple) and isinstance(shapes_specs, list):
+            shapes_specs = tuple(shapes_specs)  # JAX's backward compatibility: a list of specs
+        is_spec = lambda x: x is None or isinstance(x, str)  # noqa: E731
+        spec_leaves, spec_tree = tree_util.tree_flatten(shapes_specs, is_leaf=is_spec)
         try:
             subtrees = spec_tree.flatten_up_to(args)
         except (ValueError, TypeError) as e:
+            tree_util._raise_structure_error(shapes_specs, args, lambda _, p: is_spec(p),
+                                             "export.symbolic_args_specs shapes_specs")
             raise ValueError(f"shapes_specs must be a pytree prefix of args: {e}") from None
         specs = [s for s, sub in zip(spec_leaves, subtrees)
                  for _ in tree_util.tree_leaves(sub)]
