@@ -211,3 +211,28 @@ def test_symbolic_args_specs_takes_a_list_for_tuple_args_as_jax():
         assert str(info.value).startswith(
             "pytree structure error: different lengths of tuple at key path\n"
             "    export.symbolic_args_specs shapes_specs\n")
+
+
+STATIC_INDEX_OPS = {
+    "slice_in_dim_stride_2": lambda lib, x: lib.lax.slice_in_dim(x, 0, x.shape[0], 2, axis=0),
+    "slice_in_dim_start_neg": lambda lib, x: lib.lax.slice_in_dim(x, -1, x.shape[0], 1),
+    "index_in_dim_last": lambda lib, x: lib.lax.index_in_dim(x, x.shape[0] - 1, axis=0,
+                                                             keepdims=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STATIC_INDEX_OPS))
+def test_lax_static_index_helpers_take_symbolic_dimensions(name):
+    # operator.index refused x.shape[0]; and a strided symbolic slice's lowering gave its
+    # size as - floordiv(- b, 2), which its abstract evaluation (floordiv(b - 1, 2) + 1) is not.
+    def f(lib):
+        return lib.jit(lambda x: STATIC_INDEX_OPS[name](lib, x))
+    exp = export.export(f(fluxion))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 4"), np.float32))
+    want = jax.export.export(f(jax))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), np.float32))
+    assert str(exp.out_avals[0]) == str(want.out_avals[0])
+    for n in (1, 4, 5):
+        x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
+        np.testing.assert_array_equal(exp.call(x), want.call(x))
+        np.testing.assert_array_equal(fluxion.jit(exp.call)(x), want.call(x))
