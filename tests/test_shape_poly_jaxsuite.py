@@ -236,3 +236,44 @@ def test_lax_static_index_helpers_take_symbolic_dimensions(name):
         x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
         np.testing.assert_array_equal(exp.call(x), want.call(x))
         np.testing.assert_array_equal(fluxion.jit(exp.call)(x), want.call(x))
+
+
+TRIANGLES = {
+    "tril": lambda np_, y: np_.tril_indices(y.shape[0]),
+    "triu": lambda np_, y: np_.triu_indices(y.shape[0]),
+    "tril_static": lambda np_, y: np_.tril_indices(3, 1, 4),  # (the static path still)
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRIANGLES))
+def test_triangle_indices_of_symbolic_sizes(name):
+    # tril_indices(n) needed a constant n (and nonzero a constant size).
+    def f(lib):
+        return lib.jit(lambda y: TRIANGLES[name](lib.numpy, y))
+    y = np.ones((3, 4), np.float32)
+    exp = export.export(f(fluxion))(*export.symbolic_args_specs((y,), "n, m"))
+    want = jax.export.export(f(jax))(*jax.export.symbolic_args_specs((y,), "n, m"))
+    assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
+    for shape in [(3, 4), (5, 2), (1, 1)]:
+        expected = TRIANGLES[name](np, np.ones(shape))
+        for got in (exp.call(np.ones(shape, np.float32)),
+                    fluxion.jit(exp.call)(np.ones(shape, np.float32))):
+            for g, w in zip(got, expected):
+                np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("bucket_size", [None, 2, "poly"])
+@pytest.mark.parametrize("op", ["segment_sum", "segment_max", "segment_prod"])
+def test_segment_reductions_with_symbolic_num_segments(op, bucket_size):
+    # num_segments=x.shape[1] needed a constant.
+    x = np.arange(80, dtype=np.float32).reshape(8, 5, 2) / 10
+    ids = np.array([0, 0, 0, 1, 1, 3, 3, 3], np.int32)
+
+    def f(lib):
+        return lib.jit(lambda x, i: getattr(lib.ops, op)(
+            x, i, num_segments=x.shape[1],
+            bucket_size=x.shape[2] if bucket_size == "poly" else bucket_size))
+    exp = export.export(f(fluxion))(*export.symbolic_args_specs((x, ids), ["b, s, k", "b"]))
+    want = f(jax)(x, ids)
+    np.testing.assert_allclose(exp.call(x, ids), want, rtol=1e-6)
+    np.testing.assert_allclose(fluxion.jit(exp.call)(x, ids), want, rtol=1e-6)
