@@ -321,7 +321,7 @@ def _static_slices(arr, entries, shape):
         if isinstance(e, _Slice) and e.length == 0:
             starts[e.dim], limits[e.dim] = 0, 0
         elif isinstance(e, _Slice):
-            step = abs(e.step)
+            step = -e.step if e.step < 0 else e.step  # (a symbolic step has no abs())
             first = e.start if e.step > 0 else e.start + e.step * (e.length - 1)
             starts[e.dim], limits[e.dim] = first, first + step * (e.length - 1) + 1
             if type(e.length) is shape_poly.DimExpr or e.length > 1:
