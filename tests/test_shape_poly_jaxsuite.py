@@ -277,3 +277,28 @@ def test_segment_reductions_with_symbolic_num_segments(op, bucket_size):
     want = f(jax)(x, ids)
     np.testing.assert_allclose(exp.call(x, ids), want, rtol=1e-6)
     np.testing.assert_allclose(fluxion.jit(exp.call)(x, ids), want, rtol=1e-6)
+
+
+def test_array_of_a_symbolic_shape():
+    # jnp.array(x.shape) raised "Cannot determine dtype of b".
+    def f(lib):
+        jnp_ = lib.numpy
+        return lib.jit(lambda x: (jnp_.array(x.shape), jnp_.array([x.shape[0], 2.5])))
+    exp = export.export(f(fluxion))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 4"), np.int32))
+    want = jax.export.export(f(jax))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), np.int32))
+    assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
+    x = np.zeros((3, 4), np.int32)
+    for got in (exp.call(x), fluxion.jit(exp.call)(x)):
+        np.testing.assert_array_equal(got[0], [3, 4])
+        np.testing.assert_array_equal(got[1], [3.0, 2.5])
+
+
+def test_slice_with_a_negative_symbolic_step_of_one_element():
+    # x[0::-b] has one element: its static slice took abs() of the symbolic step.
+    x = np.arange(128, dtype=np.float32).reshape(16, 8)
+    exp = export.export(fluxion.jit(lambda x: x[slice(0, None, -x.shape[1])]))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape("c, b"), np.float32))
+    np.testing.assert_array_equal(exp.call(x), x[0::-8])
+    np.testing.assert_array_equal(fluxion.jit(exp.call)(x), x[0::-8])

@@ -48,7 +48,19 @@ def _leaves(obj) -> list:
     return [obj]
 
 
+def _dims_as_values(seq):
+    """`seq` with its symbolic dimensions (`jnp.array(x.shape)`) as their values."""
+    if isinstance(seq, (list, tuple)):
+        return type(seq)(_dims_as_values(item) for item in seq)
+    if type(seq) is DimExpr:
+        from fluxion._src.export.shape_poly import dimension_as_value
+        return dimension_as_value(seq)
+    return seq
+
+
 def _sequence_to_array(seq, dtype):
+    if any(type(leaf) is DimExpr for leaf in _leaves(seq)):
+        seq = _dims_as_values(seq)
     leaves = _leaves(seq)
     if any(leaf is None for leaf in leaves):
         raise ValueError("None is not a valid value for jnp.array")  # JAX's class and words
