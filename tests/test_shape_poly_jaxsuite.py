@@ -302,3 +302,26 @@ def test_slice_with_a_negative_symbolic_step_of_one_element():
         fluxion.ShapeDtypeStruct(export.symbolic_shape("c, b"), np.float32))
     np.testing.assert_array_equal(exp.call(x), x[0::-8])
     np.testing.assert_array_equal(fluxion.jit(exp.call)(x), x[0::-8])
+
+
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_repeat_a_symbolic_number_of_times(axis):
+    # repeats=x.shape[0] was refused ("repeats must be integers, got dtype object").
+    def f(lib):
+        return lib.jit(lambda x: lib.numpy.repeat(x, repeats=x.shape[0], axis=axis))
+    exp = export.export(f(fluxion))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 2"), np.float32))
+    want = jax.export.export(f(jax))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 2"), np.float32))
+    assert str(exp.out_avals[0]) == str(want.out_avals[0])
+    for n in (1, 3):
+        x = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+        np.testing.assert_array_equal(exp.call(x), np.repeat(x, n, axis=axis))
+        np.testing.assert_array_equal(fluxion.jit(exp.call)(x), np.repeat(x, n, axis=axis))
+
+
+def test_repeat_a_symbolic_number_of_times_with_total_length_is_refused():
+    with pytest.raises(ValueError, match="non-constant `repeats` is supported only"):
+        export.export(fluxion.jit(lambda x: fluxion.numpy.repeat(
+            x, repeats=x.shape[0], total_repeat_length=8)))(
+            fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 2"), np.float32))

@@ -469,6 +469,15 @@ def tile(A, reps):
     return lax.reshape(expanded, tuple(r * d for r, d in zip(reps, dims)))
 
 
+def _repeat_each(a, count, axis):
+    """Every element along `axis` `count` times (an int or a symbolic dimension)."""
+    dims = _shape(a)
+    expanded = dims[:axis + 1] + (count,) + dims[axis + 1:]
+    out = lax.broadcast_in_dim(a, expanded, tuple(i for i in range(len(expanded))
+                                                  if i != axis + 1))
+    return lax.reshape(out, dims[:axis] + (dims[axis] * count,) + dims[axis + 1:])
+
+
 def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | None = None):
     """Repeat each element `repeats` times along `axis` (of the flattened array if None).
 
@@ -489,6 +498,11 @@ def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | No
         a, axis = ravel(a), 0
     axis = util.canonicalize_axis(axis, _ndim(a))
     n = _shape(a)[axis]
+    if type(repeats) is export_shape_poly.DimExpr:  # one symbolic count for every element
+        if total_repeat_length is not None:
+            raise ValueError("jnp.repeat with a non-constant `repeats` is supported only when "
+                             "`total_repeat_length` is None")
+        return _repeat_each(a, repeats, axis)
     if total_repeat_length is not None:
         total_repeat_length = core.concrete_or_error(
             total_repeat_length, "The total_repeat_length argument of jnp.repeat")
@@ -502,12 +516,7 @@ def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | No
     if np.any(repeats < 0):
         raise ValueError(f"repeats may not contain negative values, got {repeats}")
     if repeats.ndim == 0 and total_repeat_length is None:
-        count = int(repeats)
-        dims = _shape(a)
-        expanded = dims[:axis + 1] + (count,) + dims[axis + 1:]
-        out = lax.broadcast_in_dim(a, expanded, tuple(i for i in range(len(expanded))
-                                                      if i != axis + 1))
-        return lax.reshape(out, dims[:axis] + (n * count,) + dims[axis + 1:])
+        return _repeat_each(a, int(repeats), axis)
     if repeats.ndim and repeats.shape not in ((n,), (1,)):
         raise ValueError(f"repeats has shape {repeats.shape}, but the axis has length {n}")
     repeats = np.broadcast_to(repeats, (n,))  # one count, shape () or (1,), for every element
