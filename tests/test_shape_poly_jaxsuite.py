@@ -325,3 +325,34 @@ def test_repeat_a_symbolic_number_of_times_with_total_length_is_refused():
         export.export(fluxion.jit(lambda x: fluxion.numpy.repeat(
             x, repeats=x.shape[0], total_repeat_length=8)))(
             fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 2"), np.float32))
+
+
+SPLITS = {
+    "tuple_ct": (lambda np_, a: np_.split(a, (2,)), "b + 4"),
+    "tuple_poly": (lambda np_, a: np_.split(a, (a.shape[0] - 2,), axis=0), "b + 4"),
+    "sections_ct": (lambda np_, a: np_.split(a, 2, axis=0), "2*b + 4"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPLITS))
+def test_split_of_a_symbolic_axis(name):
+    # jnp.split needed a constant axis length and constant indices.
+    fn, spec = SPLITS[name]
+
+    def f(lib):
+        return lib.jit(lambda a: fn(lib.numpy, a))
+    exp = export.export(f(fluxion))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape(spec), np.float32))
+    want = jax.export.export(f(jax))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape(spec), np.float32))
+    assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
+    a = np.arange(16, dtype=np.float32)
+    for got in (exp.call(a), fluxion.jit(exp.call)(a)):
+        for g, w in zip(got, fn(np, a)):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_split_into_a_symbolic_number_of_sections_is_refused_as_in_jax():
+    with pytest.raises(ValueError, match="split with a symbolic number of sections"):
+        export.export(fluxion.jit(lambda a: fluxion.numpy.split(a, a.shape[0] // 2)))(
+            fluxion.ShapeDtypeStruct(export.symbolic_shape("b + 4"), np.float32))

@@ -353,6 +353,13 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
                                   _ndim(ary))
     n = _shape(ary)[axis]
     context = f"The indices_or_sections argument of jnp.{name}"
+    is_dim = lambda v: type(v) is export_shape_poly.DimExpr  # noqa: E731
+    if is_dim(indices_or_sections):
+        raise ValueError(f"jax.numpy.{name} with a symbolic number of sections is not "
+                         "supported")
+    if is_dim(n) or (isinstance(indices_or_sections, (list, tuple))
+                     and builtins.any(map(is_dim, indices_or_sections))):
+        return _split_symbolic(ary, indices_or_sections, axis, n, equal)
     if isinstance(indices_or_sections, (list, tuple)):  # each element must be concrete
         indices_or_sections = [core.concrete_or_error(i, context) for i in indices_or_sections]
     sections = core.concrete_or_error(indices_or_sections, context)
@@ -370,6 +377,24 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
                 for i in np.asarray(sections).tolist()]
         bounds = [0] + cuts + [n]
     return [ls.slice_in_dim(ary, int(lo), builtins.max(int(lo), int(hi)), 1, axis)
+            for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def _split_symbolic(ary, indices_or_sections, axis, n, equal: bool) -> list:
+    """`_split` where the axis length or an index is a symbolic dimension: equal sections of
+    n // parts, or cuts at indices clamped to [0, n] (the comparisons must be decidable)."""
+    mx, mn = export_shape_poly.max_dim, export_shape_poly.min_dim
+    if isinstance(indices_or_sections, (list, tuple)):
+        cuts = [mn(mx(i + n if i < 0 else i, 0), n) for i in indices_or_sections]
+        bounds = [0, *cuts, n]
+    else:
+        parts = _section_count(indices_or_sections)
+        if parts <= 0:
+            raise ValueError("number sections must be larger than 0.")
+        if n % parts != 0:
+            raise ValueError("array split does not result in an equal division")
+        bounds = [i * (n // parts) for i in range(parts + 1)]
+    return [ls.slice_in_dim(ary, lo, mx(lo, hi), 1, axis)
             for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
