@@ -356,3 +356,29 @@ def test_split_into_a_symbolic_number_of_sections_is_refused_as_in_jax():
     with pytest.raises(ValueError, match="split with a symbolic number of sections"):
         export.export(fluxion.jit(lambda a: fluxion.numpy.split(a, a.shape[0] // 2)))(
             fluxion.ShapeDtypeStruct(export.symbolic_shape("b + 4"), np.float32))
+
+
+def test_pad_by_symbolic_widths():
+    # jnp.pad refused symbolic widths ("must be of integral type") and lax.pad's lowering
+    # needed constants; both are a stablehlo.dynamic_pad now.
+    def f(lib):
+        return lib.jit(lambda x: (
+            lib.numpy.pad(x, [[x.shape[0], 0], [x.shape[1], 1]], constant_values=7.0),
+            lib.lax.pad(x, np.float32(0), ((x.shape[0], 1, 0), (0, 0, 1)))))
+    exp = export.export(f(fluxion))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 5"), np.float32))
+    want = jax.export.export(f(jax))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 5"), np.float32))
+    assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
+    for n in (1, 3):
+        x = np.arange(5 * n, dtype=np.float32).reshape(n, 5)
+        for got in (exp.call(x), fluxion.jit(exp.call)(x)):
+            for g, w in zip(got, want.call(x)):
+                np.testing.assert_array_equal(g, w)
+
+
+def test_pad_by_symbolic_widths_in_other_modes_is_a_clear_error():
+    with pytest.raises(NotImplementedError, match="mode 'edge' with symbolic pad widths"):
+        export.export(fluxion.jit(lambda x: fluxion.numpy.pad(x, [[x.shape[0], 0], [0, 0]],
+                                                              mode="edge")))(
+            fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 5"), np.float32))

@@ -647,6 +647,10 @@ def _pad_abstract_eval(x, padding_value, *, padding_config):
 
 def _pad_lowering(ctx, x, padding_value, *, padding_config):
     low, high, interior = zip(*padding_config) if padding_config else ((), (), ())
+    if shape_poly.is_symbolic_shape(low + high + interior):  # symbolic widths
+        return ctx.op1("stablehlo.dynamic_pad",
+                       [x, padding_value, *(ctx.shape_value(v) for v in (low, high, interior))],
+                       ctx.avals_out[0])
     return ctx.op1("stablehlo.pad", [x, padding_value], ctx.avals_out[0],
                    {"edge_padding_low": i64_array(low), "edge_padding_high": i64_array(high),
                     "interior_padding": i64_array(interior)})

@@ -10,7 +10,7 @@ import operator
 import numpy as np
 
 from fluxion._src.export import shape_poly as export_shape_poly
-from fluxion._src import core, dtypes
+from fluxion._src import core, dtypes, tree_util
 from fluxion._src.array import Array
 from fluxion._src.lax import lax
 from fluxion._src.lax import sorting
@@ -684,6 +684,9 @@ def broadcast_shapes(*shapes) -> tuple:
 # Padding
 
 def _pad_widths(pad_width, nd) -> list[tuple[int, int]]:
+    if builtins.any(type(w) is export_shape_poly.DimExpr for w in tree_util.tree_leaves(
+            pad_width)):
+        return _symbolic_pad_widths(pad_width, nd)
     widths = np.asarray(core.concrete_or_error(pad_width, "The pad_width argument of jnp.pad"))
     if widths.dtype.kind not in "iub":
         raise TypeError(f"`pad_width` must be of integral type, got {pad_width!r}")
@@ -691,6 +694,32 @@ def _pad_widths(pad_width, nd) -> list[tuple[int, int]]:
     if np.any(widths < 0):
         raise ValueError("index can't contain negative values")
     return [(int(lo), int(hi)) for lo, hi in widths]
+
+
+def _symbolic_pad_widths(pad_width, nd) -> list:
+    """(before, after) per axis from widths among which are symbolic dimensions: one pair
+    per axis, or one pair (or one width) for all axes."""
+    def pair(p):
+        p = tuple(p) if isinstance(p, (list, tuple)) else (p, p)
+        if len(p) == 1:
+            p = (p[0], p[0])
+        return p
+    if not isinstance(pad_width, (list, tuple)) or not builtins.any(
+            isinstance(p, (list, tuple)) for p in pad_width):
+        pairs = [pair(pad_width)] * nd
+    else:
+        pairs = [pair(p) for p in pad_width]
+        pairs = pairs * nd if len(pairs) == 1 else pairs
+    if len(pairs) != nd or builtins.any(len(p) != 2 for p in pairs):
+        raise ValueError(f"jnp.pad: pad_width {pad_width} does not give (before, after) for "
+                         f"each of the {nd} axes")
+    for p in pairs:
+        for w in p:
+            if type(w) is not export_shape_poly.DimExpr:
+                operator.index(w)
+            if w < 0:
+                raise ValueError("index can't contain negative values")
+    return pairs
 
 
 def _pad_constant(a, widths, constant_values):
@@ -884,6 +913,9 @@ def pad(array, pad_width, mode="constant", **kwargs):
         raise ValueError(f"unsupported keyword arguments for mode '{mode}': {unexpected}")
     if mode in ("constant", "empty"):
         return _pad_constant(array, widths, kwargs.get("constant_values", 0))
+    if export_shape_poly.is_symbolic_shape([w for p in widths for w in p]):
+        raise NotImplementedError(f"jnp.pad: mode {mode!r} with symbolic pad widths is not "
+                                  "supported by fluxion (mode 'constant' is)")
     if _ndim(array) == 0:
         return array
     if mode == "linear_ramp":
