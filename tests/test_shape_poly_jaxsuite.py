@@ -382,3 +382,19 @@ def test_pad_by_symbolic_widths_in_other_modes_is_a_clear_error():
         export.export(fluxion.jit(lambda x: fluxion.numpy.pad(x, [[x.shape[0], 0], [0, 0]],
                                                               mode="edge")))(
             fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 5"), np.float32))
+
+
+def test_mod_of_an_expression_holding_another_floordiv():
+    # 12*floordiv(b, 4) % 3 stayed a mod() (any floordiv in the quotient counted as opaque),
+    # so reshaping a (1, 3, 4, b // 4) array to (1, 3, -1) failed.
+    for lib in (export, jax.export):
+        b, = lib.symbolic_shape("b")
+        assert [str(v) for v in ((12 * (b // 4)) % 3, (b + 1) % 2, (2 * b + 1) % b)] == \
+            ["0", "mod(b + 1, 2)", "mod(2*b + 1, b)"]
+
+    def f(lib):
+        return lib.jit(lambda x: lib.numpy.ones((1, 3, 4, x.shape[0] // 4)).reshape((1, 3, -1)))
+    spec = fluxion.ShapeDtypeStruct(export.symbolic_shape("b", constraints=["mod(b, 4) == 0"]),
+                                    np.float32)
+    exp = export.export(f(fluxion))(spec)
+    np.testing.assert_array_equal(exp.call(np.zeros(8, np.float32)), np.ones((1, 3, 8)))

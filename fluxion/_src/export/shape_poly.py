@@ -507,7 +507,10 @@ def mod(e, divisor):
     if not isinstance(e, DimExpr) and not isinstance(divisor, DimExpr):
         return operator.index(e) % operator.index(divisor)
     q = floordiv(e, divisor)
-    if not (isinstance(q, DimExpr) and q._is_nonlinear("floordiv")):
+    # exact unless floordiv left this very division opaque (other floordivs inside e, as in
+    # 12*floordiv(b, 4) % 3, are no obstacle)
+    opaque = _Atom("floordiv", args=(e, divisor))._key
+    if not (isinstance(q, DimExpr) and any(a._key == opaque for m in q._coeffs for a, _ in m)):
         return e - q * divisor
     return DimExpr._from_atom(_Atom("mod", args=(e, divisor)), _scope_of(e, divisor))
 
