@@ -705,8 +705,8 @@ def _static_wrapper(exported: Exported, avals, out_avals, index) -> str:
         operands.append(f"%in{i}")
     sig_in = ", ".join(([index_type] if index is not None else []) + dyn_in)
     n = len(dyn_out)
-    res = "%r" if n == 1 else f"%r:{n}"
-    lines.append(f'    {res} = "func.call"({", ".join(operands)}) {{callee = @{entry}}} : '
+    res = "" if n == 0 else "%r = " if n == 1 else f"%r:{n} = "  # (no results: no name)
+    lines.append(f'    {res}"func.call"({", ".join(operands)}) {{callee = @{entry}}} : '
                  f"({sig_in}) -> ({', '.join(dyn_out)})")
     rets = []
     for j, (a, t) in enumerate(zip(out_avals, dyn_out)):
