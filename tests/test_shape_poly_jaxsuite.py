@@ -411,3 +411,11 @@ def test_polymorphic_export_without_results_is_called():
     assert fluxion.jit(exp.call)(np.zeros(16, np.int32)) is None
     with pytest.raises(ValueError, match="symbolic shape constraint a >= 8"):
         exp.call(np.zeros(4, np.int32))
+
+
+def test_symbolic_args_specs_refuses_a_spec_that_is_no_string():
+    # A float spec reached the parser: AttributeError "'float' object has no attribute 'strip'".
+    x = np.ones(2, np.float32)
+    for lib in (export, jax.export):
+        with pytest.raises(ValueError, match="polymorphic shape spec should be None or a string"):
+            lib.symbolic_args_specs((x,), [5.0])

@@ -905,6 +905,8 @@ def symbolic_args_specs(args, shapes_specs, constraints: Sequence[str] = (),
                  for _ in tree_util.tree_leaves(sub)]
     out = []
     for x, spec in zip(leaves, specs):
+        if spec is not None and not isinstance(spec, str):
+            raise ValueError(f"polymorphic shape spec should be None or a string. Found {spec}.")
         shape, dtype = np.shape(x), getattr(x, "dtype", None)
         if dtype is None:
             dtype = np.asarray(x).dtype
