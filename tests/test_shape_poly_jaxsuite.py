@@ -419,3 +419,33 @@ def test_symbolic_args_specs_refuses_a_spec_that_is_no_string():
     for lib in (export, jax.export):
         with pytest.raises(ValueError, match="polymorphic shape spec should be None or a string"):
             lib.symbolic_args_specs((x,), [5.0])
+
+
+SIZED_BY_A_DIMENSION = {
+    "top_k": lambda lib, x: lib.lax.top_k(x, x.shape[-1] - 1),
+    "linspace_num": lambda lib, x: lib.numpy.linspace(0, 100, x.shape[-1]),
+    "bincount_length": lambda lib, x: lib.numpy.bincount(x[0].astype(np.int32) % 4,
+                                                         length=x.shape[-1]),
+    "zeros_of_a_dimension": lambda lib, x: lib.numpy.zeros(x.shape[-1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SIZED_BY_A_DIMENSION))
+def test_sizes_given_by_a_symbolic_dimension(name):
+    # top_k's k, linspace's num, bincount's length and zeros' shape needed constants (top_k
+    # lowers to JAX's stablehlo.dynamic_top_k, which shape refinement makes a chlo.top_k).
+    def f(lib):
+        return lib.jit(lambda x: SIZED_BY_A_DIMENSION[name](lib, x))
+    spec = "a, b"
+    exp = export.export(f(fluxion))(fluxion.ShapeDtypeStruct(
+        export.symbolic_shape(spec, constraints=["b >= 2"]), np.float32))
+    want = jax.export.export(f(jax))(jax.ShapeDtypeStruct(
+        jax.export.symbolic_shape(spec, constraints=["b >= 2"]), np.float32))
+    got_avals = [str(a) for a in exp.out_avals]
+    assert got_avals == [str(a) for a in want.out_avals]
+    x = np.random.RandomState(0).rand(3, 6).astype(np.float32) * 10
+    for got in (exp.call(x), export.deserialize(exp.serialize()).call(x),
+                fluxion.jit(exp.call)(x)):
+        for g, w in zip(fluxion.tree_util.tree_leaves(got),
+                        jax.tree_util.tree_leaves(want.call(x))):
+            np.testing.assert_allclose(g, w, rtol=1e-6)

@@ -419,7 +419,8 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = 
 
     Array bounds give one sequence per element, laid out along `axis`; integer dtypes floor.
     """
-    num = util.static_int(num, "'num' argument of jnp.linspace")
+    if type(num) is not DimExpr:  # (a symbolic dimension is a static count too)
+        num = util.static_int(num, "'num' argument of jnp.linspace")
     axis = util.static_int(axis, "'axis' argument of jnp.linspace")
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
