@@ -449,3 +449,33 @@ def test_sizes_given_by_a_symbolic_dimension(name):
         for g, w in zip(fluxion.tree_util.tree_leaves(got),
                         jax.tree_util.tree_leaves(want.call(x))):
             np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def _scatter_grads(lib):
+    dn = lib.lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0, 1),
+                                         scatter_dims_to_operand_dims=(0, 1))
+
+    def f(op, idx, upd):
+        def total(op, upd):
+            return lib.numpy.sum(lib.lax.scatter(op, idx, upd, dn, indices_are_sorted=False,
+                                                 unique_indices=False))
+        return lib.grad(total, argnums=(0, 1))(op, upd)
+    return f
+
+
+def test_derivatives_with_index_arrays_of_a_symbolic_size():
+    # sort's JVP and scatter's transpose chose the index dtype by comparing the symbolic size
+    # with 2**31 ("inconclusive"); a symbolic size takes int32 indices, as in JAX.
+    a = np.random.RandomState(0).rand(16).astype(np.float32)
+    spec = fluxion.ShapeDtypeStruct(export.symbolic_shape("b"), np.float32)
+    exp = export.export(fluxion.jit(lambda a: fluxion.jvp(fluxion.lax.sort, (a,), (a,))))(spec)
+    want = jax.jvp(jax.lax.sort, (a,), (a,))
+    for g, w in zip(exp.call(a), want):
+        np.testing.assert_allclose(g, w)
+    op = np.random.RandomState(1).rand(7, 4).astype(np.float32)
+    idx = np.array([[1, 2], [0, 1], [3, 0], [2, 2], [5, 1], [6, 3], [4, 0]], np.int32)
+    upd = np.random.RandomState(2).rand(7).astype(np.float32)
+    specs = export.symbolic_args_specs((op, idx, upd), ["b, 4", "b, 2", "b"])
+    exp = export.export(fluxion.jit(_scatter_grads(fluxion)))(*specs)
+    for g, w in zip(exp.call(op, idx, upd), _scatter_grads(jax)(op, idx, upd)):
+        np.testing.assert_allclose(g, w)

@@ -277,6 +277,8 @@ def argmin(operand, axis: int, index_dtype):
 # Differentiation and batching rules
 
 def _index_dtype(size: int) -> np.dtype:
+    if type(size) is shape_poly.DimExpr:  # a symbolic size: int32 indices, as JAX's
+        return np.dtype(np.int32)
     return np.dtype(np.int32 if size < 2 ** 31 else np.int64)
 
 
