@@ -479,3 +479,18 @@ def test_derivatives_with_index_arrays_of_a_symbolic_size():
     exp = export.export(fluxion.jit(_scatter_grads(fluxion)))(*specs)
     for g, w in zip(exp.call(op, idx, upd), _scatter_grads(jax)(op, idx, upd)):
         np.testing.assert_allclose(g, w)
+
+
+@pytest.mark.parametrize("index", [1, -2, (1, 2), -1])
+def test_int_index_into_a_symbolic_axis_is_clamped_as_jax(index):
+    # a[1] of an a[b] asked whether 1 < b ("inconclusive"); JAX reads it clamped.
+    def f(lib):
+        return lib.jit(lambda a: a[index])
+    exp = export.export(f(fluxion))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 4"), np.float32))
+    want = jax.export.export(f(jax))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), np.float32))
+    for n in (1, 2, 5):
+        x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
+        np.testing.assert_array_equal(exp.call(x), want.call(x))
+        np.testing.assert_array_equal(fluxion.jit(exp.call)(x), want.call(x))

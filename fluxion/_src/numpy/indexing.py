@@ -344,7 +344,10 @@ def _is_dynamic_int(e, shape) -> bool:
     out of bounds (clamped by dynamic_slice, where `checkify`'s index checks can see them)."""
     if _is_traced_or_device(e.index):
         return True
-    return not -shape[e.dim] <= e.index < shape[e.dim]
+    try:
+        return not -shape[e.dim] <= e.index < shape[e.dim]
+    except shape_poly.InconclusiveDimensionOperation:  # a[1] of a[b]: clamped, as in JAX
+        return True
 
 
 def _dynamic_ints(arr, entries, shape):
@@ -357,7 +360,11 @@ def _dynamic_ints(arr, entries, shape):
     dtype = _index_dtype(shape)
     shape = core.get_aval(arr).shape
     for d, i in dynamic.items():
-        if not _is_traced_or_device(i):
+        if not _is_traced_or_device(i) and i < 0 and shape_poly.is_symbolic_dim(shape[d]):
+            # a[-2] of a[b]: b - 2 clamped at 0, a value computed from b
+            start = shape_poly.max_dim(int(i) + shape[d], 0)
+            dynamic[d] = lax.convert_element_type(shape_poly.dimension_as_value(start), dtype)
+        elif not _is_traced_or_device(i):
             info = np.iinfo(dtype)
             # Below -size reads the first element, as in JAX (dynamic_slice would wrap -1).
             i = max(int(i) + shape[d], 0) if i < 0 else int(i)
