@@ -494,3 +494,14 @@ def test_int_index_into_a_symbolic_axis_is_clamped_as_jax(index):
         x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
         np.testing.assert_array_equal(exp.call(x), want.call(x))
         np.testing.assert_array_equal(fluxion.jit(exp.call)(x), want.call(x))
+
+
+def test_squeeze_all_axes_of_a_symbolic_shape_is_refused_as_in_jax():
+    # It kept b, whatever b is: wrong when b is 1. JAX refuses it.
+    for lib in (fluxion, jax):
+        with pytest.raises(ValueError, match="squeeze with axis=None is not supported"):
+            lib.export.export(lib.jit(lib.numpy.squeeze))(lib.ShapeDtypeStruct(
+                lib.export.symbolic_shape("b, 1"), np.float32))
+    exp = export.export(fluxion.jit(lambda x: fluxion.numpy.squeeze(x, 1)))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 1"), np.float32))
+    np.testing.assert_array_equal(exp.call(np.ones((3, 1), np.float32)), np.ones(3))

@@ -211,6 +211,9 @@ def squeeze(a, axis=None):
     a = util.ensure_arraylike("squeeze", a)
     dims = _shape(a)
     if axis is None:
+        if export_shape_poly.is_symbolic_shape(dims):  # a symbolic size may be 1 or not
+            raise ValueError("jnp.squeeze with axis=None is not supported with shape "
+                             "polymorphism: pass the axes to squeeze")
         axes = tuple(i for i, d in enumerate(dims) if d == 1)
     else:
         axes = _axis_list(axis, len(dims), "squeeze")
