@@ -191,3 +191,19 @@ def test_check_grads_takes_tolerance_dicts():
 def test_fftn_repeated_axes_message(name):
     with pytest.raises(ValueError, match=r"does not support repeated axes. Got axes \[1, 1\]"):
         getattr(fnp.fft, name)(np.ones((2, 3)), axes=(1, 1))
+
+
+@pytest.mark.parametrize("symmetrize", [True, False])
+def test_lax_eigh_of_a_non_square_matrix_raises_as_jax(symmetrize):
+    # fluxion raised its own ValueError before symmetrizing; JAX's x + x^H is a TypeError,
+    # and without symmetrizing its ValueError names "symmetric eigendecomposition".
+    x = np.ones((2, 4, 5), np.float32)
+
+    def error(lib):
+        with pytest.raises((TypeError, ValueError)) as info:
+            lib.lax.linalg.eigh(x, symmetrize_input=symmetrize)
+        return type(info.value), str(info.value)
+    got, want = error(fluxion), error(jax)
+    assert got[0] is want[0]
+    if not symmetrize:
+        assert got[1] == want[1]

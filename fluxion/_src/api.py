@@ -23,7 +23,7 @@ from fluxion._src.caches import BoundedDict, compile_lock
 from fluxion._src.compiler import backend
 from fluxion._src.config import config
 from fluxion._src.core import ClosedJaxpr, ShapedArray
-from fluxion._src.export.shape_poly import is_symbolic_shape
+from fluxion._src.export.shape_poly import DimExpr, dimension_as_value, is_symbolic_shape
 from fluxion._src.call_transforms import closure_convert
 from fluxion._src.traceback_util import api_boundary, strip_internal_frames
 from fluxion._src import dispatch
@@ -399,6 +399,8 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
         dyn_args, dyn_kwargs = tree_unflatten(in_tree, leaves)
         out = call(*_merge_args(dyn_args, static_pos), **dyn_kwargs, **dict(static_kw))
         out_leaves, out_tree = tree_flatten(out)
+        # a symbolic dimension returned (`return x.shape[0] * 2`) is its value, as in JAX
+        out_leaves = [dimension_as_value(x) if type(x) is DimExpr else x for x in out_leaves]
         if staging.refs_among(out_leaves):
             from fluxion._src.state import aliasing
             aliasing.check_no_returned_refs(
@@ -945,6 +947,11 @@ def sharding_impls_single(device):
     return single_device_sharding(device)
 
 
+def _formats(avals, shardings) -> list:
+    from fluxion._src.layout import Format, default_layout
+    return [Format(default_layout(len(a.shape)), s) for a, s in zip(avals, shardings)]
+
+
 class Compiled:
     """An executable for one signature; call it with arguments of that signature."""
 
@@ -1019,6 +1026,35 @@ class Compiled:
     def out_info(self):
         """The outputs as ShapeDtypeStructs (no weak types, as JAX's)."""
         return tree_map(lambda s: s.update(weak_type=False), self._traced.out_info)
+
+    def _flat_shardings(self, outputs: bool) -> list:
+        exe = self._compiled
+        if not isinstance(exe, CompiledFunction):  # partitioned over a mesh
+            return list(exe.out_shardings if outputs else exe.in_shardings)
+        one = sharding_impls_single(self._device or exe.executable.device)
+        return [one] * len(self._traced.jaxpr.out_avals if outputs else self._traced.in_avals)
+
+    @property
+    def input_shardings(self):
+        """The arguments' shardings, as the pytree `(args, kwargs)`."""
+        return tree_unflatten(self._traced.in_tree, self._flat_shardings(outputs=False))
+
+    @property
+    def output_shardings(self):
+        """The results' shardings, as the pytree of the results."""
+        return self._traced.out_tree.unflatten(self._flat_shardings(outputs=True))
+
+    @property
+    def input_formats(self):
+        """The arguments' `Format`s (fluxion's default layout and the sharding)."""
+        return tree_unflatten(self._traced.in_tree, _formats(
+            self._traced.in_avals, self._flat_shardings(outputs=False)))
+
+    @property
+    def output_formats(self):
+        """The results' `Format`s (fluxion's default layout and the sharding)."""
+        return self._traced.out_tree.unflatten(_formats(
+            self._traced.jaxpr.out_avals, self._flat_shardings(outputs=True)))
 
     def as_text(self) -> str:
         modules = self._compiled.executable.loaded.hlo_modules()

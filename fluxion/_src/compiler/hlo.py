@@ -13,7 +13,7 @@ import numpy as np
 
 from fluxion._src import dtypes
 from fluxion._src.core import ShapedArray
-from fluxion._src.export.shape_poly import DimExpr, broadcast_shapes, is_symbolic_shape
+from fluxion._src.export.shape_poly import DimExpr, broadcast_shapes, is_symbolic_shape, stride_dim
 
 _ELEMENT_TYPES = {
     "bool": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
@@ -229,7 +229,9 @@ class HloOps:
     def slice(self, x: Value, start, limit, strides=None) -> Value:
         strides = tuple(strides) if strides is not None else (1,) * len(start)
         if is_symbolic_shape(tuple(start) + tuple(limit)):
-            shape = tuple(-((lo - hi) // s) for lo, hi, s in zip(start, limit, strides))
+            # (the slice abstract evaluation's expression, so that the two agree symbolically)
+            shape = tuple(hi - lo if s == 1 else stride_dim(hi - lo, 1, s)
+                          for lo, hi, s in zip(start, limit, strides))
             return self.op1("stablehlo.real_dynamic_slice",
                             [x, self.shape_value(start), self.shape_value(limit),
                              self.shape_value(strides)], x.aval.update(shape=shape))

@@ -182,18 +182,27 @@ def _check_call_avals(exported: Exported, avals) -> None:
     if len(avals) != len(exported.in_avals):
         raise ValueError(f"Function {exported.fun_name} was exported with "
                          f"{len(exported.in_avals)} arguments but called with {len(avals)}")
+    names = None
     for i, (got, want) in enumerate(zip(avals, exported.in_avals)):
-        if got.dtype != want.dtype and not (want.dtype == dtypes.float0
-                                            and got.dtype == np.bool_):
-            raise ValueError(f"Function {exported.fun_name} was exported for an argument {i} "
-                             f"of type {want.str_short()} but is called with "
-                             f"{got.str_short()}")
-        if len(got.shape) != len(want.shape) or any(
-                type(w) is not shape_poly.DimExpr and not _same_dim(w, g)
-                for g, w in zip(got.shape, want.shape)):
-            raise ValueError(f"Function {exported.fun_name} was exported for an argument {i} "
-                             f"of shape {want.str_short()} but is called with shape "
-                             f"{got.str_short()}")
+        rank_differs = len(got.shape) != len(want.shape)
+        dtype_differs = got.dtype != want.dtype and not (want.dtype == dtypes.float0
+                                                         and got.dtype == np.bool_)
+        bad_dim = None if rank_differs else next(
+            (j for j, (g, w) in enumerate(zip(got.shape, want.shape))
+             if type(w) is not shape_poly.DimExpr and not _same_dim(w, g)), None)
+        if not (rank_differs or dtype_differs or bad_dim is not None):
+            continue
+        names = names or shape_checks.arg_names(exported.in_tree, len(avals))
+        # JAX's messages, in JAX's order (rank, dtype, then each constant dimension)
+        if rank_differs:
+            raise ValueError(f"Rank mismatch for {names[i]}: expected {tuple(want.shape)} "
+                             f"and called with {tuple(got.shape)}")
+        if dtype_differs:
+            raise ValueError(f"Dtype mismatch for {names[i]}: expected {want.dtype} and "
+                             f"called with {got.dtype}")
+        raise ValueError(f"Shape mismatch for {names[i]}.shape[{bad_dim}] (expected same "
+                         f"constant): expected {tuple(want.shape)} and called with "
+                         f"{tuple(got.shape)}")
     if exported.uses_shape_polymorphism:
         _dim_env(exported, avals)
 
@@ -236,7 +245,7 @@ def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
 
     Parameters
     ----------
-    fun_jit : a function returned by `jit`
+    fun_jit : a function returned by `jit` (or one of fluxion's library functions)
     platforms : sequence of str, optional
         "cpu", "cuda", "rocm" or "tpu"; default: `default_export_platform()`. With more than
         one, the module picks its branch at run time.
@@ -245,8 +254,7 @@ def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
     -------
     A function of arrays or `ShapeDtypeStruct`s returning an `Exported`.
     """
-    if not hasattr(fun_jit, "trace"):
-        raise ValueError(f"Function to be exported must be the result of `jit` but is: {fun_jit}")
+    fun_jit = _as_jitted(fun_jit)
     plats = tuple(canonical_platform(p) for p in (platforms or (default_export_platform(),)))
     if len(set(plats)) != len(plats):
         raise ValueError(f"platforms must not repeat, got {plats}")
@@ -254,10 +262,44 @@ def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
     disabled_checks = tuple(registrations.as_safety_check(c) for c in disabled_checks)
 
     def do_export(*args, **kwargs) -> Exported:
+        _check_one_scope(fun_jit, args, kwargs)
         traced = fun_jit.trace(*args, **kwargs)
         return _export_traced(traced, plats, disabled_checks, fun_jit)
 
     return do_export
+
+
+def _check_one_scope(fun, args, kwargs) -> None:
+    """JAX's ValueError when the arguments' symbolic dimensions come from several scopes."""
+    first = None
+    for path, spec in tree_util.tree_flatten_with_path((args, kwargs))[0]:
+        for d in getattr(spec, "shape", ()):
+            if type(d) is not shape_poly.DimExpr:
+                continue
+            if first is None:
+                first = (d.scope, path)
+            elif d.scope is not first[0]:
+                raise ValueError(
+                    f"Invalid mixing of symbolic scopes when exporting "
+                    f"{getattr(fun, '__name__', fun)}.\nExpected current (from "
+                    f"{_path_name(first[1])}) scope {id(first[0])}\nand found for '{d}' "
+                    f"({_path_name(path)}) scope {id(d.scope)}\nSee https://docs.jax.dev/en/"
+                    "latest/export/shape_poly.html#user-specified-symbolic-constraints.")
+
+
+def _path_name(path) -> str:
+    return ("args" if path[0].idx == 0 else "kwargs") + tree_util.keystr(path[1:])
+
+
+def _as_jitted(fun):
+    """`fun` if it is a `jit` result; fluxion's own library functions (`jnp.sin`, ...), which
+    JAX defines as jitted functions, jitted here; anything else is JAX's ValueError."""
+    if hasattr(fun, "trace"):
+        return fun
+    if callable(fun) and getattr(fun, "__module__", "").startswith("fluxion."):
+        from fluxion._src import api
+        return api.jit(fun)
+    raise ValueError(f"Function to be exported must be the result of `jit` but is: {fun}")
 
 
 def _export_traced(traced, plats, disabled_checks, fun_jit=None) -> Exported:
@@ -582,20 +624,35 @@ _uses = itertools.count()
 
 def _call_exported_lowering(ctx, *args, exported: Exported):
     index = _platform_index(exported, ctx.platform)
+    operands = [args[i] for i in exported.module_kept_var_idx]
+    results = list(ctx.avals_out)
     if exported.uses_shape_polymorphism and not any(
             shape_poly.is_symbolic_shape(a.shape) for a in ctx.avals_in):
         funcs, entry = _refined_functions(exported, tuple(ctx.avals_in), index)
         index = None  # the platform argument is folded into the refined module
     else:
         funcs, entry = exported._inline_functions()
+        # the caller's types may be more static than the module's (tensor<3x4x?xf32> for
+        # tensor<3x?x?xf32>): convert to the module's types and back
+        operands = [_with_type(ctx, x, exported.in_avals[i])
+                    for x, i in zip(operands, exported.module_kept_var_idx)]
+        results = [a.update(shape=e.shape) for a, e in zip(results, exported.out_avals)]
     prefix = f"_exported{next(_uses)}"
     ctx.module.functions.append(funcs.replace(_TOKEN, prefix))
-    operands = [args[i] for i in exported.module_kept_var_idx]
     if index is not None:
         kind = np.int64 if _platform_index_type(exported) == "i64" else np.int32
         operands = [ctx.constant(kind(index), kind)] + operands
-    return ctx.op("func.call", operands, list(ctx.avals_out),
+    outs = ctx.op("func.call", operands, results,
                   {"callee": "@" + entry.replace(_TOKEN, prefix)})
+    return [_with_type(ctx, x, a) for x, a in zip(outs, ctx.avals_out)]
+
+
+def _with_type(ctx, value, aval):
+    """`value` as a tensor of `aval`'s shape (static or `?` dimensions), same dtype."""
+    wanted = value.aval.update(shape=aval.shape)
+    if hlo.tensor_type(wanted) == value.type:
+        return hlo.Value(value.name, wanted)  # the same MLIR type
+    return ctx.op1("stablehlo.convert", [value], wanted)
 
 
 _refined_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # Exported -> {key: ...}
@@ -648,8 +705,8 @@ def _static_wrapper(exported: Exported, avals, out_avals, index) -> str:
         operands.append(f"%in{i}")
     sig_in = ", ".join(([index_type] if index is not None else []) + dyn_in)
     n = len(dyn_out)
-    res = "%r" if n == 1 else f"%r:{n}"
-    lines.append(f'    {res} = "func.call"({", ".join(operands)}) {{callee = @{entry}}} : '
+    res = "" if n == 0 else "%r = " if n == 1 else f"%r:{n} = "  # (no results: no name)
+    lines.append(f'    {res}"func.call"({", ".join(operands)}) {{callee = @{entry}}} : '
                  f"({sig_in}) -> ({', '.join(dyn_out)})")
     rets = []
     for j, (a, t) in enumerate(zip(out_avals, dyn_out)):

@@ -183,11 +183,11 @@ def _read_aval(t: _Table, scope) -> ShapedArray:
     return ShapedArray(tuple(shape), _read_dtype(t.scalar(2, "b")))
 
 
-def _read_tree(t: _Table, leaf):
+def _read_tree(t: _Table, next_leaf):
     kind = t.scalar(0, "b")
-    children = [_read_tree(c, leaf) for c in t.tables(1)]
+    children = [_read_tree(c, next_leaf) for c in t.tables(1)]
     if kind == _TREE_LEAF:
-        return leaf
+        return next_leaf()
     if kind == _TREE_NONE:
         return None
     if kind == _TREE_TUPLE:
@@ -207,11 +207,11 @@ def _read_tree(t: _Table, leaf):
     raise _Corrupt(f"unknown pytree node kind {kind}")
 
 
-def _treedef(t: _Table | None):
+def _treedef(t: _Table | None, leaves):
+    from fluxion._src.export.serialization import tree_with_leaves
     if t is None:
         raise _Corrupt("no pytree")
-    leaf = object()
-    return tree_util.tree_flatten(_read_tree(t, leaf), is_leaf=lambda x: x is leaf)[1]
+    return tree_with_leaves(lambda next_leaf: _read_tree(t, next_leaf), leaves)
 
 
 def _check_mesh(mesh: _Table | None) -> None:
@@ -271,9 +271,8 @@ def _read_exported(t: _Table, depth: int = 0):
     for n in named:
         _check_mesh(n.table(0))
 
-    in_tree, out_tree = _treedef(t.table(_F_IN_TREE)), _treedef(t.table(_F_OUT_TREE))
-    if in_tree.num_leaves != len(in_avals) or out_tree.num_leaves != len(out_avals):
-        raise _Corrupt("the pytree structures do not match the number of abstract values")
+    in_tree = _treedef(t.table(_F_IN_TREE), in_avals)
+    out_tree = _treedef(t.table(_F_OUT_TREE), out_avals)
     fun_name = t.string(_F_FUN_NAME)
     platforms = tuple(t.strings(_F_PLATFORMS))
     module = t.bytes(_F_MODULE)
@@ -350,35 +349,33 @@ def _vector_of_scalars(b, values, fmt: str) -> int:
 
 
 def _write_tree(b, treedef) -> int:
-    from fluxion._src.export.serialization import _Leaf
-    leaf = _Leaf()
-    return _write_node(b, tree_util.tree_unflatten(treedef, [leaf] * treedef.num_leaves), leaf)
+    from fluxion._src.export.serialization import walk_tree
+    return walk_tree(treedef, lambda kind, aux, kids: _write_node(b, kind, aux, kids),
+                     lambda: _write_node(b, None, None, []))
 
 
-def _write_node(b, x, leaf) -> int:
+def _write_node(b, kind, aux, kids) -> int:
+    """A PyTreeDef table; `kind` None is a leaf, `kids` the children's tables."""
+    from fluxion._src.export.serialization import check_dict_keys
     names = custom = None
-    if x is leaf:
-        kind, children = _TREE_LEAF, []
-    elif x is None:
-        kind, children = _TREE_NONE, []
-    elif type(x) is tuple:
-        kind, children = _TREE_TUPLE, list(x)
-    elif type(x) is list:
-        kind, children = _TREE_LIST, list(x)
-    elif type(x) is dict:
-        keys = sorted(x)
-        if not all(type(k) is str for k in keys):
-            raise ValueError("jax.export's format stores dicts with str keys only; found keys "
-                             f"{keys!r}")
-        kind, children = _TREE_DICT, [x[k] for k in keys]
-        names = _vector_of_offsets(b, [b.CreateString(k) for k in keys])
+    if kind is None:
+        tag = _TREE_LEAF
+    elif kind is type(None):
+        tag = _TREE_NONE
+    elif kind is tuple:
+        tag = _TREE_TUPLE
+    elif kind is list:
+        tag = _TREE_LIST
+    elif kind is dict:  # aux: the keys, in the order of the children
+        check_dict_keys(aux, allowed=(str,))
+        tag = _TREE_DICT
+        names = _vector_of_offsets(b, [b.CreateString(k) for k in aux])
     else:
-        name, aux, children = registrations.serialize_node(x)
-        kind, custom = _TREE_CUSTOM, (b.CreateString(name), b.CreateByteVector(aux))
-    kids = _vector_of_offsets(b, [_write_node(b, c, leaf) for c in children]) if children \
-        else None
+        name, data = registrations.serialize_aux(kind, aux)
+        tag, custom = _TREE_CUSTOM, (b.CreateString(name), b.CreateByteVector(data))
+    kids = _vector_of_offsets(b, kids) if kids else None
     b.StartObject(5)
-    b.PrependInt8Slot(0, kind, -1)
+    b.PrependInt8Slot(0, tag, -1)
     if kids is not None:
         b.PrependUOffsetTRelativeSlot(1, kids, 0)
     if names is not None:

@@ -3,6 +3,7 @@
 checks an export may disable (`DisabledSafetyCheck`)."""
 from __future__ import annotations
 
+import collections
 import json
 from typing import Any, Callable
 
@@ -82,24 +83,54 @@ def register_namedtuple_serialization(nodetype: type, *, serialized_name: str) -
         deserialize_auxdata=deserialize_auxdata, from_children=from_children)
 
 
-def serialize_node(node) -> tuple[str, bytes, list]:
-    """(serialized name, aux bytes, children) of a registered custom node."""
-    entry = _by_type.get(type(node))
+def _serialize_ordereddict_keys(keys) -> bytes:
+    if not all(isinstance(k, str) for k in keys):
+        raise NotImplementedError("Serialization of collections.OrderedDict is supported only "
+                                  f"when the keys are strings. Found keys: {keys}.")
+    return json.dumps(list(keys)).encode("utf-8")
+
+
+# Stored under JAX's name, so that artifacts with OrderedDicts cross in both directions.
+register_pytree_node_serialization(
+    collections.OrderedDict, serialized_name="collections.OrderedDict",
+    serialize_auxdata=_serialize_ordereddict_keys,
+    deserialize_auxdata=lambda data: json.loads(bytes(data).decode("utf-8")),
+    from_children=lambda keys, children: collections.OrderedDict(zip(keys, children)))
+
+
+def _register_key_arrays() -> None:
+    """fluxion's typed PRNG keys are pytree nodes over their uint32 data (JAX's are leaves
+    of a key dtype): stored as such a node, named for its only implementation."""
+    from fluxion._src.random.keys import IMPL_NAME, PRNGKeyArray
+
+    def deserialize_auxdata(data: bytes):
+        if bytes(data):
+            raise ValueError(f"corrupt PRNG key node aux data {bytes(data)!r}")
+    register_pytree_node_serialization(
+        PRNGKeyArray, serialized_name=f"fluxion.PRNGKeyArray[{IMPL_NAME}]",
+        serialize_auxdata=lambda _: b"", deserialize_auxdata=deserialize_auxdata)
+
+
+_register_key_arrays()
+
+
+def serialize_aux(nodetype: type, aux) -> tuple[str, bytes]:
+    """(serialized name, aux bytes) of a registered custom node type and its aux data."""
+    entry = _by_type.get(nodetype)
     if entry is None:
         raise ValueError(f"Cannot serialize PyTreeDef containing an unregistered type "
-                         f"`{type(node)}`. Use `export.register_pytree_node_serialization` or "
+                         f"`{nodetype}`. Use `export.register_pytree_node_serialization` or "
                          "`export.register_namedtuple_serialization`.")
     name, serialize_auxdata = entry
-    children, aux = tree_util.flatten_one_level(node)
     data = serialize_auxdata(aux)
     if not isinstance(data, (bytes, bytearray)):
-        raise ValueError(f"The custom serialization function for `{type(node)}` must return a "
+        raise ValueError(f"The custom serialization function for `{nodetype}` must return a "
                          f"`bytes` object. It returned a {type(data)}.")
-    return name, bytes(data), list(children)
+    return name, bytes(data)
 
 
 def deserialize_node(name: str, data: bytes, children: list):
-    """The node that `serialize_node` described."""
+    """The node that `serialize_aux` described, with these children."""
     entry = _by_name.get(name)
     if entry is None:
         raise ValueError(f"Cannot deserialize a PyTreeDef containing an unregistered type "

@@ -26,6 +26,7 @@ import base64
 import hashlib
 import json
 import struct
+from typing import Callable
 
 import numpy as np
 
@@ -40,62 +41,81 @@ _DIGEST = 32  # bytes of the SHA-256 trailer
 _REQUIRED_SECTIONS = ("meta", "module")
 
 
-class _Leaf:
-    __slots__ = ()
+def walk_tree(treedef, on_node: Callable, on_leaf: Callable):
+    """Fold `treedef` bottom-up without building its nodes (a custom node's constructor may
+    need real leaves): `on_node(node_type, aux_data, folded_children)`, `on_leaf()`."""
+    return treedef.walk([None] * treedef.num_leaves,
+                        lambda kind, aux, children: on_node(kind, aux, list(children)),
+                        lambda _: on_leaf())
+
+
+def check_dict_keys(keys, allowed=(str, int)) -> None:
+    """JAX's TypeError for a dict key serialization cannot store."""
+    for k in keys:
+        if type(k) not in allowed:
+            raise TypeError("Serialization is supported only for dictionaries with string "
+                            f"keys{' (and int keys, in fluxion)' if int in allowed else ''}. "
+                            f"Found key {k} of type {type(k)}.")
 
 
 def _encode_tree(treedef) -> object:
-    n = treedef.num_leaves
-    leaf = _Leaf()
-    example = tree_util.tree_unflatten(treedef, [leaf] * n)
-    return _encode_node(example, leaf)
+    return walk_tree(treedef, _encode_node, lambda: {"t": "leaf"})
 
 
-def _encode_node(x, leaf):
-    if x is leaf:
-        return {"t": "leaf"}
-    if x is None:
+def _encode_node(kind, aux, children):
+    if kind is type(None):
         return {"t": "none"}
-    if type(x) is tuple:
-        return {"t": "tuple", "c": [_encode_node(c, leaf) for c in x]}
-    if type(x) is list:
-        return {"t": "list", "c": [_encode_node(c, leaf) for c in x]}
-    if type(x) is dict:
-        keys = sorted(x)
-        for k in keys:
-            if type(k) not in (str, int):
-                raise ValueError(f"Cannot serialize a pytree with dict key {k!r}: only str and "
-                                 "int keys are supported.")
-        return {"t": "dict", "k": [[type(k).__name__, k] for k in keys],
-                "c": [_encode_node(x[k], leaf) for k in keys]}
-    name, aux, children = registrations.serialize_node(x)
-    return {"t": "custom", "n": name, "a": base64.b64encode(aux).decode("ascii"),
-            "c": [_encode_node(c, leaf) for c in children]}
+    if kind is tuple:
+        return {"t": "tuple", "c": children}
+    if kind is list:
+        return {"t": "list", "c": children}
+    if kind is dict:  # aux: the keys, in the order of the children
+        check_dict_keys(aux)
+        return {"t": "dict", "k": [[type(k).__name__, k] for k in aux], "c": children}
+    name, data = registrations.serialize_aux(kind, aux)
+    return {"t": "custom", "n": name, "a": base64.b64encode(data).decode("ascii"),
+            "c": children}
 
 
-def _decode_node(d, leaf):
+def _decode_node(d, next_leaf):
     t = d["t"]
     if t == "leaf":
-        return leaf
+        return next_leaf()
     if t == "none":
         return None
     if t == "tuple":
-        return tuple(_decode_node(c, leaf) for c in d["c"])
+        return tuple(_decode_node(c, next_leaf) for c in d["c"])
     if t == "list":
-        return [_decode_node(c, leaf) for c in d["c"]]
+        return [_decode_node(c, next_leaf) for c in d["c"]]
     if t == "dict":
         keys = [int(k) if kind == "int" else str(k) for kind, k in d["k"]]
-        return {k: _decode_node(c, leaf) for k, c in zip(keys, d["c"])}
+        return {k: _decode_node(c, next_leaf) for k, c in zip(keys, d["c"])}
     if t == "custom":
         return registrations.deserialize_node(d["n"], base64.b64decode(d["a"], validate=True),
-                                              [_decode_node(c, leaf) for c in d["c"]])
+                                              [_decode_node(c, next_leaf) for c in d["c"]])
     raise ValueError(f"corrupt serialized pytree node kind {t!r}")
 
 
-def _decode_tree(d):
-    leaf = _Leaf()
-    _, treedef = tree_util.tree_flatten(_decode_node(d, leaf), is_leaf=lambda x: x is leaf)
-    return treedef
+def tree_with_leaves(build: Callable, leaves: list):
+    """The structure of the pytree `build(next_leaf)` makes, whose leaves are `leaves` (the
+    abstract values, as JAX passes them: a custom node's constructor may look at their
+    shapes); ValueError when it does not take exactly that many."""
+    it = iter(leaves)
+
+    def next_leaf():
+        leaf = next(it, None)
+        if leaf is None:
+            raise ValueError("the pytree structures do not match the number of abstract "
+                             "values")
+        return leaf
+    tree = build(next_leaf)
+    if next(it, None) is not None:
+        raise ValueError("the pytree structures do not match the number of abstract values")
+    return tree_util.tree_flatten(tree, is_leaf=lambda x: isinstance(x, ShapedArray))[1]
+
+
+def _decode_tree(d, leaves):
+    return tree_with_leaves(lambda next_leaf: _decode_node(d, next_leaf), leaves)
 
 
 def _encode_aval(a) -> dict:
@@ -106,14 +126,14 @@ def _encode_aval(a) -> dict:
 
 def _dtype(name: str):
     """The array dtype named `name` (NumPy's numeric dtypes and ml_dtypes' types only)."""
+    import ml_dtypes
+    kind = getattr(ml_dtypes, name, None)
+    if isinstance(kind, type) and np.dtype(kind).name == name:
+        return np.dtype(kind)  # bfloat16, float8_*, int4, ...: NumPy calls their kind "V"
     try:
         dt = np.dtype(name)
     except TypeError:
-        import ml_dtypes
-        kind = getattr(ml_dtypes, name, None)
-        if not isinstance(kind, type) or np.dtype(kind).name != name:
-            raise ValueError(f"unknown dtype {name!r}") from None
-        return np.dtype(kind)
+        raise ValueError(f"unknown dtype {name!r}") from None
     if dt.kind not in "biufc" or dt.name != name:
         raise ValueError(f"{name!r} is not an array dtype")
     return dt
@@ -243,13 +263,14 @@ def deserialize(blob) -> "Exported":
     sec = _sections(blob)
     try:
         meta = json.loads(sec["meta"].decode())
-        in_tree, out_tree = _decode_tree(meta["in_tree"]), _decode_tree(meta["out_tree"])
         constraints = meta.get("symbolic_constraints", [])
         if not isinstance(constraints, list) or not all(type(c) is str for c in constraints):
             raise ValueError(f"bad symbolic_constraints {constraints!r}")
         scope = shape_poly.SymbolicScope(constraints)
         in_avals = [_decode_aval(a, scope) for a in meta["in_avals"]]
         out_avals = [_decode_aval(a, scope) for a in meta["out_avals"]]
+        in_tree = _decode_tree(meta["in_tree"], in_avals)
+        out_tree = _decode_tree(meta["out_tree"], out_avals)
         _check_meta(meta, in_tree, in_avals, out_tree, out_avals)
         vjp_blob = sec.get("vjp")
         get_vjp = (lambda: deserialize(vjp_blob)) if vjp_blob is not None else None

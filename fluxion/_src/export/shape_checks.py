@@ -20,7 +20,7 @@ import re
 from typing import Any, Callable
 
 from fluxion._src.export.shape_poly import (
-    DimExpr, InconclusiveDimensionOperation, _parse_dim)
+    DimExpr, InconclusiveDimensionOperation, UnexpectedDimVar, _parse_dim)
 
 _SOLVE_HELP = ("https://docs.jax.dev/en/latest/export/shape_poly.html"
                "#dimension-variables-must-be-solvable-from-the-input-shapes")
@@ -77,6 +77,17 @@ def arg_names(in_tree, n: int) -> list[str]:
     return [("args" if p[0].idx == 0 else "kwargs") + tree_util.keystr(p[1:]) for p in paths]
 
 
+def _check_solvable(expr: DimExpr, env) -> None:
+    """JAX's error for a constraint on a variable that no argument's shape determines."""
+    unknown = sorted(expr.variables() - env.keys())
+    if unknown:
+        raise UnexpectedDimVar(
+            f"Encountered dimension variable '{unknown[0]}' that is not appearing in the "
+            "shapes of the function arguments.\nThe following dimension variables are "
+            f"appearing in the shapes of the function arguments: {sorted(env)}.\nPlease see "
+            f"{_SOLVE_HELP} for more details.")
+
+
 def explicit_constraints(scope) -> list[tuple[str, str, Any]]:
     """(text, comp, diff) for each of the scope's constraints: `diff comp 0` must hold."""
     out = []
@@ -84,10 +95,27 @@ def explicit_constraints(scope) -> list[tuple[str, str, Any]]:
         m = re.fullmatch(r"(.+?)(>=|<=|==)(.+)", text.strip())
         lhs = _parse_dim(m.group(1), scope, text)
         rhs = _parse_dim(m.group(3), scope, text)
+        if m.group(2) == "==":
+            lhs = _rewritten_operation(m.group(1), scope, text, lhs)
         if m.group(2) == "<=":
             lhs, rhs = rhs, lhs
         out.append((text, "==" if m.group(2) == "==" else ">=", lhs - rhs))
     return out
+
+
+def _rewritten_operation(lhs_text: str, scope, text: str, lhs):
+    """The left side of an equality as written when the scope rewrites it (`max(a, b) ==
+    b`, `mod(c, 4) == 0`): the arguments' shapes never hold it, so the constraint is checked
+    as such (a rewritten variable, `a == b + 1`, is checked through the shapes)."""
+    # (parsed without the constraints too: they would simplify `max(a, b)` to `b` again)
+    rules, constraints = scope._rules, scope._constraints
+    scope._rules, scope._constraints = {}, []
+    try:
+        raw = _parse_dim(lhs_text, scope, text)
+    finally:
+        scope._rules, scope._constraints = rules, constraints
+    atom = raw._single_atom() if isinstance(raw, DimExpr) else None
+    return raw if atom is not None and atom.op is not None and atom._key in rules else lhs
 
 
 def solve(in_avals, names: list[str], size: Callable[[int, int], Any],
@@ -173,6 +201,7 @@ def solve(in_avals, names: list[str], size: Callable[[int, int], Any],
         for text, comp, diff in explicit_constraints(scope):
             if not isinstance(diff, DimExpr):
                 continue  # holds (an equality already rewrote its left side; see SymbolicScope)
+            _check_solvable(diff, env)
             found = diff.evaluate(env, ops)
             checks.append(ShapeCheck(comp, found, ops["const"](0), [
                 f"Input shapes do not match the symbolic shape constraint {text}. Expected "

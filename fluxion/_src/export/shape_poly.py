@@ -26,6 +26,10 @@ class InconclusiveDimensionOperation(Exception):
     """A comparison or operation on symbolic dimensions that cannot be decided."""
 
 
+class UnexpectedDimVar(Exception):
+    """A symbolic constraint names a dimension variable that no argument's shape has."""
+
+
 _HELP = ("\nThis error arises for comparison operations with shapes that\n"
          "are non-constant, and the result of the operation cannot be represented as\n"
          "a boolean value for all values of the symbolic dimensions involved.\n\n"
@@ -189,9 +193,9 @@ class DimExpr:
         return True  # a dimension expression is never the empty/zero object
 
     def _as_value_op(self, other, op, reflected: bool = False):
-        """`self op other` for a non-integer number or array (`2.5 * b`): through the
-        dimension's value, as JAX does; NotImplemented for anything else."""
-        if not isinstance(other, (float, complex, np.ndarray, np.inexact)):
+        """`self op other` for a non-integer number or array (`2.5 * b`, `b + np.arange(4)`):
+        through the dimension's value, as JAX does; NotImplemented for anything else."""
+        if not isinstance(other, (float, complex, np.ndarray, np.generic)):
             return NotImplemented
         value = dimension_as_value(self)
         return op(other, value) if reflected else op(value, other)
@@ -237,6 +241,8 @@ class DimExpr:
         return self._as_value_op(other, operator.mul, True) if o is None else self * o
 
     def __pow__(self, power):
+        if isinstance(power, DimExpr):
+            return power.__rpow__(self)
         power = operator.index(power)
         if power < 0:
             raise InconclusiveDimensionOperation(f"Symbolic dimension cannot be raised to "
@@ -246,31 +252,41 @@ class DimExpr:
             out = out * self
         return out
 
+    def __rpow__(self, other):
+        # `2 ** b` is no polynomial: a value, as in JAX
+        return operator.pow(other, dimension_as_value(self))
+
     def __floordiv__(self, divisor):
+        if self._lift(divisor) is None:
+            return self._as_value_op(divisor, operator.floordiv)
         return floordiv(self, divisor)
 
     def __rfloordiv__(self, other):
         o = self._lift(other)
-        return NotImplemented if o is None else floordiv(o, self)
+        return self._as_value_op(other, operator.floordiv, True) if o is None \
+            else floordiv(o, self)
 
     def __mod__(self, divisor):
+        if self._lift(divisor) is None:
+            return self._as_value_op(divisor, operator.mod)
         return mod(self, divisor)
 
     def __rmod__(self, other):
         o = self._lift(other)
-        return NotImplemented if o is None else mod(o, self)
+        return self._as_value_op(other, operator.mod, True) if o is None else mod(o, self)
 
     def __divmod__(self, divisor):
-        return floordiv(self, divisor), mod(self, divisor)
+        return self // divisor, self % divisor
+
+    def __rdivmod__(self, other):
+        return other // self, other % self
 
     def __truediv__(self, divisor):
-        # Only exact division: the result must be a dimension again.
-        q = floordiv(self, divisor)
-        if q * divisor - self != 0:
-            raise InconclusiveDimensionOperation(
-                f"Cannot divide '{self}' by '{divisor}' exactly (the quotient is not a "
-                "dimension expression); use // for floor division.")
-        return q
+        # "/" gives a float value, never a dimension (as in JAX)
+        return operator.truediv(dimension_as_value(self), divisor)
+
+    def __rtruediv__(self, other):
+        return operator.truediv(other, dimension_as_value(self))
 
     # ---- comparisons
     def __eq__(self, other):
@@ -434,7 +450,8 @@ def floordiv(e, divisor):
             return e
         if d < 0:
             return floordiv(-e, -d)
-        if all(c % d == 0 for c in e._coeffs.values()):
+        if all(c % d == 0 for m, c in e._coeffs.items() if m):
+            # the constant's remainder only adds a constant: (4*b + 3) // 2 is 2*b + 1
             return DimExpr._make({m: c // d for m, c in e._coeffs.items()}, scope)
     elif isinstance(e, DimExpr):
         q = _exact_quotient(e, divisor)
@@ -444,21 +461,45 @@ def floordiv(e, divisor):
 
 
 def _exact_quotient(e: DimExpr, d: DimExpr):
-    """e / d when d is a single monomial dividing every monomial of e; else None."""
-    if len(d._coeffs) != 1:
-        return None
-    (dm, dc), = d._coeffs.items()
-    out = {}
-    for m, c in e._coeffs.items():
+    """e / d when the polynomial d divides e with an integer quotient; else None.
+
+    Long division under the graded lexicographic order of the monomials: when d divides e,
+    each leading term of the remainder is the product of a quotient term and d's leading term.
+    """
+    atoms = sorted({a for m in (*e._coeffs, *d._coeffs) for a, _ in m})
+
+    def order(m):
         powers = dict(m)
-        for a, p in dm:
-            if powers.get(a, 0) < p:
-                return None
-            powers[a] -= p
-        if c % dc:
+        return sum(powers.values()), tuple(powers.get(a, 0) for a in atoms)
+
+    lead = max(d._coeffs, key=order)
+    lead_coeff = d._coeffs[lead]
+    rest, out = dict(e._coeffs), {}
+    while rest:
+        m = max(rest, key=order)
+        q = _mono_div(m, lead)
+        if q is None or rest[m] % lead_coeff:
             return None
-        out[tuple(sorted((a, p) for a, p in powers.items() if p))] = c // dc
+        qc = rest[m] // lead_coeff
+        out[q] = qc
+        for dm, dc in d._coeffs.items():
+            pm = _mono_mul(q, dm)
+            left = rest.get(pm, 0) - qc * dc
+            if left:
+                rest[pm] = left
+            else:
+                rest.pop(pm, None)
     return DimExpr._make(out, e.scope)
+
+
+def _mono_div(m, dm):
+    """The monomial m / dm, or None when dm does not divide m."""
+    powers = dict(m)
+    for a, p in dm:
+        if powers.get(a, 0) < p:
+            return None
+        powers[a] -= p
+    return tuple(sorted((a, p) for a, p in powers.items() if p))
 
 
 def mod(e, divisor):
@@ -466,7 +507,10 @@ def mod(e, divisor):
     if not isinstance(e, DimExpr) and not isinstance(divisor, DimExpr):
         return operator.index(e) % operator.index(divisor)
     q = floordiv(e, divisor)
-    if not (isinstance(q, DimExpr) and q._is_nonlinear("floordiv")):
+    # exact unless floordiv left this very division opaque (other floordivs inside e, as in
+    # 12*floordiv(b, 4) % 3, are no obstacle)
+    opaque = _Atom("floordiv", args=(e, divisor))._key
+    if not (isinstance(q, DimExpr) and any(a._key == opaque for m in q._coeffs for a, _ in m)):
         return e - q * divisor
     return DimExpr._from_atom(_Atom("mod", args=(e, divisor)), _scope_of(e, divisor))
 
@@ -518,7 +562,7 @@ def _bounds_any(e, use_constraints: bool = True) -> tuple:
 
 
 def _bounds(e: DimExpr, use_constraints: bool = True) -> tuple:
-    lo, hi = _interval(e)
+    lo, hi = _interval(e, use_constraints)
     lo, hi = _bounds_by_cases(e, lo, hi, use_constraints)
     if use_constraints:
         implicit, scales = _implicit_constraints(e)
@@ -586,12 +630,12 @@ def _mul_iv(a, b) -> tuple:
     return min(prods), max(prods)
 
 
-def _interval(e: DimExpr) -> tuple:
+def _interval(e: DimExpr, use_constraints: bool = True) -> tuple:
     lo, hi = 0, 0
     for m, c in e._coeffs.items():
         iv = (1, 1)
         for atom, p in m:
-            a = _atom_interval(atom, e.scope)
+            a = _atom_interval(atom, e.scope, use_constraints)
             for _ in range(p):
                 iv = _mul_iv(iv, a)
         iv = _mul_iv(iv, (c, c))
@@ -599,7 +643,7 @@ def _interval(e: DimExpr) -> tuple:
     return lo, hi
 
 
-def _atom_interval(atom: _Atom, scope) -> tuple:
+def _atom_interval(atom: _Atom, scope, use_constraints: bool = True) -> tuple:
     if atom.op is None:
         lo, hi = 1, _INF
         for ce, c in scope._constraints:  # constraints on this variable alone
@@ -610,7 +654,9 @@ def _atom_interval(atom: _Atom, scope) -> tuple:
             if neg == atom.name:
                 hi = min(hi, -c)
         return lo, hi
-    ivs = [_bounds_any(a) for a in atom.args]
+    # (without constraints when the caller bounds a constraint itself: a constraint on
+    # max(a, b) would bound max(a, b) through itself)
+    ivs = [_bounds_any(a, use_constraints) for a in atom.args]
     if atom.op == "max":
         return max(ivs[0][0], ivs[1][0]), max(ivs[0][1], ivs[1][1])
     if atom.op == "min":
@@ -845,16 +891,22 @@ def symbolic_args_specs(args, shapes_specs, constraints: Sequence[str] = (),
     if shapes_specs is None or isinstance(shapes_specs, str):
         specs = [shapes_specs] * len(leaves)
     else:
-        spec_leaves, spec_tree = tree_util.tree_flatten(
-            shapes_specs, is_leaf=lambda x: x is None or isinstance(x, str))
+        if isinstance(args, tuple) and isinstance(shapes_specs, list):
+            shapes_specs = tuple(shapes_specs)  # JAX's backward compatibility: a list of specs
+        is_spec = lambda x: x is None or isinstance(x, str)  # noqa: E731
+        spec_leaves, spec_tree = tree_util.tree_flatten(shapes_specs, is_leaf=is_spec)
         try:
             subtrees = spec_tree.flatten_up_to(args)
         except (ValueError, TypeError) as e:
+            tree_util._raise_structure_error(shapes_specs, args, lambda _, p: is_spec(p),
+                                             "export.symbolic_args_specs shapes_specs")
             raise ValueError(f"shapes_specs must be a pytree prefix of args: {e}") from None
         specs = [s for s, sub in zip(spec_leaves, subtrees)
                  for _ in tree_util.tree_leaves(sub)]
     out = []
     for x, spec in zip(leaves, specs):
+        if spec is not None and not isinstance(spec, str):
+            raise ValueError(f"polymorphic shape spec should be None or a string. Found {spec}.")
         shape, dtype = np.shape(x), getattr(x, "dtype", None)
         if dtype is None:
             dtype = np.asarray(x).dtype

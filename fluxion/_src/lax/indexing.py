@@ -815,7 +815,8 @@ def _update_ids(updates_shape, update_window_dims):
     """1, 2, ...: one id per update window, broadcast over the window, in updates' shape."""
     ids_shape = tuple(1 if d in update_window_dims else n for d, n in enumerate(updates_shape))
     count = math.prod(ids_shape)
-    dtype = np.dtype(np.int32 if count < np.iinfo(np.int32).max else np.int64)
+    small = is_symbolic_dim(count) or count < np.iinfo(np.int32).max  # (as JAX)
+    dtype = np.dtype(np.int32 if small else np.int64)
     ids = _lax.reshape(_lax.add(structural.iota(dtype, count), np.ones((), dtype)), ids_shape)
     return _lax.broadcast_in_dim(ids, updates_shape, tuple(range(len(updates_shape))))
 

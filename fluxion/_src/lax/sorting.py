@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from fluxion._src import ad, batching, core, dtypes
+from fluxion._src.export import shape_poly
 from fluxion._src.core import ShapedArray
 from fluxion._src.lax import lax
 from fluxion._src.lax.base import ANY, ORDERED, check_dtype, standard_primitive
@@ -181,9 +182,12 @@ def _top_k_lowering(ctx, operand, *, k, axis):
     if axis != last:
         operand = ctx.transpose(operand, perm)
     shape = operand.shape[:-1] + (k,)
-    values, indices = ctx.op("chlo.top_k", [operand],
-                             [operand.aval.update(shape=shape), ShapedArray(shape, np.int32)],
-                             {"k": f"{k} : i64"})
+    results = [operand.aval.update(shape=shape), ShapedArray(shape, np.int32)]
+    if type(k) is shape_poly.DimExpr:  # refined to chlo.top_k when the module is specialized
+        values, indices = ctx.custom_call("stablehlo.dynamic_top_k", [operand, ctx.dim_value(k)],
+                                          results, api_version=2, shape_operands=False)
+    else:
+        values, indices = ctx.op("chlo.top_k", [operand], results, {"k": f"{k} : i64"})
     if axis != last:
         values, indices = ctx.transpose(values, perm), ctx.transpose(indices, perm)
     return [values, indices]
@@ -197,7 +201,7 @@ def top_k(operand, k: int, *, axis: int = -1):
 
     Equal entries keep their order (the lower index first); NaNs count as largest.
     """
-    k = operator.index(k)
+    k = k if type(k) is shape_poly.DimExpr else operator.index(k)
     if k < 0:
         raise ValueError(f"k argument to top_k must be nonnegative, got {k}")
     axis = _canonicalize_axis(axis, core.get_aval(operand).ndim)
@@ -273,6 +277,8 @@ def argmin(operand, axis: int, index_dtype):
 # Differentiation and batching rules
 
 def _index_dtype(size: int) -> np.dtype:
+    if type(size) is shape_poly.DimExpr:  # a symbolic size: int32 indices, as JAX's
+        return np.dtype(np.int32)
     return np.dtype(np.int32 if size < 2 ** 31 else np.int64)
 
 

@@ -300,8 +300,8 @@ def slice_in_dim(operand, start_index: int | None, limit_index: int | None, stri
     shape = core.get_aval(operand).shape
     axis = _canonicalize_axis(axis, len(shape))
     size = shape[axis]
-    start = 0 if start_index is None else operator.index(start_index)
-    limit = size if limit_index is None else operator.index(limit_index)
+    start = 0 if start_index is None else _dim_index(start_index)
+    limit = size if limit_index is None else _dim_index(limit_index)
     start = start + size if start < 0 else start
     limit = limit + size if limit < 0 else limit
     starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
@@ -309,11 +309,16 @@ def slice_in_dim(operand, start_index: int | None, limit_index: int | None, stri
     return slice(operand, starts, limits, strides)
 
 
+def _dim_index(i):
+    """A static index: an int, or a symbolic dimension (`x.shape[0] - 1`)."""
+    return i if type(i) is shape_poly.DimExpr else operator.index(i)
+
+
 def index_in_dim(operand, index: int, axis: int = 0, keepdims: bool = True):
     """`operand[..., index]` along `axis` for a static index (negative wraps)."""
     shape = core.get_aval(operand).shape
     axis = _canonicalize_axis(axis, len(shape))
-    index = operator.index(index)
+    index = _dim_index(index)
     wrapped = index + shape[axis] if index < 0 else index
     if not 0 <= wrapped < shape[axis]:
         raise IndexError(f"index {index} is out of bounds for axis {axis} with size {shape[axis]}")
@@ -642,6 +647,10 @@ def _pad_abstract_eval(x, padding_value, *, padding_config):
 
 def _pad_lowering(ctx, x, padding_value, *, padding_config):
     low, high, interior = zip(*padding_config) if padding_config else ((), (), ())
+    if shape_poly.is_symbolic_shape(low + high + interior):  # symbolic widths
+        return ctx.op1("stablehlo.dynamic_pad",
+                       [x, padding_value, *(ctx.shape_value(v) for v in (low, high, interior))],
+                       ctx.avals_out[0])
     return ctx.op1("stablehlo.pad", [x, padding_value], ctx.avals_out[0],
                    {"edge_padding_low": i64_array(low), "edge_padding_high": i64_array(high),
                     "interior_padding": i64_array(interior)})

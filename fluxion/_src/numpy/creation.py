@@ -48,7 +48,19 @@ def _leaves(obj) -> list:
     return [obj]
 
 
+def _dims_as_values(seq):
+    """`seq` with its symbolic dimensions (`jnp.array(x.shape)`) as their values."""
+    if isinstance(seq, (list, tuple)):
+        return type(seq)(_dims_as_values(item) for item in seq)
+    if type(seq) is DimExpr:
+        from fluxion._src.export.shape_poly import dimension_as_value
+        return dimension_as_value(seq)
+    return seq
+
+
 def _sequence_to_array(seq, dtype):
+    if any(type(leaf) is DimExpr for leaf in _leaves(seq)):
+        seq = _dims_as_values(seq)
     leaves = _leaves(seq)
     if any(leaf is None for leaf in leaves):
         raise ValueError("None is not a valid value for jnp.array")  # JAX's class and words
@@ -328,10 +340,9 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     The dtype is the promoted dtype of the arguments (`arange(5)` is int32, `arange(5.)`
     float32) unless `dtype` is given.
     """
-    if type(start) is DimExpr and stop is None and step is None:  # arange of a symbolic size
-        return iota(user_dtype(dtype, "arange") if dtype is not None
-                    else dtypes.default_int_dtype(),
-                    (start,), 0)
+    if DimExpr in (type(start), type(stop), type(step)):
+        return _symbolic_arange(start, stop, step, user_dtype(dtype, "arange")
+                                if dtype is not None else dtypes.default_int_dtype())
     for name, value in (("start", start), ("stop", stop), ("step", step)):
         if value is not None:
             util.check_arraylike("arange", value)
@@ -351,6 +362,31 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     values = np.arange(_host(start), _host(stop), None if step is None else _host(step),
                        dtype=_host_arange_dtype(dtype))
     return lax._convert_element_type(values.astype(dtype), dtype, False)
+
+
+def _symbolic_arange(start, stop, step, dtype):
+    """arange with a symbolic dimension among its bounds: start + step * iota of a size that
+    is a dimension expression (the step's sign must be decidable), as in JAX."""
+    from fluxion._src.export import shape_poly
+    start, stop = (0, start) if stop is None else (start, stop)
+    step = 1 if step is None else step
+    if not all(type(v) is DimExpr or isinstance(v, (int, np.integer)) for v in (start, stop, step)):
+        raise ValueError("In arange with non-constant arguments all of start, stop, and step "
+                         "must be either dimension expressions or integers: "
+                         f"start={start}, stop={stop}, step={step}")
+    if step == 0:
+        raise ValueError("arange has step == 0")
+    try:
+        positive = step > 0
+    except shape_poly.InconclusiveDimensionOperation as e:
+        raise shape_poly.InconclusiveDimensionOperation(
+            f"In arange with non-constant arguments the step ({step}) must be resolved "
+            f"statically if it is > 0 or < 0.\nDetails: {e}") from None
+    gap, distance = (step, stop - start) if positive else (-step, start - stop)
+    size = shape_poly.max_dim(0, distance + gap - 1) // gap
+    def value(v):
+        return lax.convert_element_type(shape_poly.dimension_as_value(v), dtype)
+    return lax.add(value(start), lax.mul(value(step), iota(dtype, (size,), 0)))
 
 
 def _host_arange_dtype(dtype):
@@ -385,7 +421,8 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = 
 
     Array bounds give one sequence per element, laid out along `axis`; integer dtypes floor.
     """
-    num = util.static_int(num, "'num' argument of jnp.linspace")
+    if type(num) is not DimExpr:  # (a symbolic dimension is a static count too)
+        num = util.static_int(num, "'num' argument of jnp.linspace")
     axis = util.static_int(axis, "'axis' argument of jnp.linspace")
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")

@@ -8,6 +8,7 @@ import operator
 import numpy as np
 
 from fluxion._src import core, dtypes
+from fluxion._src.export import shape_poly
 from fluxion._src.lax import lax, structural
 from fluxion._src.numpy import creation, manipulation, reductions, ufuncs, util
 
@@ -172,7 +173,29 @@ def _static_dim(value, what: str) -> int:
     return operator.index(_static(value, what))
 
 
+def _upper_count(n, m, k):
+    """How many (i, j) with 0 <= i < n, 0 <= j < m lie on or above diagonal k (j - i >= k):
+    row i holds max(0, m - k - i) of them, so the first min(n, m - k) rows hold some."""
+    if k < 0:  # the complement, below diagonal k, is the transpose's part above 1 - k
+        return n * m - _upper_count(m, n, 1 - k)
+    if k >= m:
+        return 0
+    rows = shape_poly.min_dim(n, m - k)
+    return rows * (rows + 1) // 2 + rows * (m - k - rows)
+
+
+def _symbolic_triangle_indices(name, n, k, m):
+    """The nonzeros of tril/triu of ones((n, m)), of a size known symbolically."""
+    upper = name == "triu_indices"
+    ones = creation.ones((n, m), dtype=np.int32)
+    mask = creation.triu(ones, k) if upper else creation.tril(ones, k)
+    size = _upper_count(n, m, k) if upper else _upper_count(m, n, -k)
+    return ufuncs.nonzero(mask, size=size)
+
+
 def _triangle_indices(np_fn, name, n, k, m):
+    if shape_poly.DimExpr in (type(n), type(k), type(m)):
+        return _symbolic_triangle_indices(name, n, k, n if m is None else m)
     n = _static_dim(n, f"n argument of jnp.{name}")
     k = _static_dim(k, f"k argument of jnp.{name}")
     m = n if m is None else _static_dim(m, f"m argument of jnp.{name}")

@@ -321,7 +321,7 @@ def _static_slices(arr, entries, shape):
         if isinstance(e, _Slice) and e.length == 0:
             starts[e.dim], limits[e.dim] = 0, 0
         elif isinstance(e, _Slice):
-            step = abs(e.step)
+            step = -e.step if e.step < 0 else e.step  # (a symbolic step has no abs())
             first = e.start if e.step > 0 else e.start + e.step * (e.length - 1)
             starts[e.dim], limits[e.dim] = first, first + step * (e.length - 1) + 1
             if type(e.length) is shape_poly.DimExpr or e.length > 1:
@@ -344,7 +344,10 @@ def _is_dynamic_int(e, shape) -> bool:
     out of bounds (clamped by dynamic_slice, where `checkify`'s index checks can see them)."""
     if _is_traced_or_device(e.index):
         return True
-    return not -shape[e.dim] <= e.index < shape[e.dim]
+    try:
+        return not -shape[e.dim] <= e.index < shape[e.dim]
+    except shape_poly.InconclusiveDimensionOperation:  # a[1] of a[b]: clamped, as in JAX
+        return True
 
 
 def _dynamic_ints(arr, entries, shape):
@@ -357,7 +360,11 @@ def _dynamic_ints(arr, entries, shape):
     dtype = _index_dtype(shape)
     shape = core.get_aval(arr).shape
     for d, i in dynamic.items():
-        if not _is_traced_or_device(i):
+        if not _is_traced_or_device(i) and i < 0 and shape_poly.is_symbolic_dim(shape[d]):
+            # a[-2] of a[b]: b - 2 clamped at 0, a value computed from b
+            start = shape_poly.max_dim(int(i) + shape[d], 0)
+            dynamic[d] = lax.convert_element_type(shape_poly.dimension_as_value(start), dtype)
+        elif not _is_traced_or_device(i):
             info = np.iinfo(dtype)
             # Below -size reads the first element, as in JAX (dynamic_slice would wrap -1).
             i = max(int(i) + shape[d], 0) if i < 0 else int(i)
@@ -467,10 +474,10 @@ def _index_components(shape, advanced, batch, batch_shape, gather_layout, dtype,
             components.append((e.dim, _place(index, batch_shape, dims)))
     for position, (kind, e) in enumerate(batch):
         if kind == "strided":
-            if shape_poly.DimExpr in (type(e.length), type(e.start)):
-                start = lax.convert_element_type(shape_poly.dimension_as_value(e.start), dtype)
-                steps = lax.add(lax.mul(structural.iota(dtype, e.length), np.array(e.step, dtype)),
-                                start)
+            if shape_poly.DimExpr in (type(e.length), type(e.start), type(e.step)):
+                start, step = (lax.convert_element_type(shape_poly.dimension_as_value(v), dtype)
+                               for v in (e.start, e.step))
+                steps = lax.add(lax.mul(structural.iota(dtype, e.length), step), start)
             else:
                 steps = np.arange(e.length, dtype=dtype) * dtype.type(e.step) + dtype.type(e.start)
             components.append((e.dim, _place(steps, batch_shape, (position,))))

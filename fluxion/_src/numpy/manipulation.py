@@ -10,7 +10,7 @@ import operator
 import numpy as np
 
 from fluxion._src.export import shape_poly as export_shape_poly
-from fluxion._src import core, dtypes
+from fluxion._src import core, dtypes, tree_util
 from fluxion._src.array import Array
 from fluxion._src.lax import lax
 from fluxion._src.lax import sorting
@@ -211,6 +211,9 @@ def squeeze(a, axis=None):
     a = util.ensure_arraylike("squeeze", a)
     dims = _shape(a)
     if axis is None:
+        if export_shape_poly.is_symbolic_shape(dims):  # a symbolic size may be 1 or not
+            raise ValueError("jnp.squeeze with axis=None is not supported with shape "
+                             "polymorphism: pass the axes to squeeze")
         axes = tuple(i for i, d in enumerate(dims) if d == 1)
     else:
         axes = _axis_list(axis, len(dims), "squeeze")
@@ -353,6 +356,13 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
                                   _ndim(ary))
     n = _shape(ary)[axis]
     context = f"The indices_or_sections argument of jnp.{name}"
+    is_dim = lambda v: type(v) is export_shape_poly.DimExpr  # noqa: E731
+    if is_dim(indices_or_sections):
+        raise ValueError(f"jax.numpy.{name} with a symbolic number of sections is not "
+                         "supported")
+    if is_dim(n) or (isinstance(indices_or_sections, (list, tuple))
+                     and builtins.any(map(is_dim, indices_or_sections))):
+        return _split_symbolic(ary, indices_or_sections, axis, n, equal)
     if isinstance(indices_or_sections, (list, tuple)):  # each element must be concrete
         indices_or_sections = [core.concrete_or_error(i, context) for i in indices_or_sections]
     sections = core.concrete_or_error(indices_or_sections, context)
@@ -370,6 +380,24 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
                 for i in np.asarray(sections).tolist()]
         bounds = [0] + cuts + [n]
     return [ls.slice_in_dim(ary, int(lo), builtins.max(int(lo), int(hi)), 1, axis)
+            for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def _split_symbolic(ary, indices_or_sections, axis, n, equal: bool) -> list:
+    """`_split` where the axis length or an index is a symbolic dimension: equal sections of
+    n // parts, or cuts at indices clamped to [0, n] (the comparisons must be decidable)."""
+    mx, mn = export_shape_poly.max_dim, export_shape_poly.min_dim
+    if isinstance(indices_or_sections, (list, tuple)):
+        cuts = [mn(mx(i + n if i < 0 else i, 0), n) for i in indices_or_sections]
+        bounds = [0, *cuts, n]
+    else:
+        parts = _section_count(indices_or_sections)
+        if parts <= 0:
+            raise ValueError("number sections must be larger than 0.")
+        if n % parts != 0:
+            raise ValueError("array split does not result in an equal division")
+        bounds = [i * (n // parts) for i in range(parts + 1)]
+    return [ls.slice_in_dim(ary, lo, mx(lo, hi), 1, axis)
             for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
@@ -469,6 +497,15 @@ def tile(A, reps):
     return lax.reshape(expanded, tuple(r * d for r, d in zip(reps, dims)))
 
 
+def _repeat_each(a, count, axis):
+    """Every element along `axis` `count` times (an int or a symbolic dimension)."""
+    dims = _shape(a)
+    expanded = dims[:axis + 1] + (count,) + dims[axis + 1:]
+    out = lax.broadcast_in_dim(a, expanded, tuple(i for i in range(len(expanded))
+                                                  if i != axis + 1))
+    return lax.reshape(out, dims[:axis] + (dims[axis] * count,) + dims[axis + 1:])
+
+
 def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | None = None):
     """Repeat each element `repeats` times along `axis` (of the flattened array if None).
 
@@ -489,6 +526,11 @@ def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | No
         a, axis = ravel(a), 0
     axis = util.canonicalize_axis(axis, _ndim(a))
     n = _shape(a)[axis]
+    if type(repeats) is export_shape_poly.DimExpr:  # one symbolic count for every element
+        if total_repeat_length is not None:
+            raise ValueError("jnp.repeat with a non-constant `repeats` is supported only when "
+                             "`total_repeat_length` is None")
+        return _repeat_each(a, repeats, axis)
     if total_repeat_length is not None:
         total_repeat_length = core.concrete_or_error(
             total_repeat_length, "The total_repeat_length argument of jnp.repeat")
@@ -502,12 +544,7 @@ def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | No
     if np.any(repeats < 0):
         raise ValueError(f"repeats may not contain negative values, got {repeats}")
     if repeats.ndim == 0 and total_repeat_length is None:
-        count = int(repeats)
-        dims = _shape(a)
-        expanded = dims[:axis + 1] + (count,) + dims[axis + 1:]
-        out = lax.broadcast_in_dim(a, expanded, tuple(i for i in range(len(expanded))
-                                                      if i != axis + 1))
-        return lax.reshape(out, dims[:axis] + (n * count,) + dims[axis + 1:])
+        return _repeat_each(a, int(repeats), axis)
     if repeats.ndim and repeats.shape not in ((n,), (1,)):
         raise ValueError(f"repeats has shape {repeats.shape}, but the axis has length {n}")
     repeats = np.broadcast_to(repeats, (n,))  # one count, shape () or (1,), for every element
@@ -650,6 +687,9 @@ def broadcast_shapes(*shapes) -> tuple:
 # Padding
 
 def _pad_widths(pad_width, nd) -> list[tuple[int, int]]:
+    if builtins.any(type(w) is export_shape_poly.DimExpr for w in tree_util.tree_leaves(
+            pad_width)):
+        return _symbolic_pad_widths(pad_width, nd)
     widths = np.asarray(core.concrete_or_error(pad_width, "The pad_width argument of jnp.pad"))
     if widths.dtype.kind not in "iub":
         raise TypeError(f"`pad_width` must be of integral type, got {pad_width!r}")
@@ -657,6 +697,32 @@ def _pad_widths(pad_width, nd) -> list[tuple[int, int]]:
     if np.any(widths < 0):
         raise ValueError("index can't contain negative values")
     return [(int(lo), int(hi)) for lo, hi in widths]
+
+
+def _symbolic_pad_widths(pad_width, nd) -> list:
+    """(before, after) per axis from widths among which are symbolic dimensions: one pair
+    per axis, or one pair (or one width) for all axes."""
+    def pair(p):
+        p = tuple(p) if isinstance(p, (list, tuple)) else (p, p)
+        if len(p) == 1:
+            p = (p[0], p[0])
+        return p
+    if not isinstance(pad_width, (list, tuple)) or not builtins.any(
+            isinstance(p, (list, tuple)) for p in pad_width):
+        pairs = [pair(pad_width)] * nd
+    else:
+        pairs = [pair(p) for p in pad_width]
+        pairs = pairs * nd if len(pairs) == 1 else pairs
+    if len(pairs) != nd or builtins.any(len(p) != 2 for p in pairs):
+        raise ValueError(f"jnp.pad: pad_width {pad_width} does not give (before, after) for "
+                         f"each of the {nd} axes")
+    for p in pairs:
+        for w in p:
+            if type(w) is not export_shape_poly.DimExpr:
+                operator.index(w)
+            if w < 0:
+                raise ValueError("index can't contain negative values")
+    return pairs
 
 
 def _pad_constant(a, widths, constant_values):
@@ -850,6 +916,9 @@ def pad(array, pad_width, mode="constant", **kwargs):
         raise ValueError(f"unsupported keyword arguments for mode '{mode}': {unexpected}")
     if mode in ("constant", "empty"):
         return _pad_constant(array, widths, kwargs.get("constant_values", 0))
+    if export_shape_poly.is_symbolic_shape([w for p in widths for w in p]):
+        raise NotImplementedError(f"jnp.pad: mode {mode!r} with symbolic pad widths is not "
+                                  "supported by fluxion (mode 'constant' is)")
     if _ndim(array) == 0:
         return array
     if mode == "linear_ramp":

@@ -9,6 +9,7 @@ import operator
 import numpy as np
 
 from fluxion._src import core, dtypes
+from fluxion._src.export import shape_poly as export_shape_poly
 from fluxion._src.numpy import util
 from fluxion._src.numpy.eager import eager_compiled
 from fluxion._src.numpy.reductions import _check_where, _var_dtypes
@@ -518,7 +519,7 @@ def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None,
                                           "`length` argument.")
         value = np.asarray(value)
         length = builtins.max(minlength, value.size and int(value.max()) + 1)
-    else:
+    elif type(length) is not export_shape_poly.DimExpr:  # (a symbolic length is static too)
         length = core.concrete_or_error(length, "The error occurred because of argument "
                                                 "'length' of jnp.bincount.")
         length = operator.index(length)
@@ -528,7 +529,7 @@ def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None,
         weights = util.ensure_arraylike("bincount", weights)
         if weights.shape != x.shape:
             raise ValueError("shape of weights must match shape of x.")
-    return jnp.zeros(length, weights.dtype).at[jnp.clip(x, 0)].add(weights, mode="drop")
+    return jnp.zeros((length,), weights.dtype).at[jnp.clip(x, 0)].add(weights, mode="drop")
 
 
 @eager_compiled(static_argnames=('right', 'method'))

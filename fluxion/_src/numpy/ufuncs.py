@@ -1,12 +1,15 @@
 """Elementwise functions of fluxion.numpy, with NumPy's promotion and broadcasting."""
 from __future__ import annotations
 
+import math
 import operator
 from functools import partial
 
 import numpy as np
 
 from fluxion._src import core, dtypes
+from fluxion._src.export.shape_poly import (DimExpr, InconclusiveDimensionOperation,
+                                            is_symbolic_shape)
 from fluxion._src.api import jit
 from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.lax import lax
@@ -806,7 +809,9 @@ def nonzero(a, *, size=None, fill_value=None) -> tuple:
         indices = np.nonzero(np.asarray(value))
         return tuple(lax._convert_element_type(i.astype(np.int64), dtypes.default_int_dtype(), False)
                      for i in indices)
-    return _nonzero_sized(a, util.static_int(size, "'size' argument of jnp.nonzero"), fill_value)
+    if type(size) is not DimExpr:  # (a symbolic dimension is a static size too)
+        size = util.static_int(size, "'size' argument of jnp.nonzero")
+    return _nonzero_sized(a, size, fill_value)
 
 
 def _nonzero_sized(a, size, fill_value):
@@ -830,13 +835,21 @@ def _nonzero_sized(a, size, fill_value):
     return tuple(outs)
 
 
-def _strides(shape) -> list[int]:
+def _strides(shape) -> list:
+    if is_symbolic_shape(shape):
+        return [math.prod(shape[i + 1:]) for i in range(len(shape))]
     return [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
 
 
 def _take_prefix(x, size):
     n = core.get_aval(x).shape[0]
-    if size <= n:
+    try:
+        shorter = size <= n
+    except InconclusiveDimensionOperation:  # symbolic sizes: x padded by size, then cut
+        padded = structural.concatenate(
+            [x, structural.full((size,), util.scalar_like(x, 0), core.get_aval(x).dtype)], 0)
+        return structural.slice(padded, (0,), (size,))
+    if shorter:
         return structural.slice(x, (0,), (size,))
     return structural.pad(x, util.scalar_like(x, 0), ((0, size - n, 0),))
 

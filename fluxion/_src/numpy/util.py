@@ -127,7 +127,7 @@ def broadcast_shapes(*shapes) -> tuple:
 def canonicalize_shape(shape, context: str = "") -> tuple:
     """A shape as a tuple of Python ints; an int stands for a 1-D shape."""
     if isinstance(shape, (core.Tracer, Array, np.ndarray)) and np.ndim(shape) == 0 or isinstance(
-            shape, (int, np.integer, float, np.floating)):
+            shape, (int, np.integer, float, np.floating)) or type(shape) is shape_poly.DimExpr:
         shape = (shape,)
     try:
         dims = tuple(operator.index(core.concrete_or_error(d, context)) if isinstance(d, core.Tracer)

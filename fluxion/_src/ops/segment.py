@@ -13,6 +13,7 @@ import operator
 import numpy as np
 
 from fluxion._src import core, dtypes
+from fluxion._src.export import shape_poly
 from fluxion._src.lax import indexing as lax_indexing, structural
 from fluxion._src.lax.indexing import GatherScatterMode
 from fluxion._src.numpy import reductions, util
@@ -41,6 +42,8 @@ def _num_segments(num_segments, segment_ids):
     context = "segment_sum() `num_segments` argument."
     if num_segments is None:
         num_segments = reductions.max(segment_ids) + 1
+    if type(num_segments) is shape_poly.DimExpr:  # a symbolic dimension (x.shape[1])
+        return num_segments
     num_segments = operator.index(core.concrete_or_error(num_segments, context))
     if num_segments < 0:
         raise ValueError("num_segments must be non-negative.")
@@ -71,7 +74,8 @@ def _segment_update(name, data, segment_ids, scatter_op, reducer, num_segments,
     ids_shape = core.get_aval(segment_ids).shape
     num_buckets = -(-math.prod(ids_shape) // bucket_size)
     out = structural.full((num_buckets, num_segments) + shape[1:], fill, dtype)
-    buckets = np.arange(ids_shape[0]) // bucket_size
+    buckets = (structural.iota(np.int32, ids_shape[0]) if shape_poly.is_symbolic_dim(
+        ids_shape[0]) else np.arange(ids_shape[0])) // bucket_size
     out = _scatter_update(out, (buckets, segment_ids[None, :]), data, scatter_op, **kwargs)
     return reducer(out, axis=0).astype(dtype)
 

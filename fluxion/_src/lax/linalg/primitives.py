@@ -702,9 +702,13 @@ ad.primitive_jvps[eigh_p] = _eigh_jvp
 def eigh(x, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True,
          subset_by_index=None, implementation=None):
     """Eigendecomposition of Hermitian matrices: returns (v, w), w ascending, x v = v diag(w)."""
-    _check_matrix("eigh", core.get_aval(x))
-    if symmetrize_input:
+    _check_matrix("eigh", core.get_aval(x), square=False)
+    if symmetrize_input:  # (of a non-square matrix: the TypeError of x + x^H, as in JAX)
         x = symmetrize(x)
+    shape = core.get_aval(x).shape
+    if shape[-1] != shape[-2]:
+        raise ValueError("Argument to symmetric eigendecomposition must have shape [..., n, n], "
+                         f"got shape {shape[-2:]}")  # (the matrix, as JAX)
     v, w = eigh_p.bind(x, lower=bool(lower), sort_eigenvalues=bool(sort_eigenvalues),
                        subset_by_index=None if subset_by_index is None
                        else tuple(subset_by_index), algorithm=implementation)
