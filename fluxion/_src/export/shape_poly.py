@@ -508,9 +508,11 @@ def mod(e, divisor):
         return operator.index(e) % operator.index(divisor)
     q = floordiv(e, divisor)
     # exact unless floordiv left this very division opaque (other floordivs inside e, as in
-    # 12*floordiv(b, 4) % 3, are no obstacle)
-    opaque = _Atom("floordiv", args=(e, divisor))._key
-    if not (isinstance(q, DimExpr) and any(a._key == opaque for m in q._coeffs for a, _ in m)):
+    # 12*floordiv(b, 4) % 3, are no obstacle); floordiv writes a negative divisor's division
+    # as floordiv(-e, -divisor)
+    opaque = {_Atom("floordiv", args=(e, divisor))._key,
+              _Atom("floordiv", args=(-e, -divisor))._key}
+    if not (isinstance(q, DimExpr) and any(a._key in opaque for m in q._coeffs for a, _ in m)):
         return e - q * divisor
     return DimExpr._from_atom(_Atom("mod", args=(e, divisor)), _scope_of(e, divisor))
 
