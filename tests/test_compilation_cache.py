@@ -24,7 +24,9 @@ def cache(tmp_path):
     cfg = fluxion.config
     saved = {k: getattr(cfg, k) for k in ("enable_compilation_cache", "compilation_cache_dir",
                                           "persistent_cache_min_compile_time_secs",
-                                          "persistent_cache_max_size")}
+                                          "persistent_cache_max_size",
+                                          "compilation_cache_max_size",
+                                          "persistent_cache_min_entry_size_bytes")}
     cfg.update("enable_compilation_cache", True)
     public_cc.set_cache_dir(str(tmp_path))
     cfg.update("persistent_cache_min_compile_time_secs", 0.0)
@@ -79,6 +81,36 @@ def test_min_compile_time_skips_fast_compiles(cache):
     fluxion.config.update("persistent_cache_min_compile_time_secs", 1e6)
     np.testing.assert_allclose(fluxion.jit(_poly)(X), EXPECTED, rtol=1e-6)
     assert entries(cache) == []
+
+
+def test_jax_cache_flags_min_entry_size_and_max_size(cache):
+    # JAX's names, as JAX programs set them (the docs' recommended settings)
+    fluxion.config.update("jax_persistent_cache_min_entry_size_bytes", 1 << 40)
+    fluxion.jit(_poly)(X)
+    assert entries(cache) == []  # every entry is smaller
+    fluxion.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    fluxion.config.update("jax_compilation_cache_max_size", 0)
+    fluxion.jit(lambda x: x * 5.0)(X)
+    assert entries(cache) == []  # written, then evicted by the size bound
+    fluxion.config.update("jax_compilation_cache_max_size", -1)  # persistent_cache_max_size
+    fluxion.jit(lambda x: x * 6.0)(X)
+    assert len(entries(cache)) == 1
+
+
+def test_jax_num_cpu_devices_before_and_after_the_first_computation():
+    code = textwrap.dedent("""
+        import fluxion, fluxion.numpy as jnp
+        fluxion.config.update("jax_num_cpu_devices", 3)
+        print(len(fluxion.devices()))
+        try:
+            fluxion.config.update("jax_num_cpu_devices", 2)
+        except RuntimeError as e:
+            print("refused:", "before backends are initialized" in str(e))
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**env, "PYTHONPATH": ROOT})
+    assert out.stdout.split("\n")[:2] == ["3", "refused: True"], out.stderr
 
 
 def test_key_depends_on_text_options_platform_and_device():

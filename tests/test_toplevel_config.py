@@ -735,3 +735,20 @@ def test_parse_flags_with_absl(monkeypatch):
     finally:
         fluxion.config.update("numpy_rank_promotion", "allow")
         fluxion.config.update("debug_infs", False)
+
+
+def test_jax_flags_jax_programs_set_are_accepted_with_jaxs_values():
+    names = ["jax_use_shardy_partitioner", "jax_raise_persistent_cache_errors",
+             "jax_persistent_cache_enable_xla_caches",
+             "jax_compilation_cache_include_metadata_in_key",
+             "jax_compilation_cache_check_contents", "jax_pprint_use_color",
+             "jax_include_full_tracebacks_in_locations", "jax_traceback_in_locations_limit",
+             "jax_optimization_level", "jax_memory_fitting_level",
+             "jax_exec_time_optimization_effort", "jax_memory_fitting_effort", "jax_use_magma",
+             "jax_persistent_cache_min_entry_size_bytes", "jax_compilation_cache_max_size"]
+    for name in names:
+        default = getattr(jax.config, name)
+        assert getattr(fluxion.config, name[4:]) == default, name
+        fluxion.config.update(name, default)
+    with pytest.raises(AttributeError, match="Unrecognized config option"):
+        fluxion.config.update("jax_scan3", True)

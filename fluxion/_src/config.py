@@ -45,6 +45,27 @@ class Config:
         "compilation_cache_dir": None,
         "persistent_cache_min_compile_time_secs": 0.0,
         "persistent_cache_max_size": 1 << 30,
+        # JAX's names: -1 leaves persistent_cache_max_size in charge; entries smaller than
+        # min_entry_size_bytes are not written
+        "compilation_cache_max_size": -1,
+        "persistent_cache_min_entry_size_bytes": 0,
+        # CPU devices of the CPU client (-1: XLA_FLAGS' host device count, else 1); set before
+        # the first computation
+        "num_cpu_devices": -1,
+        # accepted for JAX programs, with no effect in fluxion (docs/differences.md)
+        "raise_persistent_cache_errors": False,
+        "persistent_cache_enable_xla_caches": "xla_gpu_per_fusion_autotune_cache_dir",
+        "compilation_cache_include_metadata_in_key": False,
+        "compilation_cache_check_contents": False,
+        "use_shardy_partitioner": True,
+        "pprint_use_color": True,
+        "include_full_tracebacks_in_locations": True,
+        "traceback_in_locations_limit": 100,
+        "optimization_level": "UNKNOWN",
+        "memory_fitting_level": "O2",
+        "exec_time_optimization_effort": 0.0,
+        "memory_fitting_effort": 0.0,
+        "use_magma": "auto",
         "default_backend": None,
         # where uncommitted computations run (issue 12): None, a Device, or a platform name
         "default_device": None,

@@ -66,7 +66,17 @@ def _int_or_none(value):
     return value
 
 
+def _num_cpu_devices(value):
+    from fluxion._src.compiler import backend
+    if "cpu" in backend._backends:
+        raise RuntimeError("jax_num_cpu_devices config should be updated before backends are "
+                           "initialized i.e. before any JAX operation is executed. You should "
+                           "initialize this config immediately after `import jax`.")
+    return int(value)
+
+
 config._validators.update({
+    "num_cpu_devices": _num_cpu_devices,
     "random_seed_offset": _int_or_none,
     "numpy_rank_promotion": _enum("numpy_rank_promotion", ("allow", "warn", "raise")),
     "numpy_dtype_promotion": _dtype_promotion,

@@ -116,9 +116,8 @@ def _make_sharding(device):
 
 
 def _cpu_device_count() -> int:
-    n = os.environ.get("FLUXION_NUM_CPU_DEVICES")
-    if n:
-        return int(n)
+    if int(config.num_cpu_devices) >= 0:  # jax_num_cpu_devices, or FLUXION_NUM_CPU_DEVICES
+        return int(config.num_cpu_devices)
     flags = os.environ.get("XLA_FLAGS", "")
     for flag in flags.split():
         if flag.startswith("--xla_force_host_platform_device_count="):

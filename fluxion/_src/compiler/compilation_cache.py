@@ -73,6 +73,8 @@ def _min_compile_time() -> float:
 
 
 def _max_size() -> int:
+    if int(config.compilation_cache_max_size) >= 0:  # JAX's name, when set
+        return int(config.compilation_cache_max_size)
     return int(config.persistent_cache_max_size)
 
 
@@ -267,7 +269,8 @@ def compile_or_load(client, text, devices, options, backend, device, name: str,
         except Exception as e:
             logger.debug("could not serialize %s for the cache: %s", name, e)
         else:
-            put(key, payload)
+            if len(payload) >= int(config.persistent_cache_min_entry_size_bytes):
+                put(key, payload)
             if config.log_compiles:
                 logger.warning("Writing %s to the persistent compilation cache", name)
     return loaded, False
