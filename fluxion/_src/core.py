@@ -170,6 +170,10 @@ def get_aval(x) -> ShapedArray:
     base = dtypes.python_scalar_base(x)  # a subclass (an IntEnum member) is its base type
     if base is not None:
         return _scalar_aval(base(x))
+    if getattr(x, "__jax_array__", None) is not None:
+        raise ValueError("Triggering __jax_array__() during abstractification is no longer "
+                         "supported. To avoid this error, either explicitly convert your object "
+                         "using fluxion.numpy.array(), or register your object as a pytree.")
     raise TypeError(f"Value {x!r} of type {type(x).__name__} is not a valid fluxion type: "
                     "expected an array, a NumPy value or a Python scalar.")
 

@@ -265,7 +265,7 @@ def select(condlist, choicelist, default=0):
         raise ValueError("condlist must be non-empty")
     util.check_arraylike("select", *condlist, *choicelist, default)
     conds = [util.as_array(c).astype(bool) for c in condlist]
-    choices = util.promote_dtypes(default, *choicelist)
+    choices = util.promote_dtypes(default, *map(util.as_array, choicelist))
     shape = util.broadcast_shapes(*(c.shape for c in conds), *(c.shape for c in choices))
     conds = [jnp.broadcast_to(c, shape) for c in conds]
     choices = [jnp.broadcast_to(c, shape) for c in choices]

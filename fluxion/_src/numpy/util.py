@@ -15,8 +15,9 @@ from fluxion._src.lax import structural
 
 
 def is_arraylike(x) -> bool:
+    # (an object with __jax_array__ passes, as in JAX; `as_array` converts it)
     return isinstance(x, (Array, core.Tracer, np.ndarray, np.generic, bool, int, float, complex,
-                          shape_poly.DimExpr))
+                          shape_poly.DimExpr)) or hasattr(x, "__jax_array__")
 
 
 def _dims_as_values(args):
@@ -58,6 +59,10 @@ def as_array(x):
         return x
     if type(x) is shape_poly.DimExpr:
         return shape_poly.dimension_as_value(x)
+    if not isinstance(x, (np.ndarray, np.generic, bool, int, float, complex)):
+        convert = getattr(x, "__jax_array__", None)
+        if convert is not None:
+            return as_array(convert())
     check_python_int(x)
     return lax._convert_element_type(x, None, dtypes.is_weakly_typed(x))
 
