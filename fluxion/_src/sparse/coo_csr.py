@@ -41,6 +41,12 @@ class _Matrix(JAXSparse):
             text = f"{type(self.data).__name__}[{text}]"
         return text
 
+    def transpose(self, axes=None):
+        """The transposed matrix (COO stays COO; CSR and CSC become each other)."""
+        if axes is not None:
+            raise NotImplementedError("axes argument to transpose()")
+        return self._transposed()
+
     def block_until_ready(self):
         for buf in self.tree_flatten()[0]:
             buf.block_until_ready()
@@ -145,9 +151,7 @@ class COO(_Matrix):
     def todense(self):
         return coo_todense(self)
 
-    def transpose(self, axes=None) -> "COO":
-        if axes is not None:
-            raise NotImplementedError("axes argument to transpose()")
+    def _transposed(self) -> "COO":
         return COO((self.data, self.col, self.row), shape=self.shape[::-1],
                    rows_sorted=self._cols_sorted, cols_sorted=self._rows_sorted)
 
@@ -287,9 +291,7 @@ class CSR(_Compressed):
     def todense(self):
         return csr_todense(self)
 
-    def transpose(self, axes=None) -> "CSC":
-        if axes is not None:
-            raise NotImplementedError("axes argument to transpose()")
+    def _transposed(self) -> "CSC":
         return CSC((self.data, self.indices, self.indptr), shape=self.shape[::-1])
 
     def __matmul__(self, other):
@@ -317,9 +319,7 @@ class CSC(_Compressed):
     def todense(self):
         return csr_todense(self.T).T
 
-    def transpose(self, axes=None) -> CSR:
-        if axes is not None:
-            raise NotImplementedError("axes argument to transpose()")
+    def _transposed(self) -> CSR:
         return CSR((self.data, self.indices, self.indptr), shape=self.shape[::-1])
 
     def __matmul__(self, other):
