@@ -83,6 +83,15 @@ class ShapedArray:
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: shape_size(self.shape))
+    itemsize = property(lambda self: self.dtype.itemsize)
+    nbytes = property(lambda self: shape_size(self.shape) * self.dtype.itemsize)
+
+    @property
+    def sharding(self):
+        """The type's sharding: over an empty AbstractMesh, every dimension unsharded (the
+        sharding of any value outside a mesh with Explicit axes, as in JAX)."""
+        from fluxion._src.sharding_impls import unsharded_type_sharding
+        return unsharded_type_sharding(len(self.shape))
 
     def update(self, shape=None, dtype=None, weak_type=None) -> "ShapedArray":
         return ShapedArray(self.shape if shape is None else shape,

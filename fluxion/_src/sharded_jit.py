@@ -173,15 +173,28 @@ def apply_out_sharding(fun, out_sharding):
     """`fun()` with its result laid out (and typed) as `out_sharding` (a NamedSharding or a
     PartitionSpec of the current mesh; None: as it comes). An ambiguous result sharding
     inside takes it rather than raising ShardingTypeError."""
-    if out_sharding is None:
-        return fun()
     s = canonical_out_sharding(out_sharding)
+    if s is None:
+        return fun()
     with sharding_types.pending_out_sharding(s):
         out = fun()
     return _constrain(out, s, "out_sharding")
 
 
 def canonical_out_sharding(out_sharding):
+    """The NamedSharding `out_sharding` means, or None for no layout: None itself, or a type's
+    sharding over an empty AbstractMesh (`typeof(x).sharding` of an unsharded value)."""
+    if out_sharding is None:
+        return None
+    if isinstance(out_sharding, NamedSharding) and out_sharding.is_abstract:
+        if out_sharding.mesh.empty:
+            return None
+        from fluxion._src.mesh import get_mesh
+        mesh = get_mesh()
+        if mesh is None or mesh.abstract_mesh != out_sharding.mesh:
+            raise ValueError(f"out_sharding {out_sharding!r} is over an AbstractMesh that is not "
+                             f"the current mesh's ({mesh}); set the mesh with `fluxion.set_mesh`")
+        return NamedSharding(mesh, out_sharding.spec)
     if isinstance(out_sharding, PartitionSpec):
         from fluxion._src.mesh import get_mesh
         mesh = get_mesh()

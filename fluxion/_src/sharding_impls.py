@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from fluxion._src.mesh import AxisType, Mesh, PartitionSpec, get_mesh
+from fluxion._src.mesh import AbstractMesh, AxisType, Mesh, PartitionSpec, get_mesh
 
 
 class Sharding:
@@ -20,23 +20,26 @@ class Sharding:
 
     memory_kind = None
 
+    def _devices(self, what: str) -> tuple:
+        return self._device_assignment
+
     @property
     def device_set(self) -> set:
-        return set(self._device_assignment)
+        return set(self._devices("device_set"))
 
     @property
     def addressable_devices(self) -> set:
         from fluxion._src.api import process_index
         me = process_index()
-        return {d for d in self._device_assignment if d.process_index == me}
+        return {d for d in self._devices("addressable_devices") if d.process_index == me}
 
     @property
     def is_fully_addressable(self) -> bool:
-        return len(self.addressable_devices) == len(self._device_assignment)
+        return len(self.addressable_devices) == len(self._devices("is_fully_addressable"))
 
     @property
     def num_devices(self) -> int:
-        return len(self._device_assignment)
+        return len(self._devices("num_devices"))
 
     def devices_indices_map(self, global_shape) -> dict:
         """device -> the index (tuple of slices) of the block it holds."""
@@ -101,11 +104,15 @@ class SingleDeviceSharding(Sharding):
 
 
 class NamedSharding(Sharding):
-    """An array split over the axes of `mesh` as `spec` says (see PartitionSpec)."""
+    """An array split over the axes of `mesh` as `spec` says (see PartitionSpec).
+
+    `mesh` may be an AbstractMesh (no devices), as in the types of traced values
+    (`fluxion.typeof(x).sharding`); such a sharding types values but places nothing."""
 
     def __init__(self, mesh, spec=PartitionSpec(), *, memory_kind=None):
-        if not isinstance(mesh, Mesh):
-            raise TypeError(f"NamedSharding needs a Mesh (with devices), got {type(mesh).__name__}")
+        if not isinstance(mesh, (Mesh, AbstractMesh)):
+            raise TypeError(f"NamedSharding needs a Mesh or an AbstractMesh, got "
+                            f"{type(mesh).__name__}")
         if spec is None:
             spec = PartitionSpec()
         if not isinstance(spec, PartitionSpec):
@@ -124,8 +131,18 @@ class NamedSharding(Sharding):
                              f"duplicate entries")
         self.mesh = mesh
         self.spec = spec
-        self._device_assignment = mesh.flat_devices
+        self._device_assignment = mesh.flat_devices if isinstance(mesh, Mesh) else None
         self._hash = hash((mesh, spec))
+
+    def _devices(self, what: str) -> tuple:
+        if self._device_assignment is None:
+            raise ValueError(f"{what} is not implemented for `jax.sharding.AbstractMesh`.")
+        return self._device_assignment
+
+    @property
+    def is_abstract(self) -> bool:
+        """Whether the mesh is an AbstractMesh (the sharding places nothing)."""
+        return self._device_assignment is None
 
     @property
     def is_fully_replicated(self) -> bool:
@@ -279,6 +296,12 @@ def _parse_hlo_of(mesh, spec, ndim):
 def canonicalize(sharding, what: str = "sharding"):
     """A Sharding from what the user passed: a Sharding, or a PartitionSpec (or None) of the
     mesh set with `set_mesh` / `with mesh:`."""
+    if isinstance(sharding, NamedSharding) and sharding.is_abstract:
+        if sharding.mesh.empty:
+            raise ValueError(f"One of {what} leaf specifications got an empty NamedSharding: "
+                             f"{sharding!r} which is not allowed.")
+        raise ValueError(f"{what}: {sharding!r} is over an AbstractMesh, which has no devices; "
+                         "give a NamedSharding over a Mesh")
     if isinstance(sharding, Sharding):
         return sharding
     if isinstance(sharding, PartitionSpec):
@@ -289,6 +312,13 @@ def canonicalize(sharding, what: str = "sharding"):
                              "`with mesh:`")
         return NamedSharding(mesh, sharding)
     raise TypeError(f"{what} must be a Sharding or a PartitionSpec, got {sharding!r}")
+
+
+@functools.lru_cache(maxsize=64)
+def unsharded_type_sharding(ndim: int) -> NamedSharding:
+    """The sharding in the type of an unsharded value of rank `ndim`: no mesh axes, and
+    `P(None, ...)` (JAX's `typeof(x).sharding` outside a mesh)."""
+    return NamedSharding(AbstractMesh((), (), axis_types=()), PartitionSpec(*[None] * ndim))
 
 
 _single = {}
