@@ -66,6 +66,23 @@ def test_cond_operand_forms():
         lax.cond(True, 1.0, lambda: 1.0)
 
 
+def jnp_sin_f(x):
+    return fnp.sin(x)
+
+
+@pytest.mark.parametrize("pred", [True, False])
+def test_cond_per_branch_operands(pred):
+    """The older five-argument form, which JAX still serves (NumPyro's NUTS calls it)."""
+    def run(cond, p):
+        return cond(p, F32(2), lambda x: x * 3, (F32(5), F32(1)), lambda t: t[0] - t[1])
+
+    expected = run(jax.lax.cond, pred)
+    for fn in (lambda p: run(lax.cond, p), fluxion.jit(lambda p: run(lax.cond, p))):
+        assert float(fn(pred)) == float(expected)
+    grads = fluxion.grad(lambda x: lax.cond(pred, x, jnp_sin_f, x, lambda y: y * y))(F32(0.5))
+    assert float(grads) == pytest.approx(np.cos(0.5) if pred else 1.0)
+
+
 def test_cond_passes_through_forwarded_operands():
     out = lax.cond(True, lambda x, y: (x, y * 2), lambda x, y: (x, y + 1), 1.5, F32(2))
     assert isinstance(out[0], fluxion.Array) and float(out[0]) == 1.5

@@ -445,8 +445,16 @@ def cond(pred, true_fun: Callable, false_fun: Callable, *operands, operand=_no_o
         types. Both are traced; only the selected one runs (under `vmap` with a batched `pred`
         both run and the results are selected).
     *operands : pytrees of arrays passed to the branch.
+
+    The older form ``cond(pred, true_operand, true_fun, false_operand, false_fun)``, which
+    JAX still accepts (NumPyro calls it), gives each branch its own operand.
     """
     if not (callable(true_fun) and callable(false_fun)):
+        if callable(false_fun) and len(operands) == 2 and callable(operands[1]):
+            true_operand, true_branch, false_operand, false_branch = (
+                true_fun, false_fun, *operands)
+            return cond(pred, lambda x, _: true_branch(x), lambda _, y: false_branch(y),
+                        true_operand, false_operand)
         raise TypeError("lax.cond: true_fun and false_fun arguments should be callable.")
     if operand is not _no_operand:
         if operands:
