@@ -277,6 +277,11 @@ if ON_8_DEVICES:
             outer = smap(lambda b, w: inner(b @ w) * b, (Pc("x"), Pc()), Pc("x"), outer=True,
                          axis_names={"x"})
             return lambda v, w: (outer(v, w) ** 2).sum()
+        if case == "inside_fully_manual":  # nothing left for the inner one to make manual
+            inner = smap(lambda b: np_.sin(b) * lax_.psum(b, "y"), Pc(), Pc())
+            outer = smap(lambda b, w: inner(b * w.sum()) * b, (Pc(("x", "z"), "y"), Pc()),
+                         Pc(("x", "z"), "y"), outer=True)
+            return lambda v, w: (outer(v, w) ** 2).sum()
         # three levels: x, then y, then z
         i3 = smap(lambda b: np_.exp(b / 4) * lax_.psum(b, "z"), Pc("z"), Pc("z"),
                   axis_names={"z"})
@@ -285,7 +290,8 @@ if ON_8_DEVICES:
                      axis_names={"x"})
         return lambda v, w: np_.sin(outer(v, w)).sum()
 
-    NESTINGS = ["psum_inside", "default_axis_names", "all_axes_named", "three_levels"]
+    NESTINGS = ["psum_inside", "default_axis_names", "all_axes_named", "inside_fully_manual",
+                "three_levels"]
 
     @pytest.mark.parametrize("case", NESTINGS)
     def test_grad_of_a_nested_shard_map_matches_jax(case):

@@ -228,8 +228,9 @@ sharded_jit.mesh_primitives[shard_map_p] = lambda params: NamedSharding(params["
 
 def _partial_eval(trace, prim, args, params):
     """Split into a known shard_map (run now) and an unknown one (staged). Residuals vary per
-    device, so they leave the known call stacked over every manual mesh axis on a new leading
-    dimension, and enter the unknown call unstacked again."""
+    device, so they leave the known call stacked over its manual mesh axes (those it newly
+    makes manual, see `newly_manual`) on a new leading dimension, and enter the unknown call
+    unstacked again."""
     from fluxion._src.call_transforms import partial_eval_jaxpr
     from fluxion._src.lax import lax
     jaxpr, mesh, manual = params["jaxpr"], params["mesh"], params["manual_axes"]
