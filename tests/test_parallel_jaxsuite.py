@@ -40,21 +40,34 @@ def test_all_to_all_and_psum_scatter_take_pytrees(name, fn, jit):
 
 
 @pytest.mark.parametrize("fn", [
-    lambda x: lax.psum(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
-    lambda x: lax.pmean(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
-    lambda x: lax.pmax(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
-    lambda x: lax.pmin(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
-    lambda x: lax.all_gather(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
-    lambda x: lax.all_to_all(x, "i", 0, 0, axis_index_groups=[[0, 1], [2, 3]]),
-    lambda x: lax.psum_scatter(x, "i", axis_index_groups=[[0, 1], [2, 3]], tiled=True),
-    lambda x: lax.pswapaxes(x, "i", 0, axis_index_groups=[[0, 1], [2, 3]]),
+    lambda m, x: m.psum(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
+    lambda m, x: m.pmean(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
+    lambda m, x: m.pmax(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
+    lambda m, x: m.pmin(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
+    lambda m, x: m.all_gather(x, "i", axis_index_groups=[[0, 1], [2, 3]]),
+    lambda m, x: m.all_to_all(x, "i", 0, 0, axis_index_groups=[[0, 1], [2, 3]]),
+    lambda m, x: m.psum_scatter(x, "i", axis_index_groups=[[0, 1], [2, 3]], tiled=True),
+    lambda m, x: m.pswapaxes(x, "i", 0, axis_index_groups=[[0, 1], [2, 3]]),
 ])
-def test_axis_index_groups_are_refused_not_ignored(fn):
-    # fluxion reduces over whole axes only (docs/differences.md); ignoring the groups gave
-    # whole-axis results of the wrong shape or value.
-    x = np.arange(N * N, dtype=np.float32).reshape(N, N)
-    with pytest.raises(NotImplementedError, match="axis_index_groups is not supported"):
-        fluxion.vmap(fn, axis_name="i")(x)
+def test_axis_index_groups_under_vmap_are_refused_as_in_jax(fn):
+    # JAX's vmap collectives refuse the groups (pmap and shard_map take them: see
+    # tests/parallel/cases_axis_index_groups.py); ignoring them would give whole-axis results.
+    x = np.arange(N * 2, dtype=np.float32).reshape(N, 2)  # rows of the group size
+    with pytest.raises(NotImplementedError) as theirs:
+        jax.vmap(lambda v: fn(jax.lax, v), axis_name="i")(x)
+    with pytest.raises(NotImplementedError) as ours:
+        fluxion.vmap(lambda v: fn(lax, v), axis_name="i")(x)
+    assert str(theirs.value).split(".")[0] in str(ours.value)
+
+
+def test_psum_of_a_constant_with_axis_index_groups_under_vmap_matches_jax():
+    # a constant's sum is known without the collective: the group size times it, as in JAX
+    x = np.arange(N, dtype=np.float32)
+    groups = [[0, 2], [1, 3]]
+    ours = fluxion.vmap(lambda v: v * lax.psum(1, "i", axis_index_groups=groups), axis_name="i")
+    theirs = jax.vmap(lambda v: v * jax.lax.psum(1, "i", axis_index_groups=groups),
+                      axis_name="i")
+    np.testing.assert_array_equal(np.asarray(ours(x)), np.asarray(theirs(x)))
 
 
 def _pmap_closing_over(m, y):

@@ -92,15 +92,23 @@ class ShardedOutput(Array):
         self.aval = aval
         self._npy = None
 
+    def _check_not_deleted(self):
+        if self.is_deleted():
+            raise RuntimeError(f"Array has been deleted with shape={self.aval.str_short()} "
+                               "(for example donated to a pmap with donate_argnums): it can "
+                               "no longer be used.")
+
     @property
     def _buf(self):
         if self._joined is None:
+            self._check_not_deleted()
             host = np.stack([backend.to_numpy(b, self.aval.dtype) for b in self._shards])
             self._joined = backend.device_put_numpy(host, self.aval)
         return self._joined
 
     def _value(self):
         if self._npy is None:
+            self._check_not_deleted()
             arr = np.stack([backend.to_numpy(b, self.aval.dtype) for b in self._shards])
             arr.flags.writeable = False
             self._npy = arr
@@ -160,12 +168,23 @@ def _replicated_sharding(devices):
                                  xla_client.HloSharding.replicate())
 
 
-def _per_device_buffers(x, axis, devices, aval, inner=1):
+def _per_device_buffers(x, axis, devices, aval, inner=1, donated=False):
     """One buffer per device: the slices of x along `axis` (or x itself when axis is None);
-    with `inner` replicas per slice (a pmap nested in the body), device r gets slice r // inner."""
+    with `inner` replicas per slice (a pmap nested in the body), device r gets slice r // inner.
+
+    x's own buffers go in where they are laid out so already (a pmap's mapped result along
+    axis 0, a result replicated over these devices), and, when donated, an unmapped
+    single-device Array's buffer on the first device: as in JAX, donating them deletes x."""
     if (axis == 0 and inner == 1 and type(x) is ShardedOutput and x._devices == tuple(devices)
             and not x.is_deleted()):
         return x._shards
+    if axis is None and aval.dtype != dtypes.float0:
+        own = _own_replicated_buffers(x, devices, aval)
+        if own is not None:
+            return own
+        if donated and _donatable_on(x, devices[0], aval):
+            host = np.asarray(x, dtype=aval.dtype)
+            return [x._buf] + [backend.device_put_numpy(host, aval, d) for d in devices[1:]]
     if aval.dtype == dtypes.float0:
         host = np.zeros(np.shape(x), np.bool_)
         aval = _device_aval(aval)
@@ -176,6 +195,60 @@ def _per_device_buffers(x, axis, devices, aval, inner=1):
     return [backend.device_put_numpy(np.ascontiguousarray(np.take(host, r // inner, axis=axis)),
                                      aval, d)
             for r, d in enumerate(devices)]
+
+
+def _own_replicated_buffers(x, devices, aval):
+    """The buffers of `x` if it is a global Array replicated over exactly `devices` (a pmap's
+    `out_axes=None` result), else None."""
+    from fluxion._src.global_array import GlobalArray
+    if (type(x) is not GlobalArray or x.dtype != aval.dtype or x.is_deleted()
+            or not x.is_fully_replicated
+            or tuple(x.sharding._device_assignment) != tuple(devices)):
+        return None
+    return [buf for _, _, buf in x._blocks()]
+
+
+def _donatable_on(x, device, aval) -> bool:
+    """Whether `x` is a single-device Array on `device` whose buffer may be donated (not one
+    of the cached scalars other Arrays share)."""
+    from fluxion._src.array import _shared_ids
+    return (type(x) is Array and id(x) not in _shared_ids and x.dtype == aval.dtype
+            and not x.is_deleted() and x.device == device)
+
+
+def _forget_donated(leaves, donated) -> None:
+    """Donated arguments whose buffers XLA took lose their host copies and count as deleted,
+    as after jit's donation."""
+    from fluxion._src.global_array import GlobalArray
+    for x, d in zip(leaves, donated):
+        if not d or not isinstance(x, Array) or not x.is_deleted():
+            continue
+        x._npy = None
+        if type(x) is ShardedOutput:
+            x._joined = None
+        elif type(x) is GlobalArray:
+            x._joined = None
+            x.delete()
+        else:
+            x._buf.delete()
+
+
+_replicated_shardings: dict = {}
+
+
+def _replicated_result(bufs, aval, devices, axis_name):
+    """An `out_axes=None` result, as JAX's: replicated over the pmap's devices, a
+    NamedSharding with P() over a one-axis mesh of them named as the pmap's axis."""
+    from fluxion._src import global_array
+    from fluxion._src.mesh import Mesh, PartitionSpec
+    from fluxion._src.sharding_impls import NamedSharding
+    name = axis_name if isinstance(axis_name, str) else _INTERNAL_AXIS_NAME
+    key = (tuple(d.id for d in devices), name)
+    sharding = _replicated_shardings.get(key)
+    if sharding is None:
+        mesh = Mesh(np.array(devices, dtype=object), (name,))
+        sharding = _replicated_shardings[key] = NamedSharding(mesh, PartitionSpec())
+    return global_array.from_buffers(bufs, aval, sharding)
 
 
 def _device_aval(aval):
@@ -299,7 +372,7 @@ def _replica_devices(num_replicas, devices, platform):
 def _compile_eager(closed, out_ax, out_tree, axis_name, n_global, devs, global_devs, devices,
                    platform, donated_leaves):
     """The cache entry of an eager pmap call: (executable, out_tree, out_axes, closed-over
-    Refs, devices, replicas per slice)."""
+    Refs, devices, replicas per slice, which operands are donated)."""
     closed, ref_consts = _discharged(closed)
     if ref_consts is not None:
         donated_leaves = [False] * len(ref_consts) + donated_leaves
@@ -313,17 +386,19 @@ def _compile_eager(closed, out_ax, out_tree, axis_name, n_global, devs, global_d
     if inner > 1:
         axes.append((parallel_lowering.EXTRA_REPLICAS, inner))
     exe = _compile(closed, axes, global_devs, donated_leaves if any(donated_leaves) else None)
-    return exe, out_tree, out_ax, ref_consts, devs, inner
+    return exe, out_tree, out_ax, ref_consts, devs, inner, tuple(donated_leaves)
 
 
-def _execute(exe, leaves, dims, out_ax, devs, n, inner, axis_name=None):
-    """Run a compiled pmap: operands sliced onto the devices, mapped results kept there."""
+def _execute(exe, leaves, dims, out_ax, devs, n, inner, axis_name=None, donated=None):
+    """Run a compiled pmap: operands sliced onto the devices, mapped results kept there,
+    unmapped ones replicated over them."""
     from fluxion._src import placement
     from fluxion._src.compiler import backend as be
     placement.activate()  # its results are committed to their devices
+    donated = donated or (False,) * len(leaves)
     garrs = []
-    for x, d, aval in zip(leaves, dims, exe.in_avals):
-        bufs = _per_device_buffers(x, d, devs, aval, inner)
+    for x, d, aval, don in zip(leaves, dims, exe.in_avals, donated):
+        bufs = _per_device_buffers(x, d, devs, aval, inner, don)
         garrs.append(be.assemble_array(_device_aval(aval), exe.sharding, bufs))
     if exe.const_arrays is None:
         exe.const_arrays = [
@@ -332,13 +407,15 @@ def _execute(exe, leaves, dims, out_ax, devs, n, inner, axis_name=None):
             for c, v in zip(exe.consts, exe.constvars)]
     garrs = exe.const_arrays + garrs
     outs = exe.loaded.execute_sharded(garrs).disassemble_into_single_device_arrays()
+    if any(donated):
+        _forget_donated(leaves, donated)
     results = []
     for bufs, aval, target in zip(outs, exe.out_avals, out_ax):
         if aval.dtype == dtypes.float0:
             results.append(_float0_result(aval, n, target))
             continue
         if target is None:
-            results.append(Array(bufs[0], aval))
+            results.append(_replicated_result(bufs, aval, devs, axis_name))
             continue
         out = ShardedOutput(bufs[::inner], devs[::inner], aval.update(shape=(n,) + aval.shape),
                             axis_name if isinstance(axis_name, str) else _INTERNAL_AXIS_NAME)
@@ -536,7 +613,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                 devices=None if devices is None else tuple(devices), backend=platform,
                 name=fun_name(fun))
             return tree_unflatten(out_tree, outs)
-        exe, out_tree, out_ax, ref_consts, devs, inner = entry
+        exe, out_tree, out_ax, ref_consts, devs, inner, donated = entry
         refs = None
         if ref_consts is not None:  # Refs go in as their values; the new values come back
             refs = list(ref_consts) + [x for x in leaves if _is_ref(x)]
@@ -544,7 +621,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                       + [x._read_value() if _is_ref(x) else x for x in leaves])
             dims = [None] * len(ref_consts) + dims
             out_ax = list(out_ax) + [None] * len(refs)
-        results = _execute(exe, leaves, dims, out_ax, devs, n, inner, axis_name)
+        results = _execute(exe, leaves, dims, out_ax, devs, n, inner, axis_name, donated)
         if refs is not None:
             n_out = len(results) - len(refs)
             for r, v in zip(refs, results[n_out:]):

@@ -14,8 +14,7 @@ from fluxion._src.api import check_callable
 from fluxion._src.mesh import AxisType, DuplicateSpecError, Mesh, PartitionSpec
 from fluxion._src.sharding_impls import NamedSharding
 from fluxion._src.smap import Infer
-from fluxion._src.batching import bind_axes
-from fluxion._src.shard_map_spmd import shard_map_p
+from fluxion._src.shard_map_spmd import inside_body, newly_manual, shard_map_p
 from fluxion._src.shard_map_vma import check_out_vma
 from fluxion._src.traceback_util import api_boundary
 from fluxion._src.tree_util import tree_flatten, tree_unflatten
@@ -260,15 +259,16 @@ def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh: Mesh | None = None,
         return _bound_when_called(f, mesh, in_specs, functools.partial(
             shard_map, out_specs=out_specs, check_vma=check_vma, check_rep=check_rep,
             axis_names=axis_names, auto=auto))
-    manual = _manual_axes(mesh, axis_names, auto)
+    requested = _manual_axes(mesh, axis_names, auto)
     check = bool(check_vma) and (check_rep is None or bool(check_rep))
     mesh_shape = mesh.shape
-    axes = [(a, mesh_shape[a]) for a in manual]
     cache: dict = {}
 
     @functools.wraps(f)
     @api_boundary
     def wrapped(*args):
+        # Nested in another shard_map's body, the axes it made manual stay as they are.
+        manual = newly_manual(requested)
         all_leaves, in_tree = tree_flatten(args)
         all_specs = _spec_leaves(in_specs if not isinstance(in_specs, PartitionSpec)
                                  or len(args) != 1 else (in_specs,), args, "in_specs",
@@ -281,7 +281,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh: Mesh | None = None,
                      [None if st else core.get_aval(x) for x, st in zip(all_leaves, static)])
         bavals = [a.update(shape=_block_shape(a.shape, s, mesh_shape, "in_specs", manual))
                   for a, s in zip(gavals, specs)]
-        key = (in_tree, static, tuple(bavals), tuple(specs))
+        key = (manual, in_tree, static, tuple(bavals), tuple(specs))
         entry = None if any(static) else cache.get(key)  # static leaves are this call's
         if entry is None:
             box = []
@@ -294,7 +294,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh: Mesh | None = None,
                 box.append((out, out_tree))
                 return out_leaves
 
-            with bind_axes(axes):
+            with inside_body(mesh, manual):
                 closed = staging.trace_to_jaxpr(flat_fun, bavals, origin="shard_map")
             out, out_tree = box[0]
             ospecs = _spec_leaves(out_specs, out, "out_specs")

@@ -8,7 +8,9 @@ the body's (whole) values. An eager call runs as a one-equation partitioned prog
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 
 import numpy as np
 
@@ -31,6 +33,34 @@ def _axes(mesh, manual_axes=None):
     return [(a, mesh.shape[a]) for a in names]
 
 
+class _ManualContext(threading.local):
+    def __init__(self):
+        self.axes: tuple = ()
+
+
+_manual_context = _ManualContext()
+
+
+@contextlib.contextmanager
+def inside_body(mesh, manual_axes):
+    """Trace or transform a shard_map body: bind its manual axes in the named-axis environment
+    and record them as manual for the shard_maps nested in it."""
+    outer = _manual_context.axes
+    _manual_context.axes = outer + tuple(a for a in manual_axes if a not in outer)
+    try:
+        with bind_axes(_axes(mesh, manual_axes)):
+            yield
+    finally:
+        _manual_context.axes = outer
+
+
+def newly_manual(manual_axes) -> tuple:
+    """The axes of `manual_axes` that no enclosing shard_map body already makes manual (JAX's
+    `newly_manual_axes`): a nested shard_map's specs, transposition and residuals are over
+    these alone; along the others each of its calls already works on one block."""
+    return tuple(a for a in manual_axes if a not in _manual_context.axes)
+
+
 def _global_aval(aval, spec, mesh):
     shape = list(aval.shape)
     for d in range(len(shape)):
@@ -49,13 +79,13 @@ def _abstract_eval(*avals, jaxpr, mesh, in_specs, out_specs, manual_axes):
 
 
 def _trace_body(fun, avals, mesh, manual_axes, origin):
-    with bind_axes(_axes(mesh, manual_axes)):
+    with inside_body(mesh, manual_axes):
         return staging.trace_to_jaxpr(fun, list(avals), origin=origin)
 
 
 def _jvp(primals, tangents, *, jaxpr, mesh, in_specs, out_specs, manual_axes):
     nonzero = [type(t) is not ad.Zero for t in tangents]
-    with bind_axes(_axes(mesh, manual_axes)):
+    with inside_body(mesh, manual_axes):
         jvp_closed, out_nonzero = jvp_jaxpr(jaxpr, nonzero)
     nz_specs = [s for s, nz in zip(in_specs, nonzero) if nz]
     out_nz_specs = [s for s, nz in zip(out_specs, out_nonzero) if nz]
@@ -78,7 +108,7 @@ def _transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, manual_axes):
     along them the body works on whole values."""
     linear = [ad.is_undefined_primal(a) for a in args]
     ct_avals = [ad.tangent_aval(a) for a in jaxpr.out_avals]
-    with bind_axes(_axes(mesh, manual_axes)):
+    with inside_body(mesh, manual_axes):
         transposed = transpose_jaxpr(jaxpr, linear, ct_avals)
     nonlin = [a for a, l in zip(args, linear) if not l]
     nonlin_specs = [s for s, l in zip(in_specs, linear) if not l]
@@ -111,7 +141,7 @@ def _transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, manual_axes):
 def _batch(trace, vals, dims, *, jaxpr, mesh, in_specs, out_specs, manual_axes):
     vals = [v if d is None else batching.moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     in_dims = tuple(None if d is None else 0 for d in dims)
-    with bind_axes(_axes(mesh, manual_axes)):
+    with inside_body(mesh, manual_axes):
         batched, out_batched = batch_jaxpr(jaxpr, in_dims, trace.axis_name, trace.axis_size)
     specs = tuple(s if d is None else PartitionSpec(None, *s) for s, d in zip(in_specs, in_dims))
     ospecs = tuple(PartitionSpec(None, *s) if b else s for s, b in zip(out_specs, out_batched))
@@ -166,7 +196,7 @@ def _discharge(mask, vals, *, jaxpr, mesh, in_specs, out_specs, manual_axes):
     of them come out with the same specs."""
     from fluxion._src.state.discharge import discharge_state
     body_mask = [bool(m) for m in mask]
-    with bind_axes(_axes(mesh, manual_axes)):
+    with inside_body(mesh, manual_axes):
         body = discharge_state(jaxpr.jaxpr, jaxpr.consts, body_mask)
     ref_specs = tuple(s for s, m in zip(in_specs, body_mask) if m)
     outs = shard_map_p.bind(*vals, jaxpr=body, mesh=mesh, in_specs=in_specs,
@@ -198,14 +228,15 @@ sharded_jit.mesh_primitives[shard_map_p] = lambda params: NamedSharding(params["
 
 def _partial_eval(trace, prim, args, params):
     """Split into a known shard_map (run now) and an unknown one (staged). Residuals vary per
-    device, so they leave the known call stacked over every manual mesh axis on a new leading
-    dimension, and enter the unknown call unstacked again."""
+    device, so they leave the known call stacked over its manual mesh axes (those it newly
+    makes manual, see `newly_manual`) on a new leading dimension, and enter the unknown call
+    unstacked again."""
     from fluxion._src.call_transforms import partial_eval_jaxpr
     from fluxion._src.lax import lax
     jaxpr, mesh, manual = params["jaxpr"], params["mesh"], params["manual_axes"]
     in_specs, out_specs = params["in_specs"], params["out_specs"]
     unknown = [trace.is_unknown(x) for x in args]
-    with bind_axes(_axes(mesh, manual)):
+    with inside_body(mesh, manual):
         known_jaxpr, unknown_jaxpr, out_unknown, n_res = partial_eval_jaxpr(jaxpr, unknown)
     stacked = PartitionSpec(tuple(manual))
     n_known_out = out_unknown.count(False)

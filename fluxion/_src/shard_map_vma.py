@@ -167,6 +167,9 @@ def _eqn_vma(eqn, ins, manual) -> list:
     name, params = eqn.primitive.name, eqn.params
     n_out = len(eqn.outvars)
     if name in _REDUCTIONS:
+        if params.get("axis_index_groups") is not None:
+            # within groups: the results differ from group to group
+            return [ins[0] | (frozenset(_names(params)) & manual)]
         return [ins[0] - frozenset(_names(params))]
     if name == "cond":
         # As in JAX, a varying predicate (of cond or while) does not make the outputs vary.

@@ -30,11 +30,56 @@ def _total_size(names) -> int:
     return size
 
 
-def _check_no_groups(axis_index_groups, name: str) -> None:
-    """fluxion's collectives reduce over whole named axes: refuse `axis_index_groups` rather
-    than ignore it (a silent whole-axis result would be wrong)."""
+def _canonical_groups(axis_index_groups, axis_name) -> tuple | None:
+    """`axis_index_groups` as a tuple of tuples of ints, after JAX's checks: named axes only,
+    and the groups cover the indices 0..n-1 exactly once (n: the indices given; the lowering
+    checks n against the axis size)."""
+    if axis_index_groups is None:
+        return None
+    if any(isinstance(n, int) for n in _names(axis_name)):
+        raise ValueError("axis_index_groups only supported for sums over just named axes")
+    groups = tuple(tuple(int(i) for i in g) for g in axis_index_groups)
+    flat = [i for g in groups for i in g]
+    if sorted(flat) != list(range(len(flat))):
+        raise ValueError("axis_index_groups must cover all indices exactly once")
+    return groups
+
+
+def _same_size_groups(groups, name: str) -> None:
+    """Collectives whose result shape follows the group size need equal groups."""
+    if groups is not None and len({len(g) for g in groups}) > 1:
+        raise ValueError(f"{name}: axis_index_groups must all have the same size, got sizes "
+                         f"{[len(g) for g in groups]}")
+
+
+def _group_size(axis_name, axis_index_groups) -> int:
+    """The number of examples a collective combines: the named axes' size, or with
+    `axis_index_groups` the size of the first group (as JAX, also for uneven groups)."""
     if axis_index_groups is not None:
-        raise NotImplementedError(f"{name}: axis_index_groups is not supported")
+        return len(axis_index_groups[0])
+    return _total_size(_names(axis_name))
+
+
+def _index_in_group(axis_name, axis_index_groups):
+    """This example's position along the named axes, or within its group."""
+    index = axis_index(axis_name)
+    if axis_index_groups is None:
+        return index
+    from fluxion._src.lax import structural
+    table = np.zeros(sum(len(g) for g in axis_index_groups), np.int32)
+    for group in axis_index_groups:
+        table[list(group)] = np.arange(len(group), dtype=np.int32)
+    return structural.dynamic_index_in_dim(table, index, 0, keepdims=False)
+
+
+def _no_groups_under_vmap(axis_index_groups, message: str) -> None:
+    """JAX's vmap collectives refuse `axis_index_groups` (NotImplementedError, its words)."""
+    if axis_index_groups is not None:
+        raise NotImplementedError(message)
+
+
+_VMAP_REDUCTION_GROUPS = ("axis_index_groups not supported in vmap collectives. Please open a "
+                          "feature request!")
 
 
 def _no_lowering(name):
@@ -71,6 +116,7 @@ def _reduction_collective(name, reduce_fn, unbatched_fn):
     prim = _collective(name, abstract_eval)
 
     def rule(trace, vals, dims, *, axis_name, axis_index_groups=None):
+        _no_groups_under_vmap(axis_index_groups, _VMAP_REDUCTION_GROUPS)
         (x,), (d,) = vals, dims
         params = dict(axis_name=axis_name, axis_index_groups=axis_index_groups)
         out = unbatched_fn(x, trace.axis_size) if d is not_mapped else reduce_fn(x, (d,))
@@ -120,28 +166,32 @@ ad.primitive_jvps[pmin_p] = _extremum_jvp(pmin_p)
 
 
 def psum(x, axis_name, *, axis_index_groups=None):
-    """Sum `x` (a pytree) over the named mapped axis; a Python number gives number * size."""
+    """Sum `x` (a pytree) over the named mapped axis; a Python number gives number * size.
+
+    `axis_index_groups` (a list of lists of axis indices covering the axis once) sums within
+    each group instead (under pmap and shard_map)."""
     from fluxion._src.tree_util import tree_map
-    _check_no_groups(axis_index_groups, "psum")
+    groups = _canonical_groups(axis_index_groups, axis_name)
 
     name = tuple(axis_name) if isinstance(axis_name, list) else axis_name
 
     def one(leaf):
         if dtypes.is_python_scalar(leaf) or isinstance(leaf, (np.ndarray, np.generic)):
             # A constant is the same in every example: its sum is known statically.
-            return leaf * _total_size(_names(axis_name))
+            return leaf * _group_size(axis_name, groups)
         if core.get_aval(leaf).dtype == dtypes.bool_:  # as JAX: a count of the true examples
             from fluxion._src.lax import lax
             leaf = lax._convert_element_type(leaf, np.dtype(np.int32), False)
-        return psum_p.bind(leaf, axis_name=name, axis_index_groups=None)
+        return psum_p.bind(leaf, axis_name=name, axis_index_groups=groups)
     return tree_map(one, x)
 
 
 def pmean(x, axis_name, *, axis_index_groups=None):
-    """Mean of `x` over the named mapped axis."""
+    """Mean of `x` over the named mapped axis (or within each of `axis_index_groups`; as in
+    JAX, the sum is divided by the size of the first group)."""
     from fluxion._src.tree_util import tree_map
-    _check_no_groups(axis_index_groups, "pmean")
-    size = _total_size(_names(axis_name))
+    groups = _canonical_groups(axis_index_groups, axis_name)
+    size = _group_size(axis_name, groups)
     summed = psum(x, axis_name, axis_index_groups=axis_index_groups)
     return tree_map(lambda s: s / size, summed)
 
@@ -149,15 +199,15 @@ def pmean(x, axis_name, *, axis_index_groups=None):
 def pmax(x, axis_name, *, axis_index_groups=None):
     """Maximum of `x` over the named mapped axis."""
     from fluxion._src.tree_util import tree_map
-    _check_no_groups(axis_index_groups, "pmax")
-    return tree_map(lambda l: pmax_p.bind(l, axis_name=axis_name, axis_index_groups=None), x)
+    groups = _canonical_groups(axis_index_groups, axis_name)
+    return tree_map(lambda l: pmax_p.bind(l, axis_name=axis_name, axis_index_groups=groups), x)
 
 
 def pmin(x, axis_name, *, axis_index_groups=None):
     """Minimum of `x` over the named mapped axis."""
     from fluxion._src.tree_util import tree_map
-    _check_no_groups(axis_index_groups, "pmin")
-    return tree_map(lambda l: pmin_p.bind(l, axis_name=axis_name, axis_index_groups=None), x)
+    groups = _canonical_groups(axis_index_groups, axis_name)
+    return tree_map(lambda l: pmin_p.bind(l, axis_name=axis_name, axis_index_groups=groups), x)
 
 
 def axis_size(axis_name) -> int:
@@ -218,7 +268,8 @@ def axis_index(axis_name):
 # all_gather
 
 def _all_gather_abstract_eval(x, *, axis_name, axis, tiled, axis_index_groups=None):
-    size = _total_size(_names(axis_name))
+    _total_size(_names(axis_name))  # raises NameError for an unbound name
+    size = _group_size(axis_name, axis_index_groups)
     shape = list(x.shape)
     if tiled:
         shape[axis] *= size
@@ -232,6 +283,7 @@ all_gather_p = _collective("all_gather", _all_gather_abstract_eval)
 
 def _all_gather_rule(trace, vals, dims, *, axis_name, axis, tiled, axis_index_groups=None):
     from fluxion._src.lax import lax
+    _no_groups_under_vmap(axis_index_groups, "axis_index_groups not supported in vmap")
     (x,), (d,) = vals, dims
     if d is not_mapped:
         x, d = batching.broadcast_batch(x, trace.axis_size, 0), 0
@@ -260,8 +312,9 @@ batching.collective_rules[all_gather_p] = _single_axis(_all_gather_rule, "all_ga
 def _all_gather_transpose(ct, x, *, axis_name, axis, tiled, axis_index_groups=None):
     # Every example receives everyone's value, so x's cotangent sums its slot over examples.
     from fluxion._src.lax import structural
-    summed = psum_p.bind(ad.instantiate(ct), axis_name=axis_name, axis_index_groups=None)
-    index = axis_index_p.bind(axis_name=axis_name)
+    summed = psum_p.bind(ad.instantiate(ct), axis_name=axis_name,
+                         axis_index_groups=axis_index_groups)
+    index = _index_in_group(axis_name, axis_index_groups)
     if tiled:
         chunk = x.aval.shape[axis]
         return [structural.dynamic_slice_in_dim(summed, index * chunk, chunk, axis)]
@@ -272,17 +325,20 @@ ad.deflinear(all_gather_p, _all_gather_transpose)
 
 
 def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bool = False):
-    """Gather `x` from every example of the named axis, stacked (or concatenated if tiled)
-    along `axis`."""
+    """Gather `x` from every example of the named axis (or of its group in
+    `axis_index_groups`, groups of one size), stacked (or concatenated if tiled) along
+    `axis`."""
     from fluxion._src.tree_util import tree_map
-    _check_no_groups(axis_index_groups, "all_gather")
+    groups = _canonical_groups(axis_index_groups, axis_name)
+    _same_size_groups(groups, "all_gather")
 
     def one(leaf):
         ndim = core.get_aval(leaf).ndim + (0 if tiled else 1)
         if not -ndim <= axis < ndim:  # JAX's class and message
             raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
         ax = axis % ndim
-        return all_gather_p.bind(leaf, axis_name=axis_name, axis=ax, tiled=tiled, axis_index_groups=None)
+        return all_gather_p.bind(leaf, axis_name=axis_name, axis=ax, tiled=tiled,
+                                 axis_index_groups=groups)
     return tree_map(one, x)
 
 
@@ -353,7 +409,8 @@ def pshuffle(x, axis_name, perm):
 # all_to_all and psum_scatter
 
 def _all_to_all_abstract_eval(x, *, axis_name, split_axis, concat_axis, tiled, axis_index_groups=None):
-    size = _total_size(_names(axis_name))
+    _total_size(_names(axis_name))  # raises NameError for an unbound name
+    size = _group_size(axis_name, axis_index_groups)
     shape = list(x.shape)
     if shape[split_axis] % size:
         raise ValueError(f"all_to_all: split axis of size {shape[split_axis]} is not divisible "
@@ -435,6 +492,7 @@ def _all_to_all_collective_rule(trace, vals, dims, *, axis_name, split_axis, con
                                 axis_index_groups=None):
     """One axis name: `_all_to_all_rule`; several: one exchange per name, traced at `trace`
     (the names of enclosing vmaps pass through it to theirs)."""
+    _no_groups_under_vmap(axis_index_groups, "Please open a feature request!")
     names = _names(axis_name)
     if len(names) == 1:
         return _all_to_all_rule(trace, vals, dims, axis_name=axis_name, split_axis=split_axis,
@@ -458,10 +516,11 @@ def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_gr
     """Split `x` along split_axis into one chunk per example, send chunk j to example j, and
     concatenate what arrives along concat_axis. `x` may be a pytree."""
     from fluxion._src.tree_util import tree_map
-    _check_no_groups(axis_index_groups, "all_to_all")
+    groups = _canonical_groups(axis_index_groups, axis_name)
+    _same_size_groups(groups, "all_to_all")
     return tree_map(lambda l: all_to_all_p.bind(
         l, axis_name=axis_name, split_axis=int(split_axis), concat_axis=int(concat_axis),
-        tiled=bool(tiled), axis_index_groups=None), x)
+        tiled=bool(tiled), axis_index_groups=groups), x)
 
 
 def pswapaxes(x, axis_name, axis: int, *, axis_index_groups=None):
@@ -471,13 +530,13 @@ def pswapaxes(x, axis_name, axis: int, *, axis_index_groups=None):
     `all_to_all(x, axis_name, axis, axis)`, so the result has the shape of `x`.
     """
     from fluxion._src.tree_util import tree_map
-    _check_no_groups(axis_index_groups, "pswapaxes")
 
     def one(leaf):
         ndim = core.get_aval(leaf).ndim
         if not -ndim <= axis < ndim:
             raise IndexError(f"pswapaxes: axis {axis} is out of bounds for an array of rank {ndim}")
-        return all_to_all(leaf, axis_name, axis % ndim, axis % ndim)
+        return all_to_all(leaf, axis_name, axis % ndim, axis % ndim,
+                          axis_index_groups=axis_index_groups)
     return tree_map(one, x)
 
 
@@ -489,15 +548,17 @@ def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=
     """psum, then example j keeps the j-th chunk along scatter_dimension (of each leaf of
     `x`, a pytree)."""
     from fluxion._src.tree_util import tree_map
-    _check_no_groups(axis_index_groups, "psum_scatter")
-    return tree_map(lambda l: _psum_scatter_leaf(l, axis_name, scatter_dimension, tiled), x)
+    groups = _canonical_groups(axis_index_groups, axis_name)
+    _same_size_groups(groups, "psum_scatter")
+    return tree_map(lambda l: _psum_scatter_leaf(l, axis_name, scatter_dimension, tiled, groups),
+                    x)
 
 
-def _psum_scatter_leaf(x, axis_name, scatter_dimension, tiled):
+def _psum_scatter_leaf(x, axis_name, scatter_dimension, tiled, groups):
     from fluxion._src.lax import structural
-    summed = psum(x, axis_name)
-    index = axis_index(axis_name)
-    size = _total_size(_names(axis_name))
+    summed = psum(x, axis_name, axis_index_groups=groups)
+    index = _index_in_group(axis_name, groups)
+    size = _group_size(axis_name, groups)
     shape = core.get_aval(summed).shape
     if tiled:
         if shape[scatter_dimension] % size:

@@ -66,8 +66,9 @@ def _cross_partition_attrs(global_ids: bool = True) -> dict:
     return attrs
 
 
-def _groups(axis_name) -> list[list[int]]:
-    """Replica groups for collectives over `axis_name` (a name or tuple of names)."""
+def _groups(axis_name, axis_index_groups=None) -> list[list[int]]:
+    """Replica groups for collectives over `axis_name` (a name or tuple of names); with
+    `axis_index_groups`, each is split into those groups of its indices along the axes."""
     names = parallel._names(axis_name)
     axes = _axes()
     known = [n for n, _ in axes]
@@ -80,13 +81,24 @@ def _groups(axis_name) -> list[list[int]]:
     ids = np.arange(int(np.prod(sizes))).reshape(sizes)
     pos = [known.index(n) for n in names]
     rest = [i for i in range(len(axes)) if i not in pos]
-    grouped = np.transpose(ids, rest + pos).reshape(-1, int(np.prod([sizes[i] for i in pos])))
-    return grouped.tolist()
+    size = int(np.prod([sizes[i] for i in pos]))
+    grouped = np.transpose(ids, rest + pos).reshape(-1, size).tolist()
+    if axis_index_groups is None:
+        return grouped
+    covered = sorted(i for g in axis_index_groups for i in g)
+    if covered != list(range(size)):
+        # XLA's verifier would reject the groups with an internal error
+        raise ValueError(f"axis_index_groups {[list(g) for g in axis_index_groups]} must cover "
+                         f"the indices of axis {axis_name!r} (size {size}) exactly once")
+    return [[row[i] for i in g] for row in grouped for g in axis_index_groups]
 
 
 def _groups_attr(groups) -> str:
-    rows = ", ".join("[" + ", ".join(str(i) for i in g) + "]" for g in groups)
-    return f"dense<[{rows}]> : tensor<{len(groups)}x{len(groups[0])}xi64>"
+    """The replica_groups attribute; uneven groups are padded with -1, as JAX does."""
+    width = max(len(g) for g in groups)
+    rows = ", ".join("[" + ", ".join(str(i) for i in [*g, *[-1] * (width - len(g))]) + "]"
+                     for g in groups)
+    return f"dense<[{rows}]> : tensor<{len(groups)}x{width}xi64>"
 
 
 _REDUCERS = {"psum": "stablehlo.add", "pmax": "stablehlo.maximum", "pmin": "stablehlo.minimum"}
@@ -94,7 +106,7 @@ _REDUCERS = {"psum": "stablehlo.add", "pmax": "stablehlo.maximum", "pmin": "stab
 
 def _all_reduce_rule(kind):
     def rule(ctx, x, *, axis_name, axis_index_groups=None):
-        groups = _groups(axis_name)
+        groups = _groups(axis_name, axis_index_groups)
         op = _REDUCERS[kind]
         dtype = x.dtype
         if dtype == np.bool_:
@@ -146,7 +158,7 @@ def _axis_index_rule(ctx, *, axis_name):
 
 
 def _all_gather_rule(ctx, x, *, axis_name, axis, tiled, axis_index_groups=None):
-    groups = _groups(axis_name)
+    groups = _groups(axis_name, axis_index_groups)
     size = len(groups[0])
     if not tiled:
         shape = list(x.shape)
@@ -171,7 +183,7 @@ def _ppermute_rule(ctx, x, *, axis_name, perm):
 
 
 def _all_to_all_rule(ctx, x, *, axis_name, split_axis, concat_axis, tiled, axis_index_groups=None):
-    groups = _groups(axis_name)
+    groups = _groups(axis_name, axis_index_groups)
     size = len(groups[0])
     attrs = {"replica_groups": _groups_attr(groups), "split_count": f"{size} : i64",
              **_cross_partition_attrs(global_ids=False)}
