@@ -29,7 +29,8 @@ from fluxion._src.traceback_util import api_boundary, strip_internal_frames
 from fluxion._src import dispatch
 from fluxion._src.dispatch import (CompiledFunction, compile_closed_jaxpr,
                                    jit_p, lower_closed_jaxpr)
-from fluxion._src.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
+from fluxion._src.tree_util import (tree_flatten, tree_flatten_unordered, tree_leaves, tree_map,
+                                   tree_unflatten)
 
 logger = logging.getLogger("fluxion")
 
@@ -643,7 +644,7 @@ class JitFunction:
                     except AttributeError:
                         # Pytrees of Arrays (a list of parameters): keyed by structure and types.
                         try:
-                            leaves, treedef = tree_flatten(args)
+                            leaves, treedef = tree_flatten_unordered(args)
                             fast_call = fast_get((treedef, *map(_aval_of, leaves),
                                                   config.trace_key))
                         except AttributeError:
@@ -732,7 +733,8 @@ class JitFunction:
                     self._fast_cache[tuple(x.aval for x in args) + (config.trace_key,)] = (
                         entry.fast_call)
                 elif all(type(x) is Array for x in leaves):  # leaves: those of args, in order
-                    self._fast_cache[(tree_flatten(args)[1], *(x.aval for x in leaves),
+                    self._fast_cache[(tree_flatten_unordered(args)[1],
+                                      *(x.aval for x in leaves),
                                       config.trace_key)] = entry.fast_call
         if config.no_execution:  # part of trace_key: the fast path missed
             config_flags.check_execution_allowed(f"jit({fun_name(self._fun)})")

@@ -31,7 +31,53 @@ _MISSING = object()
 
 def tree_flatten(tree, is_leaf: Callable[[Any], bool] | None = None):
     """Flatten a pytree into (leaves, treedef)."""
+    leaves, treedef = optree.tree_flatten(tree, is_leaf, none_is_leaf=False, namespace=NAMESPACE)
+    return leaves, sorted_dicts(treedef)
+
+
+def tree_flatten_unordered(tree, is_leaf: Callable[[Any], bool] | None = None):
+    """`tree_flatten` whose treedef may rebuild dicts in their insertion order: for the hot
+    paths that only compare treedefs (dispatch cache keys), never unflatten them."""
     return optree.tree_flatten(tree, is_leaf, none_is_leaf=False, namespace=NAMESPACE)
+
+
+# Treedef -> the same treedef rebuilding dicts in sorted key order. Equal treedefs differ at
+# most in that order, so one entry serves them all.
+_SORTED_DICTS: dict = {}
+_MAX_SORTED_DICTS = 4096
+
+
+def sorted_dicts(treedef: PyTreeDef) -> PyTreeDef:
+    """`treedef` with every dict and defaultdict rebuilt in sorted key order, as JAX's
+    unflatten builds them (optree keeps the flattened dict's insertion order)."""
+    try:
+        return _SORTED_DICTS[treedef]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable node metadata
+        return treedef.transform(f_node=_sorted_dict_node)
+    ordered = treedef.transform(f_node=_sorted_dict_node)
+    if len(_SORTED_DICTS) >= _MAX_SORTED_DICTS:
+        _SORTED_DICTS.clear()
+    _SORTED_DICTS[treedef] = ordered
+    return ordered
+
+
+def _sorted_dict_node(node: PyTreeDef) -> PyTreeDef:
+    kind = node.kind
+    if kind is not PyTreeKind.DICT and kind is not PyTreeKind.DEFAULTDICT:
+        return node
+    keys = node.entries()
+    try:
+        keys = sorted(keys)
+    except TypeError:  # keys of mixed types: optree's order stands
+        return node
+    leaf = optree.treespec_leaf(none_is_leaf=False, namespace=NAMESPACE)
+    children = dict.fromkeys(keys, leaf)
+    if kind is PyTreeKind.DICT:
+        return optree.treespec_dict(children, none_is_leaf=False, namespace=NAMESPACE)
+    factory = node.unflatten([0] * node.num_children).default_factory
+    return optree.treespec_defaultdict(factory, children, none_is_leaf=False, namespace=NAMESPACE)
 
 
 def tree_unflatten(treedef: PyTreeDef, leaves: Iterable):
@@ -81,7 +127,8 @@ def broadcast_prefix(prefix, tree, is_prefix_leaf: Callable[[Any], bool],
 
 def tree_structure(tree, is_leaf: Callable[[Any], bool] | None = None) -> PyTreeDef:
     """The treedef of a pytree."""
-    return optree.tree_structure(tree, is_leaf, none_is_leaf=False, namespace=NAMESPACE)
+    return sorted_dicts(optree.tree_structure(tree, is_leaf, none_is_leaf=False,
+                                              namespace=NAMESPACE))
 
 
 # ---------------------------------------------------------------------------------------------
