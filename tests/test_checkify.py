@@ -130,7 +130,12 @@ def test_grad_through_and_of_checkify():
 
 def test_check_eagerly_and_unfunctionalized():
     with pytest.raises(checkify.JaxRuntimeError, match="eager fail 3"):
-        checkify.check(False, "eager fail {}", 3)
+        checkify.check(False, "eager fail {}", np.array(3))
+    # Python numbers as formatting arguments: JAX's TypeError, also when the check passes
+    import jax.experimental.checkify as jax_checkify
+    for check in (checkify.check, jax_checkify.check):
+        with pytest.raises(TypeError, match="need to be PyTrees of arrays"):
+            check(True, "eager fail {}", 3)
     checkify.check(True, "fine")
     with pytest.raises(ValueError, match="not functionalized"):
         jax.jit(lambda x: checkify.check(x > 0, "no"))(1.0)

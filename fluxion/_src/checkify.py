@@ -153,6 +153,7 @@ def debug_check(pred, msg: str, *fmt_args, **fmt_kwargs) -> None:
 def _check(pred, msg: str, debug: bool, fmt_args, fmt_kwargs) -> None:
     from fluxion import tree_util
     from fluxion._src import source_info
+    from fluxion._src.array import Array
     import fluxion.numpy as jnp
     if not isinstance(msg, str):
         raise TypeError(f"check takes a string message, got {type(msg).__name__}")
@@ -164,6 +165,10 @@ def _check(pred, msg: str, debug: bool, fmt_args, fmt_kwargs) -> None:
         raise TypeError(f"{name} takes a scalar boolean pred as argument, got dtype "
                         f"{pred.dtype}")
     leaves, tree = tree_util.tree_flatten((fmt_args, fmt_kwargs))
+    for x in leaves:  # as JAX: a Python number would be baked into the message's program
+        if not isinstance(x, (Array, core.Tracer, np.ndarray)):
+            raise TypeError(f"Formatting arguments to checkify.check need to be PyTrees of "
+                            f"arrays, but got {x!r} of type {type(x)}.")
     leaves = [jnp.asarray(x) for x in leaves]
     info = source_info.current()
     where = info.summary() if info is not None else None
