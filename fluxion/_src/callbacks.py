@@ -167,15 +167,55 @@ def _lowering(prim):
 
     def rule(ctx, *args, callback, result_avals, ordered, **_):
         module = ctx.module
+        placement = _partitioned_placement(module, result_avals, ordered)
         callbacks = module.__dict__.setdefault("host_callbacks", [])
         index = len(callbacks)
         callbacks.append(_host_fn(callback, result_avals, token=ordered))
         config = {"index": f"{index} : ui64"}
         if not ordered:
+            extra = None if placement is None else {"sdy.sharding": placement}
             return ctx.custom_call(_callback_target(ctx.platform), args, result_avals,
-                                   backend_config=config, has_side_effect=side_effect)
+                                   backend_config=config, has_side_effect=side_effect,
+                                   extra_attrs=extra)
         return _ordered_call(ctx, args, result_avals, index)
     return rule
+
+
+def _partitioned_placement(module, result_avals, ordered: bool) -> str | None:
+    """Where a callback runs in a program over several devices, as Shardy's per-value
+    shardings of its results; None in a one-device program or a pmap (each replica calls it).
+
+    In a `shard_map` body manual over every mesh axis the program is per device, so each
+    device calls back with its own block (an empty mesh: nothing left to partition). In a
+    partitioned `jit` the program is over whole arrays, so one call, on the program's first
+    device, gets the whole value (a maximal sharding), as JAX places them."""
+    from fluxion._src import sharded_jit
+    from fluxion._src.lax import parallel_lowering
+    mesh = getattr(sharded_jit._lowering, "mesh", None)
+    if ordered and (mesh is not None or parallel_lowering.in_replicated_program()):
+        raise ValueError("The following ordered effects are not supported for more than 1 "
+                         "device: ordered host callbacks (io_callback(ordered=True), "
+                         "debug.print(ordered=True)) run on one device only; use the unordered "
+                         "form inside pmap, shard_map or a partitioned jit")
+    if mesh is None:
+        return None
+    manual = getattr(sharded_jit._lowering, "manual", ())
+    if len(manual) == len(mesh.axis_names):
+        name, declaration, ranked = "empty_mesh", "sdy.mesh @empty_mesh = <[]>", True
+    elif not manual:
+        name, ranked = "maximal_mesh_0", False
+        declaration = "sdy.mesh @maximal_mesh_0 = <[], device_ids=[0]>"
+    else:
+        raise NotImplementedError(
+            "host callbacks in a shard_map body that leaves some mesh axes automatic "
+            f"(manual over {list(manual)} of {list(mesh.axis_names)}) are not supported: make "
+            "the shard_map manual over every axis, or call back outside it")
+    ops = module.__dict__.setdefault("module_ops", [])
+    if declaration not in ops:
+        ops.append(declaration)
+    per_value = [f"<@{name}, [{', '.join(['{}'] * len(a.shape)) if ranked else ''}]>"
+                 for a in result_avals] or [f"<@{name}, []>"]
+    return "#sdy.sharding_per_value<[" + ", ".join(per_value) + "]>"
 
 
 def _ordered_call(ctx, args, result_avals, index):

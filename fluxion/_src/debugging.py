@@ -56,7 +56,9 @@ class _UnusedArgumentsCheck(string.Formatter):
 
 
 def _print_formatted(fmt: str, *args, **kwargs) -> None:
-    builtins.print(fmt.format(*args, **kwargs))
+    # One write per line: the devices of a shard_map or pmap call back from their own threads,
+    # and print() writes the text and the newline separately.
+    sys.stdout.write(fmt.format(*args, **kwargs) + "\n")
 
 
 def print(fmt: str, *args, ordered: bool = False, **kwargs) -> None:  # noqa: A001

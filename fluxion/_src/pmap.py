@@ -273,13 +273,9 @@ def lower_replicated(closed, axes, platform, donated=None, name="pmap") -> str:
     named = [(a, s) for a, s in axes if a is not parallel_lowering.EXTRA_REPLICAS]
     with parallel_lowering.replica_axes(axes), batching.bind_axes(named):
         text = lowering.lower_jaxpr_to_module(closed.jaxpr, platform, name, donated)
-    if getattr(text, "host_callbacks", None):  # compiled without them, the process crashed
-        raise NotImplementedError("host callbacks (pure_callback, io_callback, debug.print, "
-                                  "debug.callback) inside pmap or shard_map are not supported "
-                                  "by fluxion yet")
-    backend.check_host_callback_calls(text, 0, "pmap")
     n = int(np.prod([s for _, s in axes]))
-    return text.replace("mhlo.num_replicas = 1 : i32", f"mhlo.num_replicas = {n} : i32", 1)
+    return lowering.with_text(text, text.replace("mhlo.num_replicas = 1 : i32",
+                                                 f"mhlo.num_replicas = {n} : i32", 1))
 
 
 def _compile(closed, axes, devices, donated, text=None):

@@ -349,10 +349,6 @@ def compile_sharded(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings, ou
     replicated = NamedSharding(mesh, PartitionSpec())
     if text is None:
         text = lower_sharded(closed, name, mesh, in_shardings, out_shardings, donated_invars)
-    if getattr(text, "host_callbacks", None):  # compiled without them, the process crashed
-        raise NotImplementedError("host callbacks (pure_callback, io_callback, debug.print, "
-                                  "debug.callback) in a jit partitioned over several devices "
-                                  "are not supported by fluxion yet")
     options = xla_client.CompileOptions()
     backend.apply_compiler_options(options)
     options.num_replicas = 1

@@ -497,8 +497,14 @@ def compile_and_load(client, text: str, devices, options, what: str):
     """Compile `text` for `devices` (a multi-device program: pmap, sharded jit), with the
     library kernels it calls registered first; XLA's error names `what` and shows the module."""
     _, jax_ext = _jaxlib()
+    host_callbacks = getattr(text, "host_callbacks", None)
+    check_host_callback_calls(text, len(host_callbacks or ()), what)
     ensure_kernels_for(text)
     try:
+        if host_callbacks:  # each device (replica or partition) calls them on its own data
+            from fluxion._src.callbacks import SynchronousExecutable
+            return SynchronousExecutable(client.compile_and_load(
+                parse_module(text), devices, options, host_callbacks=list(host_callbacks)))
         return client.compile_and_load(text.encode(), devices, options)
     except jax_ext.JaxRuntimeError as e:
         raise jax_ext.JaxRuntimeError(f"XLA failed to compile {what}: {e}\n--- module ---\n"

@@ -192,6 +192,7 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, platform: str, name: str = "main",
                           stacklevel=user_stacklevel())
     text = hlo.function_text("main", block, outs, arg_attrs=arg_attrs, result_attrs=result_attrs)
     safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "main"
+    preamble += "".join(f"  {op}\n" for op in module.__dict__.get("module_ops", ()))
     header = (f"module @{safe} attributes {{mhlo.num_partitions = {num_partitions} : i32, "
               f"mhlo.num_replicas = 1 : i32}} {{\n{preamble}")
     text = header + text + "\n" + "\n".join(module.functions) + ("\n" if module.functions else "") + "}\n"
@@ -206,6 +207,16 @@ class ModuleText(str):
     """Module text that carries the host callbacks its custom calls index into."""
 
     host_callbacks: list = []
+
+
+def with_text(module_text: str, new_text: str) -> str:
+    """`new_text` (an edit of `module_text`) carrying `module_text`'s host callbacks."""
+    host_callbacks = getattr(module_text, "host_callbacks", None)
+    if not host_callbacks:
+        return new_text
+    out = ModuleText(new_text)
+    out.host_callbacks = host_callbacks
+    return out
 
 
 def lower_fun(fun: Callable, multiple_results: bool = True) -> Callable:

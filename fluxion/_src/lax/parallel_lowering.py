@@ -55,6 +55,11 @@ def in_partitions() -> bool:
     return getattr(_state, "partitions", False)
 
 
+def in_replicated_program() -> bool:
+    """Whether the program being lowered runs as several replicas (a pmap)."""
+    return bool(_axes()) and not in_partitions()
+
+
 def _cross_partition_attrs(global_ids: bool = True) -> dict:
     """The attributes that make a collective span partitions rather than replicas."""
     if not getattr(_state, "partitions", False):
