@@ -119,6 +119,20 @@ def test_arange_with_a_dtype_counts_as_numpy(args, dtype):
     np.testing.assert_array_equal(np.asarray(got), want)
 
 
+@pytest.mark.parametrize("args", [(0, 1, 0.3), (5, 0, -1.5), (0.0, 1.0, 0.1), (-3, 3, 0.7),
+                                  (2.5, 9, 1.25), (10, 1, -2), (3, 1, 1), (1e-3, 1, 0.37)])
+@pytest.mark.parametrize("dtype,jitted", [(None, False), (np.int32, True), ("bfloat16", False)])
+def test_arange_with_a_step_counts_as_jax(args, dtype, jitted):
+    """start + step * i in the dtype (float32 for narrower floats), as JAX counts: arange(0, 1,
+    0.3)[3] is 0.90000004 in float32, and an integer dtype truncates the step first."""
+    import jax.numpy as jnp
+    want = jnp.arange(*args, dtype=dtype)
+    got = (fluxion.jit(lambda: fnp.arange(*args, dtype=dtype)) if jitted
+           else lambda: fnp.arange(*args, dtype=dtype))()
+    assert (got.dtype, got.weak_type, got.shape) == (want.dtype, want.weak_type, want.shape)
+    np.testing.assert_array_equal(np.asarray(got, np.float64), np.asarray(want, np.float64))
+
+
 def test_arange_negative_start_into_unsigned_wraps_as_jax():
     np.testing.assert_array_equal(np.asarray(fnp.arange(-2, 3, dtype=np.uint8)),
                                   np.array([254, 255, 0, 1, 2], np.uint8))

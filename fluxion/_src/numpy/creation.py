@@ -359,9 +359,24 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
         return iota(dtype, (_iota_length(start),), 0)
     if step is None and _is_zero(start):
         return iota(dtype, (_iota_length(stop),), 0)
-    values = np.arange(_host(start), _host(stop), None if step is None else _host(step),
-                       dtype=_host_arange_dtype(dtype))
-    return lax._convert_element_type(values.astype(dtype), dtype, False)
+    if step is None:
+        values = np.arange(_host(start), _host(stop), dtype=_host_arange_dtype(dtype))
+        return lax._convert_element_type(values.astype(dtype), dtype, False)
+    return _stepped_arange(*((0, start) if stop is None else (start, stop)), step, dtype)
+
+
+def _stepped_arange(start, stop, step, dtype):
+    """start + step * i for i < ceil((stop - start) / step), counted in `dtype` (float32 for
+    narrower floats) as JAX counts: an integer dtype truncates the step first, and float
+    values are what the device's multiply-add gives (NumPy's arange counts otherwise)."""
+    working = dtype
+    if dtypes.is_float(dtype) and dtypes.finfo(dtype).bits < 32:
+        working = np.dtype(np.float32)
+    size = max(0, int(np.ceil((_host(stop) - _host(start)) / _host(step))))
+    values = lax.add(lax._convert_element_type(start, working, False),
+                     lax.mul(lax._convert_element_type(step, working, False),
+                             iota(working, (size,), 0)))
+    return lax._convert_element_type(values, dtype, False)
 
 
 def _symbolic_arange(start, stop, step, dtype):
@@ -390,9 +405,7 @@ def _symbolic_arange(start, stop, step, dtype):
 
 
 def _host_arange_dtype(dtype):
-    """The NumPy dtype to count in: for integers NumPy's integer arange steps by
-    int(start + step) - int(start) (arange(0, 5, 1.5, dtype=int) is 0, 1, 2, 3), which
-    truncating float values afterwards does not give."""
+    """The NumPy dtype to count in (steps of 1): integers in int64, then wrapped like a cast."""
     return np.int64 if dtypes.is_integer(dtype) else None  # then wrapped like a cast
 
 
