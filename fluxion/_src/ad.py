@@ -158,6 +158,18 @@ class JVPTracer(Tracer):
             return p.to_concrete_value()
         return p
 
+    def _short_repr(self) -> str:
+        primal = _tracer_or_value_str(self.primal)
+        if isinstance(self._trace.parent, PartialEvalTrace):  # grad, vjp, linearize
+            tangent_type = core.get_aval(self.tangent) if type(self.tangent) is not Zero \
+                else self.tangent.aval
+            return f"GradTracer(primal={primal}, typeof(tangent)={tangent_type.str_short()})"
+        return f"JVPTracer(primal={primal}, tangent={_tracer_or_value_str(self.tangent)})"
+
+
+def _tracer_or_value_str(x) -> str:
+    return x._short_repr() if isinstance(x, Tracer) else str(x)
+
 
 class JVPTrace(Trace):
     def __init__(self, origin: str = "jvp"):
@@ -244,6 +256,9 @@ class PartialEvalTrace(staging.JaxprTrace):
 
     def __repr__(self):
         return "PartialEvalTrace"
+
+    def tracer_repr(self, tracer) -> str:
+        return f"Traced<{tracer.aval}:JaxprTrace>"  # JAX's JaxprTracer (a linearized tangent)
 
     def process_primitive(self, primitive, args, params):
         for x in args:

@@ -473,8 +473,12 @@ class Tracer:
     def __hash__(self):
         raise TypeError(f"unhashable type: {type(self).__name__} (traced arrays are not hashable)")
 
+    def _short_repr(self) -> str:
+        """The tracer as JAX prints it; each kind of tracer names itself."""
+        return f"{type(self).__name__}<{self.aval}>"
+
     def __repr__(self):
-        return f"Traced<{self.aval!r}>with<{self._trace!r}>"
+        return self._short_repr()
 
     def __reduce__(self):
         raise ConcretizationTypeError(
