@@ -18,7 +18,13 @@ from fluxion._src.mesh import AxisType, Mesh, PartitionSpec, get_mesh
 class Sharding:
     """The base class of shardings."""
 
-    memory_kind = None
+    _memory_kind = None
+
+    @property
+    def memory_kind(self) -> str:
+        """The kind of memory the sharding names: the one asked for, else its devices'
+        default ('device'). fluxion places every array in that default memory."""
+        return self._memory_kind or _default_memory_kind(self._device_assignment[0])
 
     @property
     def device_set(self) -> set:
@@ -56,7 +62,11 @@ class Sharding:
                 and self._hlo_sharding(ndim) == other._hlo_sharding(ndim))
 
     def with_memory_kind(self, kind):
-        return self
+        """A copy of this sharding naming memory `kind`."""
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy._memory_kind = _checked_memory_kind(self._device_assignment[0], kind)
+        return copy
 
     # Subclasses define `_device_assignment` (a tuple of devices: XLA's partition order),
     # `_hlo_text(ndim)` and `is_fully_replicated`.
@@ -67,6 +77,28 @@ class Sharding:
 
     def _indices(self, shape: tuple) -> list:
         return _indices_from_hlo(self._hlo_sharding(len(shape)), shape, len(self._device_assignment))
+
+
+def _default_memory_kind(device) -> str:
+    try:
+        return device.default_memory().kind
+    except Exception:  # a device kind without memory spaces (a stand-in device)
+        return "device"
+
+
+def _checked_memory_kind(device, kind):
+    """`kind` (None: the default), after checking that `device` can address it."""
+    if kind is None:
+        return None
+    try:
+        kinds = [m.kind for m in device.addressable_memories()]
+    except Exception:
+        kinds = ["device"]
+    if kind not in kinds:
+        raise ValueError(f"Could not find memory addressable by device {device.device_kind}. "
+                         f"Device {device.device_kind} can address the following memory kinds: "
+                         f"{', '.join(kinds)}. Got memory kind: {kind}")
+    return kind
 
 
 @functools.lru_cache(maxsize=4096)
@@ -80,6 +112,7 @@ class SingleDeviceSharding(Sharding):
     def __init__(self, device, *, memory_kind=None):
         self._device = device
         self._device_assignment = (device,)
+        self._memory_kind = _checked_memory_kind(device, memory_kind)
 
     is_fully_replicated = True
     is_fully_addressable = True
@@ -91,13 +124,14 @@ class SingleDeviceSharding(Sharding):
         return [(slice(None),) * len(shape)]
 
     def __eq__(self, other):
-        return type(other) is SingleDeviceSharding and other._device == self._device
+        return (type(other) is SingleDeviceSharding and other._device == self._device
+                and other.memory_kind == self.memory_kind)
 
     def __hash__(self):
-        return hash(("single", self._device))
+        return hash(("single", self._device, self.memory_kind))
 
     def __repr__(self):
-        return f"SingleDeviceSharding(device={self._device!r})"
+        return f"SingleDeviceSharding(device={self._device!r}, memory_kind={self.memory_kind})"
 
 
 class NamedSharding(Sharding):
@@ -125,7 +159,8 @@ class NamedSharding(Sharding):
         self.mesh = mesh
         self.spec = spec
         self._device_assignment = mesh.flat_devices
-        self._hash = hash((mesh, spec))
+        self._memory_kind = _checked_memory_kind(self._device_assignment[0], memory_kind)
+        self._hash = hash((mesh, spec, self.memory_kind))
 
     @property
     def is_fully_replicated(self) -> bool:
@@ -148,13 +183,19 @@ class NamedSharding(Sharding):
 
     def __eq__(self, other):
         return (type(other) is NamedSharding and self._hash == other._hash
-                and self.mesh == other.mesh and self.spec == other.spec)
+                and self.mesh == other.mesh and self.spec == other.spec
+                and self.memory_kind == other.memory_kind)
 
     def __hash__(self):
         return self._hash
 
+    def with_memory_kind(self, kind):
+        """This sharding, naming memory `kind`."""
+        return NamedSharding(self.mesh, self.spec, memory_kind=kind)
+
     def __repr__(self):
-        return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r})"
+        return (f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, "
+                f"memory_kind={self.memory_kind})")
 
 
 class GSPMDSharding(Sharding):
@@ -183,7 +224,7 @@ class GSPMDSharding(Sharding):
         return hash((self._device_assignment, str(self._hlo)))
 
     def __repr__(self):
-        return f"GSPMDSharding({self._hlo})"
+        return f"GSPMDSharding({self._hlo}, memory_kind={self.memory_kind})"
 
 
 @functools.lru_cache(maxsize=4096)
