@@ -469,3 +469,29 @@ def test_check_grads_float64_step_is_jax_eps():
                                   2, ["fwd", "rev"], tol, tol)
         check_grads(lambda a, b: lax.mul(a, b, out_dtype=np.float32), (x, y), 2,
                     ["fwd", "rev"], tol, tol)
+
+
+def _complex_gradient_types(lib, numpy):
+    """(dtype, weak type) of gradients and VJPs of a Python complex through real/imag/abs."""
+    funs = [lambda z: numpy.real(z) ** 2 + numpy.imag(z) ** 2, lambda z: numpy.abs(z),
+            lambda z: numpy.real(numpy.conj(z)) * 2.0]
+    types = []
+    for f in funs:
+        for g in (lib.grad(f), lib.jit(lib.grad(f)), lambda z: lib.vjp(f, z)[1](1.0)[0]):
+            out = g(3.0 + 4j)
+            types.append((out.dtype, out.weak_type))
+    return types
+
+
+def test_gradient_of_weak_complex_input_is_strong_as_in_jax():
+    # The zero real or imaginary part of real/imag's transpose is strongly typed in JAX, so
+    # the gradient is strong although the Python complex input is weak.
+    assert _complex_gradient_types(fluxion, jnp) == _complex_gradient_types(jax, jjnp)
+
+
+def test_vjp_cotangent_weak_type_follows_the_rules_not_the_primal():
+    f = lambda x: jnp.concatenate([x[None], x[None]]).sum()
+    jf = lambda x: jjnp.concatenate([x[None], x[None]]).sum()
+    ours = fluxion.vjp(f, jnp.float32(3.0))[1](1.0)[0]
+    theirs = jax.vjp(jf, jjnp.float32(3.0))[1](1.0)[0]
+    assert (ours.dtype, ours.weak_type) == (theirs.dtype, theirs.weak_type) == (np.float32, True)
