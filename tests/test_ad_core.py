@@ -495,3 +495,31 @@ def test_vjp_cotangent_weak_type_follows_the_rules_not_the_primal():
     ours = fluxion.vjp(f, jnp.float32(3.0))[1](1.0)[0]
     theirs = jax.vjp(jf, jjnp.float32(3.0))[1](1.0)[0]
     assert (ours.dtype, ours.weak_type) == (theirs.dtype, theirs.weak_type) == (np.float32, True)
+
+
+def _custom_vjp_residuals_seen_by_bwd(lib, numpy):
+    """What a custom_vjp's bwd receives for scalar array residuals, and what vjp returns."""
+    seen = []
+
+    @lib.custom_vjp
+    def f(x):
+        return numpy.sin(x)
+
+    def f_bwd(res, g):
+        seen.append([(type(r).__name__, r.dtype, r.weak_type, float(r)) for r in res])
+        return (res[0] * g,)
+
+    f.defvjp(lambda x: (f(x), (numpy.cos(x), numpy.float32(1.0))), f_bwd)
+    (out,) = lib.vjp(f, 3.0)[1](1.0)
+    grad = lib.grad(f)(np.float32(3.0))
+    return seen, (out.dtype, out.weak_type, float(out)), (grad.dtype, float(grad))
+
+
+def test_custom_vjp_bwd_gets_scalar_residuals_as_arrays():
+    # Scalar residuals were staged as literals and reached bwd as Python / NumPy scalars, so
+    # vjp returned a Python float and `res.shape` failed in bwd.
+    ours = _custom_vjp_residuals_seen_by_bwd(fluxion, jnp)
+    theirs = _custom_vjp_residuals_seen_by_bwd(jax, jjnp)
+    rename = lambda seen: [[("Array",) + r[1:] for r in call] for call in seen]
+    assert rename(ours[0]) == rename(theirs[0]) and ours[0][0][0][0] == "Array"
+    assert ours[1:] == theirs[1:]
