@@ -342,14 +342,36 @@ def inner_tracer_error(tracer) -> UnexpectedTracerError:
 
 
 def user_frame_summary() -> str:
-    """'file:line (function)' of the innermost stack frame outside fluxion, for error messages."""
+    """'file:line:column (function)' of the innermost stack frame outside fluxion, for error
+    messages."""
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not _is_internal_file(filename):
-            return f"{filename}:{frame.f_lineno} ({frame.f_code.co_name})"
+            return location_summary(filename, frame.f_lineno, frame_column(frame),
+                                    qualified_name(frame.f_code))
         frame = frame.f_back
     return "<unknown>"
+
+
+def frame_column(frame) -> int:
+    """The 0-based column where the expression a frame is executing starts (0 if unknown)."""
+    code, index = frame.f_code, frame.f_lasti // 2
+    for i, (_, _, column, _) in enumerate(code.co_positions()):
+        if i == index:
+            return column or 0
+    return 0
+
+
+def qualified_name(code) -> str:
+    return getattr(code, "co_qualname", code.co_name)
+
+
+def location_summary(file: str, line: int, column: int, function: str) -> str:
+    """A source location as JAX summarizes one: `file:line:column (function)`, without the
+    column where it is 0."""
+    where = f"{file}:{line}:{column}" if column else f"{file}:{line}"
+    return f"{where} ({function})"
 
 
 def note_user_line(e: BaseException, op_name: str | None = None, avals=None) -> None:
