@@ -9,8 +9,6 @@ import pprint
 import string
 import sys
 
-import numpy as np
-
 from fluxion._src import core, source_info
 from fluxion._src.callbacks import debug_callback
 
@@ -110,9 +108,11 @@ class _Formatter:
 # breakpoint
 
 class _Debugger(cmd.Cmd):
-    """A small pdb-like command loop over the values a breakpoint captured."""
+    """A small pdb-like command loop over the values a breakpoint captured, with JAX's
+    prompt and commands (`jdb`)."""
 
-    prompt = "(fdb) "
+    prompt = "(jdb) "
+    intro = "Entering jdb:"
 
     def __init__(self, frame_info, values, stdin=None, stdout=None):
         super().__init__(stdin=stdin or sys.stdin, stdout=stdout or sys.stdout)
@@ -124,8 +124,14 @@ class _Debugger(cmd.Cmd):
         return eval(expr, dict(self.globals), self.namespace)  # noqa: S307 - a debugger
 
     def default(self, line):
+        """An expression prints its repr, as in JAX's jdb; a statement is executed."""
         try:
-            exec(compile(line, "<debugger>", "single"), dict(self.globals), self.namespace)  # noqa: S102
+            try:
+                code = compile(line, "<debugger>", "eval")
+            except SyntaxError:
+                exec(compile(line, "<debugger>", "exec"), dict(self.globals), self.namespace)  # noqa: S102
+            else:
+                self.stdout.write(repr(eval(code, dict(self.globals), self.namespace)) + "\n")  # noqa: S307
         except Exception as e:  # noqa: BLE001
             self.stdout.write(f"*** {type(e).__name__}: {e}\n")
 
@@ -161,12 +167,10 @@ class _Debugger(cmd.Cmd):
     do_continue = do_cont = do_c
 
     def do_q(self, arg):
-        return True
+        """Quit: the program is given an exit command (SystemExit), as in JAX."""
+        sys.exit(0)
 
-    do_quit = do_exit = do_q
-
-    def do_EOF(self, arg):
-        return True
+    do_quit = do_exit = do_EOF = do_q
 
     def emptyline(self):
         return False
@@ -185,8 +189,9 @@ def breakpoint(*, backend=None, filter_frames: bool = True, num_frames=None,  # 
 
     Eagerly (and under `disable_jit`) the values are the arrays themselves; inside `jit`, the
     traced locals are passed out through a debug callback, and the debugger opens when the
-    compiled program reaches this point. `p expr`, `pp expr`, `l`, `w`, `c` and `q` work as in
-    pdb; other lines are executed as Python."""
+    compiled program reaches this point. `p expr`, `pp expr`, `l`, `w` and `c` work as in
+    pdb; `q` (and the end of input) exits the program, as in JAX; other lines are evaluated
+    (their repr printed) or executed as Python."""
     frame = _capture_frame(2)
     names, arrays, others = [], [], {}
     for name, value in frame.f_locals.items():
@@ -198,11 +203,9 @@ def breakpoint(*, backend=None, filter_frames: bool = True, num_frames=None,  # 
             others[name] = value
     info = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, frame.f_globals)
 
-    def open_debugger(*values):
+    def open_debugger(*values):  # the values come as Arrays, as JAX's jdb shows them
         namespace = dict(others)
-        namespace.update(zip(names, (np.asarray(v) for v in values)))
-        stream_out = stdout or sys.stdout
-        stream_out.write(f"Entering fluxion debugger at {info[0]}:{info[1]} ({info[2]})\n")
+        namespace.update(zip(names, values))
         _Debugger(info, namespace, stdin=stdin, stdout=stdout).cmdloop()
 
     open_debugger.__name__ = "breakpoint"
