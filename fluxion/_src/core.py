@@ -537,7 +537,7 @@ class Var:
         self.aval = aval
 
     def __repr__(self):
-        return f"Var({self.aval.str_short()})"
+        return f"Var(id={id(self)}):{self.aval.str_short(short_dtypes=False)}"  # as JAX's
 
 
 class DropVar(Var):
@@ -606,6 +606,15 @@ class Jaxpr:
         from fluxion._src import effects
         return effects.jaxpr_effects(self)
 
+    def replace(self, **fields) -> "Jaxpr":
+        """A copy with some of constvars, invars, outvars, eqns, effects, debug_info replaced."""
+        fields.pop("effects", None)  # read off the equations
+        unknown = set(fields) - set(self.__slots__)
+        if unknown:
+            raise TypeError(f"Jaxpr.replace() got unexpected keyword arguments {sorted(unknown)}")
+        current = {name: getattr(self, name) for name in self.__slots__}
+        return Jaxpr(**{**current, **fields})
+
     def __str__(self):
         return pp_jaxpr(self)
 
@@ -624,10 +633,23 @@ class ClosedJaxpr:
         self.jaxpr = jaxpr
         self.consts = list(consts)
 
+    literals = property(lambda self: self.consts)  # JAX's alias
+    constvars = property(lambda self: self.jaxpr.constvars)
+    invars = property(lambda self: self.jaxpr.invars)
+    outvars = property(lambda self: self.jaxpr.outvars)
+    debug_info = property(lambda self: self.jaxpr.debug_info)
     in_avals = property(lambda self: self.jaxpr.in_avals)
     out_avals = property(lambda self: self.jaxpr.out_avals)
     eqns = property(lambda self: self.jaxpr.eqns)
     effects = property(lambda self: self.jaxpr.effects)
+
+    def map_jaxpr(self, f) -> "ClosedJaxpr":
+        """`f` applied to the jaxpr, with the same consts."""
+        return ClosedJaxpr(f(self.jaxpr), self.consts)
+
+    def replace(self, *, jaxpr=None, consts=None) -> "ClosedJaxpr":
+        return ClosedJaxpr(self.jaxpr if jaxpr is None else jaxpr,
+                           self.consts if consts is None else consts)
 
     def __str__(self):
         return pp_jaxpr(self.jaxpr)
