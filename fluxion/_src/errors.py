@@ -52,7 +52,8 @@ class ConcretizationTypeError(FluxionTypeError):
 
     def __init__(self, tracer, context: str = ""):
         super().__init__(
-            f"Abstract tracer value encountered where concrete value is expected: {tracer!r}\n"
+            "Abstract tracer value encountered where concrete value is expected: traced array "
+            f"with shape {_type_of(tracer)}\nThe tracer: {tracer!r}\n"
             f"{context}\n"
             "The value depends on the arguments of a transformed function, so its concrete "
             "value is not known while tracing. Use structured control flow (lax.cond, "
@@ -78,7 +79,8 @@ class TracerBoolConversionError(ConcretizationTypeError):
 class TracerIntegerConversionError(FluxionTypeError):
     def __init__(self, tracer, context: str = ""):
         super().__init__(
-            f"The __index__() method was called on traced array {tracer!r}\n{context}\n"
+            f"The __index__() method was called on traced array with shape {_type_of(tracer)}\n"
+            f"The tracer: {tracer!r}\n{context}\n"
             "A traced value cannot be used as a Python integer (e.g. as an index into a list "
             "or a shape); mark the argument static or use lax.dynamic_slice.")
 
@@ -86,8 +88,9 @@ class TracerIntegerConversionError(FluxionTypeError):
 class TracerArrayConversionError(FluxionTypeError):
     def __init__(self, tracer, context: str = ""):
         super().__init__(
-            f"The numpy.ndarray conversion method __array__() was called on traced array "
-            f"{tracer!r}\n{context}\nNumPy functions cannot run on traced values: use "
+            f"The numpy.ndarray conversion method __array__() was called on traced array with "
+            f"shape {_type_of(tracer)}\nThe tracer: {tracer!r}\n{context}\nNumPy functions "
+            "cannot run on traced values: use "
             "fluxion.numpy instead of numpy inside transformed functions.")
 
 
