@@ -154,6 +154,7 @@ def test_breakpoint_session_prints_as_jaxs_jdb(jit):
 
 
 def test_breakpoint_quit_and_end_of_input_exit_the_program():
-    for cmds in (["q"], []):
+    for cmds, jit in ((["q"], False), ([], False), (["q"], True)):
         with pytest.raises(SystemExit):
-            _debugger_session(jax, cmds, jit=False)
+            _debugger_session(jax, cmds, jit=jit)
+    assert float(jax.jit(lambda x: x + 1)(1.0)) == 2.0  # the runtime is still usable
