@@ -523,3 +523,22 @@ def test_custom_vjp_bwd_gets_scalar_residuals_as_arrays():
     rename = lambda seen: [[("Array",) + r[1:] for r in call] for call in seen]
     assert rename(ours[0]) == rename(theirs[0]) and ours[0][0][0][0] == "Array"
     assert ours[1:] == theirs[1:]
+
+
+def _what_jvp_passes_for_an_unperturbed_input(lib, numpy):
+    seen = []
+
+    def f(x, n):
+        seen.append(repr(n))
+        return x * n
+
+    float0_zero = np.zeros((), lib.dtypes.float0)
+    lib.jvp(f, (np.float32(2.0), numpy.int32(3)), (np.float32(1.0), float0_zero))
+    return seen
+
+
+def test_jvp_passes_an_input_with_a_float0_tangent_as_its_value():
+    # It was wrapped as JVPTracer(primal=3, tangent=Zero(float0[])); JAX passes the value.
+    ours = _what_jvp_passes_for_an_unperturbed_input(fluxion, jnp)
+    assert ours == _what_jvp_passes_for_an_unperturbed_input(jax, jjnp) == [
+        "Array(3, dtype=int32)"]

@@ -235,8 +235,8 @@ def jvp_flat(fun: Callable, primals: Sequence, tangents: Sequence, origin="jvp")
     tangents, t_originals = _pin_host_values(tangents)
     originals.update(t_originals)
     trace = JVPTrace(origin)
-    ins = [trace.wrap(p, t) if type(t) is not Zero else JVPTracer(trace, p, t)
-           for p, t in zip(primals, tangents)]
+    # an input whose tangent is a symbolic zero (a float0 one) is passed as itself, as in JAX
+    ins = [trace.wrap(p, t) for p, t in zip(primals, tangents)]
     try:
         with core.set_current_trace(trace):
             outs = fun(*ins)
