@@ -502,8 +502,19 @@ def _diagonal_mask(rows: int, cols: int, k, compare):
 
 
 def _matrix_dims(name, N, M):
-    N = util.static_dim(N, f"'N' argument of jnp.{name}")
-    M = N if M is None else util.static_dim(M, f"'M' argument of jnp.{name}")
+    """N and M as Python ints; a traced or non-integer one raises JAX's TypeError (its words:
+    eye names the argument, tri shows both)."""
+    def dim(value, shown, where):
+        try:
+            return util.static_dim(value, where)
+        except TypeError:  # the tracer errors are TypeErrors too
+            suffix = f" {where}." if name == "eye" else ""
+            raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, "
+                            f"got {shown!r}.{suffix}") from None
+    both = (N, N if M is None else M)
+    shown = lambda one: (one,) if name == "eye" else both
+    N = dim(N, shown(N), "argument of 'N' jnp.eye()")
+    M = N if M is None else dim(M, shown(M), "argument 'M' of jnp.eye()")
     if N < 0 or M < 0:
         raise ValueError(f"negative dimensions are not allowed, got N={N} and M={M}")
     return N, M
