@@ -298,3 +298,15 @@ def test_matrix_of_traced_or_float_size_raises_jaxs_type_error(make):
             assert type(info.value) is TypeError
             messages.append(str(info.value).splitlines()[0])
     assert messages[:2] == messages[2:]
+
+
+def _primitives_of_array_from_traced_list(lib, np_):
+    closed = lib.make_jaxpr(lambda x, y: np_.array([[x, y], [y, x]]))(np.float32(1), np.float32(2))
+    return sorted({e.primitive.name for e in closed.eqns})
+
+
+def test_array_of_a_list_of_tracers_copies_no_element():
+    # each element got a `copy` of its own before being stacked into the new array
+    assert "copy" not in _primitives_of_array_from_traced_list(fluxion, fnp)
+    assert (_primitives_of_array_from_traced_list(fluxion, fnp)
+            == _primitives_of_array_from_traced_list(jax, jnp))

@@ -77,7 +77,8 @@ def _sequence_to_array(seq, dtype):
             placement.active and any(type(leaf) is Array and leaf.committed for leaf in leaves)):
         # traced or committed elements: stacked by fluxion (on the committed device)
         from fluxion._src.numpy.manipulation import stack
-        return stack([array(item, dtype=dtype) for item in seq])
+        # (stacking makes the new array: the elements need no copy of their own, as in JAX)
+        return stack([array(item, dtype=dtype, copy=False) for item in seq])
     return lax._convert_element_type(np.array(seq, dtype=dtype), dtype, False)
 
 
