@@ -18,13 +18,7 @@ from fluxion._src.mesh import AxisType, Mesh, PartitionSpec, get_mesh
 class Sharding:
     """The base class of shardings."""
 
-    _memory_kind = None
-
-    @property
-    def memory_kind(self) -> str:
-        """The kind of memory the sharding names: the one asked for, else its devices'
-        default ('device'). fluxion places every array in that default memory."""
-        return self._memory_kind or _default_memory_kind(self._device_assignment[0])
+    memory_kind = None
 
     @property
     def device_set(self) -> set:
@@ -65,7 +59,7 @@ class Sharding:
         """A copy of this sharding naming memory `kind`."""
         copy = object.__new__(type(self))
         copy.__dict__.update(self.__dict__)
-        copy._memory_kind = _checked_memory_kind(self._device_assignment[0], kind)
+        copy._memory_kind = _checked_memory_kind(_first_device(self), kind)
         return copy
 
     # Subclasses define `_device_assignment` (a tuple of devices: XLA's partition order),
@@ -79,17 +73,35 @@ class Sharding:
         return _indices_from_hlo(self._hlo_sharding(len(shape)), shape, len(self._device_assignment))
 
 
-def _default_memory_kind(device) -> str:
+def _first_device(sharding):
+    devices = getattr(sharding, "_device_assignment", None)
+    return devices[0] if devices else None  # (a sharding of types may have no devices)
+
+
+def _memory_kind(sharding):
+    """The kind of memory a sharding names: the one asked for, else its devices' default
+    ('device'; None without devices), as JAX's. fluxion places every array in the default."""
+    kind = sharding.__dict__.get("_memory_kind")
+    if kind is not None:
+        return kind
+    device = _first_device(sharding)
+    if device is None:
+        return None
     try:
         return device.default_memory().kind
     except Exception:  # a device kind without memory spaces (a stand-in device)
         return "device"
 
 
+def _memory_kind_suffix(sharding) -> str:
+    kind = sharding.memory_kind
+    return "" if kind is None else f", memory_kind={kind}"  # JAX's repr
+
+
 def _checked_memory_kind(device, kind):
     """`kind` (None: the default), after checking that `device` can address it."""
-    if kind is None:
-        return None
+    if kind is None or device is None:
+        return kind
     try:
         kinds = [m.kind for m in device.addressable_memories()]
     except Exception:
@@ -114,6 +126,7 @@ class SingleDeviceSharding(Sharding):
         self._device_assignment = (device,)
         self._memory_kind = _checked_memory_kind(device, memory_kind)
 
+    memory_kind = property(_memory_kind)
     is_fully_replicated = True
     is_fully_addressable = True
 
@@ -131,7 +144,7 @@ class SingleDeviceSharding(Sharding):
         return hash(("single", self._device, self.memory_kind))
 
     def __repr__(self):
-        return f"SingleDeviceSharding(device={self._device!r}, memory_kind={self.memory_kind})"
+        return f"SingleDeviceSharding(device={self._device!r}{_memory_kind_suffix(self)})"
 
 
 class NamedSharding(Sharding):
@@ -156,11 +169,12 @@ class NamedSharding(Sharding):
             raise ValueError(f"A single NamedSharding spec specification can map every mesh "
                              f"axis to at most one positional dimension, but {spec} has "
                              f"duplicate entries")
+        devices = getattr(mesh, "flat_devices", None)
+        self._memory_kind = _checked_memory_kind(devices[0] if devices else None, memory_kind)
         self.mesh = mesh
         self.spec = spec
         self._device_assignment = mesh.flat_devices
-        self._memory_kind = _checked_memory_kind(self._device_assignment[0], memory_kind)
-        self._hash = hash((mesh, spec, self.memory_kind))
+        self._hash = hash((mesh, spec))
 
     @property
     def is_fully_replicated(self) -> bool:
@@ -189,13 +203,14 @@ class NamedSharding(Sharding):
     def __hash__(self):
         return self._hash
 
+    memory_kind = property(_memory_kind)
+
     def with_memory_kind(self, kind):
         """This sharding, naming memory `kind`."""
         return NamedSharding(self.mesh, self.spec, memory_kind=kind)
 
     def __repr__(self):
-        return (f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, "
-                f"memory_kind={self.memory_kind})")
+        return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}{_memory_kind_suffix(self)})"
 
 
 class GSPMDSharding(Sharding):
@@ -205,6 +220,8 @@ class GSPMDSharding(Sharding):
     def __init__(self, devices, hlo_sharding):
         self._device_assignment = tuple(devices)
         self._hlo = hlo_sharding
+
+    memory_kind = property(_memory_kind)
 
     def _hlo_sharding(self, ndim):
         return self._hlo
@@ -224,7 +241,7 @@ class GSPMDSharding(Sharding):
         return hash((self._device_assignment, str(self._hlo)))
 
     def __repr__(self):
-        return f"GSPMDSharding({self._hlo}, memory_kind={self.memory_kind})"
+        return f"GSPMDSharding({self._hlo}{_memory_kind_suffix(self)})"
 
 
 @functools.lru_cache(maxsize=4096)
