@@ -55,7 +55,7 @@ def test_bool_error_names_the_tracer_and_the_user_line():
     with pytest.raises(fluxion.errors.TracerBoolConversionError) as info:
         fluxion.jit(f)(X)
     message = str(info.value)
-    assert "JitTracer(bool[])" in message
+    assert message.startswith("Attempted boolean conversion of traced array with shape bool[].")
     assert f"{__file__}:{line}" in message
     assert "`bool` function" in message
     assert isinstance(info.value, fluxion.errors.ConcretizationTypeError)
@@ -71,7 +71,7 @@ def test_conversion_error_names_the_user_line(convert, error_name):
     with pytest.raises(getattr(fluxion.errors, error_name)) as info:
         fluxion.jit(f)(np.float32(1))
     assert f"{__file__}:{line}" in str(info.value)
-    assert "JitTracer(float32[])" in str(info.value)
+    assert "traced array with shape float32[]" in str(info.value).splitlines()[0]  # JAX's words
 
 
 def test_concrete_values_convert_fine_outside_jit():

@@ -52,8 +52,8 @@ class ConcretizationTypeError(FluxionTypeError):
 
     def __init__(self, tracer, context: str = ""):
         super().__init__(
-            "Abstract tracer value encountered where concrete value is expected: traced array "
-            f"with shape {_type_of(tracer)}\nThe tracer: {tracer!r}\n"
+            f"Abstract tracer value encountered where concrete value is expected: traced array "
+            f"with shape {_type_of(tracer)}\n"
             f"{context}\n"
             "The value depends on the arguments of a transformed function, so its concrete "
             "value is not known while tracing. Use structured control flow (lax.cond, "
@@ -67,8 +67,8 @@ class TracerBoolConversionError(ConcretizationTypeError):
     def __init__(self, tracer, context: str = ""):
         FluxionTypeError.__init__(
             self,
-            f"Attempted boolean conversion of traced array with shape {_type_of(tracer)}. "
-            f"The tracer: {tracer!r}\n{context}\n"
+            f"Attempted boolean conversion of traced array with shape {_type_of(tracer)}.\n"
+            f"{context}\n"
             "Python control flow (`if`, `while`, `and`/`or`) needs a concrete value, but this one "
             "depends on the arguments of a transformed function. Use lax.cond (or lax.switch) "
             "to branch on a traced value, lax.while_loop or lax.fori_loop to loop on one, or "
@@ -80,7 +80,7 @@ class TracerIntegerConversionError(FluxionTypeError):
     def __init__(self, tracer, context: str = ""):
         super().__init__(
             f"The __index__() method was called on traced array with shape {_type_of(tracer)}\n"
-            f"The tracer: {tracer!r}\n{context}\n"
+            f"{context}\n"
             "A traced value cannot be used as a Python integer (e.g. as an index into a list "
             "or a shape); mark the argument static or use lax.dynamic_slice.")
 
@@ -88,9 +88,8 @@ class TracerIntegerConversionError(FluxionTypeError):
 class TracerArrayConversionError(FluxionTypeError):
     def __init__(self, tracer, context: str = ""):
         super().__init__(
-            f"The numpy.ndarray conversion method __array__() was called on traced array with "
-            f"shape {_type_of(tracer)}\nThe tracer: {tracer!r}\n{context}\nNumPy functions "
-            "cannot run on traced values: use "
+            f"The numpy.ndarray conversion method __array__() was called on traced array "
+            f"with shape {_type_of(tracer)}\n{context}\nNumPy functions cannot run on traced values: use "
             "fluxion.numpy instead of numpy inside transformed functions.")
 
 
