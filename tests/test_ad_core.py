@@ -469,3 +469,76 @@ def test_check_grads_float64_step_is_jax_eps():
                                   2, ["fwd", "rev"], tol, tol)
         check_grads(lambda a, b: lax.mul(a, b, out_dtype=np.float32), (x, y), 2,
                     ["fwd", "rev"], tol, tol)
+
+
+def _complex_gradient_types(lib, numpy):
+    """(dtype, weak type) of gradients and VJPs of a Python complex through real/imag/abs."""
+    funs = [lambda z: numpy.real(z) ** 2 + numpy.imag(z) ** 2, lambda z: numpy.abs(z),
+            lambda z: numpy.real(numpy.conj(z)) * 2.0]
+    types = []
+    for f in funs:
+        for g in (lib.grad(f), lib.jit(lib.grad(f)), lambda z: lib.vjp(f, z)[1](1.0)[0]):
+            out = g(3.0 + 4j)
+            types.append((out.dtype, out.weak_type))
+    return types
+
+
+def test_gradient_of_weak_complex_input_is_strong_as_in_jax():
+    # The zero real or imaginary part of real/imag's transpose is strongly typed in JAX, so
+    # the gradient is strong although the Python complex input is weak.
+    assert _complex_gradient_types(fluxion, jnp) == _complex_gradient_types(jax, jjnp)
+
+
+def test_vjp_cotangent_weak_type_follows_the_rules_not_the_primal():
+    f = lambda x: jnp.concatenate([x[None], x[None]]).sum()
+    jf = lambda x: jjnp.concatenate([x[None], x[None]]).sum()
+    ours = fluxion.vjp(f, jnp.float32(3.0))[1](1.0)[0]
+    theirs = jax.vjp(jf, jjnp.float32(3.0))[1](1.0)[0]
+    assert (ours.dtype, ours.weak_type) == (theirs.dtype, theirs.weak_type) == (np.float32, True)
+
+
+def _custom_vjp_residuals_seen_by_bwd(lib, numpy):
+    """What a custom_vjp's bwd receives for scalar array residuals, and what vjp returns."""
+    seen = []
+
+    @lib.custom_vjp
+    def f(x):
+        return numpy.sin(x)
+
+    def f_bwd(res, g):
+        seen.append([(type(r).__name__, r.dtype, r.weak_type, float(r)) for r in res])
+        return (res[0] * g,)
+
+    f.defvjp(lambda x: (f(x), (numpy.cos(x), numpy.float32(1.0))), f_bwd)
+    (out,) = lib.vjp(f, 3.0)[1](1.0)
+    grad = lib.grad(f)(np.float32(3.0))
+    return seen, (out.dtype, out.weak_type, float(out)), (grad.dtype, float(grad))
+
+
+def test_custom_vjp_bwd_gets_scalar_residuals_as_arrays():
+    # Scalar residuals were staged as literals and reached bwd as Python / NumPy scalars, so
+    # vjp returned a Python float and `res.shape` failed in bwd.
+    ours = _custom_vjp_residuals_seen_by_bwd(fluxion, jnp)
+    theirs = _custom_vjp_residuals_seen_by_bwd(jax, jjnp)
+    rename = lambda seen: [[("Array",) + r[1:] for r in call] for call in seen]
+    assert rename(ours[0]) == rename(theirs[0]) and ours[0][0][0][0] == "Array"
+    assert ours[1:] == theirs[1:]
+
+
+def _what_jvp_passes_for_an_unperturbed_input(lib, numpy):
+    seen = []
+
+    def f(x, n):
+        seen.append(repr(n))
+        return x * n
+
+    float0_zero = np.zeros((), lib.dtypes.float0)
+    lib.jvp(f, (np.float32(2.0), numpy.int32(3)), (np.float32(1.0), float0_zero))
+    return seen
+
+
+def test_jvp_passes_an_input_with_a_float0_tangent_as_its_value():
+    # It was wrapped as JVPTracer(primal=3, tangent=Zero(float0[])); JAX passes the value.
+    ours = _what_jvp_passes_for_an_unperturbed_input(fluxion, jnp)
+    assert ours == _what_jvp_passes_for_an_unperturbed_input(jax, jjnp) == [
+        "Array(3, dtype=int32)"]

@@ -548,6 +548,45 @@ def test_weak_typed_result_repr_matches_jax():
     assert repr(ours) == repr(theirs) == "Array(6., dtype=float32, weak_type=True)"
 
 
+def _tracer_repr_under(lib, transform: str) -> str:
+    """The repr of the tracer that a function sees under `transform` of library `lib`."""
+    seen = []
+
+    def f(x):
+        seen.append(repr(x))
+        return x * 2.0
+
+    def total(x):
+        return f(x).sum()
+
+    one, ones = np.float32(1.0), np.ones(2, np.float32)
+    run = {
+        "jit_weak": lambda: lib.jit(f)(1.0),
+        "jit_array": lambda: lib.jit(f)(np.ones((2, 3), np.int32)),
+        "grad": lambda: lib.grad(total)(one),
+        "grad_of_grad": lambda: lib.grad(lib.grad(f))(one),
+        "vjp": lambda: lib.vjp(f, one),
+        "linearize": lambda: lib.linearize(f, one),
+        "jvp": lambda: lib.jvp(f, (one,), (one,)),
+        "vmap": lambda: lib.vmap(f)(ones),
+        "vmap_in_axes_1": lambda: lib.vmap(f, in_axes=1)(np.ones((2, 3), np.float32)),
+        "jacfwd": lambda: lib.jacfwd(f)(ones),
+        "hessian": lambda: lib.hessian(total)(ones),
+        "grad_of_vmap": lambda: lib.vmap(lib.grad(f))(ones),
+        "jit_in_grad": lambda: lib.grad(lib.jit(total))(one),
+        "make_jaxpr": lambda: lib.make_jaxpr(f)(one),
+    }[transform]
+    run()
+    return seen[0]
+
+
+@pytest.mark.parametrize("transform", [
+    "jit_weak", "jit_array", "grad", "grad_of_grad", "vjp", "linearize", "jvp", "vmap",
+    "vmap_in_axes_1", "jacfwd", "hessian", "grad_of_vmap", "jit_in_grad", "make_jaxpr"])
+def test_tracer_repr_matches_jax(transform):
+    assert _tracer_repr_under(fluxion, transform) == _tracer_repr_under(jax, transform)
+
+
 def test_array_attributes_and_host_access():
     value = np.arange(6, dtype=np.float32).reshape(2, 3)
     a = fluxion.device_put(value)

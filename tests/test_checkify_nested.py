@@ -365,5 +365,5 @@ def test_checks_in_custom_rules_run_unfunctionalized_at_their_own_line():
 
     value = lambda x: checkify.checkify(f)(x)[1]
     assert np.isclose(float(jax.grad(value)(0.5)), np.cos(0.5))
-    with pytest.raises(checkify.JaxRuntimeError, match=r"rule saw -6.0 .*\(f_jvp\)"):
+    with pytest.raises(checkify.JaxRuntimeError, match=r"rule saw -6.0 .*[(.]f_jvp\)"):
         jax.grad(value)(-6.0)

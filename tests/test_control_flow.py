@@ -536,3 +536,22 @@ def test_cond_of_a_function_predicate_raises_jax_message():
         with pytest.raises(TypeError, match="Pred type must be either boolean or number, got "
                                             "<function"):
             mod.lax.cond(lambda: True, lambda: 1, lambda: 2)
+
+
+def _branch_trace_order(lib):
+    order = []
+
+    def branch(name):
+        def f(x):
+            order.append(name)
+            return x * 2
+        return f
+
+    lib.lax.cond(True, branch("true"), branch("false"), np.float32(1))
+    lib.jit(lambda x: lib.lax.cond(x > 0, branch("true"), branch("false"), x))(np.float32(1))
+    return order
+
+
+def test_cond_traces_true_fun_first_as_jax():
+    import jax
+    assert _branch_trace_order(fluxion) == _branch_trace_order(jax) == ["true", "false"] * 2

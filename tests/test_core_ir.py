@@ -79,3 +79,20 @@ def test_jit_and_eager_agree_through_nesting():
     outer = fluxion.jit(lambda x: lax.add(inner(x), lax.sin(x)))
     x = np.linspace(-1, 1, 5).astype(np.float32)
     np.testing.assert_allclose(np.asarray(outer(x)), np.exp(x) + np.sin(x), rtol=1e-6)
+
+
+def _closed_jaxpr_views(lib, numpy):
+    """The parts of a ClosedJaxpr that a custom interpreter reads, and a Var's printed form."""
+    import re
+    c = numpy.arange(3.0)
+    closed = lib.make_jaxpr(lambda x: numpy.exp(x) + c)(numpy.ones(3))
+    var_repr = re.sub(r"id=\d+", "id=#", repr(closed.invars[0]))
+    swapped = closed.replace(consts=[c * 2]).map_jaxpr(lambda j: j.replace(eqns=j.eqns))
+    return (len(closed.literals), closed.literals[0].tolist(), len(closed.constvars),
+            len(closed.invars), len(closed.outvars), var_repr, len(swapped.consts),
+            swapped.consts[0].tolist(), [e.primitive.name for e in swapped.eqns])
+
+
+def test_closed_jaxpr_has_jaxs_attributes_and_var_repr():
+    import jax
+    assert _closed_jaxpr_views(fluxion, jnp) == _closed_jaxpr_views(jax, jax.numpy)

@@ -128,9 +128,58 @@ def test_breakpoint_eager_disable_jit_and_jit():
 
     cmds = ["p y", "p x.sum()", "w", "c"]
     eager = _run_breakpoint(lambda i, o: f(jnp.arange(3.0), i, o), cmds)
-    assert "array([0., 2., 4.]" in eager and "3.0" in eager and "test_debug_print.py" in eager
+    assert "Array([0., 2., 4.]" in eager and "Array(3." in eager and "test_debug_print.py" in eager
     with jax.disable_jit():
         dj = _run_breakpoint(lambda i, o: jax.jit(f, static_argnums=(1, 2))(jnp.arange(3.0), i, o), cmds)
-    assert "array([0., 2., 4.]" in dj
+    assert "Array([0., 2., 4.]" in dj
     jitted = _run_breakpoint(lambda i, o: jax.jit(f, static_argnums=(1, 2))(jnp.arange(3.0), i, o), cmds)
-    assert "array([0., 2., 4.]" in jitted and "Entering fluxion debugger" in jitted
+    assert "Array([0., 2., 4.]" in jitted and jitted.startswith("Entering jdb:\n(jdb) ")
+
+
+def _debugger_session(lib, commands, jit):
+    def f(x, stdin, stdout):
+        y = x * 2
+        lib.debug.breakpoint(stdin=stdin, stdout=stdout)
+        return y + 1
+    g = lib.jit(f, static_argnums=(1, 2)) if jit else f
+    return _run_breakpoint(lambda i, o: g(lib.numpy.arange(3.0), i, o), commands)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_breakpoint_session_prints_as_jaxs_jdb(jit):
+    import jax as real_jax
+    cmds = ["p y", "p x.sum()", "y", "c"]
+    ours = _debugger_session(jax, cmds, jit)
+    assert ours == _debugger_session(real_jax, cmds, jit)
+
+
+def test_breakpoint_quit_and_end_of_input_exit_the_program():
+    for cmds, jit in ((["q"], False), ([], False), (["q"], True)):
+        with pytest.raises(SystemExit):
+            _debugger_session(jax, cmds, jit=jit)
+    assert float(jax.jit(lambda x: x + 1)(1.0)) == 2.0  # the runtime is still usable
+
+
+def _multi_frame_session(lib, jit):
+    def inner(x, params, stdin, stdout):
+        y = x * 2
+        lib.debug.breakpoint(stdin=stdin, stdout=stdout)
+        return y + params[0]
+
+    def outer(x, stdin, stdout):
+        z = x + 1
+        return inner(z, (z * 3, "name"), stdin, stdout)
+
+    g = lib.jit(outer, static_argnums=(1, 2)) if jit else outer
+    out = _run_breakpoint(lambda i, o: g(lib.numpy.arange(3.0), i, o),
+                          ["p params", "l", "u", "p z", "z * 2", "d", "d", "p nosuch", "c"])
+    where = _run_breakpoint(lambda i, o: g(lib.numpy.arange(3.0), i, o), ["w", "c"])
+    # the outermost frames are pytest's: compare the user's end of the traceback
+    return out, where.split("Traceback:")[0], where.splitlines()[-5:]
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_breakpoint_frames_up_down_list_where_as_jaxs_jdb(jit):
+    # (a pytree local holding traced values comes back with its arrays, in every frame)
+    import jax as real_jax
+    assert _multi_frame_session(jax, jit) == _multi_frame_session(real_jax, jit)

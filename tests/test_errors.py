@@ -364,3 +364,14 @@ def test_errors_module_names_are_jaxs():
     assert public[fluxion] == public[jax]
     assert fluxion.errors.JAXTypeError.__name__ == "JAXTypeError"
     assert issubclass(fluxion.errors.ConcretizationTypeError, fluxion.errors.JAXTypeError)
+
+
+@pytest.mark.parametrize("misuse", ["int", "float", "np_asarray", "list_index"])
+def test_misuse_message_first_line_is_jaxs(misuse):
+    fun, error_name = MISUSES[misuse]
+    first_lines = []
+    for lib, errors in LIBRARIES.values():
+        with pytest.raises(getattr(errors, error_name)) as info:
+            lib.jit(lambda x: fun(lib, x))(X)
+        first_lines.append(str(info.value).splitlines()[0])
+    assert first_lines[0] == first_lines[1]

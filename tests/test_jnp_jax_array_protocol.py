@@ -54,3 +54,26 @@ def test_abstractification_refuses_them_as_jax():
             fn(Wrapped(fluxion, V))
     with pytest.raises(ValueError, match="__jax_array__"):
         jax.jit(lambda x: x * 2)(Wrapped(jax, V))
+
+
+UFUNC_CALLS = {  # JAX 0.10.2 raises ValueError here; fluxion converts (docs/differences.md)
+    "multiply": (lambda m, a: m.multiply(a, 2), lambda v: v * 2),
+    "multiply_right": (lambda m, a: m.multiply(2, a), lambda v: 2 * v),
+    "add": (lambda m, a: m.add(a, a), lambda v: v + v),
+    "sin": (lambda m, a: m.sin(a), np.sin),
+    "maximum": (lambda m, a: m.maximum(a, 2.0), lambda v: np.maximum(v, 2.0)),
+    "true_divide": (lambda m, a: m.true_divide(a, 2), lambda v: v / 2),
+    "equal": (lambda m, a: m.equal(a, 2.0), lambda v: v == 2.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UFUNC_CALLS))
+def test_ufuncs_convert_them_as_the_other_jnp_functions(name):
+    # They raised TypeError ("Cannot determine dtype") while promoting dtypes.
+    call, expected = UFUNC_CALLS[name]
+    out = call(jnp, Wrapped(fluxion, V))
+    assert isinstance(out, fluxion.Array)
+    np.testing.assert_allclose(np.asarray(out), expected(V), rtol=1e-6)
+    assert out.dtype == call(jnp, V).dtype
+    with pytest.raises(ValueError, match="__jax_array__"):
+        call(jax_jnp, Wrapped(jax, V))

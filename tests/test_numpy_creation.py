@@ -283,3 +283,30 @@ def test_shape_errors_show_a_tuple_and_the_jit_hint():
         fluxion.jit(lambda n: fnp.zeros((n, 2)))(3)
     with pytest.raises(TypeError, match="If using `jit`, try using `static_argnums`"):
         jax.jit(lambda n: jnp.zeros((n, 2)))(3)
+
+
+@pytest.mark.parametrize("make", [
+    lambda np_, n: np_.eye(n), lambda np_, n: np_.eye(2, n), lambda np_, n: np_.identity(n),
+    lambda np_, n: np_.tri(n)])
+def test_matrix_of_traced_or_float_size_raises_jaxs_type_error(make):
+    import jax
+    messages = []
+    for lib, np_ in ((fluxion, fnp), (jax, jax.numpy)):
+        for call in (lambda: lib.jit(lambda n: make(np_, n))(3), lambda: make(np_, 2.5)):
+            with pytest.raises(TypeError) as info:
+                call()
+            assert type(info.value) is TypeError
+            messages.append(str(info.value).splitlines()[0])
+    assert messages[:2] == messages[2:]
+
+
+def _primitives_of_array_from_traced_list(lib, np_):
+    closed = lib.make_jaxpr(lambda x, y: np_.array([[x, y], [y, x]]))(np.float32(1), np.float32(2))
+    return sorted({e.primitive.name for e in closed.eqns})
+
+
+def test_array_of_a_list_of_tracers_copies_no_element():
+    # each element got a `copy` of its own before being stacked into the new array
+    assert "copy" not in _primitives_of_array_from_traced_list(fluxion, fnp)
+    assert (_primitives_of_array_from_traced_list(fluxion, fnp)
+            == _primitives_of_array_from_traced_list(jax, jnp))

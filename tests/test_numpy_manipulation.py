@@ -301,3 +301,16 @@ def test_split_points_holding_a_tracer_are_a_concretization_error():
     with pytest.raises(ConcretizationTypeError, match="indices_or_sections"):
         fluxion.jit(lambda i: fnp.split(fnp.zeros((12, 2)), [2, i]))(2.0)
     assert [p.shape for p in fnp.split(np.zeros(6), [1, fnp.asarray(3)])] == [(1,), (2,), (3,)]
+
+
+@pytest.mark.parametrize("reshape", [
+    lambda np_, x, n: x.reshape(n), lambda np_, x, n: x.reshape((n,)),
+    lambda np_, x, n: np_.reshape(x, (n, 1))])
+def test_reshape_to_a_traced_size_raises_jaxs_type_error(reshape):
+    import jax
+    for lib, np_ in ((fluxion, fnp), (jax, jax.numpy)):
+        f = lib.jit(lambda x: reshape(np_, x, np_.array(x.shape).prod()))
+        with pytest.raises(TypeError) as info:
+            f(np_.ones((2, 3)))
+        assert type(info.value) is TypeError  # not a ConcretizationTypeError subclass
+        assert "Shapes must be 1D sequences of concrete values of integer type" in str(info.value)

@@ -429,3 +429,41 @@ def test_offloadable_answer_saves_in_place():
     printed, g_ours = run(fluxion, jnp, ad_checkpoint)
     assert "named 'c'" in printed
     np.testing.assert_allclose(g_ours, run(jax, jnp_jax, jax.ad_checkpoint)[1], rtol=1e-5)
+
+
+_CELL = '''
+def chain(funs):
+    def f(x):
+        for fun in funs:
+            x = fun(x)
+        return x
+    return f
+
+def g(W, x):
+    y = np_.dot(W, x)
+    return np_.sin(y)
+'''
+
+
+def _saved_from_cell(lib, np_, ac):
+    """print_saved_residuals of functions defined in a notebook-like '<cell>'."""
+    namespace = {"np_": np_}
+    exec(compile(_CELL, "<cell>", "exec"), namespace)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ac.print_saved_residuals(namespace["chain"]([np_.sin] * 2), 3.0)
+        ac.print_saved_residuals(namespace["g"], np.ones((2, 2), np.float32),
+                                 np.ones(2, np.float32))
+    return out.getvalue().splitlines()
+
+
+def test_saved_residual_locations_have_column_and_qualified_name_as_in_jax():
+    # JAX's lines, printed by JAX 0.10.2 outside pytest (under pytest it prints no location)
+    theirs = _saved_from_cell(jax, jnp_jax, jax.ad_checkpoint)
+    assert _saved_from_cell(fluxion, jnp, ad_checkpoint) == [
+        "f32[] output of cos from <cell>:5:16 (chain.<locals>.f)",
+        "f32[] output of cos from <cell>:5:16 (chain.<locals>.f)",
+        "f32[2,2] from the argument W", "f32[2] from the argument x",
+        "f32[2] output of cos from <cell>:11:11 (g)"]
+    assert [line.split(" from ")[0] for line in theirs] == [
+        "f32[] output of cos", "f32[] output of cos", "f32[2,2]", "f32[2]", "f32[2] output of cos"]

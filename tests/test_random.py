@@ -364,3 +364,19 @@ def test_threefry_loop_runs_on_flat_arrays_on_cpu():
     ours = fluxion.random.uniform(key, (3, 3, 4, 6))
     theirs = jax.random.uniform(jax.random.PRNGKey(3), (3, 3, 4, 6))
     np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+def _key_types_and_traced_reprs(lib):
+    seen = []
+    key, keys = lib.random.key(0), lib.random.split(lib.random.key(0), (3, 4))
+    lib.jit(lambda k: seen.append(repr(k)) or k)(key)
+    lib.jit(lambda k: seen.append(repr(k)) or k)(keys)
+    lib.vmap(lambda k: seen.append(repr(k)) or k)(keys[0])
+    lib.jit(lambda k: seen.append(repr(lib.typeof(k))) or k)(keys)
+    types = [lib.typeof(key), lib.typeof(keys)]
+    return seen, [repr(t) for t in types], [(t.shape, str(t.dtype)) for t in types]
+
+
+def test_typeof_and_traced_repr_of_key_arrays_match_jax():
+    import jax
+    assert _key_types_and_traced_reprs(fluxion) == _key_types_and_traced_reprs(jax)

@@ -54,3 +54,31 @@ def test_partition_spec_repr_is_jaxs():
     real_jax_sharding = importlib.import_module("jax.sharding")
     for parts in [(), ("i",), ("a", "b"), (None, "a"), (("a", "b"), None)]:
         assert repr(P(*parts)) == repr(real_jax_sharding.PartitionSpec(*parts))
+
+
+def _sharding_reprs(lib):
+    """Printed forms and memory kinds of single-device and one-device-mesh shardings."""
+    from importlib import import_module
+    sharding = import_module(f"{lib.__name__}.sharding")
+    device = lib.devices()[0]
+    x = lib.numpy.arange(3.0)
+    mesh = lib.make_mesh((1,), ("i",))
+    named = sharding.NamedSharding(mesh, sharding.PartitionSpec("i"))
+    shardings = [x.sharding, lib.jit(lambda a: a * 2)(x).sharding,
+                 sharding.SingleDeviceSharding(device),
+                 sharding.SingleDeviceSharding(device, memory_kind="device"),
+                 sharding.SingleDeviceSharding(device, memory_kind="pinned_host"),
+                 named, lib.device_put(x, named).sharding,
+                 named.with_memory_kind("pinned_host")]
+    return ([(repr(s), s.memory_kind) for s in shardings],
+            shardings[2] == shardings[3], shardings[2] == shardings[4])
+
+
+def test_sharding_repr_and_memory_kind_are_jaxs():
+    import jax as real_jax
+    assert _sharding_reprs(jax) == _sharding_reprs(real_jax)
+
+
+def test_unknown_memory_kind_raises_value_error():
+    with pytest.raises(ValueError, match="Got memory kind: bogus"):
+        SingleDeviceSharding(jax.devices()[0], memory_kind="bogus")

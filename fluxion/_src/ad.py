@@ -158,6 +158,18 @@ class JVPTracer(Tracer):
             return p.to_concrete_value()
         return p
 
+    def _short_repr(self) -> str:
+        primal = _tracer_or_value_str(self.primal)
+        if isinstance(self._trace.parent, PartialEvalTrace):  # grad, vjp, linearize
+            tangent_type = core.get_aval(self.tangent) if type(self.tangent) is not Zero \
+                else self.tangent.aval
+            return f"GradTracer(primal={primal}, typeof(tangent)={tangent_type.str_short()})"
+        return f"JVPTracer(primal={primal}, tangent={_tracer_or_value_str(self.tangent)})"
+
+
+def _tracer_or_value_str(x) -> str:
+    return x._short_repr() if isinstance(x, Tracer) else str(x)
+
 
 class JVPTrace(Trace):
     def __init__(self, origin: str = "jvp"):
@@ -223,8 +235,8 @@ def jvp_flat(fun: Callable, primals: Sequence, tangents: Sequence, origin="jvp")
     tangents, t_originals = _pin_host_values(tangents)
     originals.update(t_originals)
     trace = JVPTrace(origin)
-    ins = [trace.wrap(p, t) if type(t) is not Zero else JVPTracer(trace, p, t)
-           for p, t in zip(primals, tangents)]
+    # an input whose tangent is a symbolic zero (a float0 one) is passed as itself, as in JAX
+    ins = [trace.wrap(p, t) for p, t in zip(primals, tangents)]
     try:
         with core.set_current_trace(trace):
             outs = fun(*ins)
@@ -244,6 +256,9 @@ class PartialEvalTrace(staging.JaxprTrace):
 
     def __repr__(self):
         return "PartialEvalTrace"
+
+    def tracer_repr(self, tracer) -> str:
+        return f"Traced<{tracer.aval}:JaxprTrace>"  # JAX's JaxprTracer (a linearized tangent)
 
     def process_primitive(self, primitive, args, params):
         for x in args:

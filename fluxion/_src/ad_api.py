@@ -154,7 +154,9 @@ def _vjp_flat(flat_fun, p_leaves):
 
     def backward(cts_out):
         cts = ad.backward_pass(linear.jaxpr, linear.consts, undefined, cts_out)
-        cts = [_like_primal(ad.instantiate(ct), u.aval) for ct, u in zip(cts, undefined)]
+        # A cotangent's weak type is what the transposed rules made it, as in JAX (a complex
+        # input's gradient through real/imag is strong even where the input is weak).
+        cts = [ad.instantiate(ct) for ct in cts]
         if sharded:
             cts = sharding_types.cotangents_like_primals(cts, p_leaves)
         if traced:
@@ -164,15 +166,6 @@ def _vjp_flat(flat_fun, p_leaves):
                    for ct, p in zip(cts, p_leaves)]
         return cts
     return out_p, backward
-
-
-def _like_primal(ct, aval):
-    """A cotangent with its primal's weak type (a Python-float input gets a weak gradient)."""
-    ct_aval = core.get_aval(ct)
-    if ct_aval.weak_type != aval.weak_type and ct_aval.dtype == aval.dtype:
-        from fluxion._src.lax import lax
-        return lax._convert_element_type(ct, aval.dtype, aval.weak_type)
-    return ct
 
 
 @api_boundary

@@ -125,6 +125,9 @@ class BatchTracer(Tracer):
             return aval.update(shape=shape)
         return ShapedArray(shape, aval.dtype, aval.weak_type)
 
+    def _short_repr(self) -> str:
+        return f"VmapTracer(aval={self.aval}, batched={core.get_aval(self.val)})"
+
 
 class BatchTrace(Trace):
     """Batches along one axis. Traces sharing a `tag` treat each other's tracers as their own:

@@ -351,14 +351,36 @@ def inner_tracer_error(tracer) -> UnexpectedTracerError:
 
 
 def user_frame_summary() -> str:
-    """'file:line (function)' of the innermost stack frame outside fluxion, for error messages."""
+    """'file:line:column (function)' of the innermost stack frame outside fluxion, for error
+    messages."""
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not _is_internal_file(filename):
-            return f"{filename}:{frame.f_lineno} ({frame.f_code.co_name})"
+            return location_summary(filename, frame.f_lineno, frame_column(frame),
+                                    qualified_name(frame.f_code))
         frame = frame.f_back
     return "<unknown>"
+
+
+def frame_column(frame) -> int:
+    """The 0-based column where the expression a frame is executing starts (0 if unknown)."""
+    code, index = frame.f_code, frame.f_lasti // 2
+    for i, (_, _, column, _) in enumerate(code.co_positions()):
+        if i == index:
+            return column or 0
+    return 0
+
+
+def qualified_name(code) -> str:
+    return getattr(code, "co_qualname", code.co_name)
+
+
+def location_summary(file: str, line: int, column: int, function: str) -> str:
+    """A source location as JAX summarizes one: `file:line:column (function)`, without the
+    column where it is 0."""
+    where = f"{file}:{line}:{column}" if column else f"{file}:{line}"
+    return f"{where} ({function})"
 
 
 def note_user_line(e: BaseException, op_name: str | None = None, avals=None) -> None:
@@ -482,8 +504,12 @@ class Tracer:
     def __hash__(self):
         raise TypeError(f"unhashable type: {type(self).__name__} (traced arrays are not hashable)")
 
+    def _short_repr(self) -> str:
+        """The tracer as JAX prints it; each kind of tracer names itself."""
+        return f"{type(self).__name__}<{self.aval}>"
+
     def __repr__(self):
-        return f"Traced<{self.aval!r}>with<{self._trace!r}>"
+        return self._short_repr()
 
     def __reduce__(self):
         raise ConcretizationTypeError(
@@ -520,7 +546,7 @@ class Var:
         self.aval = aval
 
     def __repr__(self):
-        return f"Var({self.aval.str_short()})"
+        return f"Var(id={id(self)}):{self.aval.str_short(short_dtypes=False)}"  # as JAX's
 
 
 class DropVar(Var):
@@ -589,6 +615,15 @@ class Jaxpr:
         from fluxion._src import effects
         return effects.jaxpr_effects(self)
 
+    def replace(self, **fields) -> "Jaxpr":
+        """A copy with some of constvars, invars, outvars, eqns, effects, debug_info replaced."""
+        fields.pop("effects", None)  # read off the equations
+        unknown = set(fields) - set(self.__slots__)
+        if unknown:
+            raise TypeError(f"Jaxpr.replace() got unexpected keyword arguments {sorted(unknown)}")
+        current = {name: getattr(self, name) for name in self.__slots__}
+        return Jaxpr(**{**current, **fields})
+
     def __str__(self):
         return pp_jaxpr(self)
 
@@ -607,10 +642,23 @@ class ClosedJaxpr:
         self.jaxpr = jaxpr
         self.consts = list(consts)
 
+    literals = property(lambda self: self.consts)  # JAX's alias
+    constvars = property(lambda self: self.jaxpr.constvars)
+    invars = property(lambda self: self.jaxpr.invars)
+    outvars = property(lambda self: self.jaxpr.outvars)
+    debug_info = property(lambda self: self.jaxpr.debug_info)
     in_avals = property(lambda self: self.jaxpr.in_avals)
     out_avals = property(lambda self: self.jaxpr.out_avals)
     eqns = property(lambda self: self.jaxpr.eqns)
     effects = property(lambda self: self.jaxpr.effects)
+
+    def map_jaxpr(self, f) -> "ClosedJaxpr":
+        """`f` applied to the jaxpr, with the same consts."""
+        return ClosedJaxpr(f(self.jaxpr), self.consts)
+
+    def replace(self, *, jaxpr=None, consts=None) -> "ClosedJaxpr":
+        return ClosedJaxpr(self.jaxpr if jaxpr is None else jaxpr,
+                           self.consts if consts is None else consts)
 
     def __str__(self):
         return pp_jaxpr(self.jaxpr)

@@ -13,7 +13,7 @@ import functools
 import inspect
 from typing import Callable, Sequence
 
-from fluxion._src import ad, batching, core, dtypes, key_flow, staging
+from fluxion._src import ad, basearray, batching, core, dtypes, key_flow, staging
 from fluxion._src.config import config
 from fluxion._src.api import fun_name
 from fluxion._src.call_transforms import closure_convert, jvp_jaxpr, transpose_jaxpr
@@ -615,16 +615,28 @@ def _custom_vjp_at_jvp_trace(trace, flat_fun, flat_fwd, flat_bwd, args, name):
         out_avals = [ad.tangent_aval(core.get_aval(o)) for o in out_p]
         lin_tangents = [ad.instantiate(t) for t in tangents]
         out_t = custom_lin_p.bind(*res, *lin_tangents, num_res=len(res),
-                                  bwd=_BwdFn(flat_bwd, res_tree, name), out_avals=tuple(out_avals))
+                                  bwd=_BwdFn(flat_bwd, res_tree, name, res), out_avals=tuple(out_avals))
     return [trace.wrap(p, t) for p, t in zip(out_p, out_t)]
 
 
 class _BwdFn:
-    def __init__(self, fn, res_tree, name):
+    """The bwd rule of one application, with the avals of the residuals that were arrays."""
+
+    def __init__(self, fn, res_tree, name, res):
         self.fn, self.res_tree, self.name = fn, res_tree, name
+        self.array_avals = [core.get_aval(r) if isinstance(r, basearray.Array) else None
+                            for r in res]
 
     def __call__(self, res, cts):
-        return self.fn(self.res_tree, res, cts)
+        return self.fn(self.res_tree, self._as_arrays(res), cts)
+
+    def _as_arrays(self, res):
+        """A scalar residual staged as a literal comes back a host scalar: bwd gets the Array
+        that fwd returned, as in JAX (a Python scalar residual stays one)."""
+        from fluxion._src.array import make_array
+        return [make_array(r, aval.dtype, aval.weak_type)
+                if aval is not None and not isinstance(r, basearray.Array) else r
+                for r, aval in zip(res, self.array_avals)]
 
     def __repr__(self):
         return f"bwd({self.name})"
@@ -668,7 +680,8 @@ def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, rules, num_consts):
     out_p, res, res_tree = rules.fwd(*args, perturbed=perturbed)
     out_avals = [ad.tangent_aval(core.get_aval(o)) for o in out_p]
     out_t = custom_lin_p.bind(*res, *[ad.instantiate(t) for t in arg_tangents], num_res=len(res),
-                              bwd=_BwdFn(rules.bwd, res_tree, rules.name), out_avals=tuple(out_avals))
+                              bwd=_BwdFn(rules.bwd, res_tree, rules.name, res),
+                              out_avals=tuple(out_avals))
     return out_p, out_t
 
 

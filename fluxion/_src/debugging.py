@@ -3,15 +3,14 @@ from __future__ import annotations
 
 import builtins
 import cmd
-import linecache
+import inspect
 import logging
 import pprint
 import string
 import sys
+import traceback
 
-import numpy as np
-
-from fluxion._src import core, source_info
+from fluxion._src import core, source_info, tree_util
 from fluxion._src.callbacks import debug_callback
 
 
@@ -111,101 +110,198 @@ class _Formatter:
 # ---------------------------------------------------------------------------------------------
 # breakpoint
 
+class _Frame:
+    """One user stack frame a breakpoint shows: its file, line, locals and source."""
+
+    def __init__(self, frame):
+        self.filename = frame.f_code.co_filename
+        self.lineno = frame.f_lineno
+        self.function = frame.f_code.co_name
+        self.globals = frame.f_globals
+        self.locals = dict(frame.f_locals)
+        self.source, self.offset = _source_around(frame)
+
+
+def _source_around(frame):
+    """The source of the frame's code and the index of its current line in it (as JAX's
+    debugger finds them; ([], None) where the source cannot be read)."""
+    try:
+        _, start = inspect.getsourcelines(frame)
+        source = inspect.getsource(frame).split("\n")
+    except (OSError, TypeError):
+        return [], None
+    offset = frame.f_lineno - max(start, 1)
+    if offset >= len(source):
+        return [], None
+    return source, offset
+
+
 class _Debugger(cmd.Cmd):
-    """A small pdb-like command loop over the values a breakpoint captured."""
+    """JAX's `jdb` command loop over the frames a breakpoint captured (innermost first)."""
 
-    prompt = "(fdb) "
+    prompt = "(jdb) "
+    intro = "Entering jdb:"
 
-    def __init__(self, frame_info, values, stdin=None, stdout=None):
+    def __init__(self, frames, stdin=None, stdout=None):
         super().__init__(stdin=stdin or sys.stdin, stdout=stdout or sys.stdout)
         self.use_rawinput = stdin is None and sys.stdin is sys.__stdin__
-        self.filename, self.lineno, self.function, self.globals = frame_info
-        self.namespace = dict(values)
+        self.frames = frames
+        self.frame_index = 0
+
+    def _frame(self) -> _Frame:
+        return self.frames[self.frame_index]
+
+    def _env(self) -> dict:
+        frame = self._frame()
+        return {**frame.globals, **frame.locals}
 
     def _eval(self, expr):
-        return eval(expr, dict(self.globals), self.namespace)  # noqa: S307 - a debugger
+        return eval(expr, {}, self._env())  # noqa: S307 - a debugger
+
+    def _print(self, text: str) -> None:
+        self.stdout.write(text + "\n")
+
+    def _error_message(self) -> None:
+        self._print("*** " + traceback.format_exception_only(*sys.exc_info()[:2])[-1].strip())
 
     def default(self, line):
+        """An expression prints its repr, as in JAX's jdb; a statement is executed."""
         try:
-            exec(compile(line, "<debugger>", "single"), dict(self.globals), self.namespace)  # noqa: S102
-        except Exception as e:  # noqa: BLE001
-            self.stdout.write(f"*** {type(e).__name__}: {e}\n")
+            try:
+                code = compile(line, "<debugger>", "eval")
+            except SyntaxError:
+                frame = self._frame()
+                exec(compile(line, "<debugger>", "exec"), dict(frame.globals), frame.locals)  # noqa: S102
+            else:
+                self._print(repr(eval(code, {}, self._env())))  # noqa: S307
+        except Exception:  # noqa: BLE001
+            self._error_message()
 
     def do_p(self, arg):
+        """p expression: evaluate and print its repr."""
         try:
-            self.stdout.write(repr(self._eval(arg)) + "\n")
-        except Exception as e:  # noqa: BLE001
-            self.stdout.write(f"*** {type(e).__name__}: {e}\n")
+            self._print(repr(self._eval(arg)))
+        except Exception:  # noqa: BLE001
+            self._error_message()
 
     def do_pp(self, arg):
+        """pp expression: evaluate and pretty-print it."""
         try:
-            self.stdout.write(pprint.pformat(self._eval(arg)) + "\n")
-        except Exception as e:  # noqa: BLE001
-            self.stdout.write(f"*** {type(e).__name__}: {e}\n")
+            self._print(pprint.pformat(self._eval(arg)))
+        except Exception:  # noqa: BLE001
+            self._error_message()
 
-    def do_l(self, arg):
-        for n in range(max(1, self.lineno - 5), self.lineno + 6):
-            line = linecache.getline(self.filename, n)
-            if line:
-                mark = "->" if n == self.lineno else "  "
-                self.stdout.write(f"{n:4d} {mark} {line}")
+    def _print_context(self, num_lines: int = 2) -> None:
+        frame = self._frame()
+        lines = [f"> {frame.filename}({frame.lineno})"]
+        if frame.offset is not None:
+            for i, line in enumerate(frame.source):
+                if frame.offset - 1 - num_lines <= i <= frame.offset + num_lines:
+                    lines.append(f"->  {line}" if i == frame.offset else f"    {line}")
+        self._print("\n".join(lines))
 
-    do_list = do_l
+    def do_up(self, arg):
+        """u(p): move to the calling frame."""
+        if self.frame_index == len(self.frames) - 1:
+            self._print("At topmost frame.")
+        else:
+            self.frame_index += 1
+        self._print_context()
 
-    def do_w(self, arg):
-        self.stdout.write(f"> {self.filename}({self.lineno}){self.function}()\n")
+    do_u = do_up
 
-    do_where = do_bt = do_w
+    def do_down(self, arg):
+        """d(own): move to the called frame."""
+        if self.frame_index == 0:
+            self._print("At bottommost frame.")
+        else:
+            self.frame_index -= 1
+        self._print_context()
 
-    def do_c(self, arg):
+    do_d = do_down
+
+    def do_list(self, arg):
+        """l(ist): the source around the current line."""
+        self._print_context(num_lines=5)
+
+    do_l = do_list
+
+    def do_where(self, arg):
+        """w(here): the stack, the innermost frame last."""
+        lines = ["Traceback:"]
+        for frame in self.frames[::-1]:
+            lines.append(f'  File "{frame.filename}", line {frame.lineno}')
+            lines.append("    <no source>" if frame.offset is None
+                         else f"    {frame.source[frame.offset].strip()}")
+        self._print("\n".join(lines))
+
+    do_w = do_bt = do_where
+
+    def do_continue(self, arg):
+        """c(ont(inue)): resume the program."""
         return True
 
-    do_continue = do_cont = do_c
+    do_c = do_cont = do_continue
 
-    def do_q(self, arg):
-        return True
+    def do_quit(self, arg):
+        """q(uit): the program is given an exit command (SystemExit), as in JAX."""
+        sys.exit(0)
 
-    do_quit = do_exit = do_q
-
-    def do_EOF(self, arg):
-        return True
+    do_q = do_exit = do_EOF = do_quit
 
     def emptyline(self):
         return False
 
 
-def _capture_frame(depth: int):
+def _user_frames(depth: int, num_frames):
+    """The stack frames outside fluxion from `depth` up, innermost first."""
+    frames = []
     frame = sys._getframe(depth)
-    while frame is not None and core._is_internal_file(frame.f_code.co_filename):
+    while frame is not None and (num_frames is None or len(frames) < num_frames):
+        if not core._is_internal_file(frame.f_code.co_filename):
+            frames.append(_Frame(frame))
         frame = frame.f_back
-    return frame
+    return frames
+
+
+def _traced_leaves(frames):
+    """The traced values among the frames' locals (in pytrees too), which the callback passes
+    out (concrete ones stay where they are, as in JAX); where they sit, to put the callback's
+    values back."""
+    places, values = [], []
+    for i, frame in enumerate(frames):
+        for name, value in frame.locals.items():
+            try:
+                leaves, tree = tree_util.tree_flatten(value)
+            except Exception:  # noqa: BLE001 - a local that cannot be flattened stays as is
+                continue
+            picked = [j for j, leaf in enumerate(leaves) if isinstance(leaf, core.Tracer)]
+            if picked:
+                places.append((i, name, leaves, tree, picked))
+                values.extend(leaves[j] for j in picked)
+    return places, values
 
 
 def breakpoint(*, backend=None, filter_frames: bool = True, num_frames=None,  # noqa: A001
                ordered: bool = False, token=None, stdin=None, stdout=None):
-    """Stop and open a debugger on the host with the caller's local values.
+    """Stop and open JAX's `jdb` debugger on the host with the caller's frames.
 
     Eagerly (and under `disable_jit`) the values are the arrays themselves; inside `jit`, the
-    traced locals are passed out through a debug callback, and the debugger opens when the
-    compiled program reaches this point. `p expr`, `pp expr`, `l`, `w`, `c` and `q` work as in
-    pdb; other lines are executed as Python."""
-    frame = _capture_frame(2)
-    names, arrays, others = [], [], {}
-    for name, value in frame.f_locals.items():
-        if isinstance(value, core.Tracer) or core.valid_jaxtype(value) and not isinstance(
-                value, (bool, int, float, complex)):
-            names.append(name)
-            arrays.append(value)
-        else:
-            others[name] = value
-    info = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, frame.f_globals)
+    traced values among the frames' locals are passed out through a debug callback, and the
+    debugger opens when the compiled program reaches this point. `p expr`, `pp expr`, `u`,
+    `d`, `l`, `w` and `c` work as in JAX's; `q` (and the end of input) exits the program, as
+    in JAX; other lines are evaluated (their repr printed) or executed as Python."""
+    frames = _user_frames(2, num_frames)
+    places, arrays = _traced_leaves(frames)
 
-    def open_debugger(*values):
-        namespace = dict(others)
-        namespace.update(zip(names, (np.asarray(v) for v in values)))
-        stream_out = stdout or sys.stdout
-        stream_out.write(f"Entering fluxion debugger at {info[0]}:{info[1]} ({info[2]})\n")
-        _Debugger(info, namespace, stdin=stdin, stdout=stdout).cmdloop()
+    def open_debugger(*values):  # the values come as Arrays, as JAX's jdb shows them
+        values = iter(values)
+        for i, name, leaves, tree, picked in places:
+            leaves = list(leaves)
+            for j in picked:
+                leaves[j] = next(values)
+            frames[i].locals[name] = tree.unflatten(leaves)
+        _Debugger(frames, stdin=stdin, stdout=stdout).cmdloop()
 
     open_debugger.__name__ = "breakpoint"
     debug_callback(open_debugger, *arrays, ordered=ordered)

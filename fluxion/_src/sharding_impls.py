@@ -59,7 +59,11 @@ class Sharding:
                 and self._hlo_sharding(ndim) == other._hlo_sharding(ndim))
 
     def with_memory_kind(self, kind):
-        return self
+        """A copy of this sharding naming memory `kind`."""
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy._memory_kind = _checked_memory_kind(_first_device(self), kind)
+        return copy
 
     # Subclasses define `_device_assignment` (a tuple of devices: XLA's partition order),
     # `_hlo_text(ndim)` and `is_fully_replicated`.
@@ -70,6 +74,46 @@ class Sharding:
 
     def _indices(self, shape: tuple) -> list:
         return _indices_from_hlo(self._hlo_sharding(len(shape)), shape, len(self._device_assignment))
+
+
+def _first_device(sharding):
+    devices = getattr(sharding, "_device_assignment", None)
+    return devices[0] if devices else None  # (a sharding of types may have no devices)
+
+
+def _memory_kind(sharding):
+    """The kind of memory a sharding names: the one asked for, else its devices' default
+    ('device'; None without devices), as JAX's. fluxion places every array in the default."""
+    kind = sharding.__dict__.get("_memory_kind")
+    if kind is not None:
+        return kind
+    device = _first_device(sharding)
+    if device is None:
+        return None
+    try:
+        return device.default_memory().kind
+    except Exception:  # a device kind without memory spaces (a stand-in device)
+        return "device"
+
+
+def _memory_kind_suffix(sharding) -> str:
+    kind = sharding.memory_kind
+    return "" if kind is None else f", memory_kind={kind}"  # JAX's repr
+
+
+def _checked_memory_kind(device, kind):
+    """`kind` (None: the default), after checking that `device` can address it."""
+    if kind is None or device is None:
+        return kind
+    try:
+        kinds = [m.kind for m in device.addressable_memories()]
+    except Exception:
+        kinds = ["device"]
+    if kind not in kinds:
+        raise ValueError(f"Could not find memory addressable by device {device.device_kind}. "
+                         f"Device {device.device_kind} can address the following memory kinds: "
+                         f"{', '.join(kinds)}. Got memory kind: {kind}")
+    return kind
 
 
 @functools.lru_cache(maxsize=4096)
@@ -83,7 +127,9 @@ class SingleDeviceSharding(Sharding):
     def __init__(self, device, *, memory_kind=None):
         self._device = device
         self._device_assignment = (device,)
+        self._memory_kind = _checked_memory_kind(device, memory_kind)
 
+    memory_kind = property(_memory_kind)
     is_fully_replicated = True
     is_fully_addressable = True
 
@@ -94,13 +140,14 @@ class SingleDeviceSharding(Sharding):
         return [(slice(None),) * len(shape)]
 
     def __eq__(self, other):
-        return type(other) is SingleDeviceSharding and other._device == self._device
+        return (type(other) is SingleDeviceSharding and other._device == self._device
+                and other.memory_kind == self.memory_kind)
 
     def __hash__(self):
-        return hash(("single", self._device))
+        return hash(("single", self._device, self.memory_kind))
 
     def __repr__(self):
-        return f"SingleDeviceSharding(device={self._device!r})"
+        return f"SingleDeviceSharding(device={self._device!r}{_memory_kind_suffix(self)})"
 
 
 class NamedSharding(Sharding):
@@ -129,6 +176,8 @@ class NamedSharding(Sharding):
             raise ValueError(f"A single NamedSharding spec specification can map every mesh "
                              f"axis to at most one positional dimension, but {spec} has "
                              f"duplicate entries")
+        devices = getattr(mesh, "flat_devices", None)
+        self._memory_kind = _checked_memory_kind(devices[0] if devices else None, memory_kind)
         self.mesh = mesh
         self.spec = spec
         self._device_assignment = mesh.flat_devices if isinstance(mesh, Mesh) else None
@@ -165,13 +214,20 @@ class NamedSharding(Sharding):
 
     def __eq__(self, other):
         return (type(other) is NamedSharding and self._hash == other._hash
-                and self.mesh == other.mesh and self.spec == other.spec)
+                and self.mesh == other.mesh and self.spec == other.spec
+                and self.memory_kind == other.memory_kind)
 
     def __hash__(self):
         return self._hash
 
+    memory_kind = property(_memory_kind)
+
+    def with_memory_kind(self, kind):
+        """This sharding, naming memory `kind`."""
+        return NamedSharding(self.mesh, self.spec, memory_kind=kind)
+
     def __repr__(self):
-        return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r})"
+        return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}{_memory_kind_suffix(self)})"
 
 
 class GSPMDSharding(Sharding):
@@ -181,6 +237,8 @@ class GSPMDSharding(Sharding):
     def __init__(self, devices, hlo_sharding):
         self._device_assignment = tuple(devices)
         self._hlo = hlo_sharding
+
+    memory_kind = property(_memory_kind)
 
     def _hlo_sharding(self, ndim):
         return self._hlo
@@ -200,7 +258,7 @@ class GSPMDSharding(Sharding):
         return hash((self._device_assignment, str(self._hlo)))
 
     def __repr__(self):
-        return f"GSPMDSharding({self._hlo})"
+        return f"GSPMDSharding({self._hlo}{_memory_kind_suffix(self)})"
 
 
 @functools.lru_cache(maxsize=4096)

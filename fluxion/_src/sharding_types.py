@@ -134,6 +134,9 @@ class ShapedArrayWithSharding(core.ShapedArray):
 def typeof(x):
     """The abstract value of `x`; for an array on a mesh with Explicit axes it carries the
     array's sharding (`float32[8@x,4@y]`)."""
+    from fluxion._src.random.keys import KeyShapedArray, PRNGKeyArray
+    if isinstance(x, PRNGKeyArray):  # a pytree over its key data, typed as JAX types keys
+        return KeyShapedArray(x.shape)
     aval = core.get_aval(x)
     sharding = getattr(x, "_sharding", None) if not isinstance(x, core.Tracer) else None
     mesh = getattr(sharding, "mesh", None)

@@ -15,11 +15,14 @@ from fluxion._src import core, op_attributes
 
 
 class SourceInfo:
-    __slots__ = ("file", "line", "function", "name_stack", "attrs", "_locs", "_transposed")
+    __slots__ = ("file", "line", "function", "name_stack", "attrs", "column", "_locs",
+                 "_transposed")
 
-    def __init__(self, file: str, line: int, function: str, name_stack: str, attrs=None):
+    def __init__(self, file: str, line: int, function: str, name_stack: str, attrs=None,
+                 column: int = 0):
         self.file = file
         self.line = line
+        self.column = column  # 0-based, of the expression that ran; 0 when unknown
         self.function = function
         self.name_stack = name_stack
         self.attrs = attrs  # frontend attributes of its ops (op_attributes), or None
@@ -38,14 +41,14 @@ class SourceInfo:
             else:
                 parts.append("transpose")
             t = self._transposed = SourceInfo(self.file, self.line, self.function, "/".join(parts),
-                                              self.attrs)
+                                              self.attrs, self.column)
         return t
 
     def __repr__(self):
-        return f"{self.file}:{self.line} ({self.function})"
+        return self.summary()
 
     def summary(self) -> str:
-        return f"{self.file}:{self.line} ({self.function})"
+        return core.location_summary(self.file, self.line, self.column, self.function)
 
     def loc(self, prim_name: str) -> str:
         """` loc("<name stack>/<primitive>"("<file>":<line>:0))`, cached per primitive."""
@@ -92,13 +95,14 @@ def current() -> SourceInfo | None:
         if is_internal is None:
             is_internal = internal[filename] = core._is_internal_file(filename)
         if not is_internal:
-            key = (filename, frame.f_lineno, code.co_name, _stack.text, attrs)
+            key = (filename, frame.f_lineno, frame.f_lasti, code.co_name, _stack.text, attrs)
             info = _interned.get(key)
             if info is None:  # shared, so its loc(...) texts are built once
                 if len(_interned) > 50000:
                     _interned.clear()
-                info = _interned[key] = SourceInfo(code.co_filename, frame.f_lineno,
-                                                   code.co_name, _stack.text, attrs)
+                info = _interned[key] = SourceInfo(
+                    code.co_filename, frame.f_lineno, core.qualified_name(code), _stack.text,
+                    attrs, core.frame_column(frame))
             return info
         frame = frame.f_back
     if attrs is not None:

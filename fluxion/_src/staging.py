@@ -24,6 +24,9 @@ class JaxprTracer(Tracer):
     def aval(self):
         return self._aval
 
+    def _short_repr(self) -> str:
+        return self._trace.tracer_repr(self)
+
 
 def _is_nested_in(trace, outer) -> bool:
     """Whether `trace` runs inside `outer` (`outer` is among its parents)."""
@@ -94,6 +97,9 @@ class JaxprTrace(Trace):
 
     def __repr__(self):
         return "DynamicJaxprTrace"
+
+    def tracer_repr(self, tracer: JaxprTracer) -> str:
+        return f"JitTracer({tracer.aval})"
 
 
 def _scalar_value(x, aval):

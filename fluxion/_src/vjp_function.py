@@ -48,7 +48,6 @@ class VJP:
         self.static = static
 
     def __call__(self, cotangent, *extra_args):
-        from fluxion._src.ad_api import _like_primal
         st = self.static
         if extra_args:
             raise TypeError(_TOO_MANY_ARGS.format(st.name, len(extra_args) + 1))
@@ -73,7 +72,7 @@ class VJP:
             cts.append(ct)
         undefined = [ad.UndefinedPrimal(a) for a in st.in_avals]
         in_cts = ad.backward_pass(st.jaxpr, self.residuals, undefined, cts)
-        in_cts = [_like_primal(ad.instantiate(ct), u.aval) for ct, u in zip(in_cts, undefined)]
+        in_cts = [ad.instantiate(ct) for ct in in_cts]
         return tree_unflatten(st.in_tree, in_cts)
 
     def with_refs(self, *maybe_ct_refs):

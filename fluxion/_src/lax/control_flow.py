@@ -464,7 +464,8 @@ def cond(pred, true_fun: Callable, false_fun: Callable, *operands, operand=_no_o
     index = _pred_to_index(pred)
     if config.disable_jit and core.is_concrete(index):
         return (true_fun if int(index) else false_fun)(*operands)
-    leaves, (false_traced, true_traced) = _trace_branches([false_fun, true_fun], operands, "cond")
+    # true_fun is traced first, as in JAX (the order a user sees their prints in)
+    leaves, (true_traced, false_traced) = _trace_branches([true_fun, false_fun], operands, "cond")
     _check_branch_outputs("cond", "true_fun", "false_fun", true_fun, false_fun, true_traced[2],
                           true_traced[0].out_avals, false_traced[2], false_traced[0].out_avals)
     return _bind_traced_branches(index, [false_traced, true_traced], leaves)

@@ -360,6 +360,12 @@ def _full_like(x, value):
     return lax.broadcast_in_dim(value, aval.shape, ())
 
 
+def _strong_zeros_like(x):
+    aval = core.get_aval(x)
+    return _full_like(x, 0) if not aval.weak_type else _lax().broadcast_in_dim(
+        _lax()._convert_element_type(0, aval.dtype, False), aval.shape, ())
+
+
 def _broadcast_to(x, shape):
     aval = core.get_aval(x)
     if aval.shape == shape:
@@ -535,8 +541,9 @@ def _register_rules():
                       (div_p, (lambda ct, x, y: div(ct, y), None))):
         ad.primitive_transposes[prim] = _linear_transpose(*cts)
     ad.deflinear(neg_p, lambda ct, x: [neg(ct)])
-    ad.deflinear(real_p, lambda ct, x: [lax.complex(ct, _full_like(ct, 0))])
-    ad.deflinear(imag_p, lambda ct, x: [lax.complex(_full_like(ct, 0), neg(ct))])
+    # The zero part is strongly typed, as in JAX: the cotangent of a complex value is never weak.
+    ad.deflinear(real_p, lambda ct, x: [lax.complex(ct, _strong_zeros_like(ct))])
+    ad.deflinear(imag_p, lambda ct, x: [lax.complex(_strong_zeros_like(ct), neg(ct))])
     # One operand may be a constant (a NumPy scalar: lax.complex(x, zeros)), without .aval.
     ad.deflinear(complex_p, lambda ct, x, y: [unbroadcast(_aval(x), lax.real(ct)),
                                              unbroadcast(_aval(y), neg(lax.imag(ct)))])

@@ -178,8 +178,8 @@ def _contains(self, other):
 
 def _shape_args(args):
     """reshape(2, 3), reshape((2, 3)) and reshape(-1) all name a shape."""
-    if len(args) == 1 and np.ndim(args[0]) != 0:
-        return args[0]
+    if len(args) == 1 and (isinstance(args[0], (tuple, list)) or np.ndim(args[0]) != 0):
+        return args[0]  # (np.ndim of a tuple holding a tracer would read its value)
     return args
 
 

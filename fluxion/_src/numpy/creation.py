@@ -77,7 +77,8 @@ def _sequence_to_array(seq, dtype):
             placement.active and any(type(leaf) is Array and leaf.committed for leaf in leaves)):
         # traced or committed elements: stacked by fluxion (on the committed device)
         from fluxion._src.numpy.manipulation import stack
-        return stack([array(item, dtype=dtype) for item in seq])
+        # (stacking makes the new array: the elements need no copy of their own, as in JAX)
+        return stack([array(item, dtype=dtype, copy=False) for item in seq])
     return lax._convert_element_type(np.array(seq, dtype=dtype), dtype, False)
 
 
@@ -515,8 +516,19 @@ def _diagonal_mask(rows: int, cols: int, k, compare):
 
 
 def _matrix_dims(name, N, M):
-    N = util.static_dim(N, f"'N' argument of jnp.{name}")
-    M = N if M is None else util.static_dim(M, f"'M' argument of jnp.{name}")
+    """N and M as Python ints; a traced or non-integer one raises JAX's TypeError (its words:
+    eye names the argument, tri shows both)."""
+    def dim(value, shown, where):
+        try:
+            return util.static_dim(value, where)
+        except TypeError:  # the tracer errors are TypeErrors too
+            suffix = f" {where}." if name == "eye" else ""
+            raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, "
+                            f"got {shown!r}.{suffix}") from None
+    both = (N, N if M is None else M)
+    shown = lambda one: (one,) if name == "eye" else both
+    N = dim(N, shown(N), "argument of 'N' jnp.eye()")
+    M = N if M is None else dim(M, shown(M), "argument 'M' of jnp.eye()")
     if N < 0 or M < 0:
         raise ValueError(f"negative dimensions are not allowed, got N={N} and M={M}")
     return N, M

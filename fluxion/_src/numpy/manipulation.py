@@ -81,7 +81,13 @@ def _new_shape(name, old_shape, new_shape) -> tuple:
     scalar = (not isinstance(new_shape, (tuple, list)) and
               (new_shape.ndim if isinstance(new_shape, core.Tracer) else np.ndim(new_shape)) == 0)
     dims = list((new_shape,) if scalar else new_shape)
-    dims = [util.static_dim(d, f"The new shape passed to jnp.{name}") for d in dims]
+    try:
+        dims = [util.static_dim(d, f"The new shape passed to jnp.{name}") for d in dims]
+    except TypeError:  # a traced size (the tracer errors are TypeErrors): JAX's TypeError
+        shown = dims if scalar else new_shape
+        raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
+                        f"{shown!r}.\nIf using `jit`, try using `static_argnums` or applying "
+                        "`jit` to smaller subfunctions.") from None
     if any(d < -1 for d in dims):
         raise TypeError(f"jnp.{name}: new sizes must be nonnegative or -1, got {tuple(dims)}")
     unknown = [i for i, d in enumerate(dims) if d == -1]

@@ -20,10 +20,19 @@ def is_arraylike(x) -> bool:
                           shape_poly.DimExpr)) or hasattr(x, "__jax_array__")
 
 
+_PLAIN_VALUES = (Array, core.Tracer, np.ndarray, np.generic, bool, int, float, complex)
+
+
+def _converts_itself(x) -> bool:
+    """An object with `__jax_array__` (not an array or scalar that happens to have one)."""
+    return not isinstance(x, _PLAIN_VALUES) and hasattr(x, "__jax_array__")
+
+
 def _dims_as_values(args):
-    """Symbolic dimensions among `args` as traced int scalars (shape polymorphism)."""
-    if shape_poly.DimExpr in map(type, args):
-        return [shape_poly.dimension_as_value(x) if type(x) is shape_poly.DimExpr else x
+    """Symbolic dimensions among `args` as traced int scalars (shape polymorphism), and objects
+    with `__jax_array__` as their arrays (before their dtypes are read for promotion)."""
+    if any(type(x) is shape_poly.DimExpr or _converts_itself(x) for x in args):
+        return [as_array(x) if type(x) is shape_poly.DimExpr or _converts_itself(x) else x
                 for x in args]
     return args
 

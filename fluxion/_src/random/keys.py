@@ -8,6 +8,7 @@ data.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 import operator
 from collections.abc import Sequence
@@ -75,6 +76,42 @@ def key_dtype(impl=None) -> KeyTy:
     return KEY_DTYPE
 
 
+class KeyShapedArray:
+    """The abstract value of a key array, as `typeof` gives it: `ShapedArray(key<fry>[2])`."""
+
+    __slots__ = ("shape",)
+    dtype = KEY_DTYPE
+    weak_type = False
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: math.prod(self.shape))
+
+    def str_short(self, short_dtypes: bool = True) -> str:
+        return f"{KEY_DTYPE.name}[{','.join(map(str, self.shape))}]"
+
+    __str__ = str_short
+
+    def __repr__(self):
+        return f"ShapedArray({self.str_short()})"
+
+    def __eq__(self, other):
+        return type(other) is KeyShapedArray and other.shape == self.shape
+
+    def __hash__(self):
+        return hash(("key", self.shape))
+
+
+# The uint32 key data's type in a tracer's repr (`uint32[3,2]`), and the key type it stands for
+_KEY_DATA_TYPE = re.compile(r"uint32\[((?:[^\]]*,)?)2\]")
+
+
+def _key_type_text(match) -> str:
+    return f"{KEY_DTYPE.name}[{match.group(1).rstrip(',')}]"
+
+
 class PRNGKeyArray:
     """An array of typed PRNG keys (JAX's `key<fry>` arrays), backed by uint32 key data.
 
@@ -126,6 +163,8 @@ class PRNGKeyArray:
                         "array.")
 
     def __repr__(self):
+        if isinstance(self._base_array, core.Tracer):  # as JAX prints a traced key array
+            return _KEY_DATA_TYPE.sub(_key_type_text, repr(self._base_array))
         return f"Array({self.shape}, dtype={KEY_DTYPE.name}) overlaying:\n{self._base_array}"
 
     def __getitem__(self, index):
