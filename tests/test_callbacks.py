@@ -379,3 +379,21 @@ def test_io_callback_in_a_cond_with_unbatched_predicate_still_runs_under_vmap():
         lambda v: seen.append(int(v)) or v, jax.ShapeDtypeStruct((), np.int32), x), lambda: x))
     np.testing.assert_array_equal(np.asarray(f(jnp.arange(3, dtype=np.int32))), [0, 1, 2])
     assert sorted(seen) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("api", ["pure_callback", "io_callback"])
+def test_only_the_leaves_of_a_callbacks_result_must_match(api):
+    """As JAX: a callback may return its leaves in another structure ({'y': [[x]]} for a
+    declared {'y': [x]}); only their number, shapes and dtypes are checked."""
+    import jax as real_jax
+    results = []
+    for lib in (real_jax, jax):
+        callback = _callback_apis(lib)[api]
+        f = lib.jit(lambda x: callback(lambda v: dict(y=[v]), dict(y=[lib.ShapeDtypeStruct(
+            (), np.float32)]), [x]))
+        out = f(np.float32(2.0))
+        results.append((list(out), float(out["y"][0])))
+    assert results[0] == results[1] == (["y"], 2.0)
+    with pytest.raises(RuntimeError, match="structure"):  # a leaf too many is still an error
+        jax.jit(lambda x: jax.pure_callback(lambda v: (v, v), jax.ShapeDtypeStruct(
+            (), np.float32), x))(np.float32(2.0))

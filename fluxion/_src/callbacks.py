@@ -165,9 +165,10 @@ def _callback_target(platform: str) -> str:
 def _lowering(prim):
     side_effect = prim is not pure_callback_p
 
-    def rule(ctx, *args, callback, result_avals, ordered, **_):
+    def rule(ctx, *args, callback, result_avals, ordered, sharding=None, **_):
         module = ctx.module
-        placement = _partitioned_placement(module, result_avals, ordered)
+        placement = _partitioned_placement(module, result_avals, ordered, sharding,
+                                           prim is io_callback_p)
         callbacks = module.__dict__.setdefault("host_callbacks", [])
         index = len(callbacks)
         callbacks.append(_host_fn(callback, result_avals, token=ordered))
@@ -177,34 +178,46 @@ def _lowering(prim):
             return ctx.custom_call(_callback_target(ctx.platform), args, result_avals,
                                    backend_config=config, has_side_effect=side_effect,
                                    extra_attrs=extra)
-        return _ordered_call(ctx, args, result_avals, index)
+        return _ordered_call(ctx, args, result_avals, index, placement)
     return rule
 
 
-def _partitioned_placement(module, result_avals, ordered: bool) -> str | None:
+def _partitioned_placement(module, result_avals, ordered: bool, sharding=None,
+                           io: bool = False) -> str | None:
     """Where a callback runs in a program over several devices, as Shardy's per-value
-    shardings of its results; None in a one-device program or a pmap (each replica calls it).
+    shardings of its results (an ordered call's token first); None in a one-device program
+    or a pmap (each replica calls it).
 
     In a `shard_map` body manual over every mesh axis the program is per device, so each
     device calls back with its own block (an empty mesh: nothing left to partition). In a
-    partitioned `jit` the program is over whole arrays, so one call, on the program's first
-    device, gets the whole value (a maximal sharding), as JAX places them."""
+    partitioned `jit` the program is over whole arrays, so one call gets the whole value (a
+    maximal sharding), on the device of `sharding` (a SingleDeviceSharding) or else the
+    program's first, as JAX places them. An ordered `io_callback` keeps each device's calls
+    in program order; ordered debug callbacks are refused there, as by JAX."""
     from fluxion._src import sharded_jit
     from fluxion._src.lax import parallel_lowering
     mesh = getattr(sharded_jit._lowering, "mesh", None)
-    if ordered and (mesh is not None or parallel_lowering.in_replicated_program()):
+    manual = getattr(sharded_jit._lowering, "manual", ()) if mesh is not None else ()
+    if ordered and not io and (mesh is not None or parallel_lowering.in_replicated_program()):
         raise ValueError("The following ordered effects are not supported for more than 1 "
-                         "device: ordered host callbacks (io_callback(ordered=True), "
-                         "debug.print(ordered=True)) run on one device only; use the unordered "
-                         "form inside pmap, shard_map or a partitioned jit")
+                         "device: ordered debug callbacks (debug.print(ordered=True), "
+                         "debug.callback(ordered=True)); use the unordered form (an ordered "
+                         "io_callback keeps each device's calls in order)")
     if mesh is None:
         return None
-    manual = getattr(sharded_jit._lowering, "manual", ())
     if len(manual) == len(mesh.axis_names):
+        if mesh.size == 1:  # XLA leaves a one-partition program's manual computation unlowered
+            raise NotImplementedError("host callbacks in a shard_map over a mesh of one device "
+                                      "are not supported (XLA cannot compile the program); "
+                                      "call the body without shard_map")
+        if sharding is not None:
+            raise NotImplementedError("callbacks do not support specifying sharding inside "
+                                      "spmd computations")
         name, declaration, ranked = "empty_mesh", "sdy.mesh @empty_mesh = <[]>", True
     elif not manual:
-        name, ranked = "maximal_mesh_0", False
-        declaration = "sdy.mesh @maximal_mesh_0 = <[], device_ids=[0]>"
+        position = _maximal_position(sharding, mesh)
+        name, ranked = f"maximal_mesh_{position}", False
+        declaration = f"sdy.mesh @{name} = <[], device_ids=[{position}]>"
     else:
         raise NotImplementedError(
             "host callbacks in a shard_map body that leaves some mesh axes automatic "
@@ -214,11 +227,31 @@ def _partitioned_placement(module, result_avals, ordered: bool) -> str | None:
     if declaration not in ops:
         ops.append(declaration)
     per_value = [f"<@{name}, [{', '.join(['{}'] * len(a.shape)) if ranked else ''}]>"
-                 for a in result_avals] or [f"<@{name}, []>"]
+                 for a in result_avals]
+    if ordered or not per_value:  # the token's (or, without results, the op's own)
+        per_value.insert(0, f"<@{name}, []>")
     return "#sdy.sharding_per_value<[" + ", ".join(per_value) + "]>"
 
 
-def _ordered_call(ctx, args, result_avals, index):
+def _maximal_position(sharding, mesh) -> int:
+    """The position in the program's devices of the one device a callback runs on."""
+    if sharding is None:
+        return 0
+    from fluxion._src.sharding_impls import NamedSharding, SingleDeviceSharding
+    if isinstance(sharding, NamedSharding) and not sharding.mesh.axis_names:
+        return 0
+    if not isinstance(sharding, SingleDeviceSharding):
+        raise NotImplementedError(f"pure_callback only supports SingleDeviceSharding, but got "
+                                  f"{type(sharding)}")
+    device, = sharding.device_set
+    devices = list(mesh.flat_devices)
+    if device not in devices:
+        raise ValueError(f"Sharding provided to pure_callback specifies a device {device} that "
+                         f"is not in the device assignment ({devices})")
+    return devices.index(device)
+
+
+def _ordered_call(ctx, args, result_avals, index, placement=None):
     """A callback custom call threaded on the block's token chain (program order)."""
     from fluxion._src.compiler.hlo import Value, tensor_type
     block = ctx.block
@@ -232,7 +265,9 @@ def _ordered_call(ctx, args, result_avals, index):
     block.lines.append(
         f'{lhs} = "stablehlo.custom_call"({operands}) {{call_target_name = '
         f'"{_callback_target(ctx.platform)}", has_side_effect = true, api_version = 4 : i32, '
-        f'backend_config = {{index = {index} : ui64}}}} : ({in_types}) -> '
+        f'backend_config = {{index = {index} : ui64}}'
+        + ("" if placement is None else f", sdy.sharding = {placement}")
+        + f'}} : ({in_types}) -> '
         + (out_types[0] if n == 1 else "(" + ", ".join(out_types) + ")"))
     block._ordered_token = base if n == 1 else f"{base}#0"
     return [Value(f"{base}#{i + 1}", a) for i, a in enumerate(result_avals)]
@@ -450,7 +485,8 @@ def _flat_callback(callback, in_tree, out_tree, weak_types=None, static=None, ap
         if out_tree is None:
             return ()
         out_leaves, got = tree_util.tree_flatten(out)
-        if got != out_tree:
+        # As JAX, only the leaves count: [[x]] serves for a declared [x].
+        if len(out_leaves) != out_tree.num_leaves:
             raise _runtime_error()(f"{_name(callback)} returned a pytree of structure {got}, "
                                    f"but result_shape_dtypes has structure {out_tree}")
         return out_leaves
@@ -459,7 +495,7 @@ def _flat_callback(callback, in_tree, out_tree, weak_types=None, static=None, ap
 
 
 def _bind_callback(prim, callback, result_shape_dtypes, args, kwargs, vmap_method, ordered,
-                   static_ok=False):
+                   static_ok=False, sharding=None):
     """`static_ok`: arguments that are not arrays (strings, functions, None) reach the
     callback as they are instead of being an error (JAX's debug callbacks)."""
     from fluxion import tree_util
@@ -478,8 +514,9 @@ def _bind_callback(prim, callback, result_shape_dtypes, args, kwargs, vmap_metho
     flat_cb = _flat_callback(callback, in_tree, out_tree,
                              [core.get_aval(x).weak_type for x in leaves], static,
                              _API_NAMES.get(prim.name))
+    placed = {} if sharding is None else {"sharding": sharding}
     outs = prim.bind(*leaves, callback=flat_cb, result_avals=result_avals,
-                     vmap_method=vmap_method, ordered=ordered)
+                     vmap_method=vmap_method, ordered=ordered, **placed)
     if out_tree is None:
         return None
     return tree_util.tree_unflatten(out_tree, list(outs))
@@ -512,7 +549,7 @@ def pure_callback(callback: Callable, result_shape_dtypes: Any, *args,
                              "mutually exclusive")
         vmap_method = "legacy_vectorized" if vectorized else "sequential"
     return _bind_callback(pure_callback_p, callback, result_shape_dtypes, args, kwargs,
-                          vmap_method, False)
+                          vmap_method, False, sharding=sharding)
 
 
 def io_callback(callback: Callable, result_shape_dtypes: Any, *args, sharding=None,
@@ -521,7 +558,7 @@ def io_callback(callback: Callable, result_shape_dtypes: Any, *args, sharding=No
 
     With `ordered=True` calls happen in program order (and cannot be batched by vmap)."""
     return _bind_callback(io_callback_p, callback, result_shape_dtypes, args, kwargs,
-                          "sequential", bool(ordered))
+                          "sequential", bool(ordered), sharding=sharding)
 
 
 def debug_callback(callback: Callable, *args, ordered: bool = False, partitioned: bool = False,

@@ -55,9 +55,9 @@ CASES = [
          match="dtype int32"),
     Case("pure_wrong_count", lambda m: _pure(m, lambda x: (x, x), _sds(m, (2,)), np_(m).ones(2)),
          match="structure"),
-    Case("pure_wrong_structure", lambda m: _pure(m, lambda x: (np.asarray(x),),
-                                                 {"a": _sds(m, (2,))}, np_(m).ones(2)),
-         raises=RuntimeError, match="structure"),  # JAX accepts any tree with as many leaves
+    Case("pure_wrong_structure", lambda m: _pure(m, lambda x: [[np.asarray(x)]],
+                                                 _sds(m, (2,)), np_(m).ones(2)),
+         raises=None, compare=True),  # as JAX: any tree with as many leaves will do
     Case("pure_raises_jit", lambda m: _pure(m, _raise, _sds(m, (2,)), np_(m).ones(2)),
          raises=ZeroDivisionError, match="inside the callback"),
     Case("pure_raises_eager", lambda m: _pure(m, _raise, _sds(m, (2,)), np_(m).ones(2), jit=False),
