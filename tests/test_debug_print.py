@@ -183,3 +183,41 @@ def test_breakpoint_frames_up_down_list_where_as_jaxs_jdb(jit):
     # (a pytree local holding traced values comes back with its arrays, in every frame)
     import jax as real_jax
     assert _multi_frame_session(jax, jit) == _multi_frame_session(real_jax, jit)
+
+
+def _two_call_programs(lib, results):
+    return {
+        "print": lambda: lib.jit(lambda x: lib.debug.print(ordered=True)("x: {x}", x=x))(42),
+        "callback": lambda: lib.debug.callback(ordered=True)(lambda v: results.append(int(v)),
+                                                           100),
+        "skip_format_check": lambda: lib.debug.print("x {}", 1, 2, skip_format_check=True),
+        "partitioned": lambda: lib.jit(lambda x: lib.debug.print("p {}", x, partitioned=True))(3),
+        "log": lambda: lib.debug.log(ordered=True)("l {}", 3),
+    }
+
+
+@pytest.mark.parametrize("name", ["print", "callback", "skip_format_check", "partitioned", "log"])
+def test_two_call_form_and_options_match_jax(name, capfd):
+    import jax as real_jax
+    outputs = []
+    for lib in (real_jax, jax):
+        results = []
+        _two_call_programs(lib, results)[name]()
+        lib.effects_barrier()
+        outputs.append((capfd.readouterr().out, results))
+    assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda lib: lib.debug.print(ordered=True)("hello {a}", a=42, partitioned=True), ValueError,
+     r"Unused keyword arguments to `jax.debug.print`: \['partitioned'\]"),
+    (lambda lib: lib.debug.callback(ordered=True, a=42), TypeError,
+     "debug_callback received unexpected arguments in the two-call form"),
+    (lambda lib: lib.debug.print(None, 42, ordered=True), TypeError,
+     "debug_print received unexpected arguments in the two-call form"),
+])
+def test_two_call_form_misuse_raises_jax_errors(call, error, match):
+    import jax as real_jax
+    for lib in (real_jax, jax):
+        with pytest.raises(error, match=match):
+            call(lib)

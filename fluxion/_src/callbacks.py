@@ -561,10 +561,21 @@ def io_callback(callback: Callable, result_shape_dtypes: Any, *args, sharding=No
                           "sequential", bool(ordered), sharding=sharding)
 
 
-def debug_callback(callback: Callable, *args, ordered: bool = False, partitioned: bool = False,
-                   **kwargs) -> None:
+def debug_callback(callback: Callable | None = None, *args, ordered: bool = False,
+                   partitioned: bool = False, **kwargs):
     """Call `callback(*args, **kwargs)` for its side effects (`jax.debug.callback`); under vmap
     it is called once per batch element. `partitioned` is accepted as in JAX: the callback
-    receives whole arrays here either way."""
-    _bind_callback(debug_callback_p, callback, None, args, kwargs, "sequential", bool(ordered),
-                   static_ok=True)
+    receives whole arrays here either way.
+
+    Without `callback` (JAX's two-call form, `debug.callback(ordered=True)(cb, x)`) it returns
+    the function that makes the call with these options."""
+    def call(callback, *args, **kwargs):
+        _bind_callback(debug_callback_p, callback, None, args, kwargs, "sequential",
+                       bool(ordered), static_ok=True)
+
+    if callback is not None:
+        return call(callback, *args, **kwargs)
+    if args or kwargs:
+        raise TypeError("debug_callback received unexpected arguments in the two-call form: "
+                        f"args={args} kwargs={kwargs}")
+    return call

@@ -46,11 +46,11 @@ class _UnusedArgumentsCheck(string.Formatter):
     def check_unused_args(self, used_args, args, kwargs):
         unused_args = [a for i, a in enumerate(args) if i not in used_args]
         if unused_args:
-            raise ValueError(f"Unused positional arguments to `debug.print`: {unused_args}")
+            raise ValueError(f"Unused positional arguments to `jax.debug.print`: {unused_args}")
         unused_kwargs = [k for k in kwargs if k not in used_args]
         if unused_kwargs:
-            raise ValueError(f"Unused keyword arguments to `debug.print`: {unused_kwargs}. You "
-                             "may be passing an f-string (i.e, `f\"{x}\"`) into `debug.print` "
+            raise ValueError(f"Unused keyword arguments to `jax.debug.print`: {unused_kwargs}. You "
+                             "may be passing an f-string (i.e, `f\"{x}\"`) into `jax.debug.print` "
                              "and instead should pass in a regular string.")
 
 
@@ -60,28 +60,47 @@ def _print_formatted(fmt: str, *args, **kwargs) -> None:
     sys.stdout.write(fmt.format(*args, **kwargs) + "\n")
 
 
-def print(fmt: str, *args, ordered: bool = False, **kwargs) -> None:  # noqa: A001
+def print(fmt: str | None = None, *args, ordered: bool = False,  # noqa: A001
+          partitioned: bool = False, skip_format_check: bool = False, **kwargs):
     """Print from traced code, with `str.format` fields filled with the runtime values.
 
     Under `vmap` it prints once per batch element; with `ordered=True` prints keep program
-    order."""
-    if not isinstance(fmt, str):
-        raise TypeError(f"debug.print takes a format string first, got {type(fmt).__name__}")
-    _check_format(fmt, args, kwargs)
-    _UnusedArgumentsCheck().format(fmt, *args, **kwargs)
-    debug_callback(_Formatter(fmt), *args, ordered=ordered, **kwargs)
+    order. `skip_format_check` allows arguments the format does not use; `partitioned` is
+    accepted as in JAX. Without `fmt` (JAX's two-call form, `debug.print(ordered=True)(fmt,
+    x)`) it returns the function that prints with these options."""
+    def call(fmt, *args, **kwargs):
+        _checked("print", fmt, args, kwargs, skip_format_check)
+        debug_callback(_Formatter(fmt), *args, ordered=ordered, **kwargs)
+    return _one_or_two_calls("debug_print", call, fmt, args, kwargs)
 
 
-def log(fmt: str, *args, ordered: bool = False, **kwargs) -> None:
+def log(fmt: str | None = None, *args, ordered: bool = False, partitioned: bool = False,
+        skip_format_check: bool = False, **kwargs):
     """`debug.print` through the logging module: an INFO record of the logger
     "fluxion._src.debugging", located at the user's line that called `log`."""
+    def call(fmt, *args, **kwargs):
+        _checked("log", fmt, args, kwargs, skip_format_check)
+        where = source_info.current()
+        location = ("(unknown file)", 0) if where is None else (where.file, where.line)
+        debug_callback(_Formatter(fmt, location), *args, ordered=ordered, **kwargs)
+    return _one_or_two_calls("debug_print", call, fmt, args, kwargs)
+
+
+def _checked(name: str, fmt, args, kwargs, skip_format_check: bool) -> None:
     if not isinstance(fmt, str):
-        raise TypeError(f"debug.log takes a format string first, got {type(fmt).__name__}")
-    _check_format(fmt, args, kwargs)
-    _UnusedArgumentsCheck().format(fmt, *args, **kwargs)
-    where = source_info.current()
-    location = ("(unknown file)", 0) if where is None else (where.file, where.line)
-    debug_callback(_Formatter(fmt, location), *args, ordered=ordered, **kwargs)
+        raise TypeError(f"debug.{name} takes a format string first, got {type(fmt).__name__}")
+    if not skip_format_check:
+        _check_format(fmt, args, kwargs)
+        _UnusedArgumentsCheck().format(fmt, *args, **kwargs)
+
+
+def _one_or_two_calls(name: str, call, fmt, args, kwargs):
+    if fmt is not None:
+        return call(fmt, *args, **kwargs)
+    if args or kwargs:
+        raise TypeError(f"{name} received unexpected arguments in the two-call form: "
+                        f"args={args} kwargs={kwargs}")
+    return call
 
 
 _logger = logging.getLogger(__name__)
