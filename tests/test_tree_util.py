@@ -292,20 +292,16 @@ def _key_orders(x):
 def test_rebuilt_dicts_have_sorted_keys_as_in_jax():
     """JAX rebuilds dicts (and defaultdicts) in sorted key order; OrderedDicts keep theirs."""
     tree = {"w": 1, "b": [{"z": 2, "a": 3}, _dd(list, q=5, p=6)], "c": _od(z=3, y=4)}
-    ours = [ftu.tree_map(lambda x: x, tree),
-            ftu.tree_unflatten(*reversed(ftu.tree_flatten(tree))),
-            ftu.tree_structure(tree).unflatten(ftu.tree_leaves(tree)),
-            fluxion.jit(lambda t: t)(tree),
-            fluxion.grad(lambda t: 1.0 * t["w"])({"w": 1.0, "a": 2.0}),
-            fluxion.vmap(lambda t: t)({"y": jnp.ones(2), "x": jnp.ones(2)})]
+
+    def rebuilt(lib, tu):
+        return [tu.tree_map(lambda x: x, tree),
+                tu.tree_unflatten(*reversed(tu.tree_flatten(tree))),
+                tu.tree_structure(tree).unflatten(tu.tree_leaves(tree)),
+                lib.jit(lambda t: t)(tree),
+                lib.grad(lambda t: 1.0 * t["w"])({"w": 1.0, "a": 2.0}),
+                lib.vmap(lambda t: t)({"y": np.ones(2), "x": np.ones(2)})]
     import jax
-    theirs = [jtu.tree_map(lambda x: x, tree),
-              jtu.tree_unflatten(*reversed(jtu.tree_flatten(tree))),
-              jtu.tree_structure(tree).unflatten(jtu.tree_leaves(tree)),
-              jax.jit(lambda t: t)(tree),
-              jax.grad(lambda t: 1.0 * t["w"])({"w": 1.0, "a": 2.0}),
-              jax.vmap(lambda t: t)({"y": np.ones(2), "x": np.ones(2)})]
-    for a, b in zip(ours, theirs):
+    for a, b in zip(rebuilt(fluxion, ftu), rebuilt(jax, jtu)):
         assert _key_orders(a) == _key_orders(b)
 
 
