@@ -366,6 +366,42 @@ if ON_8_DEVICES:
         np.testing.assert_allclose(np.asarray(ours), (fw("fluxion").host["a"] * 2).sum(0),
                                    rtol=1e-5)
 
+    def _axes_kwargs_outcomes(f):
+        """auto_axes/explicit_axes given their sharding as a keyword of the call (JAX's
+        documented form), and without one."""
+        spec, out = f.mod.sharding.PartitionSpec, []
+        double = f.mod.sharding.auto_axes(lambda t: t * 2)
+        triple = f.mod.sharding.explicit_axes(lambda t: t * 3)
+        auto = f.mod.make_mesh((4, 2), ("x", "y"), axis_types=(f.mod.sharding.AxisType.Auto,) * 2)
+
+        def outcome(call):
+            try:
+                r = call()
+                out.append((np.asarray(r), norm(r) if isinstance(r, f.mod.Array) else None))
+            except (TypeError, ValueError) as e:
+                out.append((type(e), str(e)))
+        outcome(lambda: double(f.host["b"]))
+        outcome(lambda: double(f.host["b"], out_sharding=spec()))
+        outcome(lambda: triple(f.host["b"]))
+        outcome(lambda: triple(f.host["b"], in_sharding=spec("x")))
+        with f.mod.set_mesh(f.mesh):
+            outcome(lambda: double(f.arrays["b"], out_sharding=spec(None, "y")))
+            outcome(lambda: f.mod.jit(lambda t: double(t, out_sharding=spec("x")))(f.arrays["a"]))
+        with f.mod.set_mesh(auto):
+            outcome(lambda: f.mod.jit(lambda t: triple(t, in_sharding=spec("x", "y")) + 1)(
+                f.host["a"]))
+        return out
+
+    def test_auto_axes_and_explicit_axes_take_their_sharding_from_the_call():
+        ours, theirs = (_axes_kwargs_outcomes(fw(n)) for n in ("fluxion", "jax"))
+        assert len(ours) == len(theirs)
+        for o, t in zip(ours, theirs):
+            if isinstance(t[0], type) or isinstance(o[0], type):
+                assert [type(x) for x in o] == [type(x) for x in t] and o == t, (o, t)
+            else:
+                np.testing.assert_allclose(o[0], t[0], rtol=1e-6)
+                assert o[1] == t[1]
+
     def _mlp_grads(f, jit):
         mod, fnp_ = f.mod, f.np
         rng = np.random.default_rng(3)

@@ -362,36 +362,58 @@ def _axes_tuple(axes):
     return None if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
 
 
+def _required_keyword(kwargs, name, given):
+    """`given` (the decorator's), else the call's keyword `name` (taken out of `kwargs`); one
+    of them is required, as in JAX."""
+    if given is not None:
+        return given
+    if name not in kwargs:
+        raise TypeError(f"Missing required keyword argument: '{name}'")
+    return kwargs.pop(name)
+
+
 def auto_axes(fun=None, *, axes=None, out_sharding=None):
     """`fun` run with the mesh axes `axes` (default: all) of type `Auto`: on them XLA's
     partitioner lays out its values, so no ShardingTypeError arises there; its outputs are
-    then laid out (and typed) as `out_sharding`."""
+    then laid out (and typed) as `out_sharding`, given here or as a keyword of each call."""
     if fun is None:
         return lambda f: auto_axes(f, axes=axes, out_sharding=out_sharding)
     from fluxion._src.mesh import AxisType
     names = _axes_tuple(axes)
 
+    @functools.wraps(fun)
     def wrapped(*args, **kwargs):
         from fluxion._src.sharded_jit import reshard
+        sharding = _required_keyword(kwargs, "out_sharding", out_sharding)
+        if get_abstract_mesh().empty and not _names_a_mesh(sharding):
+            return fun(*args, **kwargs)
         out = _call_with_axis_types(fun, args, kwargs, names, AxisType.Auto)
-        if out_sharding is None:
-            return out
-        return reshard(out, out_sharding)
+        return reshard(out, sharding)
     return wrapped
+
+
+def _names_a_mesh(shardings) -> bool:
+    from fluxion._src.tree_util import tree_leaves
+    return any(isinstance(s, NamedSharding) for s in tree_leaves(shardings))
 
 
 def explicit_axes(fun=None, *, axes=None, in_sharding=None):
     """`fun` run with the mesh axes `axes` (default: all) of type `Explicit`, its inputs laid
-    out as `in_sharding`; its outputs go back to `Auto` on those axes."""
+    out as `in_sharding` (given here or as a keyword of each call); its outputs go back to
+    `Auto` on those axes. Needs a context mesh (`set_mesh`)."""
     if fun is None:
         return lambda f: explicit_axes(f, axes=axes, in_sharding=in_sharding)
     from fluxion._src.mesh import AxisType
     names = _axes_tuple(axes)
 
+    @functools.wraps(fun)
     def wrapped(*args, **kwargs):
         from fluxion._src.sharded_jit import reshard
-        if in_sharding is not None:
-            args = reshard(args, in_sharding)
+        sharding = _required_keyword(kwargs, "in_sharding", in_sharding)
+        if get_abstract_mesh().empty:
+            raise ValueError("Context mesh cannot be empty. Please use `jax.set_mesh` API to "
+                             "enter into a mesh context when using `explicit_axes` API.")
+        args = reshard(args, sharding)
         out = _call_with_axis_types(fun, args, kwargs, names, AxisType.Explicit)
         return _retype(out, names, AxisType.Auto)
     return wrapped
