@@ -51,8 +51,11 @@ def _new_ref_abstract_eval(x, *, memory_space, kind):
 @new_ref_p.def_impl
 def _new_ref_impl(x, *, memory_space, kind):
     from fluxion._src.lax import lax
-    value = lax.convert_element_type(x, core.get_aval(x).dtype)  # an Array, weak type dropped
-    return Ref(value, AbstractRef(core.get_aval(value), memory_space, kind))
+    aval = core.get_aval(x)
+    # An Array; as in JAX the buffer keeps a weak type (eager reads and the repr show it),
+    # while the Ref's type drops it.
+    value = lax._convert_element_type(x, aval.dtype, weak_type=aval.weak_type)
+    return Ref(value, AbstractRef(aval, memory_space, kind))
 
 
 def _new_ref_jvp(primals, tangents, *, memory_space, kind):
@@ -224,16 +227,20 @@ def _check_no_tangent(t_value, ref, what):
     if type(t_value) is not ad.Zero and core.get_aval(t_value).dtype != dtypes.float0:
         # JAX raises a plain Exception here, with this message.
         raise Exception(  # noqa: TRY002
-            f"Exception performing a {what} operation with a differentiated value on a "
-            f"non-differentiated array reference of type {core.get_aval(ref).str_short()}. "
+            f"performing {_article(what)} {what} operation with a differentiated value on a "
+            f"non-differentiated array reference of type {core.get_aval(ref)}. "
             "Move the array reference to be an argument of the differentiated function?")
 
 
 def _unbatched_ref_error(ref, what):
     return Exception(  # noqa: TRY002  (JAX's class and message)
-        f"Exception performing a {what} operation with vmapped value on an unbatched array "
-        f"reference of type {core.get_aval(ref).str_short()}. Move the array reference to be "
-        "an argument to the vmapped function?")
+        f"performing {_article(what)} {what} operation with vmapped value on an unbatched "
+        f"array reference of type {core.get_aval(ref)}. Move the array reference to be an "
+        "argument to the vmapped function?")
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
 
 
 def _swap_transpose(ct, ref, value, *starts, indexer):
