@@ -205,6 +205,17 @@ if ON_8_DEVICES:
             assert fluxion.sharding.get_abstract_mesh() == auto.abstract_mesh
         with fluxion.set_mesh(ours):
             assert fluxion.sharding.get_abstract_mesh() == ours.abstract_mesh
+        # a concrete mesh's abstract mesh records its kind of device, as JAX's
+        assert repr(ours.abstract_mesh) == repr(theirs.abstract_mesh)
+        assert repr(auto.abstract_mesh.update_axis_types({"x": AxisType.Explicit})) == repr(
+            jax.make_mesh((4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+            .abstract_mesh.update_axis_types({"x": jax.sharding.AxisType.Explicit}))
+        assert (ours.abstract_mesh == fluxion.sharding.AbstractMesh(
+            (4, 2), ("x", "y"), (AxisType.Explicit,) * 2)) is (theirs.abstract_mesh == (
+                jax.sharding.AbstractMesh((4, 2), ("x", "y"),
+                                          (jax.sharding.AxisType.Explicit,) * 2))) is False
+        abstract = ours.abstract_mesh
+        assert abstract.abstract_mesh is abstract
 
 
     # ---- ShardingTypeError
