@@ -215,6 +215,43 @@ def _inferred_spec(x, manual) -> PartitionSpec:
     return PartitionSpec(*out)
 
 
+def _check_context_mesh(mesh) -> None:
+    """A mesh passed to shard_map must be the context mesh, when there is one (as in JAX)."""
+    from fluxion._src.mesh import get_abstract_mesh
+    context = get_abstract_mesh()
+    if not context.empty and mesh.abstract_mesh != context:
+        raise ValueError(f"The context mesh {context} should match the mesh passed to "
+                         f"shard_map {mesh}")
+
+
+def _check_specs_match_arguments(mesh, manual, specs, leaves, avals) -> None:
+    """Over a mesh whose axes are all Explicit and all manual, each concrete argument must be
+    laid out as its in_spec says: JAX's ValueError otherwise (an array's type there carries
+    its sharding). Traced arguments carry no sharding in fluxion and are not checked."""
+    from fluxion._src import sharding_types
+    if set(manual) != set(mesh.axis_names) or not all(
+            t == AxisType.Explicit for t in mesh.axis_types):
+        return
+    for x, spec, aval in zip(leaves, specs, avals):
+        if isinstance(x, core.Tracer) or not hasattr(aval, "shape"):
+            continue
+        sharding = getattr(x, "_sharding", None)
+        mesh_of_x = getattr(sharding, "mesh", None)
+        have = sharding_types.spec_of(
+            sharding, aval.ndim,
+            sharding_types.explicit_names(mesh_of_x) if mesh_of_x is not None else ())
+        want = sharding_types.spec_of(spec, aval.ndim, set(mesh.axis_names))
+        if have != want:
+            raise ValueError(
+                f"in_specs passed to shard_map: {sharding_types.to_partition_spec(want)!r} does "
+                f"not match the specs of the input: "
+                f"{sharding_types.to_partition_spec(have)!r} for arg: "
+                f"{sharding_types.typeof(x)}. `in_specs` is an optional argument so you can "
+                "omit specifying it and shard_map will infer the in_specs from the arguments. "
+                "If you want to reshard your inputs, you can use `jax.reshard` on the "
+                "arguments and then pass those args to shard_map.")
+
+
 def _manual_axes(mesh, axis_names, auto) -> tuple:
     """The mesh axes the body is manual over, in mesh order: `axis_names` (all axes when
     empty), less the `auto` axes of the older API."""
@@ -277,10 +314,12 @@ def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh: Mesh | None = None,
         leaves = [x for x, st in zip(all_leaves, static) if not st]
         specs = [sp for sp, st in zip(all_specs, static) if not st]
         gavals = [core.get_aval(x) for x in leaves]
+        _check_context_mesh(mesh)
         _check_ranks(f, "in", in_specs, args, all_specs,
                      [None if st else core.get_aval(x) for x, st in zip(all_leaves, static)])
         bavals = [a.update(shape=_block_shape(a.shape, s, mesh_shape, "in_specs", manual))
                   for a, s in zip(gavals, specs)]
+        _check_specs_match_arguments(mesh, manual, specs, leaves, gavals)
         key = (in_tree, static, tuple(bavals), tuple(specs))
         entry = None if any(static) else cache.get(key)  # static leaves are this call's
         if entry is None:
