@@ -456,3 +456,53 @@ if ON_8_DEVICES:
                                fluxion.sharding.NamedSharding(m, P("x", "y")))
         assert len(x.addressable_shards) == 8
         np.testing.assert_array_equal(np.asarray(x), np.arange(16.).reshape(8, 2))
+
+    def _data_parallel(f):
+        """shard_map with in_specs inferred from the arguments' shardings, under jit and grad
+        (JAX's data-parallel and FSDP examples in its shard_map notebook)."""
+        mod, fnp_, spec = f.mod, f.np, f.mod.sharding.PartitionSpec
+        rng = np.random.default_rng(5)
+        host_params = [(rng.standard_normal((4, 8)).astype(np.float32), np.zeros(8, np.float32)),
+                       (rng.standard_normal((8, 2)).astype(np.float32), np.ones(2, np.float32))]
+        host_batch = (rng.standard_normal((16, 4)).astype(np.float32),
+                      rng.standard_normal((16, 2)).astype(np.float32))
+
+        def loss(params, batch, gather=False):
+            inputs, targets = batch
+            for w, b in params:
+                if gather:
+                    w = mod.lax.all_gather(w, "d", tiled=True)
+                    b = mod.lax.all_gather(b, "d", tiled=True)
+                inputs = fnp_.tanh(inputs @ w + b)
+            return fnp_.mean(fnp_.sum((inputs - targets) ** 2, axis=-1))
+
+        out = []
+        mesh = mod.make_mesh((8,), ("d",))
+        with mod.set_mesh(mesh):
+            batch = mod.device_put(host_batch, spec("d"))
+            params = mod.device_put(host_params, spec())
+            dp = mod.shard_map(lambda p, b: mod.lax.pmean(loss(p, b), "d"), out_specs=spec())
+            out += [mod.jit(dp)(params, batch), *mod.tree.leaves(mod.jit(mod.grad(dp))(params, batch))]
+            out += mod.tree.leaves(mod.grad(dp)(params, batch))
+        mesh = mod.make_mesh((2,), ("d",))
+        with mod.set_mesh(mesh):
+            batch = mod.device_put(host_batch, spec("d"))
+            params = mod.device_put(host_params, spec("d"))
+            fsdp = mod.shard_map(lambda p, b: mod.lax.pmean(loss(p, b, gather=True), "d"),
+                                 out_specs=spec())
+            out += [mod.jit(fsdp)(params, batch),
+                    *mod.tree.leaves(mod.jit(mod.grad(fsdp))(params, batch))]
+        return out
+
+    def test_shard_map_infers_in_specs_from_jit_arguments_as_jax():
+        ours, theirs = (_data_parallel(fw(n)) for n in ("fluxion", "jax"))
+        assert len(ours) == len(theirs)
+        for o, t in zip(ours, theirs):
+            np.testing.assert_allclose(np.asarray(o), np.asarray(t), rtol=2e-5, atol=2e-6)
+            assert norm(o) == norm(t)
+        # a traced value that is no jit argument has no sharding to infer from in fluxion
+        f = fw("fluxion")
+        with fluxion.set_mesh(f.mesh):
+            g = fluxion.shard_map(lambda v: v * 2, out_specs=P("x", "y"))
+            with pytest.raises(NotImplementedError, match="arguments of the enclosing jit"):
+                fluxion.jit(lambda a: g(a * 2))(f.arrays["a"])

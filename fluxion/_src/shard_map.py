@@ -196,13 +196,74 @@ def _check_explicit(mesh, manual) -> None:
                         f"axis_names={frozenset(manual)} are of type {axis_types}")
 
 
+# The shardings of the arguments of the jits being traced, by their tracers (id -> (tracer,
+# sharding)): fluxion's traced values carry no sharding, so `in_specs=Infer` reads a jit
+# input's from here (see `jit_arguments`).
+_jit_argument_shardings: dict = {}
+
+
+class jit_arguments:
+    """While a jit traces its function: its input tracers stand for arguments laid out as
+    `shardings` (each concrete argument's sharding, or None)."""
+
+    def __init__(self, shardings):
+        self.shardings, self.tracers = shardings, []
+
+    def bind(self, tracers) -> None:
+        for t, s in zip(tracers, self.shardings):
+            if isinstance(t, core.Tracer):
+                self.tracers.append(t)
+                _jit_argument_shardings[id(t)] = (t, s)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for t in self.tracers:
+            _jit_argument_shardings.pop(id(t), None)
+
+
+def argument_shardings(leaves):
+    """For a jit about to trace on `leaves`: each one's NamedSharding (a concrete Array's, or
+    the jit argument a tracer stands for), or None when no leaf has one."""
+    out, found = [], False
+    for x in leaves:
+        if isinstance(x, core.Tracer):
+            try:
+                s = _traced_argument_sharding(x) if _jit_argument_shardings else None
+            except NotImplementedError:
+                s = None
+        else:
+            s = getattr(x, "_sharding", None)
+        s = s if isinstance(s, NamedSharding) else None
+        found = found or s is not None
+        out.append(s)
+    return tuple(out) if found else None
+
+
+def _traced_argument_sharding(x):
+    """The sharding of the jit argument or concrete Array the tracer `x` stands for (seen
+    through JVP tracers' primals); NotImplementedError for any other traced value."""
+    from fluxion._src import ad
+    while isinstance(x, core.Tracer):
+        found = _jit_argument_shardings.get(id(x))
+        if found is not None and found[0] is x:
+            return found[1]
+        if not isinstance(x, ad.JVPTracer):
+            raise NotImplementedError(
+                "shard_map with in_specs inferred (Infer) needs concrete arguments or "
+                "arguments of the enclosing jit: fluxion's other traced values carry no "
+                "sharding; pass in_specs explicitly")
+        x = x.primal
+    return getattr(x, "sharding", None)
+
+
 def _inferred_spec(x, manual) -> PartitionSpec:
     """The spec of `x` on the manual axes: its sharding's, with other axes dropped."""
     if isinstance(x, core.Tracer):
-        raise NotImplementedError(
-            "shard_map with in_specs inferred (Infer) needs concrete arguments: fluxion's "
-            "traced values carry no sharding; pass in_specs explicitly under jit/grad/vmap")
-    sharding = getattr(x, "sharding", None)
+        sharding = _traced_argument_sharding(x)
+    else:
+        sharding = getattr(x, "sharding", None)
     if not isinstance(sharding, NamedSharding):
         return PartitionSpec()
     out = []
