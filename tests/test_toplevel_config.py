@@ -149,6 +149,19 @@ def test_logging_level_sets_the_library_logger_as_jax(lib):
     mod.config.update("jax_mock_gpu_topology", "")
 
 
+@BOTH
+def test_platform_name_is_accepted_as_jax(lib):
+    """`jax_platform_name` (deprecated in JAX) names the default platform; set here after
+    the first computation, it changes nothing, as in JAX."""
+    mod, np_ = _mods(lib)
+    mod.config.update("jax_platform_name", "cpu")
+    try:
+        assert mod.default_backend() == "cpu"
+        np.testing.assert_array_equal(np_.ones(2) + 1, [2.0, 2.0])
+    finally:
+        mod.config.update("jax_platform_name", "")
+
+
 # ---------------------------------------------------------------------------------------------
 # numpy_dtype_promotion
 

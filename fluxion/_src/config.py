@@ -94,6 +94,8 @@ class Config:
         "logging_level": "NOTSET",
         # accepted for JAX programs: fluxion mocks no GPU topology
         "mock_gpu_topology": "",
+        # JAX's deprecated name for the default platform (before the first computation)
+        "platform_name": "",
     }
 
     # Flags besides enable_x64 that change what tracing produces, or (no_execution) whether a
