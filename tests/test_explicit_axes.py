@@ -506,3 +506,21 @@ if ON_8_DEVICES:
             g = fluxion.shard_map(lambda v: v * 2, out_specs=P("x", "y"))
             with pytest.raises(NotImplementedError, match="arguments of the enclosing jit"):
                 fluxion.jit(lambda a: g(a * 2))(f.arrays["a"])
+
+    def _type_shardings(f):
+        mod, spec = f.mod, f.mod.sharding.PartitionSpec
+        auto = mod.make_mesh((4, 2), ("x", "y"), axis_types=(mod.sharding.AxisType.Auto,) * 2)
+        on_auto = mod.device_put(f.host["v"], mod.sharding.NamedSharding(auto, spec("x")))
+        values = [f.arrays["a"], f.arrays["b"], on_auto, f.np.ones(3), 2.0, f.host["w"]]
+        out = [(str(mod.typeof(v)), repr(mod.typeof(v).sharding)) for v in values]
+        shaped = mod.core.ShapedArray((3,), np.float32)
+        out.append((mod.typeof(f.np.ones(3)) == shaped,
+                    hash(mod.typeof(f.np.ones(3))) == hash(shaped)))
+        with mod.set_mesh(f.mesh):  # a type's sharding lays out another value
+            moved = mod.reshard(f.arrays["w"] * 1, mod.typeof(f.arrays["c"]).sharding)
+        out.append((str(mod.typeof(moved)), norm(moved)))
+        return out
+
+    def test_typeof_sharding_is_the_abstract_meshs_as_jax():
+        ours, theirs = (_type_shardings(fw(n)) for n in ("fluxion", "jax"))
+        assert ours == theirs

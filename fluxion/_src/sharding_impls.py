@@ -104,8 +104,10 @@ class NamedSharding(Sharding):
     """An array split over the axes of `mesh` as `spec` says (see PartitionSpec)."""
 
     def __init__(self, mesh, spec=PartitionSpec(), *, memory_kind=None):
-        if not isinstance(mesh, Mesh):
-            raise TypeError(f"NamedSharding needs a Mesh (with devices), got {type(mesh).__name__}")
+        from fluxion._src.mesh import AbstractMesh
+        if not isinstance(mesh, (Mesh, AbstractMesh)):
+            raise TypeError(f"NamedSharding needs a Mesh or an AbstractMesh, got "
+                            f"{type(mesh).__name__}")
         if spec is None:
             spec = PartitionSpec()
         if not isinstance(spec, PartitionSpec):
@@ -124,7 +126,8 @@ class NamedSharding(Sharding):
                              f"duplicate entries")
         self.mesh = mesh
         self.spec = spec
-        self._device_assignment = mesh.flat_devices
+        # an AbstractMesh's sharding (a type's, `typeof(x).sharding`) has no devices
+        self._device_assignment = mesh.flat_devices if isinstance(mesh, Mesh) else ()
         self._hash = hash((mesh, spec))
 
     @property
@@ -279,6 +282,8 @@ def _parse_hlo_of(mesh, spec, ndim):
 def canonicalize(sharding, what: str = "sharding"):
     """A Sharding from what the user passed: a Sharding, or a PartitionSpec (or None) of the
     mesh set with `set_mesh` / `with mesh:`."""
+    if isinstance(sharding, NamedSharding) and not isinstance(sharding.mesh, Mesh):
+        return NamedSharding(_concrete_mesh(sharding.mesh, what), sharding.spec)
     if isinstance(sharding, Sharding):
         return sharding
     if isinstance(sharding, PartitionSpec):
@@ -289,6 +294,15 @@ def canonicalize(sharding, what: str = "sharding"):
                              "`with mesh:`")
         return NamedSharding(mesh, sharding)
     raise TypeError(f"{what} must be a Sharding or a PartitionSpec, got {sharding!r}")
+
+
+def _concrete_mesh(abstract, what: str) -> Mesh:
+    """The context mesh (`set_mesh`) standing for `abstract`, typed as it is."""
+    mesh = get_mesh()
+    if mesh is None or mesh.shape_tuple != abstract.shape_tuple:
+        raise ValueError(f"{what}: a NamedSharding of {abstract} needs a context mesh of that "
+                         f"shape (set one with `jax.set_mesh`); the context mesh is {mesh}")
+    return mesh.update_axis_types(dict(zip(abstract.axis_names, abstract.axis_types)))
 
 
 _single = {}
