@@ -524,3 +524,15 @@ if ON_8_DEVICES:
     def test_typeof_sharding_is_the_abstract_meshs_as_jax():
         ours, theirs = (_type_shardings(fw(n)) for n in ("fluxion", "jax"))
         assert ours == theirs
+
+    def test_typeof_of_a_jit_argument_while_tracing_as_jax():
+        seen = {}
+        for n in ("fluxion", "jax"):
+            f, out = fw(n), []
+            f.mod.jit(lambda a: out.append((str(f.mod.typeof(a)),
+                                            repr(f.mod.typeof(a).sharding))))(f.arrays["a"])
+            with f.mod.set_mesh(f.mesh):
+                f.mod.jit(f.mod.grad(lambda b: (out.append(str(f.mod.typeof(b))),
+                                                b.sum())[1]))(f.arrays["b"])
+            seen[n] = out
+        assert seen["fluxion"] == seen["jax"]

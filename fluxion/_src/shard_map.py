@@ -241,6 +241,17 @@ def argument_shardings(leaves):
     return tuple(out) if found else None
 
 
+def jit_argument_sharding(x):
+    """The NamedSharding of the jit argument the tracer `x` stands for, else None."""
+    if not _jit_argument_shardings:
+        return None
+    try:
+        s = _traced_argument_sharding(x)
+    except NotImplementedError:
+        return None
+    return s if isinstance(s, NamedSharding) else None
+
+
 def _traced_argument_sharding(x):
     """The sharding of the jit argument or concrete Array the tracer `x` stands for (seen
     through JVP tracers' primals); NotImplementedError for any other traced value."""

@@ -138,13 +138,20 @@ class ShapedArrayWithSharding(core.ShapedArray):
 def typeof(x):
     """The abstract value of `x`. A concrete value's carries its sharding as JAX's type does
     (`.sharding`: a NamedSharding of the abstract mesh, naming its Explicit axes only), printed
-    `float32[8@x,4@y]`; a traced value's is the plain ShapedArray."""
+    `float32[8@x,4@y]`; so does a jit argument's while the jit traces; any other traced
+    value's is the plain ShapedArray."""
     from fluxion._src.mesh import AbstractMesh
     from fluxion._src.sharding_impls import NamedSharding
     aval = core.get_aval(x)
-    if isinstance(x, core.Tracer) or type(aval) is not core.ShapedArray:
+    if type(aval) is not core.ShapedArray:
         return aval
-    sharding = getattr(x, "_sharding", None)
+    if isinstance(x, core.Tracer):  # only a jit's argument's sharding is known while tracing
+        from fluxion._src.shard_map import jit_argument_sharding
+        sharding = jit_argument_sharding(x)
+        if sharding is None:
+            return aval
+    else:
+        sharding = getattr(x, "_sharding", None)
     mesh = getattr(sharding, "mesh", None)
     spec = spec_of(sharding, len(aval.shape), explicit_names(mesh) if mesh is not None else ())
     abstract = mesh.abstract_mesh if mesh is not None else AbstractMesh((), ())
