@@ -536,3 +536,20 @@ if ON_8_DEVICES:
                                                 b.sum())[1]))(f.arrays["b"])
             seen[n] = out
         assert seen["fluxion"] == seen["jax"]
+
+    def test_nn_initializers_take_out_sharding_as_jax():
+        seen = {}
+        for n in ("fluxion", "jax"):
+            f, out = fw(n), []
+            init, spec, key = f.mod.nn.initializers, f.mod.sharding.PartitionSpec, None
+            key = f.mod.random.key(0)
+            with f.mod.set_mesh(f.mesh):
+                for make in (init.zeros, init.ones, init.constant(3.0)):
+                    r = make(key, (8, 4), out_sharding=spec("x", "y"))
+                    out.append((str(f.mod.typeof(r)), np.asarray(r).tolist()))
+                r = f.mod.jit(lambda k: init.constant(-2)(k, (8, 4), out_sharding=spec(None, "y")))(key)
+                out.append((str(f.mod.typeof(r)), np.asarray(r).tolist()))
+                with pytest.raises(NotImplementedError):
+                    init.orthogonal()(key, (4, 4), out_sharding=spec("x"))
+            seen[n] = out
+        assert seen["fluxion"] == seen["jax"]
