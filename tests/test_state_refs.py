@@ -385,10 +385,14 @@ def test_ref_repr_and_reads_keep_the_initial_weak_type_as_jax():
         assert str(fluxion.typeof(r)) == str(jax.typeof(j))
     r, j = fluxion.new_ref(1.0), jax.new_ref(1.0)
     assert (r[...] + jnp.float16(1)).dtype == (j[...] + jjnp.float16(1)).dtype == np.float16
-    # a write gives the buffer the Ref's own type, eagerly and from jit
+    # a write gives the buffer a strong type (the repr shows it); reads keep the Ref's type
     r[...] = 4.0
     j[...] = 4.0
-    assert repr(r) == repr(j)
+    assert repr(r) == repr(j) and repr(r[...]) == repr(j[...])
+    r[...] += 1.0
+    j[...] += 1.0
+    assert repr(r) == repr(j) and repr(r[...]) == repr(j[...])
+    assert repr(fluxion.jit(lambda ref: ref[...])(r)) == repr(jax.jit(lambda ref: ref[...])(j))
     r, j = fluxion.new_ref(1.0), jax.new_ref(1.0)
 
     def write_closed_over(ref):
@@ -400,6 +404,25 @@ def test_ref_repr_and_reads_keep_the_initial_weak_type_as_jax():
     fluxion.jit(write_closed_over(r))(2.0)
     jax.jit(write_closed_over(j))(2.0)
     assert repr(r) == repr(j)
+
+
+def test_weakly_typed_ref_keeps_low_precision_math_under_jit_as_jax():
+    """JAX's training cookbook: an Adam step counter made from `jnp.array(0)` (a weak int)
+    must not promote a bfloat16 update to float32 (writing it back raised ValueError)."""
+    def run(mod, np_):
+        p = mod.new_ref(np_.ones(4, np_.bfloat16))
+        mu, count = mod.new_ref(np_.zeros(4, np_.bfloat16)), mod.new_ref(np_.array(0))
+
+        @mod.jit
+        def update(p, g, mu, count):
+            mu[...] = 0.1 * mu[...] + 0.9 * g
+            count[...] += 1
+            p[...] -= 1e-2 * mu[...] / (1 - 0.9 ** count[...])
+
+        update(p, np_.ones(4, np_.bfloat16), mu, count)
+        return np.asarray(p[...], np.float32).tolist(), repr(p), repr(count)
+
+    assert run(fluxion, jnp) == run(jax, jjnp)
 
 
 def test_ref_buffer_attributes_as_jax():

@@ -45,15 +45,15 @@ new_ref_p = core.Primitive("new_ref")
 def _new_ref_abstract_eval(x, *, memory_space, kind):
     if is_ref_aval(x):
         raise TypeError("new_ref: the initial value must be an array, not a Ref")
-    return AbstractRef(x, memory_space, kind)
+    return AbstractRef(x.strip_weak_type(), memory_space, kind)  # traced: strong, as JAX
 
 
 @new_ref_p.def_impl
 def _new_ref_impl(x, *, memory_space, kind):
     from fluxion._src.lax import lax
     aval = core.get_aval(x)
-    # An Array; as in JAX the buffer keeps a weak type (eager reads and the repr show it),
-    # while the Ref's type drops it.
+    # An Array; as in JAX the Ref's type and its buffer keep a weak type (the repr shows the
+    # buffer's, which a write makes strong; reads have the Ref's).
     value = lax._convert_element_type(x, aval.dtype, weak_type=aval.weak_type)
     return Ref(value, AbstractRef(aval, memory_space, kind))
 
@@ -93,12 +93,16 @@ get_p = core.Primitive("get")
 def _get_abstract_eval(ref, *starts, indexer):
     _check_ref(ref, "get")
     _check_starts(starts, indexer, "get")
-    return ShapedArray(indexing.result_shape(indexer), ref.dtype)
+    return ShapedArray(indexing.result_shape(indexer), ref.dtype, ref.inner_aval.weak_type)
 
 
 @get_p.def_impl
 def _get_impl(ref, *starts, indexer):
-    return indexing.read(ref._read_value(), starts, indexer)
+    out = indexing.read(ref._read_value(), starts, indexer)
+    if ref.aval.inner_aval.weak_type:  # a read has the Ref's type, as in JAX
+        from fluxion._src.lax import lax
+        out = lax._convert_element_type(out, None, weak_type=True)
+    return out
 
 
 def _get_jvp(primals, tangents, *, indexer):
@@ -201,14 +205,14 @@ def _swap_abstract_eval(ref, value, *starts, indexer):
     _check_ref(ref, "swap")
     _check_starts(starts, indexer, "swap")
     _check_value(ref, value, indexer, "swap")
-    return ShapedArray(indexing.result_shape(indexer), ref.dtype)
+    return ShapedArray(indexing.result_shape(indexer), ref.dtype, ref.inner_aval.weak_type)
 
 
 @swap_p.def_impl
 def _swap_impl(ref, value, *starts, indexer):
     x = ref._read_value()
     old = indexing.read(x, starts, indexer)
-    ref._value = indexing.write(x, value, starts, indexer)
+    ref._store(indexing.write(x, value, starts, indexer))
     return old
 
 
@@ -289,7 +293,7 @@ def _addupdate_abstract_eval(ref, value, *starts, indexer):
 
 @addupdate_p.def_impl
 def _addupdate_impl(ref, value, *starts, indexer):
-    ref._value = indexing.write(ref._read_value(), value, starts, indexer, add=True)
+    ref._store(indexing.write(ref._read_value(), value, starts, indexer, add=True))
     return []
 
 

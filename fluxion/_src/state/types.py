@@ -21,7 +21,7 @@ class AbstractRef:
     def __init__(self, inner_aval: ShapedArray, memory_space=None, kind=None):
         if isinstance(inner_aval, AbstractRef):
             raise TypeError("a Ref cannot hold another Ref")
-        self.inner_aval = inner_aval.strip_weak_type() if inner_aval.weak_type else inner_aval
+        self.inner_aval = inner_aval  # a weak type stays: reads are weakly typed, as in JAX
         self.memory_space = memory_space
         self.kind = kind
 
