@@ -199,6 +199,22 @@ def test_lru_eviction_keeps_the_recently_used(cache):
     assert public_cc.stats()["evictions"] == 1
 
 
+def test_a_full_cache_is_listed_once_not_at_every_write(cache, monkeypatch):
+    """Over the size bound each write evicts the oldest entries; the directory is listed
+    once per process (a full shared cache of ~10^5 entries took ~1 s a compile)."""
+    listed = []
+    real = cc._entries
+    monkeypatch.setattr(cc, "_entries", lambda d: listed.append(d) or real(d))
+    size = len(cc.encode_entry(b"k0", b"x" * 100))
+    fluxion.config.update("persistent_cache_max_size", 3 * size)
+    for i in range(8):
+        cc.put(f"k{i}".encode(), b"x" * 100)
+    assert len(listed) == 1
+    left = entries(cache)
+    assert left == sorted(cc.entry_path(f"k{i}".encode(), str(cache)) for i in (5, 6, 7))
+    assert sum(os.path.getsize(p) for p in left) <= 3 * size
+
+
 def test_second_jit_object_of_a_function_reuses_its_trace_and_executable():
     traces = []
 

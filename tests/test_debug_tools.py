@@ -45,6 +45,24 @@ def test_debug_nans_names_primitive_and_line(debug_nans, jitted):
     assert f"{__file__}:{NAN_LINE}" in msg
 
 
+def test_debug_nans_in_jit_prints_jax_notice(debug_nans, capsys):
+    """The line JAX prints before re-running a jitted function that made a NaN."""
+    import jax as real_jax
+    notice = []
+    for mod in (jax, real_jax):
+        mod.config.update("jax_debug_nans", True)
+        try:
+            with pytest.raises(FloatingPointError):
+                mod.jit(lambda x: x * 2 + 1)(np.array([1.0, np.nan], np.float32))
+        finally:
+            mod.config.update("jax_debug_nans", False)
+        notice.append(capsys.readouterr().out.splitlines())
+    jax.config.update("debug_nans", True)
+    assert notice[0] == notice[1] == [
+        "Invalid nan value encountered in the output of a jax.jit function. Calling the "
+        "de-optimized version."]
+
+
 def test_debug_nans_nested_jit_and_fast_path(debug_nans):
     g = jax.jit(lambda x: jax.jit(lambda a: jnp.sqrt(a - 5))(x) * 2)
     with pytest.raises(FloatingPointError, match="sqrt"):

@@ -79,6 +79,20 @@ def test_xla_metadata_frontend_attributes_match_jax(make):
     assert ours and ours == theirs
 
 
+def test_xla_metadata_decorating_a_jitted_function_tags_its_lowering_as_jax():
+    def tagged(jx, np_, meta):
+        @meta(_xla_log=True)
+        @jx.jit
+        def f(x):
+            return np_.sin(x) * np_.cos(x)
+        x = np.arange(4, dtype=np.float32)
+        np.testing.assert_allclose(f(x), np.sin(x) * np.cos(x), rtol=1e-6)
+        return _tagged_ops(f.lower(x).as_text())
+    ours = tagged(fluxion, jnp, f_xla_metadata.set_xla_metadata)
+    theirs = tagged(jax, jjnp, j_xla_metadata.set_xla_metadata)
+    assert ours and ours == theirs
+
+
 def test_xla_metadata_reaches_the_backward_pass_as_jax():
     # The two frameworks' backward passes differ op by op (how the sum's transpose
     # broadcasts); both tag the forward sine and its derivative's cosine.

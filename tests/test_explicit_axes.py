@@ -205,6 +205,17 @@ if ON_8_DEVICES:
             assert fluxion.sharding.get_abstract_mesh() == auto.abstract_mesh
         with fluxion.set_mesh(ours):
             assert fluxion.sharding.get_abstract_mesh() == ours.abstract_mesh
+        # a concrete mesh's abstract mesh records its kind of device, as JAX's
+        assert repr(ours.abstract_mesh) == repr(theirs.abstract_mesh)
+        assert repr(auto.abstract_mesh.update_axis_types({"x": AxisType.Explicit})) == repr(
+            jax.make_mesh((4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+            .abstract_mesh.update_axis_types({"x": jax.sharding.AxisType.Explicit}))
+        assert (ours.abstract_mesh == fluxion.sharding.AbstractMesh(
+            (4, 2), ("x", "y"), (AxisType.Explicit,) * 2)) is (theirs.abstract_mesh == (
+                jax.sharding.AbstractMesh((4, 2), ("x", "y"),
+                                          (jax.sharding.AxisType.Explicit,) * 2))) is False
+        abstract = ours.abstract_mesh
+        assert abstract.abstract_mesh is abstract
 
 
     # ---- ShardingTypeError
@@ -366,6 +377,42 @@ if ON_8_DEVICES:
         np.testing.assert_allclose(np.asarray(ours), (fw("fluxion").host["a"] * 2).sum(0),
                                    rtol=1e-5)
 
+    def _axes_kwargs_outcomes(f):
+        """auto_axes/explicit_axes given their sharding as a keyword of the call (JAX's
+        documented form), and without one."""
+        spec, out = f.mod.sharding.PartitionSpec, []
+        double = f.mod.sharding.auto_axes(lambda t: t * 2)
+        triple = f.mod.sharding.explicit_axes(lambda t: t * 3)
+        auto = f.mod.make_mesh((4, 2), ("x", "y"), axis_types=(f.mod.sharding.AxisType.Auto,) * 2)
+
+        def outcome(call):
+            try:
+                r = call()
+                out.append((np.asarray(r), norm(r) if isinstance(r, f.mod.Array) else None))
+            except (TypeError, ValueError) as e:
+                out.append((type(e), str(e)))
+        outcome(lambda: double(f.host["b"]))
+        outcome(lambda: double(f.host["b"], out_sharding=spec()))
+        outcome(lambda: triple(f.host["b"]))
+        outcome(lambda: triple(f.host["b"], in_sharding=spec("x")))
+        with f.mod.set_mesh(f.mesh):
+            outcome(lambda: double(f.arrays["b"], out_sharding=spec(None, "y")))
+            outcome(lambda: f.mod.jit(lambda t: double(t, out_sharding=spec("x")))(f.arrays["a"]))
+        with f.mod.set_mesh(auto):
+            outcome(lambda: f.mod.jit(lambda t: triple(t, in_sharding=spec("x", "y")) + 1)(
+                f.host["a"]))
+        return out
+
+    def test_auto_axes_and_explicit_axes_take_their_sharding_from_the_call():
+        ours, theirs = (_axes_kwargs_outcomes(fw(n)) for n in ("fluxion", "jax"))
+        assert len(ours) == len(theirs)
+        for o, t in zip(ours, theirs):
+            if isinstance(t[0], type) or isinstance(o[0], type):
+                assert [type(x) for x in o] == [type(x) for x in t] and o == t, (o, t)
+            else:
+                np.testing.assert_allclose(o[0], t[0], rtol=1e-6)
+                assert o[1] == t[1]
+
     def _mlp_grads(f, jit):
         mod, fnp_ = f.mod, f.np
         rng = np.random.default_rng(3)
@@ -409,3 +456,100 @@ if ON_8_DEVICES:
                                fluxion.sharding.NamedSharding(m, P("x", "y")))
         assert len(x.addressable_shards) == 8
         np.testing.assert_array_equal(np.asarray(x), np.arange(16.).reshape(8, 2))
+
+    def _data_parallel(f):
+        """shard_map with in_specs inferred from the arguments' shardings, under jit and grad
+        (JAX's data-parallel and FSDP examples in its shard_map notebook)."""
+        mod, fnp_, spec = f.mod, f.np, f.mod.sharding.PartitionSpec
+        rng = np.random.default_rng(5)
+        host_params = [(rng.standard_normal((4, 8)).astype(np.float32), np.zeros(8, np.float32)),
+                       (rng.standard_normal((8, 2)).astype(np.float32), np.ones(2, np.float32))]
+        host_batch = (rng.standard_normal((16, 4)).astype(np.float32),
+                      rng.standard_normal((16, 2)).astype(np.float32))
+
+        def loss(params, batch, gather=False):
+            inputs, targets = batch
+            for w, b in params:
+                if gather:
+                    w = mod.lax.all_gather(w, "d", tiled=True)
+                    b = mod.lax.all_gather(b, "d", tiled=True)
+                inputs = fnp_.tanh(inputs @ w + b)
+            return fnp_.mean(fnp_.sum((inputs - targets) ** 2, axis=-1))
+
+        out = []
+        mesh = mod.make_mesh((8,), ("d",))
+        with mod.set_mesh(mesh):
+            batch = mod.device_put(host_batch, spec("d"))
+            params = mod.device_put(host_params, spec())
+            dp = mod.shard_map(lambda p, b: mod.lax.pmean(loss(p, b), "d"), out_specs=spec())
+            out += [mod.jit(dp)(params, batch), *mod.tree.leaves(mod.jit(mod.grad(dp))(params, batch))]
+            out += mod.tree.leaves(mod.grad(dp)(params, batch))
+        mesh = mod.make_mesh((2,), ("d",))
+        with mod.set_mesh(mesh):
+            batch = mod.device_put(host_batch, spec("d"))
+            params = mod.device_put(host_params, spec("d"))
+            fsdp = mod.shard_map(lambda p, b: mod.lax.pmean(loss(p, b, gather=True), "d"),
+                                 out_specs=spec())
+            out += [mod.jit(fsdp)(params, batch),
+                    *mod.tree.leaves(mod.jit(mod.grad(fsdp))(params, batch))]
+        return out
+
+    def test_shard_map_infers_in_specs_from_jit_arguments_as_jax():
+        ours, theirs = (_data_parallel(fw(n)) for n in ("fluxion", "jax"))
+        assert len(ours) == len(theirs)
+        for o, t in zip(ours, theirs):
+            np.testing.assert_allclose(np.asarray(o), np.asarray(t), rtol=2e-5, atol=2e-6)
+            assert norm(o) == norm(t)
+        # a traced value that is no jit argument has no sharding to infer from in fluxion
+        f = fw("fluxion")
+        with fluxion.set_mesh(f.mesh):
+            g = fluxion.shard_map(lambda v: v * 2, out_specs=P("x", "y"))
+            with pytest.raises(NotImplementedError, match="arguments of the enclosing jit"):
+                fluxion.jit(lambda a: g(a * 2))(f.arrays["a"])
+
+    def _type_shardings(f):
+        mod, spec = f.mod, f.mod.sharding.PartitionSpec
+        auto = mod.make_mesh((4, 2), ("x", "y"), axis_types=(mod.sharding.AxisType.Auto,) * 2)
+        on_auto = mod.device_put(f.host["v"], mod.sharding.NamedSharding(auto, spec("x")))
+        values = [f.arrays["a"], f.arrays["b"], on_auto, f.np.ones(3), 2.0, f.host["w"]]
+        out = [(str(mod.typeof(v)), repr(mod.typeof(v).sharding)) for v in values]
+        shaped = mod.core.ShapedArray((3,), np.float32)
+        out.append((mod.typeof(f.np.ones(3)) == shaped,
+                    hash(mod.typeof(f.np.ones(3))) == hash(shaped)))
+        with mod.set_mesh(f.mesh):  # a type's sharding lays out another value
+            moved = mod.reshard(f.arrays["w"] * 1, mod.typeof(f.arrays["c"]).sharding)
+        out.append((str(mod.typeof(moved)), norm(moved)))
+        return out
+
+    def test_typeof_sharding_is_the_abstract_meshs_as_jax():
+        ours, theirs = (_type_shardings(fw(n)) for n in ("fluxion", "jax"))
+        assert ours == theirs
+
+    def test_typeof_of_a_jit_argument_while_tracing_as_jax():
+        seen = {}
+        for n in ("fluxion", "jax"):
+            f, out = fw(n), []
+            f.mod.jit(lambda a: out.append((str(f.mod.typeof(a)),
+                                            repr(f.mod.typeof(a).sharding))))(f.arrays["a"])
+            with f.mod.set_mesh(f.mesh):
+                f.mod.jit(f.mod.grad(lambda b: (out.append(str(f.mod.typeof(b))),
+                                                b.sum())[1]))(f.arrays["b"])
+            seen[n] = out
+        assert seen["fluxion"] == seen["jax"]
+
+    def test_nn_initializers_take_out_sharding_as_jax():
+        seen = {}
+        for n in ("fluxion", "jax"):
+            f, out = fw(n), []
+            init, spec, key = f.mod.nn.initializers, f.mod.sharding.PartitionSpec, None
+            key = f.mod.random.key(0)
+            with f.mod.set_mesh(f.mesh):
+                for make in (init.zeros, init.ones, init.constant(3.0)):
+                    r = make(key, (8, 4), out_sharding=spec("x", "y"))
+                    out.append((str(f.mod.typeof(r)), np.asarray(r).tolist()))
+                r = f.mod.jit(lambda k: init.constant(-2)(k, (8, 4), out_sharding=spec(None, "y")))(key)
+                out.append((str(f.mod.typeof(r)), np.asarray(r).tolist()))
+                with pytest.raises(NotImplementedError):
+                    init.orthogonal()(key, (4, 4), out_sharding=spec("x"))
+            seen[n] = out
+        assert seen["fluxion"] == seen["jax"]

@@ -350,6 +350,90 @@ def test_batched_value_into_outer_ref_raises_like_jax():
         fluxion.vmap(lambda x: (c.__setitem__(..., x), x)[1])(jnp.ones(3))
 
 
+def test_ref_error_messages_match_jax():
+    """The messages name the Ref's type as JAX prints it (`Ref{float32[]}`)."""
+    def messages(mod):
+        out, r = [], mod.new_ref(0.0)
+
+        def write(x):
+            r[...] = x
+
+        def ret(x_ref):
+            return x_ref
+
+        for call in (lambda: mod.vmap(write)(mod.numpy.arange(3.0)),
+                     lambda: mod.jvp(write, (1.0,), (1.0,)),
+                     lambda: mod.jit(ret)(r),
+                     lambda: mod.jit(lambda a, b: None)(r, r)):
+            with pytest.raises(Exception) as err:
+                call()
+            out.append((type(err.value), str(err.value).replace("jax", "fluxion")))
+        return out
+
+    ours, theirs = messages(fluxion), messages(jax)
+    for (our_type, our_text), (their_type, their_text) in zip(ours, theirs):
+        assert our_type is their_type
+        assert our_text.split("\n")[0] == their_text.split("\n")[0]
+
+
+def test_ref_repr_and_reads_keep_the_initial_weak_type_as_jax():
+    for init in (0.0, 3, True, jnp.arange(3.0)):
+        r = fluxion.new_ref(init)
+        j = jax.new_ref(init if not hasattr(init, "shape") else jjnp.arange(3.0))
+        assert repr(r) == repr(j)
+        assert repr(r[...]) == repr(j[...])
+        assert str(fluxion.typeof(r)) == str(jax.typeof(j))
+    r, j = fluxion.new_ref(1.0), jax.new_ref(1.0)
+    assert (r[...] + jnp.float16(1)).dtype == (j[...] + jjnp.float16(1)).dtype == np.float16
+    # a write gives the buffer a strong type (the repr shows it); reads keep the Ref's type
+    r[...] = 4.0
+    j[...] = 4.0
+    assert repr(r) == repr(j) and repr(r[...]) == repr(j[...])
+    r[...] += 1.0
+    j[...] += 1.0
+    assert repr(r) == repr(j) and repr(r[...]) == repr(j[...])
+    assert repr(fluxion.jit(lambda ref: ref[...])(r)) == repr(jax.jit(lambda ref: ref[...])(j))
+    r, j = fluxion.new_ref(1.0), jax.new_ref(1.0)
+
+    def write_closed_over(ref):
+        def f(x):
+            ref[...] = x
+            return x
+        return f
+
+    fluxion.jit(write_closed_over(r))(2.0)
+    jax.jit(write_closed_over(j))(2.0)
+    assert repr(r) == repr(j)
+
+
+def test_weakly_typed_ref_keeps_low_precision_math_under_jit_as_jax():
+    """JAX's training cookbook: an Adam step counter made from `jnp.array(0)` (a weak int)
+    must not promote a bfloat16 update to float32 (writing it back raised ValueError)."""
+    def run(mod, np_):
+        p = mod.new_ref(np_.ones(4, np_.bfloat16))
+        mu, count = mod.new_ref(np_.zeros(4, np_.bfloat16)), mod.new_ref(np_.array(0))
+
+        @mod.jit
+        def update(p, g, mu, count):
+            mu[...] = 0.1 * mu[...] + 0.9 * g
+            count[...] += 1
+            p[...] -= 1e-2 * mu[...] / (1 - 0.9 ** count[...])
+
+        update(p, np_.ones(4, np_.bfloat16), mu, count)
+        return np.asarray(p[...], np.float32).tolist(), repr(p), repr(count)
+
+    assert run(fluxion, jnp) == run(jax, jjnp)
+
+
+def test_ref_buffer_attributes_as_jax():
+    r = fluxion.new_ref(jnp.arange(3.0))
+    j = jax.new_ref(jjnp.arange(3.0))
+    assert r.committed is j.committed is True
+    assert isinstance(r.unsafe_buffer_pointer(), int)
+    assert r.sharding == fluxion.sharding.SingleDeviceSharding(fluxion.devices()[0])
+    assert r.format == r[...].format
+
+
 def test_vmap_over_a_ref_argument_matches_jax():
     r = fluxion.new_ref(jnp.arange(6.0).reshape(2, 3))
     rj = jax.new_ref(jjnp.arange(6.0).reshape(2, 3))

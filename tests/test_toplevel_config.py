@@ -119,6 +119,49 @@ def test_bad_flag_values_raise_like_jax(lib):
     assert mod.config.jax_numpy_rank_promotion == "allow"
 
 
+def test_enum_flag_errors_print_the_value_as_jax():
+    for name in ("jax_numpy_rank_promotion", "jax_logging_level"):
+        messages = []
+        for mod in (fluxion, jax):
+            with pytest.raises(ValueError) as err:
+                mod.config.update(name, "LOUD")
+            messages.append(str(err.value))
+        assert messages[0] == messages[1]
+
+
+@BOTH
+def test_logging_level_sets_the_library_logger_as_jax(lib):
+    mod, _ = _mods(lib)
+    logger = logging.getLogger(lib)
+    level, handlers = logger.level, list(logger.handlers)
+    try:
+        assert mod.config.jax_logging_level == "NOTSET"
+        mod.config.update("jax_logging_level", "DEBUG")
+        assert logger.level == logging.DEBUG and len(logger.handlers) == len(handlers) + 1
+        mod.config.update("jax_logging_level", None)  # the handler goes, the level stays
+        assert logger.level == logging.DEBUG and len(logger.handlers) == len(handlers)
+    finally:
+        mod.config.update("jax_logging_level", None)
+        mod.config.update("jax_logging_level", "NOTSET")
+        logger.setLevel(level)
+    # accepted (fluxion mocks no GPU topology)
+    mod.config.update("jax_mock_gpu_topology", "4x8x1")
+    mod.config.update("jax_mock_gpu_topology", "")
+
+
+@BOTH
+def test_platform_name_is_accepted_as_jax(lib):
+    """`jax_platform_name` (deprecated in JAX) names the default platform; set here after
+    the first computation, it changes nothing, as in JAX."""
+    mod, np_ = _mods(lib)
+    mod.config.update("jax_platform_name", "cpu")
+    try:
+        assert mod.default_backend() == "cpu"
+        np.testing.assert_array_equal(np_.ones(2) + 1, [2.0, 2.0])
+    finally:
+        mod.config.update("jax_platform_name", "")
+
+
 # ---------------------------------------------------------------------------------------------
 # numpy_dtype_promotion
 

@@ -387,7 +387,20 @@ def _donated_leaves(donate_mask) -> tuple:
     return tuple(i for i, d in enumerate(donate_mask or ()) if d)
 
 
-def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit") -> Traced:
+def _argument_shardings(leaves):
+    """The NamedShardings of a jit's arguments (None when none has one): see shard_map's
+    `argument_shardings`. Only global Arrays and tracers can have one."""
+    from fluxion._src.global_array import GlobalArray
+    if not any(type(x) is GlobalArray or isinstance(x, core.Tracer) for x in leaves):
+        return None
+    from fluxion._src.shard_map import argument_shardings
+    return argument_shardings(leaves)
+
+
+def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit",
+               arguments=None) -> Traced:
+    """Trace `fun` on the flat abstract arguments `in_avals`; `arguments` (shard_map's
+    `jit_arguments`), when given, learns the input tracers."""
     config_flags.check_tracing_allowed(fun, origin)
     out_tree_box, consumed_box = [], []
     name = fun_name(fun)
@@ -397,6 +410,8 @@ def trace_flat(fun, in_tree, in_avals, static_pos=(), static_kw=(), origin="jit"
     call = fun if scope is None else key_flow.in_scope(fun, scope)
 
     def flat_fun(*leaves):
+        if arguments is not None:
+            arguments.bind(leaves)
         dyn_args, dyn_kwargs = tree_unflatten(in_tree, leaves)
         out = call(*_merge_args(dyn_args, static_pos), **dyn_kwargs, **dict(static_kw))
         out_leaves, out_tree = tree_flatten(out)
@@ -616,10 +631,19 @@ class JitFunction:
         avals = abstractify_args(self._fun, leaves, in_tree, static_pos)
         # the named axes bound around the call: the trace may read their sizes (axis_size)
         named_axes = tuple(f for f in batching._axis_env.frames if f[0] is not None)
-        key = (in_tree, static_pos, static_kw, avals, config.trace_key, named_axes)
+        # arguments laid out on a mesh: a shard_map inside may infer its in_specs from them
+        shardings = _argument_shardings(leaves)
+        key = (in_tree, static_pos, static_kw, avals, config.trace_key, named_axes, shardings)
         traced = self._trace_cache.get(key)
         if traced is None:
-            traced = trace_flat(self._fun, in_tree, list(avals), static_pos, static_kw, "jit")
+            if shardings is None:
+                traced = trace_flat(self._fun, in_tree, list(avals), static_pos, static_kw,
+                                    "jit")
+            else:
+                from fluxion._src.shard_map import jit_arguments
+                with jit_arguments(shardings) as arguments:
+                    traced = trace_flat(self._fun, in_tree, list(avals), static_pos, static_kw,
+                                        "jit", arguments=arguments)
             self._trace_cache[key] = traced
         return traced
 

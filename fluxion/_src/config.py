@@ -90,6 +90,12 @@ class Config:
         "jax2tf_associative_scan_reductions": False,
         # accepted for JAX programs; fluxion's softmax is differentiated the same either way
         "softmax_custom_jvp": False,
+        # the level of the "fluxion" logger, with a handler to stderr (config_flags.py)
+        "logging_level": "NOTSET",
+        # accepted for JAX programs: fluxion mocks no GPU topology
+        "mock_gpu_topology": "",
+        # JAX's deprecated name for the default platform (before the first computation)
+        "platform_name": "",
     }
 
     # Flags besides enable_x64 that change what tracing produces, or (no_execution) whether a

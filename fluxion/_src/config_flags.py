@@ -6,6 +6,9 @@ ValueErrors as JAX) before `fluxion.config` stores them.
 """
 from __future__ import annotations
 
+import logging
+import sys
+
 from fluxion._src.config import config
 
 # JAX's legacy precision names, then the names of the dot algorithm presets (DEFAULT aside).
@@ -24,7 +27,7 @@ def _enum(name: str, choices: tuple, allow_none: bool = False):
             return None
         if value not in choices:
             prefix = "None or in" if allow_none else "in"
-            raise ValueError(f"new enum value must be {prefix} {list(choices)}, got {value!r} "
+            raise ValueError(f"new enum value must be {prefix} {list(choices)}, got {value} "
                              f"of type {type(value)}.")
         return value
     validate.__name__ = f"validate_{name}"
@@ -75,7 +78,35 @@ def _num_cpu_devices(value):
     return int(value)
 
 
+_LOGGING_LEVELS = ("NOTSET", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_log_handler = logging.StreamHandler(sys.stderr)
+_log_handler.setFormatter(logging.Formatter(
+    "%(levelname)s:%(asctime)s:%(name)s:%(lineno)s: %(message)s"))
+
+
+def _apply_logging_level(level) -> None:
+    """`jax_logging_level`: the "fluxion" logger gets the level and, unless it is NOTSET, a
+    handler printing to stderr; None removes the handler (the level stays), as in JAX."""
+    logger = logging.getLogger("fluxion")
+    logger.removeHandler(_log_handler)
+    if level is None:
+        return
+    logger.setLevel(level)
+    if level != "NOTSET":
+        logger.addHandler(_log_handler)
+
+
+def _on_config_change(name, value) -> None:
+    if name == "logging_level":
+        _apply_logging_level(value)
+
+
+config._listeners.append(_on_config_change)
+if config.logging_level != "NOTSET":  # set from the environment (JAX_LOGGING_LEVEL)
+    _apply_logging_level(_enum("logging_level", _LOGGING_LEVELS)(config.logging_level))
+
 config._validators.update({
+    "logging_level": _enum("logging_level", _LOGGING_LEVELS, allow_none=True),
     "num_cpu_devices": _num_cpu_devices,
     "random_seed_offset": _int_or_none,
     "numpy_rank_promotion": _enum("numpy_rank_promotion", ("allow", "warn", "raise")),

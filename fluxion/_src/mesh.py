@@ -71,9 +71,10 @@ class AxisType(enum.Enum):
 
 
 class AbstractMesh:
-    """A mesh's axis names and sizes, without devices."""
+    """A mesh's axis names and sizes, without devices; a concrete mesh's (`mesh.abstract_mesh`)
+    also records its kind of device (`abstract_device`), which is part of its identity."""
 
-    def __init__(self, axis_sizes, axis_names, axis_types=None):
+    def __init__(self, axis_sizes, axis_names, axis_types=None, *, abstract_device=None):
         if isinstance(axis_names, str):
             axis_names = (axis_names,)
         self.axis_sizes = tuple(int(s) for s in axis_sizes)
@@ -82,6 +83,7 @@ class AbstractMesh:
             raise ValueError(f"AbstractMesh: {len(self.axis_sizes)} axis sizes but "
                              f"{len(self.axis_names)} axis names")
         self.axis_types = _axis_types(axis_types, self.axis_names)
+        self.abstract_device = abstract_device
 
     @property
     def shape(self) -> dict:
@@ -105,19 +107,39 @@ class AbstractMesh:
 
     def __eq__(self, other):
         return (type(other) is AbstractMesh and self.axis_sizes == other.axis_sizes
-                and self.axis_names == other.axis_names and self.axis_types == other.axis_types)
+                and self.axis_names == other.axis_names and self.axis_types == other.axis_types
+                and self.abstract_device == other.abstract_device)
 
     def __hash__(self):
-        return hash((self.axis_sizes, self.axis_names, self.axis_types))
+        return hash((self.axis_sizes, self.axis_names, self.axis_types, self.abstract_device))
+
+    @property
+    def abstract_mesh(self) -> "AbstractMesh":
+        return self
 
     def update_axis_types(self, name_to_type: dict) -> "AbstractMesh":
         return AbstractMesh(self.axis_sizes, self.axis_names,
                             tuple(name_to_type.get(n, t)
-                                  for n, t in zip(self.axis_names, self.axis_types)))
+                                  for n, t in zip(self.axis_names, self.axis_types)),
+                            abstract_device=self.abstract_device)
 
     def __repr__(self):
         axes = ", ".join(f"{n!r}: {s}" for n, s in self.shape_tuple) or "()"
-        return f"AbstractMesh({axes}, axis_types={_types_text(self.axis_types)})"
+        device = self.abstract_device
+        kind = "" if device is None else (f", device_kind={device.device_kind}, "
+                                          f"num_cores={device.num_cores}, "
+                                          f"platform={device.platform}")
+        return f"AbstractMesh({axes}, axis_types={_types_text(self.axis_types)}{kind})"
+
+
+def _abstract_device(device):
+    """JAX's description of a mesh's devices: kind, core count (TPU and GPU) and platform."""
+    from fluxion._src.runtime_names import AbstractDevice
+    if device is None:
+        return None
+    cores = {"tpu": "num_cores", "gpu": "core_count"}.get(device.platform)
+    return AbstractDevice(device.device_kind, getattr(device, cores, None) if cores else None,
+                          device.platform)
 
 
 def _of_type(mesh, kind) -> tuple:
@@ -225,7 +247,10 @@ class Mesh:
 
     @property
     def abstract_mesh(self) -> AbstractMesh:
-        return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types)
+        if not self.axis_names:
+            return AbstractMesh((), ())
+        return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types,
+                            abstract_device=_abstract_device(self.devices.flat[0]))
 
     explicit_axes = property(lambda self: _of_type(self, AxisType.Explicit))
     auto_axes = property(lambda self: _of_type(self, AxisType.Auto))

@@ -94,6 +94,9 @@ def check_jit_outputs(traced, args, outs) -> None:
     kind = _bad_kind(outs)
     if kind is None:
         return
+    # JAX's notice (the same text for an inf), printed before the re-run.
+    print("Invalid nan value encountered in the output of a jax.jit function. Calling the "
+          "de-optimized version.")
     closed = traced.jaxpr
     found = _rerun(closed.jaxpr, closed.consts, _as_arrays(args))
     if found is not None:

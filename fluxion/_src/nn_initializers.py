@@ -38,22 +38,19 @@ def _no_sharding(out_sharding, name):
 
 
 def zeros(key, shape, dtype=None, out_sharding=None):
-    """An initializer of zeros."""
-    _no_sharding(out_sharding, "zeros")
-    return jnp.zeros(shape, _dtype(dtype))
+    """An initializer of zeros, laid out as `out_sharding` when given."""
+    return jnp.zeros(shape, _dtype(dtype), out_sharding=out_sharding)
 
 
 def ones(key, shape, dtype=None, out_sharding=None):
-    """An initializer of ones."""
-    _no_sharding(out_sharding, "ones")
-    return jnp.ones(shape, _dtype(dtype))
+    """An initializer of ones, laid out as `out_sharding` when given."""
+    return jnp.ones(shape, _dtype(dtype), out_sharding=out_sharding)
 
 
 def constant(value, dtype=None) -> Initializer:
-    """An initializer filling with `value`."""
+    """An initializer filling with `value` (laid out as the call's `out_sharding`)."""
     def init(key, shape, dtype=dtype, out_sharding=None):
-        _no_sharding(out_sharding, "constant")
-        return jnp.full(shape, value, dtype=_dtype(dtype))
+        return jnp.full(shape, value, dtype=_dtype(dtype), out_sharding=out_sharding)
     return init
 
 

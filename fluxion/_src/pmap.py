@@ -621,7 +621,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         if refs is not None:
             n_out = len(results) - len(refs)
             for r, v in zip(refs, results[n_out:]):
-                r._value = v
+                r._store(v)
             results = results[:n_out]
         return tree_unflatten(out_tree, results)
 

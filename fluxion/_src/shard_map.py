@@ -195,13 +195,85 @@ def _check_explicit(mesh, manual) -> None:
                         f"axis_names={frozenset(manual)} are of type {axis_types}")
 
 
+# The shardings of the arguments of the jits being traced, by their tracers (id -> (tracer,
+# sharding)): fluxion's traced values carry no sharding, so `in_specs=Infer` reads a jit
+# input's from here (see `jit_arguments`).
+_jit_argument_shardings: dict = {}
+
+
+class jit_arguments:
+    """While a jit traces its function: its input tracers stand for arguments laid out as
+    `shardings` (each concrete argument's sharding, or None)."""
+
+    def __init__(self, shardings):
+        self.shardings, self.tracers = shardings, []
+
+    def bind(self, tracers) -> None:
+        for t, s in zip(tracers, self.shardings):
+            if isinstance(t, core.Tracer):
+                self.tracers.append(t)
+                _jit_argument_shardings[id(t)] = (t, s)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for t in self.tracers:
+            _jit_argument_shardings.pop(id(t), None)
+
+
+def argument_shardings(leaves):
+    """For a jit about to trace on `leaves`: each one's NamedSharding (a concrete Array's, or
+    the jit argument a tracer stands for), or None when no leaf has one."""
+    out, found = [], False
+    for x in leaves:
+        if isinstance(x, core.Tracer):
+            try:
+                s = _traced_argument_sharding(x) if _jit_argument_shardings else None
+            except NotImplementedError:
+                s = None
+        else:
+            s = getattr(x, "_sharding", None)
+        s = s if isinstance(s, NamedSharding) else None
+        found = found or s is not None
+        out.append(s)
+    return tuple(out) if found else None
+
+
+def jit_argument_sharding(x):
+    """The NamedSharding of the jit argument the tracer `x` stands for, else None."""
+    if not _jit_argument_shardings:
+        return None
+    try:
+        s = _traced_argument_sharding(x)
+    except NotImplementedError:
+        return None
+    return s if isinstance(s, NamedSharding) else None
+
+
+def _traced_argument_sharding(x):
+    """The sharding of the jit argument or concrete Array the tracer `x` stands for (seen
+    through JVP tracers' primals); NotImplementedError for any other traced value."""
+    from fluxion._src import ad
+    while isinstance(x, core.Tracer):
+        found = _jit_argument_shardings.get(id(x))
+        if found is not None and found[0] is x:
+            return found[1]
+        if not isinstance(x, ad.JVPTracer):
+            raise NotImplementedError(
+                "shard_map with in_specs inferred (Infer) needs concrete arguments or "
+                "arguments of the enclosing jit: fluxion's other traced values carry no "
+                "sharding; pass in_specs explicitly")
+        x = x.primal
+    return getattr(x, "sharding", None)
+
+
 def _inferred_spec(x, manual) -> PartitionSpec:
     """The spec of `x` on the manual axes: its sharding's, with other axes dropped."""
     if isinstance(x, core.Tracer):
-        raise NotImplementedError(
-            "shard_map with in_specs inferred (Infer) needs concrete arguments: fluxion's "
-            "traced values carry no sharding; pass in_specs explicitly under jit/grad/vmap")
-    sharding = getattr(x, "sharding", None)
+        sharding = _traced_argument_sharding(x)
+    else:
+        sharding = getattr(x, "sharding", None)
     if not isinstance(sharding, NamedSharding):
         return PartitionSpec()
     out = []
@@ -212,6 +284,43 @@ def _inferred_spec(x, manual) -> PartitionSpec:
     while out and out[-1] is None:
         out.pop()
     return PartitionSpec(*out)
+
+
+def _check_context_mesh(mesh) -> None:
+    """A mesh passed to shard_map must be the context mesh, when there is one (as in JAX)."""
+    from fluxion._src.mesh import get_abstract_mesh
+    context = get_abstract_mesh()
+    if not context.empty and mesh.abstract_mesh != context:
+        raise ValueError(f"The context mesh {context} should match the mesh passed to "
+                         f"shard_map {mesh}")
+
+
+def _check_specs_match_arguments(mesh, manual, specs, leaves, avals) -> None:
+    """Over a mesh whose axes are all Explicit and all manual, each concrete argument must be
+    laid out as its in_spec says: JAX's ValueError otherwise (an array's type there carries
+    its sharding). Traced arguments carry no sharding in fluxion and are not checked."""
+    from fluxion._src import sharding_types
+    if set(manual) != set(mesh.axis_names) or not all(
+            t == AxisType.Explicit for t in mesh.axis_types):
+        return
+    for x, spec, aval in zip(leaves, specs, avals):
+        if isinstance(x, core.Tracer) or not hasattr(aval, "shape"):
+            continue
+        sharding = getattr(x, "_sharding", None)
+        mesh_of_x = getattr(sharding, "mesh", None)
+        have = sharding_types.spec_of(
+            sharding, aval.ndim,
+            sharding_types.explicit_names(mesh_of_x) if mesh_of_x is not None else ())
+        want = sharding_types.spec_of(spec, aval.ndim, set(mesh.axis_names))
+        if have != want:
+            raise ValueError(
+                f"in_specs passed to shard_map: {sharding_types.to_partition_spec(want)!r} does "
+                f"not match the specs of the input: "
+                f"{sharding_types.to_partition_spec(have)!r} for arg: "
+                f"{sharding_types.typeof(x)}. `in_specs` is an optional argument so you can "
+                "omit specifying it and shard_map will infer the in_specs from the arguments. "
+                "If you want to reshard your inputs, you can use `jax.reshard` on the "
+                "arguments and then pass those args to shard_map.")
 
 
 def _manual_axes(mesh, axis_names, auto) -> tuple:
@@ -277,10 +386,12 @@ def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh: Mesh | None = None,
         leaves = [x for x, st in zip(all_leaves, static) if not st]
         specs = [sp for sp, st in zip(all_specs, static) if not st]
         gavals = [core.get_aval(x) for x in leaves]
+        _check_context_mesh(mesh)
         _check_ranks(f, "in", in_specs, args, all_specs,
                      [None if st else core.get_aval(x) for x, st in zip(all_leaves, static)])
         bavals = [a.update(shape=_block_shape(a.shape, s, mesh_shape, "in_specs", manual))
                   for a, s in zip(gavals, specs)]
+        _check_specs_match_arguments(mesh, manual, specs, leaves, gavals)
         key = (manual, in_tree, static, tuple(bavals), tuple(specs))
         entry = None if any(static) else cache.get(key)  # static leaves are this call's
         if entry is None:

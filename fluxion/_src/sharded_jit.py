@@ -568,10 +568,14 @@ def _trace_on_args_mesh(jit_fun, leaves, in_tree, static_pos, static_kw):
     mesh = program_mesh([x._sharding for x in leaves if type(x) is GlobalArray])
     if not sharding_types.has_explicit_axes(mesh) or not get_abstract_mesh().empty:
         return jit_fun._get_traced(leaves, in_tree, static_pos, static_kw)
-    from fluxion._src.api import abstractify_args, trace_flat
+    from fluxion._src.api import _argument_shardings, abstractify_args, trace_flat
+    from fluxion._src.shard_map import jit_arguments
     avals = abstractify_args(jit_fun._fun, leaves, in_tree, static_pos)
-    with use_abstract_mesh(mesh.abstract_mesh):  # once per compiled program: not cached
-        return trace_flat(jit_fun._fun, in_tree, list(avals), static_pos, static_kw, "jit")
+    # once per compiled program: not cached
+    with use_abstract_mesh(mesh.abstract_mesh), \
+            jit_arguments(_argument_shardings(leaves) or ()) as arguments:
+        return trace_flat(jit_fun._fun, in_tree, list(avals), static_pos, static_kw, "jit",
+                          arguments=arguments)
 
 
 def _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args):

@@ -180,6 +180,7 @@ class NamedSharding(Sharding):
         self._memory_kind = _checked_memory_kind(devices[0] if devices else None, memory_kind)
         self.mesh = mesh
         self.spec = spec
+        # an AbstractMesh's sharding (a type's, `typeof(x).sharding`) has no devices
         self._device_assignment = mesh.flat_devices if isinstance(mesh, Mesh) else None
         self._hash = hash((mesh, spec))
 
@@ -358,8 +359,7 @@ def canonicalize(sharding, what: str = "sharding"):
         if sharding.mesh.empty:
             raise ValueError(f"One of {what} leaf specifications got an empty NamedSharding: "
                              f"{sharding!r} which is not allowed.")
-        raise ValueError(f"{what}: {sharding!r} is over an AbstractMesh, which has no devices; "
-                         "give a NamedSharding over a Mesh")
+        return NamedSharding(_concrete_mesh(sharding.mesh, what), sharding.spec)
     if isinstance(sharding, Sharding):
         return sharding
     if isinstance(sharding, PartitionSpec):
@@ -377,6 +377,15 @@ def unsharded_type_sharding(ndim: int) -> NamedSharding:
     """The sharding in the type of an unsharded value of rank `ndim`: no mesh axes, and
     `P(None, ...)` (JAX's `typeof(x).sharding` outside a mesh)."""
     return NamedSharding(AbstractMesh((), (), axis_types=()), PartitionSpec(*[None] * ndim))
+
+
+def _concrete_mesh(abstract, what: str) -> Mesh:
+    """The context mesh (`set_mesh`) standing for `abstract`, typed as it is."""
+    mesh = get_mesh()
+    if mesh is None or mesh.shape_tuple != abstract.shape_tuple:
+        raise ValueError(f"{what}: a NamedSharding of {abstract} needs a context mesh of that "
+                         f"shape (set one with `jax.set_mesh`); the context mesh is {mesh}")
+    return mesh.update_axis_types(dict(zip(abstract.axis_names, abstract.axis_types)))
 
 
 _single = {}
@@ -450,36 +459,58 @@ def _axes_tuple(axes):
     return None if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
 
 
+def _required_keyword(kwargs, name, given):
+    """`given` (the decorator's), else the call's keyword `name` (taken out of `kwargs`); one
+    of them is required, as in JAX."""
+    if given is not None:
+        return given
+    if name not in kwargs:
+        raise TypeError(f"Missing required keyword argument: '{name}'")
+    return kwargs.pop(name)
+
+
 def auto_axes(fun=None, *, axes=None, out_sharding=None):
     """`fun` run with the mesh axes `axes` (default: all) of type `Auto`: on them XLA's
     partitioner lays out its values, so no ShardingTypeError arises there; its outputs are
-    then laid out (and typed) as `out_sharding`."""
+    then laid out (and typed) as `out_sharding`, given here or as a keyword of each call."""
     if fun is None:
         return lambda f: auto_axes(f, axes=axes, out_sharding=out_sharding)
     from fluxion._src.mesh import AxisType
     names = _axes_tuple(axes)
 
+    @functools.wraps(fun)
     def wrapped(*args, **kwargs):
         from fluxion._src.sharded_jit import reshard
+        sharding = _required_keyword(kwargs, "out_sharding", out_sharding)
+        if get_abstract_mesh().empty and not _names_a_mesh(sharding):
+            return fun(*args, **kwargs)
         out = _call_with_axis_types(fun, args, kwargs, names, AxisType.Auto)
-        if out_sharding is None:
-            return out
-        return reshard(out, out_sharding)
+        return reshard(out, sharding)
     return wrapped
+
+
+def _names_a_mesh(shardings) -> bool:
+    from fluxion._src.tree_util import tree_leaves
+    return any(isinstance(s, NamedSharding) for s in tree_leaves(shardings))
 
 
 def explicit_axes(fun=None, *, axes=None, in_sharding=None):
     """`fun` run with the mesh axes `axes` (default: all) of type `Explicit`, its inputs laid
-    out as `in_sharding`; its outputs go back to `Auto` on those axes."""
+    out as `in_sharding` (given here or as a keyword of each call); its outputs go back to
+    `Auto` on those axes. Needs a context mesh (`set_mesh`)."""
     if fun is None:
         return lambda f: explicit_axes(f, axes=axes, in_sharding=in_sharding)
     from fluxion._src.mesh import AxisType
     names = _axes_tuple(axes)
 
+    @functools.wraps(fun)
     def wrapped(*args, **kwargs):
         from fluxion._src.sharded_jit import reshard
-        if in_sharding is not None:
-            args = reshard(args, in_sharding)
+        sharding = _required_keyword(kwargs, "in_sharding", in_sharding)
+        if get_abstract_mesh().empty:
+            raise ValueError("Context mesh cannot be empty. Please use `jax.set_mesh` API to "
+                             "enter into a mesh context when using `explicit_axes` API.")
+        args = reshard(args, sharding)
         out = _call_with_axis_types(fun, args, kwargs, names, AxisType.Explicit)
         return _retype(out, names, AxisType.Auto)
     return wrapped

@@ -123,27 +123,42 @@ class ShapedArrayWithSharding(core.ShapedArray):
         return core.ShapedArray(self.shape, self.dtype, self.weak_type)
 
     def __eq__(self, other):
+        if type(other) is core.ShapedArray:  # the type of an unsharded value, as in JAX
+            return not any(self._spec) and self.strip_sharding() is other
         return (type(other) is ShapedArrayWithSharding and self.shape == other.shape
                 and self.dtype == other.dtype and self.weak_type == other.weak_type
                 and self.sharding == other.sharding)
 
     def __hash__(self):
+        if not any(self._spec):
+            return hash(self.strip_sharding())
         return hash((self.shape, self.dtype, self.weak_type, self.sharding))
 
 
 def typeof(x):
-    """The abstract value of `x`; for an array on a mesh with Explicit axes it carries the
-    array's sharding (`float32[8@x,4@y]`)."""
+    """The abstract value of `x`. A concrete value's carries its sharding as JAX's type does
+    (`.sharding`: a NamedSharding of the abstract mesh, naming its Explicit axes only), printed
+    `float32[8@x,4@y]`; so does a jit argument's while the jit traces; any other traced
+    value's is the plain ShapedArray (whose `.sharding` is over an empty AbstractMesh)."""
+    from fluxion._src.mesh import AbstractMesh
     from fluxion._src.random.keys import KeyShapedArray, PRNGKeyArray
+    from fluxion._src.sharding_impls import NamedSharding
     if isinstance(x, PRNGKeyArray):  # a pytree over its key data, typed as JAX types keys
         return KeyShapedArray(x.shape)
     aval = core.get_aval(x)
-    sharding = getattr(x, "_sharding", None) if not isinstance(x, core.Tracer) else None
-    mesh = getattr(sharding, "mesh", None)
-    if not has_explicit_axes(mesh):
+    if type(aval) is not core.ShapedArray:
         return aval
-    spec = spec_of(sharding, len(aval.shape), explicit_names(mesh))
-    return ShapedArrayWithSharding(aval, sharding, spec)
+    if isinstance(x, core.Tracer):  # only a jit's argument's sharding is known while tracing
+        from fluxion._src.shard_map import jit_argument_sharding
+        sharding = jit_argument_sharding(x)
+        if sharding is None:
+            return aval
+    else:
+        sharding = getattr(x, "_sharding", None)
+    mesh = getattr(sharding, "mesh", None)
+    spec = spec_of(sharding, len(aval.shape), explicit_names(mesh) if mesh is not None else ())
+    abstract = mesh.abstract_mesh if mesh is not None else AbstractMesh((), ())
+    return ShapedArrayWithSharding(aval, NamedSharding(abstract, to_partition_spec(spec)), spec)
 
 
 def current_abstract_mesh():

@@ -15,7 +15,9 @@ class _MetadataWrapper:
     def __init__(self, f, ctx):
         self._f = f
         self._ctx = ctx
-        functools.wraps(f)(self)
+        # Not f's __dict__: a jitted function keeps its methods (`lower`) there, and copies
+        # of them would bypass __getattr__, so run outside the context.
+        functools.update_wrapper(self, f, updated=())
 
     def __call__(self, *args, **kwargs):
         with self._ctx:

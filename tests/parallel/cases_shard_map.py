@@ -11,12 +11,18 @@ from fluxion.experimental.shard_map import shard_map as old_shard_map
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 CPU devices")
 
 
+def _auto_mesh(shape, names):
+    """A mesh whose axes are Auto: host arrays may be passed to shard_map over it (over
+    Explicit axes an argument must already be laid out as its in_spec says, as in JAX)."""
+    return jax.make_mesh(shape, names, axis_types=(jax.sharding.AxisType.Auto,) * len(shape))
+
+
 def _x(shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
 def test_blockwise_identity_and_layout():
-    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    mesh = _auto_mesh((4, 2), ("x", "y"))
     a = _x((8, 6))
     f = jax.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"))
     np.testing.assert_allclose(np.asarray(f(a)), a * 2)
@@ -26,7 +32,7 @@ def test_blockwise_identity_and_layout():
 
 
 def test_sharded_matmul_with_psum_matches_numpy():
-    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    mesh = _auto_mesh((4, 2), ("x", "y"))
     a, b = _x((8, 16)), _x((16, 4), 1)
 
     def block(a_blk, b_blk):  # a: rows over x, contraction over y; b: contraction over y
@@ -51,7 +57,7 @@ def test_collectives_inside_against_numpy():
 
 
 def test_two_axis_reduction_groups():
-    mesh = jax.make_mesh((2, 4), ("a", "b"))
+    mesh = _auto_mesh((2, 4), ("a", "b"))
     x = _x((2, 4))
     for name, ref in (("a", x.sum(0, keepdims=True)), ("b", x.sum(1, keepdims=True))):
         spec = P(None, "b") if name == "a" else P("a", None)
@@ -61,15 +67,24 @@ def test_two_axis_reduction_groups():
 
 
 def test_errors():
-    mesh = jax.make_mesh((8,), ("x",))
+    mesh = _auto_mesh((8,), ("x",))
     with pytest.raises(ValueError, match="not divisible"):
         jax.shard_map(lambda v: v, mesh=mesh, in_specs=P("x"), out_specs=P("x"))(np.zeros(6))
     with pytest.raises(ValueError, match="must be >="):
         jax.make_mesh((16,), ("x",))
+    # Over Explicit axes the argument's layout must be its in_spec's, as in JAX; a mesh
+    # passed to shard_map must be the context mesh when there is one.
+    explicit = jax.make_mesh((8,), ("x",))
+    with pytest.raises(ValueError, match=r"in_specs passed to shard_map: P\('x',\) does not "
+                       r"match the specs of the input: P\(None,\) for arg: float32\[8\]"):
+        jax.shard_map(lambda v: v, mesh=explicit, in_specs=P("x"), out_specs=P("x"))(
+            np.zeros(8, np.float32))
+    with jax.set_mesh(explicit), pytest.raises(ValueError, match="should match the mesh"):
+        jax.shard_map(lambda v: v, mesh=mesh, in_specs=P("x"), out_specs=P("x"))(np.zeros(8))
 
 
 def test_pbroadcast_pcast_are_value_identities():
-    mesh = jax.make_mesh((8,), ("x",))
+    mesh = _auto_mesh((8,), ("x",))
     x = _x((8, 2))
     f = jax.shard_map(lambda v: lax.pcast(lax.pbroadcast(v, "x"), "x", to="varying"),
                       mesh=mesh, in_specs=P("x"), out_specs=P("x"))

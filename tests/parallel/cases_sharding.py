@@ -274,7 +274,9 @@ def test_shardings_and_meshes(mesh):
     assert s != NamedSharding(jax.make_mesh((4, 2), ("x", "y")), P("x", None))  # Explicit
     assert hash(s) == hash(NamedSharding(mesh, P("x", None)))
     assert s.is_equivalent_to(NamedSharding(mesh, P("x")), 2)
-    assert mesh.abstract_mesh == AbstractMesh((4, 2), ("x", "y"))
+    assert mesh.abstract_mesh.shape_tuple == AbstractMesh((4, 2), ("x", "y")).shape_tuple
+    assert mesh.abstract_mesh != AbstractMesh((4, 2), ("x", "y"))  # it records the device kind
+    assert mesh.abstract_mesh == mesh.abstract_mesh and mesh.abstract_mesh.abstract_device
     assert mesh.shape == {"x": 4, "y": 2}
     assert isinstance(s, Sharding) and isinstance(Mesh(mesh.devices, ("a", "b")), Mesh)
     d = s.devices_indices_map((8, 6))

@@ -4,10 +4,11 @@
 
 A QA tool, not part of `make test`. Each page is read from a JAX git checkout (JAX_REPO, default
 ../jax) at the tag of the installed oracle (jax-v0.10.2). Its code cells (MyST `{code-cell}`
-blocks, or ```python fences on pages without cells) run in order in one namespace, as a notebook
-would; each cell's printed text and the repr of its last expression are recorded. The page runs
-twice in fresh processes: once as written (JAX), once with its public `jax` imports rewritten to
-fluxion (tools/jax_suite/rewrite.py). The report lists every cell whose outcome differs: an
+blocks, or ```python fences on pages without cells; for a .py page, its blank-line-separated
+runs of top-level statements) run in order in one namespace, as a notebook would; each cell's
+printed text and the repr of its last expression are recorded. The page runs twice in fresh
+processes: once as written (JAX), once with its public `jax` imports rewritten to fluxion
+(tools/jax_suite/rewrite.py). The report lists every cell whose outcome differs: an
 exception on one side only, another exception class, or output that differs beyond numeric
 tolerance. Work files go to WORK (default /tmp/docs_check).
 """
@@ -53,7 +54,7 @@ for source in cells:
     record["output"] = out.getvalue()[-5000:]
     results.append(record)
     print(f"cell {len(results)}/{len(cells)} {record['error'] or 'ok'}", file=sys.stderr, flush=True)
-json.dump(results, open(sys.argv[2], "w"))
+    json.dump(results, open(sys.argv[2], "w"))  # after each cell: a timeout keeps the rest
 '''
 
 # Plotting is not what is compared: a stand-in matplotlib accepts every call.
@@ -107,9 +108,44 @@ def extract_cells(text: str) -> list:
     return cells
 
 
+def extract_py_cells(text: str) -> list:
+    """The code cells of a jupytext light-format .py page (or a plain script): runs of
+    top-level statements, a new cell where a blank line separates two statements. Comment
+    blocks (the page's markdown) are not code."""
+    import ast
+    lines = text.splitlines()
+    cells, current, last_end = [], [], 0
+    for stmt in ast.parse(text).body:
+        start = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+        gap = lines[last_end:start - 1]
+        if current and any(not line.strip() for line in gap):
+            cells.append("\n".join(current))
+            current = []
+        current.extend(lines[start - 1:stmt.end_lineno])
+        last_end = stmt.end_lineno
+    if current:
+        cells.append("\n".join(current))
+    return [_strip_magics(c).strip() for c in cells if c.strip()]
+
+
+MULTI_IMPORT = re.compile(r"^(\s*)import (\S.*,.*)$")
+
+
+def _split_imports(source: str) -> str:
+    """`import jax, jax.numpy as jnp` as one import a line, which the rewrite understands."""
+    def split(line):
+        match = MULTI_IMPORT.match(line)
+        if not match or "#" in line:
+            return line
+        return "\n".join(f"{match.group(1)}import {name.strip()}"
+                         for name in match.group(2).split(","))
+    return "\n".join(split(line) for line in source.splitlines())
+
+
 def _run(cells: list, mode: str, work: pathlib.Path, env: dict) -> list:
     cells_file = work / f"cells_{mode}.json"
     out_file = work / f"out_{mode}.json"
+    out_file.unlink(missing_ok=True)
     cells_file.write_text(json.dumps(cells))
     (work / "driver.py").write_text(DRIVER)
     try:
@@ -179,7 +215,7 @@ def compare(cells: list, jax_results: list, flx_results: list) -> list:
 def check_page(page: str, jax_repo: pathlib.Path, work_root: pathlib.Path) -> list:
     text = subprocess.run(["git", "-C", str(jax_repo), "show", f"{TAG}:{page}"],
                           capture_output=True, text=True, check=True).stdout
-    cells = extract_cells(text)
+    cells = extract_py_cells(text) if page.endswith(".py") else extract_cells(text)
     work = work_root / page.replace("/", "_").removesuffix(".md")
     work.mkdir(parents=True, exist_ok=True)
     stub = work_root / "stubs" / "matplotlib"
@@ -190,7 +226,7 @@ def check_page(page: str, jax_repo: pathlib.Path, work_root: pathlib.Path) -> li
     env["PYTHONPATH"] = os.pathsep.join([str(work_root / "stubs"), str(ROOT)])
     env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
     jax_results = _run(cells, "jax", work, env)
-    flx_results = _run([rewrite(c) for c in cells], "fluxion", work, env)
+    flx_results = _run([rewrite(_split_imports(c)) for c in cells], "fluxion", work, env)
     return compare(cells, jax_results, flx_results), len(cells)
 
 

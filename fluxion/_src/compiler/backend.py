@@ -233,7 +233,8 @@ def _get_backend_locked(platform: str | None) -> Backend:
     default = _backends.get("__default__")
     if default is not None:
         return default
-    order = _requested_platforms() or ["cuda", "cpu"]
+    named = str(config.platform_name or "").lower()  # jax_platform_name, deprecated in JAX
+    order = ([named] if named else None) or _requested_platforms() or ["cuda", "cpu"]
     errors = []
     for name in order:
         if name == "cuda" and not _requested_platforms() and _find_cuda_plugin() is None:

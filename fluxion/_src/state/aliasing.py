@@ -70,14 +70,14 @@ def _check_aliases(leaves, consts, names, where, traced_for: str) -> None:
             raise ValueError(
                 "only one reference to a mutable array may be passed as an argument to a "
                 f"function, but when tracing {where()} for {traced_for} the mutable array "
-                f"reference of type {x.aval.str_short()} appeared at both "
+                f"reference of type {x.aval} appeared at both "
                 f"{names()[seen[id(referent(x))]]} and {names()[k]}.")
         seen[id(referent(x))] = k
     for c in consts:
         if is_ref(c) and id(referent(c)) in seen:
             raise ValueError(
                 f"when tracing {where()} for {traced_for}, a mutable array reference of type "
-                f"{c.aval.str_short()} was both closed over and passed as the argument "
+                f"{c.aval} was both closed over and passed as the argument "
                 f"{names()[seen[id(referent(c))]]}")
 
 
@@ -121,7 +121,7 @@ def check_no_returned_refs(fun, traced_for: str, out_leaves, out_tree, in_leaves
         loc = f" at output tree path result{path}" if path else ""
         raise ValueError(
             f"function {_where(_user_function(fun), traced_for)} traced for {traced_for} "
-            f"returned a mutable array reference of type {x.aval.str_short()}{loc}, but "
+            f"returned a mutable array reference of type {x.aval}{loc}, but "
             f"mutable array references cannot be returned.{_ref_origin(x, in_leaves, in_names, trace)}")
 
 

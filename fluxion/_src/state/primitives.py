@@ -45,14 +45,17 @@ new_ref_p = core.Primitive("new_ref")
 def _new_ref_abstract_eval(x, *, memory_space, kind):
     if is_ref_aval(x):
         raise TypeError("new_ref: the initial value must be an array, not a Ref")
-    return AbstractRef(x, memory_space, kind)
+    return AbstractRef(x.strip_weak_type(), memory_space, kind)  # traced: strong, as JAX
 
 
 @new_ref_p.def_impl
 def _new_ref_impl(x, *, memory_space, kind):
     from fluxion._src.lax import lax
-    value = lax.convert_element_type(x, core.get_aval(x).dtype)  # an Array, weak type dropped
-    return Ref(value, AbstractRef(core.get_aval(value), memory_space, kind))
+    aval = core.get_aval(x)
+    # An Array; as in JAX the Ref's type and its buffer keep a weak type (the repr shows the
+    # buffer's, which a write makes strong; reads have the Ref's).
+    value = lax._convert_element_type(x, aval.dtype, weak_type=aval.weak_type)
+    return Ref(value, AbstractRef(aval, memory_space, kind))
 
 
 def _new_ref_jvp(primals, tangents, *, memory_space, kind):
@@ -90,12 +93,16 @@ get_p = core.Primitive("get")
 def _get_abstract_eval(ref, *starts, indexer):
     _check_ref(ref, "get")
     _check_starts(starts, indexer, "get")
-    return ShapedArray(indexing.result_shape(indexer), ref.dtype)
+    return ShapedArray(indexing.result_shape(indexer), ref.dtype, ref.inner_aval.weak_type)
 
 
 @get_p.def_impl
 def _get_impl(ref, *starts, indexer):
-    return indexing.read(ref._read_value(), starts, indexer)
+    out = indexing.read(ref._read_value(), starts, indexer)
+    if ref.aval.inner_aval.weak_type:  # a read has the Ref's type, as in JAX
+        from fluxion._src.lax import lax
+        out = lax._convert_element_type(out, None, weak_type=True)
+    return out
 
 
 def _get_jvp(primals, tangents, *, indexer):
@@ -198,14 +205,14 @@ def _swap_abstract_eval(ref, value, *starts, indexer):
     _check_ref(ref, "swap")
     _check_starts(starts, indexer, "swap")
     _check_value(ref, value, indexer, "swap")
-    return ShapedArray(indexing.result_shape(indexer), ref.dtype)
+    return ShapedArray(indexing.result_shape(indexer), ref.dtype, ref.inner_aval.weak_type)
 
 
 @swap_p.def_impl
 def _swap_impl(ref, value, *starts, indexer):
     x = ref._read_value()
     old = indexing.read(x, starts, indexer)
-    ref._value = indexing.write(x, value, starts, indexer)
+    ref._store(indexing.write(x, value, starts, indexer))
     return old
 
 
@@ -224,16 +231,20 @@ def _check_no_tangent(t_value, ref, what):
     if type(t_value) is not ad.Zero and core.get_aval(t_value).dtype != dtypes.float0:
         # JAX raises a plain Exception here, with this message.
         raise Exception(  # noqa: TRY002
-            f"Exception performing a {what} operation with a differentiated value on a "
-            f"non-differentiated array reference of type {core.get_aval(ref).str_short()}. "
+            f"performing {_article(what)} {what} operation with a differentiated value on a "
+            f"non-differentiated array reference of type {core.get_aval(ref)}. "
             "Move the array reference to be an argument of the differentiated function?")
 
 
 def _unbatched_ref_error(ref, what):
     return Exception(  # noqa: TRY002  (JAX's class and message)
-        f"Exception performing a {what} operation with vmapped value on an unbatched array "
-        f"reference of type {core.get_aval(ref).str_short()}. Move the array reference to be "
-        "an argument to the vmapped function?")
+        f"performing {_article(what)} {what} operation with vmapped value on an unbatched "
+        f"array reference of type {core.get_aval(ref)}. Move the array reference to be an "
+        "argument to the vmapped function?")
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
 
 
 def _swap_transpose(ct, ref, value, *starts, indexer):
@@ -282,7 +293,7 @@ def _addupdate_abstract_eval(ref, value, *starts, indexer):
 
 @addupdate_p.def_impl
 def _addupdate_impl(ref, value, *starts, indexer):
-    ref._value = indexing.write(ref._read_value(), value, starts, indexer, add=True)
+    ref._store(indexing.write(ref._read_value(), value, starts, indexer, add=True))
     return []
 
 

@@ -78,7 +78,7 @@ class StatefulFunction:
                 vals.append(a)
         outs = self.compiled(vals)
         for r, v in zip(refs, outs[self.n_out:]):
-            r._value = v
+            r._store(v)
         return outs[:self.n_out]
 
     def array_call(self, single_output: bool):

@@ -21,7 +21,7 @@ class AbstractRef:
     def __init__(self, inner_aval: ShapedArray, memory_space=None, kind=None):
         if isinstance(inner_aval, AbstractRef):
             raise TypeError("a Ref cannot hold another Ref")
-        self.inner_aval = inner_aval.strip_weak_type() if inner_aval.weak_type else inner_aval
+        self.inner_aval = inner_aval  # a weak type stays: reads are weakly typed, as in JAX
         self.memory_space = memory_space
         self.kind = kind
 
@@ -113,6 +113,15 @@ class Ref(metaclass=_RefMeta):
     ndim = property(lambda self: self._aval.ndim)
     size = property(lambda self: self._aval.size)
 
+    # What the buffer holding the value reports (as JAX's Ref forwards to its buffer).
+    sharding = property(lambda self: self._read_value().sharding)
+    format = property(lambda self: self._read_value().format)
+    committed = property(lambda self: True)
+
+    def unsafe_buffer_pointer(self) -> int:
+        """The address of the buffer now holding the Ref's value."""
+        return self._read_value().unsafe_buffer_pointer()
+
     def _check_live(self):
         if self._frozen:
             raise ValueError("This Ref was frozen (fluxion.ref.freeze) or freed and can no "
@@ -121,6 +130,14 @@ class Ref(metaclass=_RefMeta):
     def _read_value(self):
         self._check_live()
         return self._value
+
+    def _store(self, value):
+        """Keep `value` (the Ref's new contents from a compiled program): a write gives the
+        buffer the Ref's own type, so a weak type is dropped, as in JAX."""
+        from fluxion._src.array import Array
+        if type(value) is Array and value.aval.weak_type:
+            value = Array(value._buf, value.aval.strip_weak_type())
+        self._value = value
 
     def __getitem__(self, idx):
         from fluxion._src.state import primitives
@@ -150,8 +167,12 @@ class Ref(metaclass=_RefMeta):
     def __repr__(self):
         if self._frozen:
             return f"Ref(<frozen>, dtype={self.dtype.name})"
-        body = np.array2string(np.asarray(self._value), separator=", ", prefix="Ref(")
-        return f"Ref({body}, dtype={self.dtype.name})"
+        value = self._value
+        if isinstance(value, core.Tracer) or not hasattr(value, "weak_type"):
+            value = np.asarray(value)
+        weak = ", weak_type=True" if getattr(value, "weak_type", False) else ""
+        body = np.array2string(np.asarray(value), separator=", ", prefix="Ref(")
+        return f"Ref({body}, dtype={self.dtype.name}{weak})"
 
     def __hash__(self):
         return id(self)
