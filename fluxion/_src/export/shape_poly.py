@@ -348,6 +348,8 @@ class DimExpr:
                 text = f"{abs(c)}*{mono}"
             sign = "-" if c < 0 else "+"
             parts.append((sign, text))
+        if not parts:  # the zero polynomial (`0 % b` lifts its 0 to one)
+            return "0"
         first_sign, first = parts[0]
         out = ("- " if first_sign == "-" else "") + first
         for sign, text in parts[1:]:
