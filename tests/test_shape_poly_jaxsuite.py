@@ -377,13 +377,6 @@ def test_pad_by_symbolic_widths():
                 np.testing.assert_array_equal(g, w)
 
 
-def test_pad_by_symbolic_widths_in_other_modes_is_a_clear_error():
-    with pytest.raises(NotImplementedError, match="mode 'edge' with symbolic pad widths"):
-        export.export(fluxion.jit(lambda x: fluxion.numpy.pad(x, [[x.shape[0], 0], [0, 0]],
-                                                              mode="edge")))(
-            fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 5"), np.float32))
-
-
 def test_mod_of_an_expression_holding_another_floordiv():
     # 12*floordiv(b, 4) % 3 stayed a mod() (any floordiv in the quotient counted as opaque),
     # so reshaping a (1, 3, 4, b // 4) array to (1, 3, -1) failed.

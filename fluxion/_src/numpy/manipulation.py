@@ -773,13 +773,74 @@ def _pad_odd_reflection(a, axis, lo, hi, mode):
     return a
 
 
+def _pad_edge_symbolic(a, axis, lo, hi):
+    """Mode 'edge' where the axis or its widths are symbolic: each edge broadcast."""
+    return ls.concatenate([_along(_edge(a, axis, True), a, axis, lo), a,
+                           _along(_edge(a, axis, False), a, axis, hi)], axis)
+
+
+def _pad_wrap_symbolic(a, axis, lo, hi):
+    """Mode 'wrap' where the axis or its widths are symbolic: whole copies of the axis and
+    the remainders' slices, as JAX builds it (a remainder or a count of copies that the
+    dimensions do not decide raises InconclusiveDimensionOperation)."""
+    n = _shape(a)[axis]
+    copies_lo, rest_lo = divmod(lo, n)
+    copies_hi, rest_hi = divmod(hi, n)
+    parts = []
+    if rest_lo > 0:
+        parts.append(ls.slice_in_dim(a, n - rest_lo, n, 1, axis))
+    parts += [a] * operator.index(copies_lo + copies_hi + 1)
+    if rest_hi > 0:
+        parts.append(ls.slice_in_dim(a, 0, rest_hi, 1, axis))
+    return ls.concatenate(parts, axis)
+
+
+def _check_one_reflection(n, amount, offset, axis, first, mode):
+    """A symbolic axis (or width) reflects in one piece only: JAX's ValueError unless the
+    dimensions show that the axis is longer than 1 and holds the whole width."""
+    try:
+        decided = n > 1 and n - offset >= amount
+    except export_shape_poly.InconclusiveDimensionOperation:
+        decided = False
+    if not decided:
+        raise ValueError(
+            f"Shape polymorphism is supported for jnp.pad with 'reflect' or 'symmetric' "
+            f"padding mode only when it is possible to determine at lowering time that the "
+            f"axis size (= {n}) is larger than 1 and larger or equal than the padding length "
+            f"(= {amount}). Error while handling {'left' if first else 'right'} padding on "
+            f"axis {axis} (mode {mode!r}).")
+
+
+def _pad_reflection_symbolic(a, axis, lo, hi, mode, reflect_type):
+    """Modes 'reflect' and 'symmetric' where the axis or its widths are symbolic: one
+    mirrored slice per side (odd reflection: 2 * edge minus it)."""
+    n = _shape(a)[axis]
+    offset = 1 if mode == "reflect" else 0
+    for first, amount in ((True, lo), (False, hi)):
+        _check_one_reflection(n, amount, offset, axis, first, mode)
+        m = _shape(a)[axis]
+        start = offset if first else m - offset - amount
+        piece = ls.rev(ls.slice_in_dim(a, start, start + amount, 1, axis), (axis,))
+        if reflect_type == "odd":
+            piece = ufuncs.subtract(ufuncs.multiply(2, _edge(a, axis, first)), piece)
+        a = ls.concatenate([piece, a] if first else [a, piece], axis)
+    return a
+
+
 def _pad_by_index_map(a, widths, mode, reflect_type):
     for axis, (lo, hi) in enumerate(widths):
         if not lo and not hi:
             continue
         _check_axis_extendable(a, axis, lo, hi)
         n = _shape(a)[axis]
-        if reflect_type == "odd" and mode in ("reflect", "symmetric") and n > 1:
+        if export_shape_poly.is_symbolic_shape((n, lo, hi)):
+            if mode == "edge":
+                a = _pad_edge_symbolic(a, axis, lo, hi)
+            elif mode == "wrap":
+                a = _pad_wrap_symbolic(a, axis, lo, hi)
+            else:
+                a = _pad_reflection_symbolic(a, axis, lo, hi, mode, reflect_type)
+        elif reflect_type == "odd" and mode in ("reflect", "symmetric") and n > 1:
             a = _pad_odd_reflection(a, axis, lo, hi, mode)
         else:
             a = _take_static(a, np.pad(np.arange(n), (lo, hi), mode=mode), axis)
@@ -916,9 +977,6 @@ def pad(array, pad_width, mode="constant", **kwargs):
         raise ValueError(f"unsupported keyword arguments for mode '{mode}': {unexpected}")
     if mode in ("constant", "empty"):
         return _pad_constant(array, widths, kwargs.get("constant_values", 0))
-    if export_shape_poly.is_symbolic_shape([w for p in widths for w in p]):
-        raise NotImplementedError(f"jnp.pad: mode {mode!r} with symbolic pad widths is not "
-                                  "supported by fluxion (mode 'constant' is)")
     if _ndim(array) == 0:
         return array
     if mode == "linear_ramp":
