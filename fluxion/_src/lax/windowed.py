@@ -16,7 +16,7 @@ import numpy as np
 from fluxion._src import ad, batching, core, dtypes, staging
 from fluxion._src.config import config
 from fluxion._src.compiler.hlo import dense_i64, function_text, i64_array
-from fluxion._src.export.shape_poly import is_symbolic_shape
+from fluxion._src.export.shape_poly import DimExpr, is_symbolic_shape
 from fluxion._src.compiler.lowering import register_lowering
 from fluxion._src.core import ClosedJaxpr, ShapedArray
 from fluxion._src.custom_derivatives import custom_jvp
@@ -326,10 +326,11 @@ _MONOID_WINDOW_REDUCTIONS = {"add": reduce_window_sum_p, "max": reduce_window_ma
 
 
 def _int_tuple(opname: str, what: str, values, default_len: int | None = None) -> tuple:
+    """Integers, or symbolic dimensions (a window as long as a symbolic axis, as in JAX)."""
     if values is None:
         return (1,) * default_len
     try:
-        return tuple(operator.index(v) for v in values)
+        return tuple(v if isinstance(v, DimExpr) else operator.index(v) for v in values)
     except TypeError:
         raise TypeError(f"{opname} {what} must be a sequence of integers, got {values!r}") from None
 

@@ -1,0 +1,51 @@
+"""Windowed reductions, scans and approx_top_k with symbolic dimensions, exported and called at
+concrete sizes, against JAX 0.10.2's `jax.export` (values, output shapes, error classes)."""
+import jax
+import numpy as np
+import pytest
+
+import fluxion
+from fluxion import export
+
+JAX_INCONCLUSIVE = jax.errors.InconclusiveDimensionOperation
+
+
+def _data(shape):
+    return ((np.arange(np.prod(shape)).reshape(shape) * 1.7) % 7 - 3).astype(np.float32)
+
+
+def _export(lib, make, spec, constraints=()):
+    return lib.export.export(lib.jit(make(lib)))(lib.ShapeDtypeStruct(
+        lib.export.symbolic_shape(spec, constraints=constraints), np.float32))
+
+
+def _check_against_jax(make, spec, sizes, constraints=()):
+    ours, theirs = _export(fluxion, make, spec, constraints), _export(jax, make, spec, constraints)
+    assert [str(a) for a in ours.out_avals] == [str(a) for a in theirs.out_avals]
+    for i, shape in enumerate(sizes):
+        x = _data(shape)
+        want = jax.tree_util.tree_leaves(theirs.call(x))
+        for call in (ours.call, fluxion.jit(ours.call))[:2 if i == 0 else 1]:
+            got = fluxion.tree_util.tree_leaves(call(x))
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# reduce_window with a window as long as a symbolic axis
+
+WINDOW_CASES = {
+    "sum_valid": lambda lib: lambda x: lib.lax.reduce_window(
+        x, 0., lib.lax.add, (x.shape[0], 1), (1, 1), "VALID"),
+    "max_same": lambda lib: lambda x: lib.lax.reduce_window(
+        x, -np.inf, lib.lax.max, (x.shape[0], 2), (1, 1), "SAME"),
+    "generic_strided": lambda lib: lambda x: lib.lax.reduce_window(
+        x, 1., lib.lax.mul, (x.shape[0], 2), (1, 2), "VALID"),
+    "grad_of_sum": lambda lib: lambda x: lib.grad(lambda y: (lib.lax.reduce_window(
+        y, 0., lib.lax.add, (y.shape[0], 2), (1, 1), "VALID") ** 2).sum())(x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WINDOW_CASES))
+def test_reduce_window_with_a_symbolic_window_matches_jax(name):
+    _check_against_jax(WINDOW_CASES[name], "b, 6", [(4, 6), (1, 6)])
