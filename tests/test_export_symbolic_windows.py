@@ -49,3 +49,13 @@ WINDOW_CASES = {
 @pytest.mark.parametrize("name", sorted(WINDOW_CASES))
 def test_reduce_window_with_a_symbolic_window_matches_jax(name):
     _check_against_jax(WINDOW_CASES[name], "b, 6", [(4, 6), (1, 6)])
+
+
+# ---------------------------------------------------------------------------------------------
+# The gradient of max pooling whose padding depends on a symbolic size
+
+def test_max_pool_gradient_with_symbolic_padding_matches_jax():
+    def make(lib):
+        return lambda x: lib.grad(lambda y: lib.lax.reduce_window(
+            y, -np.inf, lib.lax.max, (3, 2), (2, 2), "SAME").sum())(x)
+    _check_against_jax(make, "b, 6", [(5, 6), (2, 6), (1, 6)])

@@ -394,6 +394,11 @@ def _pad_edges(ctx, x, value, padding, interior=None):
     interior = [0] * len(low) if interior is None else interior
     shape = tuple(dilate_dim(n, i + 1) + lo + hi
                   for n, lo, hi, i in zip(x.shape, low, high, interior))
+    if is_symbolic_shape(tuple(low) + tuple(high)):  # padding that depends on symbolic sizes
+        return ctx.op1("stablehlo.dynamic_pad",
+                       [x, ctx.constant(value, x.dtype),
+                        *(ctx.shape_value(v) for v in (low, high, interior))],
+                       x.aval.update(shape=shape))
     return ctx.op1("stablehlo.pad", [x, ctx.constant(value, x.dtype)], x.aval.update(shape=shape),
                    {"edge_padding_low": i64_array(low), "edge_padding_high": i64_array(high),
                     "interior_padding": i64_array(interior)})
