@@ -59,3 +59,28 @@ def test_max_pool_gradient_with_symbolic_padding_matches_jax():
         return lambda x: lib.grad(lambda y: lib.lax.reduce_window(
             y, -np.inf, lib.lax.max, (3, 2), (2, 2), "SAME").sum())(x)
     _check_against_jax(make, "b, 6", [(5, 6), (2, 6), (1, 6)])
+
+
+# ---------------------------------------------------------------------------------------------
+# The parallel (associative) scan needs a known length, in JAX and here
+
+SCANS = {
+    "grad_cumprod": lambda lib: lambda x: lib.grad(
+        lambda y: lib.numpy.cumprod(y, axis=0).sum())(x),
+    "grad_cummax": lambda lib: lambda x: lib.grad(
+        lambda y: lib.lax.cummax(y, axis=0).sum())(x),
+    "associative_scan": lambda lib: lambda x: lib.lax.associative_scan(lib.numpy.add, x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCANS))
+def test_parallel_scan_over_a_symbolic_axis_is_not_implemented_as_jax(name):
+    for lib in (fluxion, jax):
+        with pytest.raises(NotImplementedError, match="associative scan over axis of "
+                                                      "non-constant size: b"):
+            _export(lib, SCANS[name], "b, 3")
+
+
+def test_parallel_scan_over_a_constant_axis_of_a_symbolic_array_matches_jax():
+    _check_against_jax(lambda lib: lambda x: lib.grad(
+        lambda y: lib.numpy.cumprod(y, axis=1).sum())(x), "b, 3", [(2, 3)])

@@ -893,6 +893,8 @@ def _cumulative_jvp(name, combine):
     def rule(primals, tangents, *, axis, reverse):
         # The primitive's own check, before the scan's operations would fail on a bad axis.
         _check_cumulative_axis(name, core.get_aval(primals[0]).shape, axis)
+        from fluxion._src.lax.control_flow import check_constant_scan_size
+        check_constant_scan_size(core.get_aval(primals[0]).shape[axis])
         def scan(x):
             return [_directed_scan(combine, x, axis, reverse)]
         (out,), (out_tangent,) = ad.jvp_flat(scan, primals, tangents)
