@@ -84,3 +84,30 @@ def test_parallel_scan_over_a_symbolic_axis_is_not_implemented_as_jax(name):
 def test_parallel_scan_over_a_constant_axis_of_a_symbolic_array_matches_jax():
     _check_against_jax(lambda lib: lambda x: lib.grad(
         lambda y: lib.numpy.cumprod(y, axis=1).sum())(x), "b, 3", [(2, 3)])
+
+
+# ---------------------------------------------------------------------------------------------
+# approx_max_k / approx_min_k
+
+def test_approx_top_k_with_a_symbolic_batch_matches_jax():
+    _check_against_jax(lambda lib: lambda x: (lib.lax.approx_max_k(x, 2),
+                                              lib.lax.approx_min_k(x, 3, recall_target=0.5)),
+                       "b, 6", [(3, 6), (1, 6)])
+
+
+def test_approx_top_k_over_a_symbolic_axis_matches_jax():
+    make = lambda lib: lambda x: lib.lax.approx_min_k(x, 3, reduction_dimension=0)  # noqa: E731
+    _check_against_jax(make, "b, 2", [(3, 2), (5, 2)], constraints=["b >= 3"])
+    # without the constraint b may be smaller than k: the same comparison is inconclusive
+    for lib, error in ((fluxion, export.InconclusiveDimensionOperation),
+                       (jax, JAX_INCONCLUSIVE)):
+        with pytest.raises(error, match="'b' < '3' is inconclusive"):
+            _export(lib, make, "b, 2")
+
+
+def test_approx_top_k_unaggregated_over_a_symbolic_axis_is_not_implemented_as_jax():
+    for lib in (fluxion, jax):
+        with pytest.raises(NotImplementedError, match="aggregate_to_topk=False not yet "
+                                                      "implemented"):
+            _export(lib, lambda lib: lambda x: lib.lax.approx_max_k(
+                x, 2, aggregate_to_topk=False), "4, b", constraints=["b >= 2"])
