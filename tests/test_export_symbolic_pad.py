@@ -62,6 +62,12 @@ CASES = {
     "minimum_stat_length": (lambda jnp: lambda x: jnp.pad(x, ((1, 2), (x.shape[0], 1)),
                                                           mode="minimum", stat_length=2),
                             "b, 4", ("b >= 2",)),
+    "maximum_symbolic_stat_length": (lambda jnp: lambda x: jnp.pad(
+        x, ((x.shape[0], 0), (x.shape[1], 1)), mode="maximum",
+        stat_length=((x.shape[0] // 2, 2), (2, 2))), "b, 4", ("b >= 2",)),
+    "mean_symbolic_stat_length": (lambda jnp: lambda x: jnp.pad(
+        x, ((1, 2), (2, 1)), mode="mean", stat_length=((x.shape[0] - 1, x.shape[0]), (2, 3))),
+        "b, 4", ("b >= 2",)),
     "linear_ramp": (lambda jnp: lambda x: jnp.pad(x, ((1, 2), (2, 1)), mode="linear_ramp",
                                                   end_values=((1, 2), (3, 4))), "b, 4", ()),
 }

@@ -699,7 +699,7 @@ def _pad_widths(pad_width, nd) -> list[tuple[int, int]]:
     return [(int(lo), int(hi)) for lo, hi in widths]
 
 
-def _symbolic_pad_widths(pad_width, nd) -> list:
+def _symbolic_pad_widths(pad_width, nd, name: str = "pad_width") -> list:
     """(before, after) per axis from widths among which are symbolic dimensions: one pair
     per axis, or one pair (or one width) for all axes."""
     def pair(p):
@@ -714,7 +714,7 @@ def _symbolic_pad_widths(pad_width, nd) -> list:
         pairs = [pair(p) for p in pad_width]
         pairs = pairs * nd if len(pairs) == 1 else pairs
     if len(pairs) != nd or builtins.any(len(p) != 2 for p in pairs):
-        raise ValueError(f"jnp.pad: pad_width {pad_width} does not give (before, after) for "
+        raise ValueError(f"jnp.pad: {name} {pad_width} does not give (before, after) for "
                          f"each of the {nd} axes")
     for p in pairs:
         for w in p:
@@ -904,17 +904,28 @@ def _pad_linear_ramp(a, widths, end_values):
     return a
 
 
+def _stat_lengths(stat_length, nd):
+    """The statistic modes' (before, after) lengths per axis (None: the whole axis); they may
+    be symbolic dimensions, as in JAX."""
+    if stat_length is None:
+        return None
+    if builtins.any(type(v) is export_shape_poly.DimExpr
+                    for v in tree_util.tree_leaves(stat_length)):
+        return _symbolic_pad_widths(stat_length, nd, "stat_length")
+    lengths = _pad_pairs(stat_length, nd, "stat_length")
+    if not np.issubdtype(lengths.dtype, np.integer):
+        raise TypeError(f"jnp.pad: stat_length must be integers, got {stat_length}")
+    if np.any(lengths < 0):
+        raise ValueError("index can't contain negative values")
+    return [(int(lo), int(hi)) for lo, hi in lengths]
+
+
 def _pad_statistic(a, widths, stat_length, mode):
     from fluxion._src.numpy import reductions, statistics
     stat = {"maximum": reductions.max, "minimum": reductions.min, "mean": reductions.mean,
             "median": statistics.median}[mode]
     aval = _aval(a)
-    lengths = None if stat_length is None else _pad_pairs(stat_length, aval.ndim,
-                                                           "stat_length")
-    if lengths is not None and not np.issubdtype(lengths.dtype, np.integer):
-        raise TypeError(f"jnp.pad: stat_length must be integers, got {stat_length}")
-    if lengths is not None and np.any(lengths < 0):
-        raise ValueError("index can't contain negative values")
+    lengths = _stat_lengths(stat_length, aval.ndim)
     for axis, (lo, hi) in enumerate(widths):
         if lengths is not None and (lengths[axis][0] == 0 or lengths[axis][1] == 0):
             raise ValueError("stat_length of 0 yields no value for padding")
@@ -925,7 +936,7 @@ def _pad_statistic(a, widths, stat_length, mode):
         if lengths is None:
             before = after = stat(a, axis=axis, keepdims=True)
         else:
-            nb, na = min(int(lengths[axis][0]), n), min(int(lengths[axis][1]), n)
+            nb, na = min(lengths[axis][0], n), min(lengths[axis][1], n)
             before = stat(ls.slice_in_dim(a, 0, nb, 1, axis), axis=axis, keepdims=True)
             after = stat(ls.slice_in_dim(a, n - na, n, 1, axis), axis=axis, keepdims=True)
         if dtypes.is_integer(aval.dtype):  # the mean or median of integers, rounded
