@@ -111,3 +111,25 @@ def test_approx_top_k_unaggregated_over_a_symbolic_axis_is_not_implemented_as_ja
                                                       "implemented"):
             _export(lib, lambda lib: lambda x: lib.lax.approx_max_k(
                 x, 2, aggregate_to_topk=False), "4, b", constraints=["b >= 2"])
+
+
+def _export_k(lib, agg):
+    b, k = lib.export.symbolic_shape("b, k", constraints=["k <= 8"])
+    fun = lib.jit(lambda x, xk: lib.lax.approx_max_k(x, k=xk.shape[0], reduction_dimension=1,
+                                                      aggregate_to_topk=agg))
+    return lib.export.export(fun)(lib.ShapeDtypeStruct((b, 8, 5), np.float32),
+                                  lib.ShapeDtypeStruct((k,), np.float32))
+
+
+def test_approx_top_k_of_a_symbolic_k_matches_jax():
+    ours, theirs = _export_k(fluxion, True), _export_k(jax, True)
+    assert [str(a) for a in ours.out_avals] == [str(a) for a in theirs.out_avals] == [
+        "float32[b,k,5]", "int32[b,k,5]"]
+    for b, k in ((3, 4), (1, 8)):
+        x, xk = _data((b, 8, 5)), np.zeros(k, np.float32)
+        for g, w in zip(ours.call(x, xk), theirs.call(x, xk), strict=True):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    for lib in (fluxion, jax):
+        with pytest.raises(NotImplementedError, match="aggregate_to_topk=False not yet "
+                                                      "implemented"):
+            _export_k(lib, False)
