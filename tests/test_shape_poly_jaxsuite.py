@@ -498,3 +498,21 @@ def test_squeeze_all_axes_of_a_symbolic_shape_is_refused_as_in_jax():
     exp = export.export(fluxion.jit(lambda x: fluxion.numpy.squeeze(x, 1)))(
         fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 1"), np.float32))
     np.testing.assert_array_equal(exp.call(np.ones((3, 1), np.float32)), np.ones(3))
+
+
+@pytest.mark.parametrize("name", ["slice", "update", "index"])
+def test_negative_constant_start_on_a_symbolic_axis_as_in_jax(name):
+    # A start of -1 on an axis of size b was wrapped to the int b - 1: "requires a constant".
+    def f(lib):
+        return lib.jit({
+            "slice": lambda x: lib.lax.dynamic_slice(x, (-1, 1), (x.shape[0] - 1, 2)),
+            "update": lambda x: lib.lax.dynamic_update_slice(x, x[:1, :2] * 0 + 9, (-1, -2)),
+            "index": lambda x: lib.lax.dynamic_index_in_dim(x, -1, 0, keepdims=False)}[name])
+    exp = export.export(f(fluxion))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 4"), np.float32))
+    want = jax.export.export(f(jax))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), np.float32))
+    assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
+    for n in (3, 5):
+        x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
+        np.testing.assert_array_equal(exp.call(x), want.call(x))

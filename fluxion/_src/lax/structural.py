@@ -956,6 +956,8 @@ def _wrap_negative_index(index, size: int, allow_negative: bool):
     if value < 0 and not allow_negative:
         raise ValueError(f"Index {value} is out of bounds for dimension {size} if "
                          f"allow_negative_indices=False")
+    if value < 0 and type(size) is shape_poly.DimExpr:  # counts from a symbolic end: traced
+        return lax.add(np.asarray(value, dtype), shape_poly.size_value(size, dtype))
     return np.asarray(value + size if value < 0 else value, dtype)
 
 
