@@ -516,3 +516,26 @@ def test_negative_constant_start_on_a_symbolic_axis_as_in_jax(name):
     for n in (3, 5):
         x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
         np.testing.assert_array_equal(exp.call(x), want.call(x))
+
+
+@pytest.mark.parametrize("name", ["tril", "triu", "tri", "eye"])
+def test_symbolic_diagonal_offset_as_in_jax(name):
+    # jnp.tril/triu took k through static_int: a symbolic k "requires a constant".
+    def f(lib):
+        jnp_ = lib.numpy
+        return lib.jit({
+            "tril": lambda x: jnp_.tril(jnp_.ones((x.shape[0], x.shape[0] + x.shape[1]),
+                                                  dtype=np.float32), k=x.shape[1]),
+            "triu": lambda x: jnp_.triu(x, k=x.shape[0] - x.shape[1]),
+            "tri": lambda x: jnp_.tri(x.shape[0], x.shape[1], k=-x.shape[0] // 2,
+                                      dtype=np.float32),
+            "eye": lambda x: jnp_.eye(x.shape[0], x.shape[1], k=x.shape[1] - 2,
+                                      dtype=np.float32)}[name])
+    exp = export.export(f(fluxion))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape("m, n"), np.float32))
+    want = jax.export.export(f(jax))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("m, n"), np.float32))
+    assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
+    for shape in ((3, 4), (5, 2)):
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) + 1
+        np.testing.assert_array_equal(exp.call(x), want.call(x))
