@@ -539,3 +539,22 @@ def test_symbolic_diagonal_offset_as_in_jax(name):
     for shape in ((3, 4), (5, 2)):
         x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) + 1
         np.testing.assert_array_equal(exp.call(x), want.call(x))
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_slice_by_a_symbolic_stride_as_in_jax(grad):
+    # slice_in_dim took the stride through operator.index: "requires a constant".
+    def f(lib):
+        def sliced(y):
+            return lib.lax.slice_in_dim(y, 0, y.shape[0], stride=1 + y.shape[0] // 4, axis=0)
+        if grad:
+            return lib.jit(lib.grad(lambda y: (sliced(y) ** 2).sum()))
+        return lib.jit(sliced)
+    exp = export.export(f(fluxion))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 4"), np.float32))
+    want = jax.export.export(f(jax))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), np.float32))
+    assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
+    for n in (13, 4, 2):
+        x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
+        np.testing.assert_array_equal(exp.call(x), want.call(x))

@@ -305,7 +305,7 @@ def slice_in_dim(operand, start_index: int | None, limit_index: int | None, stri
     start = start + size if start < 0 else start
     limit = limit + size if limit < 0 else limit
     starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
-    starts[axis], limits[axis], strides[axis] = start, limit, operator.index(stride)
+    starts[axis], limits[axis], strides[axis] = start, limit, _dim_index(stride)
     return slice(operand, starts, limits, strides)
 
 
