@@ -558,3 +558,23 @@ def test_slice_by_a_symbolic_stride_as_in_jax(grad):
     for n in (13, 4, 2):
         x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
         np.testing.assert_array_equal(exp.call(x), want.call(x))
+
+
+def test_powers_of_a_dimension_as_in_jax():
+    # b ** -2 was an InconclusiveDimensionOperation, b ** 1.5 a TypeError, b ** b a
+    # TracerIntegerConversionError; JAX: ValueError, ValueError and a value.
+    for lib in (fluxion, jax):
+        b, = lib.export.symbolic_shape("b")
+        with pytest.raises(ValueError, match="cannot be raised to negative powers"):
+            b ** -2
+        with pytest.raises(ValueError, match="cannot be raised to non-integer powers"):
+            b ** 1.5
+    def f(lib):
+        return lib.jit(lambda x: (x.shape[0] ** x.shape[0], 2 ** x.shape[0], x.shape[0] ** 0))
+    exp = export.export(f(fluxion))(
+        fluxion.ShapeDtypeStruct(export.symbolic_shape("b"), np.float32))
+    want = jax.export.export(f(jax))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b"), np.float32))
+    assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
+    x = np.ones(3, np.float32)
+    assert [int(v) for v in exp.call(x)] == [int(v) for v in want.call(x)] == [27, 8, 1]
