@@ -333,7 +333,7 @@ def test_lower_for_several_platforms_picks_a_branch_and_refuses_to_compile():
     traced = fluxion.jit(lambda x: x * 2).trace(1.0)
     both = traced.lower(lowering_platforms=("cpu", "cuda"))
     text = both.as_text()
-    assert "@main(%platform_index: tensor<i32>, %arg0: tensor<f32>)" in text
+    assert "@main(%arg0: tensor<i32>, %arg1: tensor<f32>)" in text
     assert "stablehlo.case" in text and "_platform_cuda_main" in text
     with pytest.raises(ValueError, match="lowered for platforms"):
         both.compile()
@@ -350,7 +350,7 @@ def test_lower_compile_and_inspect():
     lowered = fluxion.jit(lambda x: lax.add(lax.sin(x), 1.0)).lower(X)
     text = lowered.as_text()
     assert "func.func public @main(%arg0: tensor<3xf32>)" in text
-    assert '"stablehlo.sine"' in text and '"stablehlo.add"' in text
+    assert "stablehlo.sine %arg0" in text and "stablehlo.add" in text
     compiled = lowered.compile()
     assert_array(compiled(X), np.sin(X) + 1)
     hlo = compiled.as_text()
@@ -386,7 +386,7 @@ def test_compiled_rejects_other_signature():
 
 def test_lower_with_static_argument():
     text = fluxion.jit(lambda x, n: lax.mul(x, float(n)), static_argnums=1).lower(X, 5).as_text()
-    assert '"stablehlo.multiply"' in text and "tensor<3xf32>" in text
+    assert "stablehlo.multiply" in text and "tensor<3xf32>" in text
 
 
 # ---------------------------------------------------------------------------------------------

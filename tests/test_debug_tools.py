@@ -4,6 +4,7 @@ import gzip
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -157,12 +158,17 @@ def test_every_op_has_user_location_and_name_stack():
             y = jnp.sin(x) * 2
         return jax.named_call(lambda v: v.sum(), name="head")(y)
 
-    text = jax.jit(f).lower(jnp.ones(3)).as_text()
-    # every op of @main (regions' inner ops aside) ends with its location
-    op_ends = [l for l in text.splitlines() if l.startswith("    ") and not l.startswith("     ")
-               and " : (" in l and "func.return" not in l]
-    assert op_ends and all(l.endswith(":0))") for l in op_ends), op_ends
+    lowered = jax.jit(f).lower(jnp.ones(3))
+    # every op of @main (regions' inner ops aside) ends with its location, printed in place
+    text = lowered.compiler_ir().operation.get_asm(enable_debug_info=True, use_local_scope=True)
+    op_lines = [l for l in text.splitlines() if l.startswith("    ") and not l.startswith("     ")
+                and not l.lstrip().startswith("return")]
+    user_loc = re.compile(r'loc\("jit\(f\)/[^"]+"\("' + re.escape(__file__) + r'":\d+:0\)\)$')
+    assert op_lines and all(user_loc.search(l) for l in op_lines), op_lines
     assert 'loc("jit(f)/layer1/sin"("' + __file__ in text
+    # as_text prints them only when asked, as JAX
+    assert "loc(" not in lowered.as_text()
+    assert '"jit(f)/layer1/sin"' in lowered.as_text(debug_info=True)
     assert "jit(f)/head/reduce_sum" in text
     hlo = jax.jit(f).lower(jnp.ones(3)).compile().as_text()
     assert 'op_name="jit(f)/layer1/sin"' in hlo and os.path.basename(__file__) in hlo
@@ -173,7 +179,7 @@ def test_grad_and_vmap_ops_keep_user_lines():
         return jnp.tanh(x) ** 2  # LOC-LINE
 
     line = next(i for i, l in enumerate(open(__file__), 1) if "# LOC-LINE" in l)
-    text = jax.jit(jax.vmap(jax.grad(f))).lower(jnp.ones(3)).as_text()
+    text = jax.jit(jax.vmap(jax.grad(f))).lower(jnp.ones(3)).as_text(debug_info=True)
     assert f'"{__file__}":{line}:0' in text
 
 
@@ -430,7 +436,7 @@ def test_name_stack_names_transformations():
         with jax.named_scope("layer"):
             return jnp.sum(jnp.tanh(x) ** 2)
 
-    text = jax.jit(jax.vmap(jax.grad(f))).lower(jnp.ones((2, 3))).as_text()
+    text = jax.jit(jax.vmap(jax.grad(f))).lower(jnp.ones((2, 3))).as_text(debug_info=True)
     names = set(re.findall(r'loc\("([^"]+)"', text))
     assert "jit(f)/vmap(f)/jvp(f)/layer/tanh" in names
     assert any(n.startswith("jit(f)/vmap(f)/transpose(jvp(f))/layer/") for n in names)

@@ -195,7 +195,7 @@ def test_shard_alike_identity_jvp_grad_vmap():
 
 def test_shard_alike_lowering_and_errors():
     text = fluxion.jit(f_shard_alike.shard_alike).lower(np.ones(2), np.ones(2)).as_text()
-    groups = re.findall(r"sdy.sharding_group.*group_id = (\d+)", text)
+    groups = re.findall(r"sdy.sharding_group.*group_id=(\d+)", text)
     assert len(groups) == 2 and groups[0] == groups[1]
     with pytest.raises(ValueError, match="Trees should be equal"):
         f_shard_alike.shard_alike((np.ones(2),), [np.ones(2)])

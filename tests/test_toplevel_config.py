@@ -236,7 +236,7 @@ def test_default_matmul_precision_in_jaxpr_and_stablehlo(name, expected):
     assert "precision" not in f.lower(x).as_text()
     with fluxion.default_matmul_precision(name):
         text = f.lower(x).as_text()
-        assert f"#stablehlo<precision {expected}>" in text
+        assert f"precision = [{expected}, {expected}]" in text
         np.testing.assert_allclose(np.asarray(f(x)), x @ x)
 
 

@@ -867,10 +867,18 @@ class Lowered:
         self._donate_mask = donate_mask
 
     def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
-        """The module's text: StableHLO (the default; it always carries the ops' locations,
-        `debug_info` is accepted for JAX compatibility), or "hlo", XLA's HLO text."""
+        """The module's text, as JAX prints it.
+
+        Parameters
+        ----------
+        dialect : {None, "stablehlo", "hlo"}
+            StableHLO in MLIR's custom assembly form (the default), or XLA's HLO text.
+        debug_info : bool
+            Include the ops' source locations (`loc(...)`; HLO: their `metadata`).
+        """
         if dialect in (None, "stablehlo"):
-            return self._text
+            from fluxion._src.compiler.backend import module_asm, parse_module
+            return module_asm(parse_module(self._text), debug_info)
         if dialect == "hlo":
             from jaxlib import _hlo
             options = _hlo.HloPrintOptions.short_parsable()

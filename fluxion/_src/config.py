@@ -61,6 +61,8 @@ class Config:
         "pprint_use_color": True,
         "include_full_tracebacks_in_locations": True,
         "traceback_in_locations_limit": 100,
+        # Exported.mlir_module() prints the ops' locations
+        "include_debug_info_in_dumps": True,
         "optimization_level": "UNKNOWN",
         "memory_fitting_level": "O2",
         "exec_time_optimization_effort": 0.0,

@@ -88,10 +88,7 @@ def to_ir(fun, input_shapes, constants: dict | None = None, format: str = "stabl
     if format == "stablehlo":
         return lowered.as_text()
     if format == "hlo":
-        from fluxion._src.compiler import backend
-        xla_client, jax_ext = backend._jaxlib()
-        computation = jax_ext.mlir.mlir_module_to_xla_computation(lowered.as_text(), False, False)
-        return computation.as_hlo_text()
+        return lowered.compiler_ir("hlo").as_hlo_text()  # with the ops' source metadata
     if format == "optimized-hlo":
         return lowered.compile().as_text()
     raise ValueError(f"format must be one of jaxpr, stablehlo, hlo, optimized-hlo; got {format!r}")

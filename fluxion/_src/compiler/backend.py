@@ -588,6 +588,17 @@ def parse_module(text: str):
         return ir.Module.parse(text)
 
 
+# The parser's location of an op written without one: its line in fluxion's own text
+_PARSER_LOCATION = re.compile(r'loc\("-":\d+:\d+\)')
+
+
+def module_asm(module, debug_info: bool) -> str:
+    """`module` in MLIR's custom assembly form, as JAX prints it; with `debug_info`, the ops'
+    locations (those fluxion did not write, which only point into its text, as `unknown`)."""
+    text = module.operation.get_asm(enable_debug_info=debug_info)
+    return _PARSER_LOCATION.sub("loc(unknown)", text) if debug_info else text
+
+
 def canonical_numpy(x, dtype=None) -> np.ndarray:
     """`x` as a NumPy array of its canonical dtype (64-bit types narrowed unless x64)."""
     arr = np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)

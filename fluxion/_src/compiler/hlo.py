@@ -228,7 +228,7 @@ class HloOps:
 
     def slice(self, x: Value, start, limit, strides=None) -> Value:
         strides = tuple(strides) if strides is not None else (1,) * len(start)
-        if is_symbolic_shape(tuple(start) + tuple(limit)):
+        if is_symbolic_shape(tuple(start) + tuple(limit) + strides):
             # (the slice abstract evaluation's expression, so that the two agree symbolically)
             shape = tuple(hi - lo if s == 1 else stride_dim(hi - lo, 1, s)
                           for lo, hi, s in zip(start, limit, strides))

@@ -107,9 +107,15 @@ class Exported:
     def uses_shape_polymorphism(self) -> bool:
         return any(shape_poly.is_symbolic_shape(a.shape) for a in self.in_avals)
 
-    def mlir_module(self) -> str:
-        """The StableHLO module as text."""
-        return str(_deserialize_module(self.mlir_module_serialized))
+    def mlir_module(self, serialized: bool = True):
+        """The StableHLO module: as text (with the ops' locations unless the config flag
+        `jax_include_debug_info_in_dumps` is off), or as a jaxlib `ir.Module` when
+        `serialized` is False."""
+        module = _deserialize_module(self.mlir_module_serialized)
+        if not serialized:
+            return module
+        from fluxion._src.config import config
+        return backend.module_asm(module, config.include_debug_info_in_dumps)
 
     def has_vjp(self) -> bool:
         return self._get_vjp is not None

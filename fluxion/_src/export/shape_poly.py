@@ -241,12 +241,16 @@ class DimExpr:
         return self._as_value_op(other, operator.mul, True) if o is None else self * o
 
     def __pow__(self, power):
-        if isinstance(power, DimExpr):
-            return power.__rpow__(self)
-        power = operator.index(power)
+        if isinstance(power, DimExpr):  # `b ** b` is no polynomial: a value, as in JAX
+            return operator.pow(dimension_as_value(self), dimension_as_value(power))
+        try:
+            power = operator.index(power)
+        except TypeError:
+            raise ValueError(f"Symbolic dimension cannot be raised to non-integer powers: "
+                             f"'{self}' ** '{power}'") from None
         if power < 0:
-            raise InconclusiveDimensionOperation(f"Symbolic dimension cannot be raised to "
-                                                 f"negative powers: '{self}' ** {power}")
+            raise ValueError(f"Symbolic dimension cannot be raised to negative powers: "
+                             f"'{self}' ** '{power}'")
         out = 1
         for _ in range(power):
             out = out * self
@@ -348,6 +352,8 @@ class DimExpr:
                 text = f"{abs(c)}*{mono}"
             sign = "-" if c < 0 else "+"
             parts.append((sign, text))
+        if not parts:  # the zero polynomial (`0 % b` lifts its 0 to one)
+            return "0"
         first_sign, first = parts[0]
         out = ("- " if first_sign == "-" else "") + first
         for sign, text in parts[1:]:

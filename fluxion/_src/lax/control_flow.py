@@ -1499,6 +1499,15 @@ def _interleave(evens, odds, axis: int):
     return combine(structural.pad(evens, zero, even_pad), structural.pad(odds, zero, odd_pad))
 
 
+def check_constant_scan_size(size) -> None:
+    """The odd/even recursion unrolls over the axis: a symbolic size is JAX's
+    NotImplementedError."""
+    if isinstance(size, shape_poly.DimExpr):
+        raise NotImplementedError(f"associative scan over axis of non-constant size: {size}. "
+                                  "The parallel scan is built for a known length; export with "
+                                  "a constant size for that axis.")
+
+
 @api_boundary
 def associative_scan(fn: Callable, elems, reverse: bool = False, axis: int = 0):
     """All prefix combinations ``[a, fn(a, b), fn(fn(a, b), c), ...]`` along `axis`, computed
@@ -1527,6 +1536,7 @@ def associative_scan(fn: Callable, elems, reverse: bool = False, axis: int = 0):
     if len(set(sizes)) != 1:
         raise ValueError("Array inputs to associative_scan must have the same first dimension. "
                          f"(saw: {[core.get_aval(x).shape for x in leaves]})")
+    check_constant_scan_size(sizes[0])
     if reverse:
         leaves = [structural.rev(x, (axis,)) for x in leaves]
 

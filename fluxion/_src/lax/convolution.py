@@ -74,9 +74,11 @@ def padtype_to_pads(in_shape, window_shape, window_strides, padding) -> list[tup
         raise TypeError(f"Unknown padding type: {padding}.")
     pads = []
     for size, window, stride in zip(in_shape, window_shape, window_strides):
-        size = core.canonicalize_dim(size)  # may be symbolic (shape polymorphism)
-        out = -(-size // int(stride))
-        total = max_dim(0, (out - 1) * int(stride) + int(window) - size)
+        # any of them may be symbolic (shape polymorphism): a window as long as an axis
+        size, window, stride = (v if type(v) is shape_poly.DimExpr else int(v)
+                                for v in (size, window, stride))
+        out = -(-size // stride)
+        total = max_dim(0, (out - 1) * stride + window - size)
         small, large = total // 2, total - total // 2
         pads.append((small, large) if padding == PaddingType.SAME else (large, small))
     return pads

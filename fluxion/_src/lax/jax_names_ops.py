@@ -14,6 +14,7 @@ import numpy as np
 
 from fluxion._src import ad, batching, core, dtypes
 from fluxion._src.compiler import lowering
+from fluxion._src.export.shape_poly import DimExpr, is_symbolic_shape
 from fluxion._src.core import ShapedArray
 from fluxion._src.lax import convolution, lax, structural
 from fluxion._src.lax.base import standard_primitive
@@ -34,7 +35,7 @@ def _top_k_params(operand_aval, k, reduction_dimension):
         raise ValueError(f"reduction_dimension {reduction_dimension} is out of bounds for an "
                          f"operand of rank {ndim}")
     dim = reduction_dimension % ndim
-    if not 0 <= k <= operand_aval.shape[dim]:
+    if k < 0 or k > operand_aval.shape[dim]:  # (JAX's comparison, for a symbolic size too)
         raise ValueError(f"k must be between 0 and the size of the reduction dimension "
                          f"{operand_aval.shape[dim]}, got k={k}")
     return dim
@@ -67,6 +68,11 @@ def _approx_output_size(size, rank, k, recall_target, size_override, aggregate_t
     returns sorted."""
     if aggregate_to_topk:
         return k
+    if is_symbolic_shape((size, k)):
+        raise NotImplementedError(
+            f"approx_top_k with aggregate_to_topk=False not yet implemented when k ({k}) or "
+            f"the reduction dimension's size ({size}) is symbolic: XLA's output size is "
+            "computed from known sizes.")
     from jaxlib import _jax
     return _jax.approx_top_k_reduction_output_size(size, rank, k, recall_target, False,
                                                    size_override)[0]
@@ -128,8 +134,10 @@ batching.primitive_batchers[approx_top_k_p] = _approx_top_k_batch
 
 def _approx_k(operand, k, reduction_dimension, recall_target, reduction_input_size_override,
               aggregate_to_topk, is_max_k):
+    # an int, or symbolic (the size of another argument's axis)
+    k = k if type(k) is DimExpr else operator.index(k)
     return list(approx_top_k_p.bind(
-        operand, k=operator.index(k), reduction_dimension=operator.index(reduction_dimension),
+        operand, k=k, reduction_dimension=operator.index(reduction_dimension),
         recall_target=float(recall_target), is_max_k=is_max_k,
         reduction_input_size_override=operator.index(reduction_input_size_override),
         aggregate_to_topk=bool(aggregate_to_topk)))

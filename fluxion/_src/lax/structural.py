@@ -305,7 +305,7 @@ def slice_in_dim(operand, start_index: int | None, limit_index: int | None, stri
     start = start + size if start < 0 else start
     limit = limit + size if limit < 0 else limit
     starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
-    starts[axis], limits[axis], strides[axis] = start, limit, operator.index(stride)
+    starts[axis], limits[axis], strides[axis] = start, limit, _dim_index(stride)
     return slice(operand, starts, limits, strides)
 
 
@@ -956,6 +956,8 @@ def _wrap_negative_index(index, size: int, allow_negative: bool):
     if value < 0 and not allow_negative:
         raise ValueError(f"Index {value} is out of bounds for dimension {size} if "
                          f"allow_negative_indices=False")
+    if value < 0 and type(size) is shape_poly.DimExpr:  # counts from a symbolic end: traced
+        return lax.add(np.asarray(value, dtype), shape_poly.size_value(size, dtype))
     return np.asarray(value + size if value < 0 else value, dtype)
 
 

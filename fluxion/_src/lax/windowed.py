@@ -16,7 +16,7 @@ import numpy as np
 from fluxion._src import ad, batching, core, dtypes, staging
 from fluxion._src.config import config
 from fluxion._src.compiler.hlo import dense_i64, function_text, i64_array
-from fluxion._src.export.shape_poly import is_symbolic_shape
+from fluxion._src.export.shape_poly import DimExpr, is_symbolic_shape
 from fluxion._src.compiler.lowering import register_lowering
 from fluxion._src.core import ClosedJaxpr, ShapedArray
 from fluxion._src.custom_derivatives import custom_jvp
@@ -326,10 +326,11 @@ _MONOID_WINDOW_REDUCTIONS = {"add": reduce_window_sum_p, "max": reduce_window_ma
 
 
 def _int_tuple(opname: str, what: str, values, default_len: int | None = None) -> tuple:
+    """Integers, or symbolic dimensions (a window as long as a symbolic axis, as in JAX)."""
     if values is None:
         return (1,) * default_len
     try:
-        return tuple(operator.index(v) for v in values)
+        return tuple(v if isinstance(v, DimExpr) else operator.index(v) for v in values)
     except TypeError:
         raise TypeError(f"{opname} {what} must be a sequence of integers, got {values!r}") from None
 
@@ -393,6 +394,11 @@ def _pad_edges(ctx, x, value, padding, interior=None):
     interior = [0] * len(low) if interior is None else interior
     shape = tuple(dilate_dim(n, i + 1) + lo + hi
                   for n, lo, hi, i in zip(x.shape, low, high, interior))
+    if is_symbolic_shape(tuple(low) + tuple(high)):  # padding that depends on symbolic sizes
+        return ctx.op1("stablehlo.dynamic_pad",
+                       [x, ctx.constant(value, x.dtype),
+                        *(ctx.shape_value(v) for v in (low, high, interior))],
+                       x.aval.update(shape=shape))
     return ctx.op1("stablehlo.pad", [x, ctx.constant(value, x.dtype)], x.aval.update(shape=shape),
                    {"edge_padding_low": i64_array(low), "edge_padding_high": i64_array(high),
                     "interior_padding": i64_array(interior)})
@@ -887,6 +893,8 @@ def _cumulative_jvp(name, combine):
     def rule(primals, tangents, *, axis, reverse):
         # The primitive's own check, before the scan's operations would fail on a bad axis.
         _check_cumulative_axis(name, core.get_aval(primals[0]).shape, axis)
+        from fluxion._src.lax.control_flow import check_constant_scan_size
+        check_constant_scan_size(core.get_aval(primals[0]).shape[axis])
         def scan(x):
             return [_directed_scan(combine, x, axis, reverse)]
         (out,), (out_tangent,) = ad.jvp_flat(scan, primals, tangents)

@@ -539,6 +539,8 @@ def _int_offset(k, rows: int, cols: int, error=TypeError, check_int32: bool = Tr
     for the caller) when `k` is not an integer. A Python int outside int32 is an OverflowError
     if `check_int32` (JAX's rule); static offsets past the matrix are clamped to its edges
     (the mask is the same; wrapping to int32 had moved the diagonal)."""
+    if type(k) is DimExpr:  # a symbolic offset (shape polymorphism), as a traced value
+        return util.convert(k.dimension_as_value(), dtypes.int32)
     if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
         if check_int32:
             util.check_python_int(k)
@@ -576,7 +578,8 @@ def _triangle(name, m, k, compare):
     if aval.ndim < 2:
         raise ValueError(f"{name} requires an array of at least two dimensions, got shape "
                          f"{aval.shape}")
-    k = util.static_int(k, f"'k' argument of jnp.{name}")
+    if type(k) is not DimExpr:
+        k = util.static_int(k, f"'k' argument of jnp.{name}")
     rows, cols = aval.shape[-2:]
     mask = _diagonal_mask(rows, cols, _int_offset(k, rows, cols), getattr(ufuncs, compare))
     mask = util.broadcast_to(mask, aval.shape)

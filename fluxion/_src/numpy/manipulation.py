@@ -705,7 +705,7 @@ def _pad_widths(pad_width, nd) -> list[tuple[int, int]]:
     return [(int(lo), int(hi)) for lo, hi in widths]
 
 
-def _symbolic_pad_widths(pad_width, nd) -> list:
+def _symbolic_pad_widths(pad_width, nd, name: str = "pad_width") -> list:
     """(before, after) per axis from widths among which are symbolic dimensions: one pair
     per axis, or one pair (or one width) for all axes."""
     def pair(p):
@@ -720,7 +720,7 @@ def _symbolic_pad_widths(pad_width, nd) -> list:
         pairs = [pair(p) for p in pad_width]
         pairs = pairs * nd if len(pairs) == 1 else pairs
     if len(pairs) != nd or builtins.any(len(p) != 2 for p in pairs):
-        raise ValueError(f"jnp.pad: pad_width {pad_width} does not give (before, after) for "
+        raise ValueError(f"jnp.pad: {name} {pad_width} does not give (before, after) for "
                          f"each of the {nd} axes")
     for p in pairs:
         for w in p:
@@ -779,13 +779,74 @@ def _pad_odd_reflection(a, axis, lo, hi, mode):
     return a
 
 
+def _pad_edge_symbolic(a, axis, lo, hi):
+    """Mode 'edge' where the axis or its widths are symbolic: each edge broadcast."""
+    return ls.concatenate([_along(_edge(a, axis, True), a, axis, lo), a,
+                           _along(_edge(a, axis, False), a, axis, hi)], axis)
+
+
+def _pad_wrap_symbolic(a, axis, lo, hi):
+    """Mode 'wrap' where the axis or its widths are symbolic: whole copies of the axis and
+    the remainders' slices, as JAX builds it (a remainder or a count of copies that the
+    dimensions do not decide raises InconclusiveDimensionOperation)."""
+    n = _shape(a)[axis]
+    copies_lo, rest_lo = divmod(lo, n)
+    copies_hi, rest_hi = divmod(hi, n)
+    parts = []
+    if rest_lo > 0:
+        parts.append(ls.slice_in_dim(a, n - rest_lo, n, 1, axis))
+    parts += [a] * operator.index(copies_lo + copies_hi + 1)
+    if rest_hi > 0:
+        parts.append(ls.slice_in_dim(a, 0, rest_hi, 1, axis))
+    return ls.concatenate(parts, axis)
+
+
+def _check_one_reflection(n, amount, offset, axis, first, mode):
+    """A symbolic axis (or width) reflects in one piece only: JAX's ValueError unless the
+    dimensions show that the axis is longer than 1 and holds the whole width."""
+    try:
+        decided = n > 1 and n - offset >= amount
+    except export_shape_poly.InconclusiveDimensionOperation:
+        decided = False
+    if not decided:
+        raise ValueError(
+            f"Shape polymorphism is supported for jnp.pad with 'reflect' or 'symmetric' "
+            f"padding mode only when it is possible to determine at lowering time that the "
+            f"axis size (= {n}) is larger than 1 and larger or equal than the padding length "
+            f"(= {amount}). Error while handling {'left' if first else 'right'} padding on "
+            f"axis {axis} (mode {mode!r}).")
+
+
+def _pad_reflection_symbolic(a, axis, lo, hi, mode, reflect_type):
+    """Modes 'reflect' and 'symmetric' where the axis or its widths are symbolic: one
+    mirrored slice per side (odd reflection: 2 * edge minus it)."""
+    n = _shape(a)[axis]
+    offset = 1 if mode == "reflect" else 0
+    for first, amount in ((True, lo), (False, hi)):
+        _check_one_reflection(n, amount, offset, axis, first, mode)
+        m = _shape(a)[axis]
+        start = offset if first else m - offset - amount
+        piece = ls.rev(ls.slice_in_dim(a, start, start + amount, 1, axis), (axis,))
+        if reflect_type == "odd":
+            piece = ufuncs.subtract(ufuncs.multiply(2, _edge(a, axis, first)), piece)
+        a = ls.concatenate([piece, a] if first else [a, piece], axis)
+    return a
+
+
 def _pad_by_index_map(a, widths, mode, reflect_type):
     for axis, (lo, hi) in enumerate(widths):
         if not lo and not hi:
             continue
         _check_axis_extendable(a, axis, lo, hi)
         n = _shape(a)[axis]
-        if reflect_type == "odd" and mode in ("reflect", "symmetric") and n > 1:
+        if export_shape_poly.is_symbolic_shape((n, lo, hi)):
+            if mode == "edge":
+                a = _pad_edge_symbolic(a, axis, lo, hi)
+            elif mode == "wrap":
+                a = _pad_wrap_symbolic(a, axis, lo, hi)
+            else:
+                a = _pad_reflection_symbolic(a, axis, lo, hi, mode, reflect_type)
+        elif reflect_type == "odd" and mode in ("reflect", "symmetric") and n > 1:
             a = _pad_odd_reflection(a, axis, lo, hi, mode)
         else:
             a = _take_static(a, np.pad(np.arange(n), (lo, hi), mode=mode), axis)
@@ -849,17 +910,28 @@ def _pad_linear_ramp(a, widths, end_values):
     return a
 
 
+def _stat_lengths(stat_length, nd):
+    """The statistic modes' (before, after) lengths per axis (None: the whole axis); they may
+    be symbolic dimensions, as in JAX."""
+    if stat_length is None:
+        return None
+    if builtins.any(type(v) is export_shape_poly.DimExpr
+                    for v in tree_util.tree_leaves(stat_length)):
+        return _symbolic_pad_widths(stat_length, nd, "stat_length")
+    lengths = _pad_pairs(stat_length, nd, "stat_length")
+    if not np.issubdtype(lengths.dtype, np.integer):
+        raise TypeError(f"jnp.pad: stat_length must be integers, got {stat_length}")
+    if np.any(lengths < 0):
+        raise ValueError("index can't contain negative values")
+    return [(int(lo), int(hi)) for lo, hi in lengths]
+
+
 def _pad_statistic(a, widths, stat_length, mode):
     from fluxion._src.numpy import reductions, statistics
     stat = {"maximum": reductions.max, "minimum": reductions.min, "mean": reductions.mean,
             "median": statistics.median}[mode]
     aval = _aval(a)
-    lengths = None if stat_length is None else _pad_pairs(stat_length, aval.ndim,
-                                                           "stat_length")
-    if lengths is not None and not np.issubdtype(lengths.dtype, np.integer):
-        raise TypeError(f"jnp.pad: stat_length must be integers, got {stat_length}")
-    if lengths is not None and np.any(lengths < 0):
-        raise ValueError("index can't contain negative values")
+    lengths = _stat_lengths(stat_length, aval.ndim)
     for axis, (lo, hi) in enumerate(widths):
         if lengths is not None and (lengths[axis][0] == 0 or lengths[axis][1] == 0):
             raise ValueError("stat_length of 0 yields no value for padding")
@@ -870,7 +942,7 @@ def _pad_statistic(a, widths, stat_length, mode):
         if lengths is None:
             before = after = stat(a, axis=axis, keepdims=True)
         else:
-            nb, na = min(int(lengths[axis][0]), n), min(int(lengths[axis][1]), n)
+            nb, na = min(lengths[axis][0], n), min(lengths[axis][1], n)
             before = stat(ls.slice_in_dim(a, 0, nb, 1, axis), axis=axis, keepdims=True)
             after = stat(ls.slice_in_dim(a, n - na, n, 1, axis), axis=axis, keepdims=True)
         if dtypes.is_integer(aval.dtype):  # the mean or median of integers, rounded
@@ -922,9 +994,6 @@ def pad(array, pad_width, mode="constant", **kwargs):
         raise ValueError(f"unsupported keyword arguments for mode '{mode}': {unexpected}")
     if mode in ("constant", "empty"):
         return _pad_constant(array, widths, kwargs.get("constant_values", 0))
-    if export_shape_poly.is_symbolic_shape([w for p in widths for w in p]):
-        raise NotImplementedError(f"jnp.pad: mode {mode!r} with symbolic pad widths is not "
-                                  "supported by fluxion (mode 'constant' is)")
     if _ndim(array) == 0:
         return array
     if mode == "linear_ramp":
