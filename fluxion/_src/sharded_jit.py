@@ -614,6 +614,12 @@ def _compile_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, 
     if plan is None:
         return False
     traced, mesh, in_sh, out_sh, mask = plan
+    from fluxion._src.state.discharge import has_state
+    if has_state(traced.jaxpr.jaxpr):  # (this path compiles the program as traced)
+        raise NotImplementedError(
+            "Refs in a jit partitioned by its arguments (global Arrays, or in_shardings / "
+            "out_shardings) are not supported yet; with host or single-device arguments the "
+            "same jit works, shard_map inside it included")
     exe = compile_sharded(traced.jaxpr, f"jit_{traced.name}", mesh, in_sh, out_sh, mask)
     return _CacheEntry(exe, traced.out_tree, traced, mask)
 

@@ -366,3 +366,19 @@ def test_serialized_executable_loads_on_another_device():
     assert out.device == jax.devices()[3]
     np.testing.assert_allclose(np.asarray(out), np.sin(x) * 3 + np.arange(6), rtol=1e-6)
     assert loaded(jax.device_put(x, jax.devices()[3])).device == jax.devices()[3]
+
+
+def test_refs_in_a_jit_partitioned_by_its_arguments_are_refused_clearly():
+    """(They reached the lowering undischarged: "No lowering rule for primitive 'get'".)"""
+    mesh = jax.make_mesh((8,), ("i",), axis_types=(jax.sharding.AxisType.Auto,))
+    x = jax.device_put(jnp.arange(8.0), NamedSharding(mesh, P("i")))
+    ref = jax.new_ref(jnp.zeros(8))
+
+    def step(r, v):
+        r[...] = r[...] + v
+        return v * 2
+    with pytest.raises(NotImplementedError, match="Refs in a jit partitioned by its arguments"):
+        jax.jit(step)(ref, x)
+    np.testing.assert_array_equal(np.asarray(jax.jit(step)(ref, jnp.arange(8.0))),
+                                  np.arange(8.0) * 2)
+    np.testing.assert_array_equal(np.asarray(ref[...]), np.arange(8.0))
