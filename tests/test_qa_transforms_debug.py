@@ -111,8 +111,9 @@ def test_shape_dtype_struct_update_and_as_jit_argument():
 def test_tracer_misuse_errors():
     with pytest.raises(fluxion.errors.ConcretizationTypeError, match="tolist"):
         fluxion.jit(lambda x: x.tolist())(fnp.ones(2))
-    with pytest.raises(TypeError, match="new shape passed to jnp.reshape"):  # not a NumPy error
-        fluxion.jit(lambda x, s: x.reshape(s))(fnp.ones(4), 4)
+    for lib, lnp in ((fluxion, fnp), (jax, jax.numpy)):  # JAX's TypeError, not a NumPy error
+        with pytest.raises(TypeError, match="Shapes must be 1D sequences of concrete values"):
+            lib.jit(lambda x, s: x.reshape(s))(lnp.ones(4), 4)
     assert fluxion.jit(lambda x: x.reshape([2, 2]))(fnp.ones(4)).shape == (2, 2)
     f = fluxion.custom_jvp(lambda x: x)
     f.defjvp(lambda p, t: (p[0], fnp.ones(3)))
