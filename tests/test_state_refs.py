@@ -595,3 +595,45 @@ def test_second_order_derivatives_through_refs():
     x = jnp.array([0.3, 0.5, 0.9])
     close(fluxion.hessian(g)(x), fluxion.hessian(pure)(x))
     close(fluxion.jacfwd(g)(x), fluxion.grad(pure)(x))
+
+
+def _outer_ref_writes(lib, lnp):
+    ref = lib.new_ref(lnp.int32(0))
+
+    def add_one(r, x):
+        lib.ref.addupdate(r, ..., 1)
+        return x
+
+    def set_five(x):
+        ref[...] = 5
+        return x
+    xs = lnp.arange(3)
+    return {
+        "closed_over": lambda: lib.vmap(lambda x: add_one(ref, x))(xs),
+        "argument_in_axes_none": lambda: lib.vmap(add_one, in_axes=(None, 0))(ref, xs),
+        "jit_of_vmap": lambda: lib.jit(lib.vmap(lambda x: add_one(ref, x)))(xs),
+        "vmap_of_jit": lambda: lib.vmap(lib.jit(lambda x: add_one(ref, x)))(xs),
+        "set": lambda: lib.vmap(set_five)(xs),
+    }, ref
+
+
+@pytest.mark.parametrize("case", ["closed_over", "argument_in_axes_none", "jit_of_vmap",
+                                  "vmap_of_jit", "set"])
+def test_vmap_refuses_writes_to_refs_from_outside_as_jax(case):
+    """A write to an unbatched Ref inside vmap would happen once where the vmapped function
+    writes once per member: JAX raises, even for an unbatched value (fluxion wrote once)."""
+    for lib, lnp in ((jax, jjnp), (fluxion, jnp)):
+        programs, ref = _outer_ref_writes(lib, lnp)
+        with pytest.raises(Exception, match="on an unbatched array reference"):
+            programs[case]()
+        assert int(ref[...]) == 0  # refused while tracing: nothing written
+
+
+def test_vmap_still_writes_refs_made_inside_and_reads_outer_refs():
+    ref = fluxion.new_ref(jnp.int32(7))
+
+    def f(x):
+        inner = fluxion.new_ref(jnp.int32(0))
+        fluxion.ref.addupdate(inner, ..., 1)
+        return inner[...] + x + ref[...]
+    np.testing.assert_array_equal(np.asarray(fluxion.vmap(f)(jnp.arange(3))), [8, 9, 10])

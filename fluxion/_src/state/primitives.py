@@ -336,6 +336,21 @@ batching.primitive_batchers[addupdate_p] = _addupdate_batch
 effects.declare_effects(addupdate_p, _state_effects)
 
 
+def _writes_refused_on_outer_refs(batch_rule, what):
+    """A write under vmap to a Ref from outside the vmapped function (not batched) is JAX's
+    error even when the value is not batched either: the vmapped function would write once
+    per member. (Refs made inside the function are batched, so writes to them run.)"""
+    def rule(trace, vals, dims, **params):
+        if dims[0] is batching.not_mapped:
+            raise _unbatched_ref_error(vals[0], what)
+        return batch_rule(vals, dims, **params)
+    return rule
+
+
+batching.trace_rules[swap_p] = _writes_refused_on_outer_refs(_swap_batch, "set/swap")
+batching.trace_rules[addupdate_p] = _writes_refused_on_outer_refs(_addupdate_batch, "addupdate")
+
+
 # ---------------------------------------------------------------------------------------------
 # freeze: the value of a Ref, which can no longer be used
 
