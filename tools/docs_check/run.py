@@ -26,7 +26,7 @@ from rewrite import rewrite  # noqa: E402
 
 TAG = "jax-v0.10.2"
 CELL_START = re.compile(r"^```\{code-cell\}")
-FENCE_START = re.compile(r"^```(python|py|ipython3?)\s*$")
+FENCE_START = re.compile(r"^\s*```(python|py|ipython3?)\s*$")  # (also indented in a list)
 
 # Executes the cells of one page and writes each cell's outcome as JSON.
 DRIVER = r'''
@@ -83,28 +83,39 @@ def _strip_magics(source: str) -> str:
     return "\n".join(lines)
 
 
+def _without_prompts(lines: list) -> list:
+    """A doctest-style example (`>>> ` and `... ` prompts, then the expected output) as the
+    code alone; other code as it is."""
+    if not any(line.startswith(">>>") for line in lines):
+        return lines
+    return [line[4:] for line in lines if line.startswith((">>> ", "... "))]
+
+
 def extract_cells(text: str) -> list:
     """The page's code cells in order (MyST code cells, else python fences)."""
     lines = text.splitlines()
     has_cells = any(CELL_START.match(line) for line in lines)
     start = CELL_START if has_cells else FENCE_START
-    cells, current, inside = [], [], False
+    cells, current, inside, indent = [], [], False, 0
     for line in lines:
         if not inside and start.match(line):
             inside, current = True, []
-        elif inside and line.startswith("```"):
+            indent = len(line) - len(line.lstrip())  # a fence in a list item is indented
+        elif inside and line.strip().startswith("```"):
             inside = False
-            body = current
+            body = [x[min(indent, len(x) - len(x.lstrip())):] for x in current]
             if body and body[0].startswith(":"):  # MyST option lines (`:tags: ...`)
                 body = [x for x in body if not x.startswith(":")]
             elif body and body[0].strip() == "---":  # a YAML options block
                 end = body.index("---", 1) if "---" in body[1:] else 0
                 body = body[end + 1:]
-            source = _strip_magics("\n".join(body)).strip()
+            source = _strip_magics("\n".join(_without_prompts(body))).strip()
             if source:
                 cells.append(source)
         elif inside:
             current.append(line)
+    if cells and not has_cells:  # fragments of prose pages assume the usual imports
+        cells.insert(0, "import jax\nimport jax.numpy as jnp\nimport numpy as np")
     return cells
 
 
