@@ -221,3 +221,18 @@ def test_artifact_runs_in_a_fresh_process(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "o.npy"), h(x), rtol=1e-5)
     np.testing.assert_allclose(np.load(tmp_path / "g.npy"),
                                fluxion.grad(lambda x: h(x).sum())(x), rtol=1e-5)
+
+
+def test_shardings_jax_as_jax_gives_them_for_a_one_device_artifact():
+    """`Exported.in_shardings_jax(mesh)` / `out_shardings_jax(mesh)` (JAX's export guide uses
+    them to lay arguments out): None for each unspecified sharding, as JAX returns."""
+    import jax
+    from jax import export as jax_export
+    from fluxion import export
+    results = []
+    for lib, exp_mod in ((jax, jax_export), (fluxion, export)):
+        exp = exp_mod.export(lib.jit(lambda x, y: (x * 2, y)))(
+            lib.ShapeDtypeStruct((4,), np.float32), lib.ShapeDtypeStruct((), np.int32))
+        mesh = lib.sharding.Mesh(np.array(lib.devices()[:1]), ("a",))
+        results.append((exp.in_shardings_jax(mesh), exp.out_shardings_jax(mesh)))
+    assert results[0] == results[1] == ((None, None), (None, None))

@@ -117,6 +117,21 @@ class Exported:
         from fluxion._src.config import config
         return backend.module_asm(module, config.include_debug_info_in_dumps)
 
+    def in_shardings_jax(self, mesh) -> tuple:
+        """The inputs' shardings over `mesh` (a Mesh or AbstractMesh), for `jit` or
+        `device_put`: one NamedSharding per input from `in_shardings_hlo`, None where the
+        sharding is unspecified (as always in fluxion's artifacts, which run on one device)."""
+        return self._shardings_jax(mesh, self.in_shardings_hlo, self.in_avals)
+
+    def out_shardings_jax(self, mesh) -> tuple:
+        """The outputs' shardings over `mesh`, as `in_shardings_jax` gives the inputs'."""
+        return self._shardings_jax(mesh, self.out_shardings_hlo, self.out_avals)
+
+    def _shardings_jax(self, mesh, hlo_shardings, avals) -> tuple:
+        from fluxion._src.sharding_impls import named_from_hlo
+        return tuple(None if hs is None else named_from_hlo(mesh, hs, len(aval.shape))
+                     for hs, aval in zip(hlo_shardings, avals))
+
     def has_vjp(self) -> bool:
         return self._get_vjp is not None
 
