@@ -43,6 +43,13 @@ def test_reshape_with_minus_one_by_a_symbolic_polynomial(spec):
     np.testing.assert_array_equal(fluxion.jit(exp.call)(x), x.reshape(-1, x.shape[1]))
 
 
+def _export_on_both(f, spec, dtype=np.float32, constraints=()):
+    """(fluxion's Exported, JAX's) of `f(library)` for one argument of symbolic shape `spec`."""
+    return tuple(lib_export.export(f(lib))(lib.ShapeDtypeStruct(
+        lib_export.symbolic_shape(spec, constraints=list(constraints)), dtype))
+        for lib, lib_export in ((fluxion, export), (jax, jax.export)))
+
+
 def test_constraint_on_a_variable_no_argument_has():
     # It surfaced as an internal KeyError "Dimension variable 'm1' has no value".
     def message(lib):
@@ -80,10 +87,7 @@ def test_slice_with_a_symbolic_step(i):
     # x[::b] raised "Symbolic dimension 'b' used in a context that requires a constant".
     def f(lib):
         return lib.jit(lambda x: x[slice(*SLICES[i](x.shape[1]))])
-    exp = export.export(f(fluxion))(
-        fluxion.ShapeDtypeStruct(export.symbolic_shape("c, b"), np.float32))
-    want = jax.export.export(f(jax))(
-        jax.ShapeDtypeStruct(jax.export.symbolic_shape("c, b"), np.float32))
+    exp, want = _export_on_both(f, "c, b")
     assert exp.out_avals[0].shape[1] == exp.in_avals[0].shape[1]
     assert len(exp.out_avals[0].shape) == len(want.out_avals[0].shape)
     for shape in [(16, 8), (5, 3), (2, 7)]:
@@ -142,10 +146,7 @@ def test_arange_with_symbolic_bounds(name):
     # Only arange(b) was symbolic; arange(b, 5*b + 2, 2) raised "Cannot determine dtype".
     def f(lib):
         return lib.jit(lambda x: ARANGES[name](lib.numpy, x.shape[0]))
-    exp = export.export(f(fluxion))(
-        fluxion.ShapeDtypeStruct(export.symbolic_shape("b"), np.float32))
-    want = jax.export.export(f(jax))(
-        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b"), np.float32))
+    exp, want = _export_on_both(f, "b")
     if "max" not in str(want.out_avals[0]):  # max's arguments print in another order here
         assert str(exp.out_avals[0]) == str(want.out_avals[0])
     for n in (1, 3, 6):
@@ -227,10 +228,7 @@ def test_lax_static_index_helpers_take_symbolic_dimensions(name):
     # size as - floordiv(- b, 2), which its abstract evaluation (floordiv(b - 1, 2) + 1) is not.
     def f(lib):
         return lib.jit(lambda x: STATIC_INDEX_OPS[name](lib, x))
-    exp = export.export(f(fluxion))(
-        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 4"), np.float32))
-    want = jax.export.export(f(jax))(
-        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), np.float32))
+    exp, want = _export_on_both(f, "b, 4")
     assert str(exp.out_avals[0]) == str(want.out_avals[0])
     for n in (1, 4, 5):
         x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
@@ -284,10 +282,7 @@ def test_array_of_a_symbolic_shape():
     def f(lib):
         jnp_ = lib.numpy
         return lib.jit(lambda x: (jnp_.array(x.shape), jnp_.array([x.shape[0], 2.5])))
-    exp = export.export(f(fluxion))(
-        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 4"), np.int32))
-    want = jax.export.export(f(jax))(
-        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), np.int32))
+    exp, want = _export_on_both(f, "b, 4", np.int32)
     assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
     x = np.zeros((3, 4), np.int32)
     for got in (exp.call(x), fluxion.jit(exp.call)(x)):
@@ -309,10 +304,7 @@ def test_repeat_a_symbolic_number_of_times(axis):
     # repeats=x.shape[0] was refused ("repeats must be integers, got dtype object").
     def f(lib):
         return lib.jit(lambda x: lib.numpy.repeat(x, repeats=x.shape[0], axis=axis))
-    exp = export.export(f(fluxion))(
-        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 2"), np.float32))
-    want = jax.export.export(f(jax))(
-        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 2"), np.float32))
+    exp, want = _export_on_both(f, "b, 2")
     assert str(exp.out_avals[0]) == str(want.out_avals[0])
     for n in (1, 3):
         x = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
@@ -341,10 +333,7 @@ def test_split_of_a_symbolic_axis(name):
 
     def f(lib):
         return lib.jit(lambda a: fn(lib.numpy, a))
-    exp = export.export(f(fluxion))(
-        fluxion.ShapeDtypeStruct(export.symbolic_shape(spec), np.float32))
-    want = jax.export.export(f(jax))(
-        jax.ShapeDtypeStruct(jax.export.symbolic_shape(spec), np.float32))
+    exp, want = _export_on_both(f, spec)
     assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
     a = np.arange(16, dtype=np.float32)
     for got in (exp.call(a), fluxion.jit(exp.call)(a)):
@@ -365,10 +354,7 @@ def test_pad_by_symbolic_widths():
         return lib.jit(lambda x: (
             lib.numpy.pad(x, [[x.shape[0], 0], [x.shape[1], 1]], constant_values=7.0),
             lib.lax.pad(x, np.float32(0), ((x.shape[0], 1, 0), (0, 0, 1)))))
-    exp = export.export(f(fluxion))(
-        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 5"), np.float32))
-    want = jax.export.export(f(jax))(
-        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 5"), np.float32))
+    exp, want = _export_on_both(f, "b, 5")
     assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
     for n in (1, 3):
         x = np.arange(5 * n, dtype=np.float32).reshape(n, 5)
@@ -430,10 +416,7 @@ def test_sizes_given_by_a_symbolic_dimension(name):
     def f(lib):
         return lib.jit(lambda x: SIZED_BY_A_DIMENSION[name](lib, x))
     spec = "a, b"
-    exp = export.export(f(fluxion))(fluxion.ShapeDtypeStruct(
-        export.symbolic_shape(spec, constraints=["b >= 2"]), np.float32))
-    want = jax.export.export(f(jax))(jax.ShapeDtypeStruct(
-        jax.export.symbolic_shape(spec, constraints=["b >= 2"]), np.float32))
+    exp, want = _export_on_both(f, spec, constraints=["b >= 2"])
     got_avals = [str(a) for a in exp.out_avals]
     assert got_avals == [str(a) for a in want.out_avals]
     x = np.random.RandomState(0).rand(3, 6).astype(np.float32) * 10
@@ -479,10 +462,7 @@ def test_int_index_into_a_symbolic_axis_is_clamped_as_jax(index):
     # a[1] of an a[b] asked whether 1 < b ("inconclusive"); JAX reads it clamped.
     def f(lib):
         return lib.jit(lambda a: a[index])
-    exp = export.export(f(fluxion))(
-        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 4"), np.float32))
-    want = jax.export.export(f(jax))(
-        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), np.float32))
+    exp, want = _export_on_both(f, "b, 4")
     for n in (1, 2, 5):
         x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
         np.testing.assert_array_equal(exp.call(x), want.call(x))
@@ -508,10 +488,7 @@ def test_negative_constant_start_on_a_symbolic_axis_as_in_jax(name):
             "slice": lambda x: lib.lax.dynamic_slice(x, (-1, 1), (x.shape[0] - 1, 2)),
             "update": lambda x: lib.lax.dynamic_update_slice(x, x[:1, :2] * 0 + 9, (-1, -2)),
             "index": lambda x: lib.lax.dynamic_index_in_dim(x, -1, 0, keepdims=False)}[name])
-    exp = export.export(f(fluxion))(
-        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 4"), np.float32))
-    want = jax.export.export(f(jax))(
-        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), np.float32))
+    exp, want = _export_on_both(f, "b, 4")
     assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
     for n in (3, 5):
         x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
@@ -531,10 +508,7 @@ def test_symbolic_diagonal_offset_as_in_jax(name):
                                       dtype=np.float32),
             "eye": lambda x: jnp_.eye(x.shape[0], x.shape[1], k=x.shape[1] - 2,
                                       dtype=np.float32)}[name])
-    exp = export.export(f(fluxion))(
-        fluxion.ShapeDtypeStruct(export.symbolic_shape("m, n"), np.float32))
-    want = jax.export.export(f(jax))(
-        jax.ShapeDtypeStruct(jax.export.symbolic_shape("m, n"), np.float32))
+    exp, want = _export_on_both(f, "m, n")
     assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
     for shape in ((3, 4), (5, 2)):
         x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) + 1
@@ -550,10 +524,7 @@ def test_slice_by_a_symbolic_stride_as_in_jax(grad):
         if grad:
             return lib.jit(lib.grad(lambda y: (sliced(y) ** 2).sum()))
         return lib.jit(sliced)
-    exp = export.export(f(fluxion))(
-        fluxion.ShapeDtypeStruct(export.symbolic_shape("b, 4"), np.float32))
-    want = jax.export.export(f(jax))(
-        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), np.float32))
+    exp, want = _export_on_both(f, "b, 4")
     assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
     for n in (13, 4, 2):
         x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
@@ -571,10 +542,7 @@ def test_powers_of_a_dimension_as_in_jax():
             b ** 1.5
     def f(lib):
         return lib.jit(lambda x: (x.shape[0] ** x.shape[0], 2 ** x.shape[0], x.shape[0] ** 0))
-    exp = export.export(f(fluxion))(
-        fluxion.ShapeDtypeStruct(export.symbolic_shape("b"), np.float32))
-    want = jax.export.export(f(jax))(
-        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b"), np.float32))
+    exp, want = _export_on_both(f, "b")
     assert [str(a) for a in exp.out_avals] == [str(a) for a in want.out_avals]
     x = np.ones(3, np.float32)
     assert [int(v) for v in exp.call(x)] == [int(v) for v in want.call(x)] == [27, 8, 1]
