@@ -189,12 +189,8 @@ def canonical_out_sharding(out_sharding):
     if isinstance(out_sharding, NamedSharding) and out_sharding.is_abstract:
         if out_sharding.mesh.empty:
             return None
-        from fluxion._src.mesh import get_mesh
-        mesh = get_mesh()
-        if mesh is None or mesh.abstract_mesh != out_sharding.mesh:
-            raise ValueError(f"out_sharding {out_sharding!r} is over an AbstractMesh that is not "
-                             f"the current mesh's ({mesh}); set the mesh with `fluxion.set_mesh`")
-        return NamedSharding(mesh, out_sharding.spec)
+        # the context mesh stands for it, as wherever a layout is needed
+        return sharding_impls.canonicalize(out_sharding, "out_sharding")
     if isinstance(out_sharding, PartitionSpec):
         from fluxion._src.mesh import get_mesh
         mesh = get_mesh()
