@@ -502,10 +502,8 @@ def compile_and_load(client, text: str, devices, options, what: str):
     check_host_callback_calls(text, len(host_callbacks or ()), what)
     ensure_kernels_for(text)
     try:
-        if host_callbacks:  # each device (replica or partition) calls them on its own data
-            from fluxion._src.callbacks import SynchronousExecutable
-            return SynchronousExecutable(client.compile_and_load(
-                parse_module(text), devices, options, host_callbacks=list(host_callbacks)))
+        if host_callbacks:
+            return _compile_with_callbacks(client, text, devices, options, host_callbacks)
         return client.compile_and_load(text.encode(), devices, options)
     except jax_ext.JaxRuntimeError as e:
         raise jax_ext.JaxRuntimeError(f"XLA failed to compile {what}: {e}\n--- module ---\n"
@@ -539,7 +537,8 @@ def _compile(backend, text, device, name, host_callbacks):
     cached = False  # loaded from the persistent compilation cache
     try:
         if host_callbacks:
-            loaded = _compile_with_callbacks(backend, text, device, options, host_callbacks)
+            loaded = _compile_with_callbacks(backend.client, text, xla_client.DeviceList(
+                (device,)), options, host_callbacks)
         else:
             from fluxion._src.compiler import compilation_cache
             devices = xla_client.DeviceList((device,))
@@ -553,15 +552,13 @@ def _compile(backend, text, device, name, host_callbacks):
     return loaded
 
 
-def _compile_with_callbacks(backend, text, device, options, host_callbacks):
+def _compile_with_callbacks(client, text, devices, options, host_callbacks):
     """Compile a module whose custom calls call Python: jaxlib takes the callables only with
-    a parsed module. The executable waits for its callbacks on every run."""
-    xla_client, _ = _jaxlib()
+    a parsed module. The executable waits for its callbacks on every run; each device (replica
+    or partition) of a multi-device program calls them on its own data."""
     from fluxion._src.callbacks import SynchronousExecutable
-    loaded = backend.client.compile_and_load(
-        parse_module(text), xla_client.DeviceList((device,)), options,
-        host_callbacks=list(host_callbacks))
-    return SynchronousExecutable(loaded)
+    return SynchronousExecutable(client.compile_and_load(
+        parse_module(text), devices, options, host_callbacks=list(host_callbacks)))
 
 
 _mlir_context = None
