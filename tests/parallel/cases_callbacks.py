@@ -183,3 +183,20 @@ def test_ordered_io_callback_in_pmap_runs_as_in_jax():
     (ours, our_calls), (theirs, their_calls) = _run_both(program)
     np.testing.assert_array_equal(ours, theirs)
     assert our_calls == their_calls == [float(i) for i in range(8)]
+
+
+@pytest.mark.parametrize("where", ["partial_auto", "one_device_mesh"])
+def test_unsupported_callback_placements_are_clear_errors(where):
+    P = fluxion.sharding.PartitionSpec
+    if where == "partial_auto":
+        mesh = _auto_mesh(fluxion, (4, 2), ("i", "j"))
+        f = fluxion.shard_map(lambda b: (fluxion.debug.print("{}", b), b)[1], mesh=mesh,
+                              in_specs=P("i"), out_specs=P("i"), axis_names={"i"})
+        match = "leaves some mesh axes automatic"
+    else:
+        mesh = fluxion.sharding.Mesh(np.array(fluxion.devices()[:1]), ("i",))
+        f = fluxion.shard_map(lambda b: (fluxion.debug.print("{}", b), b)[1], mesh=mesh,
+                              in_specs=P("i"), out_specs=P("i"))
+        match = "mesh of one device"
+    with pytest.raises(NotImplementedError, match=match):
+        fluxion.jit(f)(fnp.arange(8.0))
