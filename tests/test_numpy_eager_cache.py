@@ -81,6 +81,19 @@ def test_static_arguments_and_types_select_executables():
     assert len(reductions.mean.eager_cache) == 3
 
 
+def test_static_arguments_count_with_their_types():
+    """`0`, `0.0` and `False` are equal dict keys: the cache must not let `axis=0.0` reuse the
+    program of `axis=0` (JAX refuses a float axis)."""
+    x = jnp.asarray(X)
+    for call in (lambda ax: jnp.sum(x, ax), lambda ax: jnp.sum(x, axis=ax),
+                 lambda ax: jnp.sum(x, axis=(ax,)), lambda ax: jnp.cumsum(x, axis=ax)):
+        call(0), call(0)
+        with pytest.raises(TypeError):
+            call(0.0)
+        with pytest.raises(TypeError):
+            jjnp.sum(jjnp.asarray(X), 0.0)
+
+
 def test_unhashable_static_argument_runs_op_by_op():
     got = jnp.sum(jnp.asarray(X), axis=[0, 1])
     np.testing.assert_allclose(got, X.sum(), rtol=1e-5)
@@ -161,6 +174,24 @@ with pytest.raises(RuntimeError, match=r"deleted with shape=f32\[3,4\]"):
     gone.sum()
 np.testing.assert_allclose(jnp.dot(a, b), [14.0, 38.0, 62.0])
 np.testing.assert_allclose(jnp.sum(a, 0), [12.0, 15.0, 18.0, 21.0])  # not the one-arg entry
+
+# A static second argument or static keywords run directly too, keyed with their types.
+for _ in range(2):
+    np.testing.assert_allclose(jnp.sum(a, 1), [6.0, 22.0, 38.0])
+    np.testing.assert_allclose(a.max(axis=0), [8.0, 9.0, 10.0, 11.0])
+    np.testing.assert_allclose(jnp.mean(a, axis=1, keepdims=True), [[1.5], [5.5], [9.5]])
+assert (jnp.sum.__wrapped__, a.aval, fluxion.config.trace_key, 1, int, 1) in eager._direct
+assert any(k[0] is jnp.max.__wrapped__ and "axis" in k for k in eager._direct)
+assert any(k[0] is jnp.mean.__wrapped__ and ("axis", "keepdims") in k for k in eager._direct)
+for bad in ([jnp.sum, (a, 1.0), {}], [jnp.max, (a,), {"axis": 0.0}]):
+    with pytest.raises(TypeError, match="float"):
+        bad[0](*bad[1], **bad[2])
+gone2 = jnp.arange(12.0).reshape(3, 4)
+gone2.delete()
+with pytest.raises(RuntimeError, match=r"deleted with shape=f32\[3,4\]"):
+    jnp.sum(gone2, 1)
+with pytest.raises(RuntimeError, match=r"deleted with shape=f32\[3,4\]"):
+    gone2.max(axis=0)
 
 # debug_nans and disable_jit empty the direct cache, and nothing enters it meanwhile.
 zero = jnp.zeros(5)

@@ -105,12 +105,21 @@ def eager_compiled(static_argnames=()):
         # ufuncs); other calls with one or two positional Arrays and no keywords may run
         # directly at the top of the wrapper (see `_direct`).
         one_array = len(params) == 1 and params[0].kind is params[0].POSITIONAL_ONLY
+        second_static = 1 in static_positions  # `sum(x, 0)` may run directly too
         trace_state, eval_trace = core._trace_state, core.eval_trace
 
         @functools.wraps(fun)
         def wrapper(*args, **kwargs):
-            if trace_state.trace is eval_trace and not kwargs:
+            if trace_state.trace is eval_trace:
                 nargs, direct = len(args), None
+                if kwargs:  # static keywords (`sum(x, axis=0)`): one lookup, or none
+                    nargs = -1
+                    if len(args) == 1 and type(args[0]) is Array:
+                        a, = args
+                        key = _keyword_direct_key(fun, a.aval, kwargs)
+                        if key is not None:
+                            direct = _direct.get(key)
+                            bufs = [a._buf]
                 if nargs == 1:
                     a, = args
                     if type(a) is Array:
@@ -118,9 +127,15 @@ def eager_compiled(static_argnames=()):
                         bufs = [a._buf]
                 elif nargs == 2:
                     a, b = args
-                    if type(a) is Array and type(b) is Array:
-                        direct = _direct.get((fun, a.aval, b.aval, config.trace_key))
-                        bufs = [a._buf, b._buf]
+                    if type(a) is Array:
+                        if type(b) is Array:
+                            direct = _direct.get((fun, a.aval, b.aval, config.trace_key))
+                            bufs = [a._buf, b._buf]
+                        elif second_static:  # `sum(x, 0)`
+                            key = _static_second_key(fun, a.aval, b)
+                            if key is not None:
+                                direct = _direct.get(key)
+                                bufs = [a._buf]
                 if direct is not None:
                     execute, handlers, out_aval = direct
                     try:
@@ -178,9 +193,19 @@ def eager_compiled(static_argnames=()):
                     _bounded_insert(fast_by_key[config.trace_key], fast_key,
                                     entry.array_call if all_arrays else entry)
                     # (fast_key is set: no argument up to here is static)
-                    if all_arrays and not kwargs and entry.direct is not None and 0 < nargs <= 2:
-                        _direct_insert((fun, *(x.aval for x in args), config.trace_key),
-                                       entry.direct)
+                    if all_arrays and entry.direct is not None:
+                        if not kwargs and 0 < nargs <= 2:
+                            _direct_insert((fun, *(x.aval for x in args), config.trace_key),
+                                           entry.direct)
+                        elif kwargs and nargs == 1:
+                            key = _keyword_direct_key(fun, args[0].aval, kwargs)
+                            if key is not None:
+                                _direct_insert(key, entry.direct)
+                elif (second_static and nargs == 2 and not kwargs and entry.direct is not None
+                      and type(args[0]) is Array):
+                    key = _static_second_key(fun, args[0].aval, args[1])
+                    if key is not None:
+                        _direct_insert(key, entry.direct)
                 return entry(dynamic)
             except Exception as e:  # leaves with the user's line, not fluxion's frames
                 strip_internal_frames(e)
@@ -194,12 +219,56 @@ def eager_compiled(static_argnames=()):
 
         if one_array:
             wrapper = _one_array_fast_path(wrapper, fun, trace_state, eval_trace)
+        elif fast_arity > 2 and all(p.kind is p.POSITIONAL_ONLY or
+                                    p.kind is p.POSITIONAL_OR_KEYWORD for p in params[:2]):
+            wrapper = _two_array_fast_path(wrapper, fun, trace_state, eval_trace)
         wrapper.eager_cache = cache
         wrapper.clear_cache = clear_cache
         return wrapper
     return decorate
 
 
+
+# Executables of `run_compiled`: (function, static part, config.trace_key, argument types) -> _Entry
+_structured: dict = {}
+signature_caches.append(_structured)
+
+
+def run_compiled(fun, static, args: list):
+    """`fun(static, *args)` outside any transformation, as one cached executable per
+    (fun, static, argument types); None where it cannot run that way, and the caller then runs
+    its general path (which also explains any error).
+
+    This is the eager path of calls whose structure is not a plain signature: `x[idx]` and
+    `x.at[idx].set(v)` pass the static part of the index as `static` (hashable) and its
+    dynamic values in `args` (Arrays, Python scalars, NumPy arrays)."""
+    if (core._trace_state.trace is not core.eval_trace or config.disable_jit
+            or config.debug_nans or config.debug_infs or config.no_execution):
+        return None
+    key = [fun, static, config.trace_key]
+    for x in args:
+        k = _dynamic_key(x)
+        if k is _NOT_CACHEABLE:
+            return None
+        key.append(k)
+    key = tuple(key)
+    entry = _structured.get(key)
+    if entry is None:
+        with compile_lock:
+            entry = _structured.get(key)
+            if entry is None:
+                try:
+                    entry = _compile(fun, (static, *args), {}, _FIRST, frozenset())
+                except Exception:  # the general path raises its own, clearer error
+                    return None
+                _count_compiled()
+                if len(_structured) >= _MAX_DIRECT:
+                    _structured.clear()
+                _structured[key] = entry
+    return entry(args)
+
+
+_FIRST = frozenset({0})
 
 def compile_eagerly(namespace: dict, static_argnames: dict | None = None,
                     names=None, static_parameters=frozenset()) -> None:
@@ -250,6 +319,37 @@ def _one_array_fast_path(general, fun, trace_state, eval_trace):
     return one_array
 
 
+_UNSET = object()
+
+
+def _two_array_fast_path(general, fun, trace_state, eval_trace):
+    """`_one_array_fast_path` for functions whose first two parameters are positional (dot,
+    the binary ufuncs): two Arrays alone, whose program is cached, run it on their buffers.
+    A front of two positional-only parameters with defaults is the cheapest CPython call that
+    still takes any other call (it saves the argument tuple of a `*args` front)."""
+
+    @functools.wraps(general.__wrapped__)
+    def two_arrays(a=_UNSET, b=_UNSET, /, *rest, **kwargs):
+        if (type(a) is Array and type(b) is Array and not rest and not kwargs
+                and trace_state.trace is eval_trace):
+            direct = _direct.get((fun, a.aval, b.aval, config.trace_key))
+            if direct is not None:
+                execute, handlers, out_aval = direct
+                try:
+                    return Array(execute([a._buf, b._buf]).consume_with_handlers(handlers)[0],
+                                 out_aval)
+                except Exception:
+                    pass  # the general path runs it again and explains the failure
+        try:
+            if b is _UNSET:
+                return general(**kwargs) if a is _UNSET else general(a, **kwargs)
+            return general(a, b, *rest, **kwargs)
+        except Exception as e:  # leaves with the user's line, not fluxion's frames
+            strip_internal_frames(e)
+            raise
+    return two_arrays
+
+
 class _FastCaches(dict):
     """One fast-path cache per trace key, made on first use."""
 
@@ -262,6 +362,42 @@ class _MixedKey(tuple):
     """Fast-path key of positional Arrays and Python scalars (a scalar counts by its type:
     it is weakly typed, so its value does not select the executable) and static keyword
     arguments; its entry takes the positional arguments."""
+
+
+def _keyword_direct_key(fun, aval, kwargs):
+    """The `_direct` key of a call of one Array and static keyword arguments of scalar or
+    None values (`sum(x, axis=0)`), or None for other values. Each value counts with its type:
+    `axis=0.0` must not reuse the program of `axis=0` (it is an error)."""
+    if len(kwargs) == 1:  # the usual call: one tuple, no loop
+        for name, value in kwargs.items():
+            t = type(value)
+            return (fun, aval, config.trace_key, name, t, value) \
+                if t in _DIRECT_KEYWORD_TYPES else None
+    values = tuple(kwargs.values())
+    types = tuple(map(type, values))
+    for t in types:
+        if t not in _DIRECT_KEYWORD_TYPES:
+            return None
+    return (fun, aval, config.trace_key, tuple(kwargs), values, types)
+
+
+def _static_second_key(fun, aval, value):
+    """The `_direct` key of a call of one Array and a static second argument of scalar or None
+    value (`sum(x, 0)`), or None."""
+    t = type(value)
+    return (fun, aval, config.trace_key, 1, t, value) if t in _DIRECT_KEYWORD_TYPES else None
+
+
+_DIRECT_KEYWORD_TYPES = frozenset({bool, int, float, str, type(None)})
+
+
+def _typed(value):
+    """A static argument as a cache key: with its type (and its elements', in a tuple), as
+    `0`, `0.0` and `False` are equal keys but not equal arguments."""
+    t = type(value)
+    if t is tuple:
+        return (tuple, tuple(map(_typed, value)))
+    return (t, value)
 
 
 def _mixed_key(args, kwargs, static_names):
@@ -279,7 +415,7 @@ def _mixed_key(args, kwargs, static_names):
     for name, value in kwargs.items():
         if name not in static_names:
             return None
-        key.append((name, value))
+        key.append((name, _typed(value)))
     return _MixedKey(key)
 
 
@@ -319,7 +455,7 @@ def _signature(args, kwargs, static_positions, static_names):
     dynamic = []
     for i, x in enumerate(args):
         if i in static_positions:
-            key.append(("static", x))
+            key.append(("static", _typed(x)))
             continue
         if type(x) in (list, tuple):
             entries = tuple(map(_dynamic_key, x))
@@ -338,7 +474,7 @@ def _signature(args, kwargs, static_positions, static_names):
         dynamic.append(x)
     for name, x in kwargs.items():
         if name in static_names or x is None:
-            key.append((name, x))
+            key.append((name, _typed(x)))
             continue
         k = _dynamic_key(x)
         if k is _NOT_CACHEABLE:

@@ -13,18 +13,20 @@ import functools
 
 import math
 import operator
+import warnings
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 from fluxion._src.export import shape_poly
 from fluxion._src import core, dtypes
+from fluxion._src.config import config
 from fluxion._src.errors import NonConcreteBooleanIndexError
 from fluxion._src.array import Array
 from fluxion._src.lax import indexing as lax_indexing
 from fluxion._src.lax import lax, structural
 from fluxion._src.lax.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
-from fluxion._src.numpy import array_methods, ufuncs, util
+from fluxion._src.numpy import array_methods, eager, ufuncs, util
 
 __all__ = ["take", "take_along_axis"]
 
@@ -509,6 +511,69 @@ def _stack_components(components: list, batch_shape: tuple, dtype: np.dtype):
 
 
 # ---------------------------------------------------------------------------------------------
+# Eager calls: one cached executable per index structure
+
+_DYNAMIC = "dynamic"  # an index item passed to the executable as an argument
+_INT32_RANGE = range(-2**31, 2**31)
+
+
+def _eager_index(ndim: int, idx):
+    """(structure, dynamic values) of `idx` for an eager executable, or None for an index the
+    general path must see: its values decide the program (masks, lists, NumPy scalars) or it
+    is malformed.
+
+    Python ints are dynamic (indexing at another position runs the same executable, as in
+    JAX), and so are integer Arrays; slices, None and Ellipsis are static."""
+    items = idx if type(idx) is tuple else (idx,)
+    structure, dynamic, consumed = [], [], 0
+    for item in items:
+        t = type(item)
+        if t is int:
+            if item not in _INT32_RANGE:
+                return None
+            structure.append(_DYNAMIC)
+            dynamic.append(item)
+            consumed += 1
+        elif t is slice:
+            parts = (item.start, item.stop, item.step)
+            if any(p is not None and type(p) is not int for p in parts):
+                return None
+            structure.append(parts)
+            consumed += 1
+        elif item is None or item is Ellipsis:
+            structure.append(item)
+        elif t is Array and item.aval.dtype.kind in "iu":
+            structure.append(_DYNAMIC)
+            dynamic.append(item)
+            consumed += 1
+        else:
+            return None
+    if consumed > ndim:
+        return None
+    return tuple(structure), dynamic
+
+
+def _rebuilt_index(structure, dynamic) -> tuple:
+    values = iter(dynamic)
+    return tuple(next(values) if item is _DYNAMIC else
+                 slice(*item) if type(item) is tuple else item for item in structure)
+
+
+def _getitem_program(structure, arr, *dynamic):
+    return rewriting_take(arr, _rebuilt_index(structure, dynamic))
+
+
+def _update_program(spec, arr, values, *dynamic):
+    structure, scatter_fn, options = spec
+    return _scatter_update(arr, _rebuilt_index(structure, dynamic), values, scatter_fn,
+                           **dict(options))
+
+
+_getitem_program.__name__ = "getitem"
+_update_program.__name__ = "index_update"
+
+
+# ---------------------------------------------------------------------------------------------
 # Reads
 
 def rewriting_take(arr, idx, *, indices_are_sorted: bool = False, unique_indices: bool = False,
@@ -546,6 +611,9 @@ def _scatter_update(arr, idx, values, scatter_fn: Callable, *, indices_are_sorte
     aval = core.get_aval(arr)
     plan = _gather_plan(aval.shape, _parse_index(aval.shape, idx), wrap_negative_indices,
                         for_update=True)
+    if isinstance(values, (list, tuple)):
+        from fluxion._src.numpy.creation import asarray
+        values = asarray(values)
     if not (type(values) is int and dtypes.is_integer(aval.dtype)
             and dtypes.iinfo(aval.dtype).min <= values <= dtypes.iinfo(aval.dtype).max):
         values = util.as_array(values)  # other Python ints must fit the default int type
@@ -567,6 +635,34 @@ def _scatter_apply_fn(func: Callable) -> Callable:
         return lax_indexing.scatter_apply(arr, indices, func, dnums,
                                           update_shape=core.get_aval(updates).shape, **kwargs)
     return scatter_fn
+
+
+_safe_casts: dict = {}  # (trace_key, type of the values, target dtype) -> bool
+
+
+def _warn_if_unsafe_cast(values, arr) -> None:
+    """JAX's FutureWarning for update values its type promotion would not cast to `arr`'s
+    dtype (a float into an int array, an int into a bool one)."""
+    target = np.dtype(arr.dtype)
+    t = type(values)
+    kind = values.aval if t is Array else t if t in (bool, int, float, complex) else None
+    key = (config.trace_key, kind, target)
+    safe = _safe_casts.get(key) if kind is not None else None
+    if safe is None:
+        if not hasattr(values, "dtype") and kind is None:
+            values = np.asarray(values)  # a list: NumPy's dtype, as JAX reads it
+        source = dtypes.dtype(values, canonicalize=True)
+        safe = source == target or dtypes.result_type(values, target) == target
+        if kind is not None:
+            if len(_safe_casts) > 256:
+                _safe_casts.clear()
+            _safe_casts[key] = safe
+    if not safe:
+        warnings.warn(
+            "scatter inputs have incompatible types: cannot safely cast value from "
+            f"dtype={dtypes.dtype(values, canonicalize=True)} to dtype={target} with "
+            f"jax_numpy_dtype_promotion={config.numpy_dtype_promotion}. In future JAX "
+            "releases this will result in an error.", FutureWarning, stacklevel=4)
 
 
 class _IndexUpdateHelper:
@@ -615,6 +711,15 @@ class _IndexUpdateRef:
                               wrap_negative_indices=wrap_negative_indices)
 
     def _update(self, values, scatter_fn, kwargs):
+        _warn_if_unsafe_cast(values, self.array)
+        if type(self.array) is Array and (type(values) is not int or values in _INT32_RANGE):
+            index = _eager_index(self.array.aval.ndim, self.index)
+            if index is not None:
+                spec = (index[0], scatter_fn, tuple(sorted(kwargs.items())))
+                out = eager.run_compiled(_update_program, spec,
+                                         [self.array, values, *index[1]])
+                if out is not None:
+                    return out
         return _scatter_update(self.array, self.index, values, scatter_fn, **kwargs)
 
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
@@ -684,7 +789,8 @@ class _IndexUpdateRef:
               wrap_negative_indices=True):
         """`x` with the unary `func` applied at `idx` (once per occurrence of an index)."""
         zero = np.zeros((), core.get_aval(self.array).dtype)
-        return self._update(zero, _scatter_apply_fn(func), dict(
+        # (not `_update`: a new scatter function each call would compile each call)
+        return _scatter_update(self.array, self.index, zero, _scatter_apply_fn(func), **dict(
             indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
             wrap_negative_indices=wrap_negative_indices))
 
@@ -693,6 +799,12 @@ def _getitem(self, idx):
     aval = getattr(self, "aval", None)  # global Arrays have none
     if aval is not None and type(aval) is not core.ShapedArray:  # a traced Ref: its type says how to read it
         return aval._getitem(self, idx)
+    if type(self) is Array:
+        index = _eager_index(aval.ndim, idx)
+        if index is not None:
+            out = eager.run_compiled(_getitem_program, index[0], [self, *index[1]])
+            if out is not None:
+                return out
     return rewriting_take(self, idx)
 
 

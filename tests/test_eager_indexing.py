@@ -1,0 +1,201 @@
+"""Eager `x[idx]` and `x.at[idx].<op>(v)` run one cached executable per index structure
+(`indexing._eager_index`, `eager.run_compiled`). Checked against JAX (values, dtypes, weak
+types), against fluxion's general path (op by op, under disable_jit), and for what they
+compile: another integer position runs the same executable."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import fluxion
+import fluxion.numpy as fnp
+from fluxion._src.numpy import eager
+
+_X = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4) - 7.5
+_I = np.array([2, 0, -1, 1], np.int32)
+
+
+def _fx(index_fn, x):
+    """index_fn on fluxion values: Arrays where the oracle gets JAX arrays."""
+    return index_fn(fnp.asarray(x), fnp.asarray, fnp)
+
+
+def _jx(index_fn, x):
+    return index_fn(jnp.asarray(x), jnp.asarray, jnp)
+
+
+def _same(ours, theirs):
+    assert ours.dtype == theirs.dtype
+    assert ours.aval.weak_type == theirs.aval.weak_type
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+READS = {
+    "int": lambda x, A, m: x[1],
+    "negative_int": lambda x, A, m: x[-1],
+    "int_past_end": lambda x, A, m: x[7],  # clamped, as in JAX
+    "int_before_start": lambda x, A, m: x[-9],
+    "two_ints": lambda x, A, m: x[1, -2],
+    "three_ints": lambda x, A, m: x[0, 2, 3],
+    "slices": lambda x, A, m: x[:, 1:3, ::2],
+    "reversed": lambda x, A, m: x[::-1, ::-2],
+    "empty_slice": lambda x, A, m: x[:, 2:1],
+    "newaxis": lambda x, A, m: x[None],
+    "newaxis_inside": lambda x, A, m: x[:, None, 1],
+    "ellipsis_int": lambda x, A, m: x[..., 2],
+    "ellipsis_alone": lambda x, A, m: x[...],
+    "ellipsis_none": lambda x, A, m: x[..., None, 0],
+    "array": lambda x, A, m: x[A(_I[:2])],
+    "array_negative": lambda x, A, m: x[:, A(_I)],
+    "array_out_of_bounds": lambda x, A, m: x[:, A(np.array([5, -9], np.int32))],
+    "array_and_int_apart": lambda x, A, m: x[A(_I[:2]), :, 1],  # NumPy: advanced dims first
+    "array_and_int_adjacent": lambda x, A, m: x[:, A(_I), 1],
+    "arrays_broadcast": lambda x, A, m: x[A(np.array([[0], [1]], np.int32)), A(_I[:3])],
+    "uint8_array": lambda x, A, m: x[:, A(np.array([2, 1], np.uint8))],
+    "array_2d_last": lambda x, A, m: x[..., A(np.array([[3, 0], [1, 2]], np.int32))],
+    "tuple_of_one": lambda x, A, m: x[(1,)],
+    "empty_tuple": lambda x, A, m: x[()],
+}
+
+
+@pytest.mark.parametrize("name", sorted(READS))
+def test_reads_match_jax_and_the_general_path(name, x64_mode):
+    fn = READS[name]
+    ours = _fx(fn, _X)
+    _same(ours, _jx(fn, _X))
+    with fluxion.disable_jit():
+        _same(ours, _fx(fn, _X))
+
+
+UPDATES = {
+    "set_int": lambda x, A, m: x.at[1].set(5.0),
+    "set_negative_int": lambda x, A, m: x.at[-1, 0].set(A(np.arange(4, dtype=np.float32))),
+    "set_past_end_dropped": lambda x, A, m: x.at[9].set(1.0),
+    "add_array": lambda x, A, m: x.at[:, A(np.array([0, 0, 2], np.int32))].add(1.0),
+    "add_broadcast_values": lambda x, A, m: x.at[..., 1].add(A(np.ones(3, np.float32))),
+    "multiply_slice": lambda x, A, m: x.at[:, 1:].multiply(2),
+    "min": lambda x, A, m: x.at[0, :, 1].min(-100.0),
+    "max_array": lambda x, A, m: x.at[A(_I[:2]), 1].max(0.0),
+    "subtract_newaxis": lambda x, A, m: x.at[None, 1].subtract(1),
+    "set_numpy_values": lambda x, A, m: x.at[0, 0].set(np.array([1, 2, 3, 4], np.float32)),
+    "set_mode_clip": lambda x, A, m: x.at[9].set(3.0, mode="clip"),
+    "set_promise": lambda x, A, m: x.at[1].set(2.0, mode="promise_in_bounds",
+                                                unique_indices=True),
+    "get_fill": lambda x, A, m: x.at[A(np.array([0, 5], np.int32))].get(mode="fill",
+                                                                       fill_value=-1.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UPDATES))
+def test_updates_match_jax_and_the_general_path(name, x64_mode):
+    fn = UPDATES[name]
+    ours = _fx(fn, _X)
+    _same(ours, _jx(fn, _X))
+    with fluxion.disable_jit():
+        _same(ours, _fx(fn, _X))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.uint32, np.bool_, np.float16])
+@pytest.mark.parametrize("value", [200, -3, 3_000_000_000, 2.75, True])
+def test_update_values_convert_as_in_jax(dtype, value, x64_mode):
+    x = np.zeros(4, dtype)
+    try:
+        expected = jnp.asarray(x).at[1].set(value)
+    except Exception as e:
+        with pytest.raises(type(e)):
+            fnp.asarray(x).at[1].set(value)
+        return
+    _same(fnp.asarray(x).at[1].set(value), expected)
+
+
+def _compiled(fun):
+    return sum(1 for k in eager._structured if k[0] is fun)
+
+
+def test_another_int_position_runs_the_same_executable():
+    from fluxion._src.numpy import indexing
+    x = fnp.asarray(np.arange(50.0, dtype=np.float32).reshape(10, 5))
+    x[0], x.at[0].add(1.0)
+    reads, updates = _compiled(indexing._getitem_program), _compiled(indexing._update_program)
+    for i in range(-10, 10):
+        np.testing.assert_array_equal(np.asarray(x[i]), np.asarray(x)[i])
+        np.testing.assert_array_equal(np.asarray(x.at[i].add(1.0))[i], np.asarray(x)[i] + 1)
+    assert _compiled(indexing._getitem_program) == reads
+    assert _compiled(indexing._update_program) == updates
+
+
+def test_indices_the_general_path_serves():
+    x = fnp.asarray(_X)
+    mask = _X > 0
+    np.testing.assert_array_equal(np.asarray(x[fnp.asarray(mask)]), _X[mask])  # a bool mask
+    np.testing.assert_array_equal(np.asarray(x[mask]), _X[mask])
+    np.testing.assert_array_equal(np.asarray(x[np.int64(1)]), _X[1])
+    np.testing.assert_array_equal(np.asarray(x[np.array([1, 0])]), _X[[1, 0]])
+    np.testing.assert_array_equal(np.asarray(x[:, [2, 0]]), _X[:, [2, 0]])
+    np.testing.assert_array_equal(np.asarray(x[True]), _X[True])
+    np.testing.assert_array_equal(np.asarray(x.at[0, 0, 0].apply(lambda v: v * 10))[0, 0, 0],
+                                  _X[0, 0, 0] * 10)
+    with pytest.raises(IndexError, match="Too many indices"):
+        x[0, 0, 0, 0]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        x[..., ...]
+    with pytest.raises(TypeError, match="integer or boolean type"):
+        x[fnp.asarray([0.5])]
+    with pytest.raises(IndexError, match="out of bounds for axis 0 with size 0"):
+        fnp.zeros((0, 3))[0]
+
+
+def test_errors_point_at_the_callers_line():
+    x = fnp.asarray(_X)
+    with pytest.raises(ValueError) as info:
+        x.at[0].set(fnp.ones(5))  # values of the wrong shape
+    assert info.traceback[-1].path.name != "eager.py"
+    with pytest.raises(TypeError):
+        x.at[0].set("a")
+
+
+def test_deleted_array_is_a_clear_error():
+    x = fnp.asarray(_X)
+    x[1]  # compiled
+    x.delete()
+    with pytest.raises(RuntimeError, match="deleted"):
+        x[1]
+    with pytest.raises(RuntimeError, match="deleted"):
+        x.at[1].set(0.0)
+
+
+def test_under_transformations_the_index_is_traced():
+    x = fnp.asarray(_X)
+    jaxpr = fluxion.make_jaxpr(lambda y: y[1] + x[0])(x)
+    assert "getitem" not in str(jaxpr) and "pjit" not in str(jaxpr)
+    g = fluxion.grad(lambda y: y.at[1].multiply(3.0)[1, 0, 0] + y[0, 1, 2])(x)
+    expected = np.zeros_like(_X)
+    expected[1, 0, 0], expected[0, 1, 2] = 3.0, 1.0
+    np.testing.assert_array_equal(np.asarray(g), expected)
+    out = fluxion.vmap(lambda y, i: y[i])(x, fnp.asarray(np.array([2, 0], np.int32)))
+    np.testing.assert_array_equal(np.asarray(out), np.stack([_X[0, 2], _X[1, 0]]))
+
+
+_CASTS = [  # (array dtype, update values)
+    (np.int32, 2.5), (np.int32, 3), (np.bool_, 3), (np.bool_, True), (np.uint8, 200),
+    (np.float16, 2.5), (np.int32, np.float16(1)), (np.float32, np.complex64(1)),
+    (np.int16, np.int32(1)), (np.int32, [1.5]), (np.int32, (1, 2))]
+
+
+@pytest.mark.parametrize("dtype,values", _CASTS, ids=[f"{np.dtype(d)}-{v!r}" for d, v in _CASTS])
+def test_unsafe_update_casts_warn_as_in_jax(dtype, values, x64_mode):
+    import warnings
+
+    def updated(mod):
+        x = mod.zeros(3, dtype)
+        index = slice(None, len(values)) if isinstance(values, (list, tuple)) else 0
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = x.at[index].set(values if mod is fnp or not isinstance(values, tuple)
+                                  else list(values))
+        return out, [(str(w.message), w.filename) for w in caught
+                     if issubclass(w.category, FutureWarning)]
+    (ours, ours_warned), (theirs, theirs_warned) = updated(fnp), updated(jnp)
+    _same(ours, theirs)
+    assert [m for m, _ in ours_warned] == [m for m, _ in theirs_warned]
+    assert all(f == __file__ for _, f in ours_warned)  # the user's line
