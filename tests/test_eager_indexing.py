@@ -199,3 +199,22 @@ def test_unsafe_update_casts_warn_as_in_jax(dtype, values, x64_mode):
     _same(ours, theirs)
     assert [m for m, _ in ours_warned] == [m for m, _ in theirs_warned]
     assert all(f == __file__ for _, f in ours_warned)  # the user's line
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64])
+def test_numpy_index_arrays_match_jax(dtype, x64_mode):
+    x = np.arange(40.0, dtype=np.float32).reshape(8, 5)
+    for values in ([1, 0, 7], [3], [], [[1, 2], [0, 0]]):
+        index = np.array(values, dtype)
+        _same(fnp.asarray(x)[index], jnp.asarray(x)[index])
+        _same(fnp.asarray(x)[:, index % 5], jnp.asarray(x)[:, index % 5])
+        _same(fnp.asarray(x).at[index].add(1.0), jnp.asarray(x).at[index].add(1.0))
+    if dtype in (np.uint32, np.int64, np.uint64):  # values past int32 wrap into the index
+        big = np.array([2**31 + 3, 1], dtype)     # type first, as in JAX
+        _same(fnp.asarray(x)[big], jnp.asarray(x)[big])
+        _same(fnp.asarray(x).at[big].add(1.0), jnp.asarray(x).at[big].add(1.0))
+        with fluxion.disable_jit():
+            _same(fnp.asarray(x)[big], jnp.asarray(x)[big])
+    if np.dtype(dtype).kind == "i":
+        _same(fnp.asarray(x)[np.array([-1, -8, -20], dtype)],
+              jnp.asarray(x)[np.array([-1, -8, -20], dtype)])

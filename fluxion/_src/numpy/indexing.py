@@ -274,11 +274,14 @@ def _normalized_index(index, size: int, dtype: np.dtype, wrap_negative: bool):
     if not _is_traced_or_device(index) and type(size) is shape_poly.DimExpr:
         index = lax._convert_element_type(np.asarray(index).astype(dtype), dtype)
     if not _is_traced_or_device(index):
-        values = np.asarray(index).astype(np.int64)
-        if wrap_negative:
-            values = np.where(values < 0, values + size, values)
-        info = np.iinfo(dtype)
-        return np.clip(values, info.min, info.max).astype(dtype)
+        # As for traced indices (and in JAX): converted to `dtype` first, which wraps values
+        # past its range; then negative ones of a signed index count from the end.
+        values = np.asarray(index)
+        signed = values.dtype.kind != "u"
+        values = values.astype(dtype)
+        if wrap_negative and signed:
+            values = np.where(values < 0, values + np.asarray(size, dtype), values)
+        return values
     unsigned = np.dtype(index.dtype).kind == "u"
     index = lax.convert_element_type(index, dtype)
     if not wrap_negative or unsigned:
@@ -542,7 +545,8 @@ def _eager_index(ndim: int, idx):
             consumed += 1
         elif item is None or item is Ellipsis:
             structure.append(item)
-        elif t is Array and item.aval.dtype.kind in "iu":
+        elif (t is Array and item.aval.dtype.kind in "iu"
+              or t is np.ndarray and item.dtype.kind in "iu"):
             structure.append(_DYNAMIC)
             dynamic.append(item)
             consumed += 1
