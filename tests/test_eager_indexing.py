@@ -218,3 +218,38 @@ def test_numpy_index_arrays_match_jax(dtype, x64_mode):
     if np.dtype(dtype).kind == "i":
         _same(fnp.asarray(x)[np.array([-1, -8, -20], dtype)],
               jnp.asarray(x)[np.array([-1, -8, -20], dtype)])
+
+
+_STATIC_CHECKS = [((2,), -4), ((2,), 4), ((2, 3), np.index_exp[:, 4]),
+                  ((2, 3), np.index_exp[..., -4]), ((2, 3, 5), np.index_exp[3, :, 0]),
+                  ((2, 3, 5), np.index_exp[:5, :, 6]), ((2, 3, 5), np.index_exp[:, [1, 2], 6]),
+                  ((2, 3, 5), np.index_exp[np.arange(3), 6, None]), ((2, 3), (1, 2, 3)),
+                  ((2,), 1), ((2,), np.int64(5))]
+
+
+def _outcomes(lib, m, shape, idx):
+    arr = m.zeros(shape)
+    calls = (lambda: arr[idx], lambda: lib.jit(lambda x: x[idx])(arr),
+             lambda: arr.at[idx].get(), lambda: arr.at[idx].get(mode="clip"),
+             lambda: arr.at[idx].set(1.0))
+    out = []
+    for call in calls:
+        try:
+            out.append(np.asarray(call()).tolist())
+        except Exception as e:
+            out.append(f"{type(e).__name__}: {e}")
+    return out
+
+
+@pytest.mark.parametrize("shape,idx", _STATIC_CHECKS)
+def test_check_static_indices_flag_as_in_jax(shape, idx):
+    """`jax_check_static_indices`: static ints out of bounds raise IndexError on reads whose
+    mode is None or promise_in_bounds (not on clipped reads nor updates)."""
+    for lib in (jax, fluxion):
+        lib.config.update("jax_check_static_indices", True)
+    try:
+        assert _outcomes(fluxion, fnp, shape, idx) == _outcomes(jax, jnp, shape, idx)
+    finally:
+        for lib in (jax, fluxion):
+            lib.config.update("jax_check_static_indices", False)
+    fnp.zeros(shape)[0]  # off again: out of bounds or not, the eager path serves it

@@ -98,6 +98,9 @@ class Config:
         "mock_gpu_topology": "",
         # JAX's deprecated name for the default platform (before the first computation)
         "platform_name": "",
+        # static integer indices out of bounds raise IndexError (reads with mode None or
+        # promise_in_bounds), instead of being clamped
+        "check_static_indices": False,
     }
 
     # Flags besides enable_x64 that change what tracing produces, or (no_execution) whether a
@@ -105,7 +108,7 @@ class Config:
     _trace_flags = ("numpy_rank_promotion", "numpy_dtype_promotion", "default_matmul_precision",
                     "no_execution", "allow_f16_reductions", "legacy_prng_key",
                     "default_prng_impl", "threefry_partitionable", "enable_custom_prng",
-                    "debug_key_reuse", "random_seed_offset")
+                    "debug_key_reuse", "random_seed_offset", "check_static_indices")
     # name -> function checking and canonicalizing a new value (set by config_flags.py)
     _validators: dict = {}
 

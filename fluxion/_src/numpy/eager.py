@@ -252,7 +252,10 @@ def run_compiled(fun, static, args: list):
             return None
         key.append(k)
     key = tuple(key)
-    entry = _structured.get(key)
+    try:
+        entry = _structured.get(key)
+    except TypeError:  # an unhashable static part (a mode given as a list)
+        return None
     if entry is None:
         with compile_lock:
             entry = _structured.get(key)
@@ -269,6 +272,7 @@ def run_compiled(fun, static, args: list):
 
 
 _FIRST = frozenset({0})
+
 
 def compile_eagerly(namespace: dict, static_argnames: dict | None = None,
                     names=None, static_parameters=frozenset()) -> None:

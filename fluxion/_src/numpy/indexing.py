@@ -580,6 +580,18 @@ _update_program.__name__ = "index_update"
 # ---------------------------------------------------------------------------------------------
 # Reads
 
+def _check_static_indices(entries, shape, wrap_negative: bool) -> None:
+    """The `check_static_indices` flag: a static integer index out of bounds is an error."""
+    for e in entries:
+        if (isinstance(e, _Int) and not _is_traced_or_device(e.index)
+                and type(shape[e.dim]) is not shape_poly.DimExpr):
+            size = shape[e.dim]
+            position = e.index + size if wrap_negative and e.index < 0 else e.index
+            if not 0 <= position < size:
+                raise IndexError(f"index {e.index} out of bounds for axis {e.dim} with size "
+                                 f"{size} (normalize_indices={wrap_negative})")
+
+
 def rewriting_take(arr, idx, *, indices_are_sorted: bool = False, unique_indices: bool = False,
                    mode=None, fill_value=None, wrap_negative_indices: bool = True):
     """`arr[idx]` with NumPy's semantics; out-of-bounds reads follow `mode` (default: clamp)."""
@@ -587,6 +599,9 @@ def rewriting_take(arr, idx, *, indices_are_sorted: bool = False, unique_indices
     shape = core.get_aval(arr).shape
     entries = _parse_index(shape, idx)
     parsed_mode = None if mode is None else GatherScatterMode.from_any(mode)
+    if config.check_static_indices and parsed_mode in (None,
+                                                       GatherScatterMode.PROMISE_IN_BOUNDS):
+        _check_static_indices(entries, shape, wrap_negative_indices)
     if parsed_mode == GatherScatterMode.CLIP:  # static indices clamp now, as JAX's do (so
         # checkify sees no out-of-bounds read there)
         entries = [_Int(e.dim, min(max(e.index, -shape[e.dim]), shape[e.dim] - 1))
@@ -803,7 +818,7 @@ def _getitem(self, idx):
     aval = getattr(self, "aval", None)  # global Arrays have none
     if aval is not None and type(aval) is not core.ShapedArray:  # a traced Ref: its type says how to read it
         return aval._getitem(self, idx)
-    if type(self) is Array:
+    if type(self) is Array and not config.check_static_indices:  # (its ints are static)
         index = _eager_index(aval.ndim, idx)
         if index is not None:
             out = eager.run_compiled(_getitem_program, index[0], [self, *index[1]])
