@@ -116,7 +116,7 @@ class Array:
         return (self[i] for i in range(self.shape[0]))
 
     def __hash__(self):
-        raise TypeError("unhashable type: 'Array'")
+        raise TypeError("unhashable type: 'ArrayImpl'")
 
     def __reduce__(self):
         return (_reconstruct, (np.asarray(self), self.weak_type))
@@ -306,6 +306,11 @@ def unshared(x, aval: ShapedArray):
 
 
 core.register_aval_handler(Array, lambda x: x.aval)
+
+# JAX's concrete array type is `ArrayImpl`; messages that name the type (`unsupported operand
+# type(s) for +: 'ArrayImpl' and 'dict'`) and `type(x)` read the same here.
+Array.__name__ = Array.__qualname__ = "ArrayImpl"
+ArrayImpl = Array
 
 
 def _narrow_to_numpy(x: "Array") -> np.ndarray:
