@@ -83,6 +83,13 @@ UPDATES = {
                                                 unique_indices=True),
     "get_fill": lambda x, A, m: x.at[A(np.array([0, 5], np.int32))].get(mode="fill",
                                                                        fill_value=-1.0),
+    "get_fill_int": lambda x, A, m: x.at[:, 7].get(mode="fill", fill_value=3),
+    "get_fill_default": lambda x, A, m: x.at[-5].get(mode="fill"),
+    "get_clip": lambda x, A, m: x.at[1, A(np.array([9, -9], np.int32))].get(mode="clip"),
+    "get_plain": lambda x, A, m: x.at[..., 1:3].get(),
+    "get_sorted_unique": lambda x, A, m: x.at[:, A(np.array([0, 2], np.int32))].get(
+        indices_are_sorted=True, unique_indices=True),
+    "get_no_wrap": lambda x, A, m: x.at[0, -1].get(wrap_negative_indices=False),
 }
 
 

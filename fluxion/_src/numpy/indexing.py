@@ -573,7 +573,13 @@ def _update_program(spec, arr, values, *dynamic):
                            **dict(options))
 
 
+def _get_program(spec, arr, *dynamic):
+    structure, _, options = spec
+    return rewriting_take(arr, _rebuilt_index(structure, dynamic), **dict(options))
+
+
 _getitem_program.__name__ = "getitem"
+_get_program.__name__ = "getitem"
 _update_program.__name__ = "index_update"
 
 
@@ -725,9 +731,18 @@ class _IndexUpdateRef:
             return apply_out_sharding(lambda: self.get(
                 indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
                 fill_value=fill_value, wrap_negative_indices=wrap_negative_indices), out_sharding)
-        return rewriting_take(self.array, self.index, indices_are_sorted=indices_are_sorted,
-                              unique_indices=unique_indices, mode=mode, fill_value=fill_value,
-                              wrap_negative_indices=wrap_negative_indices)
+        options = dict(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                       mode=mode, fill_value=fill_value,
+                       wrap_negative_indices=wrap_negative_indices)
+        if (type(self.array) is Array and not config.check_static_indices
+                and type(fill_value) in (type(None), bool, int, float, complex)):
+            index = _eager_index(self.array.aval.ndim, self.index)
+            if index is not None:
+                spec = (index[0], type(fill_value), tuple(sorted(options.items())))
+                out = eager.run_compiled(_get_program, spec, [self.array, *index[1]])
+                if out is not None:
+                    return out
+        return rewriting_take(self.array, self.index, **options)
 
     def _update(self, values, scatter_fn, kwargs):
         _warn_if_unsafe_cast(values, self.array)
