@@ -186,8 +186,15 @@ assert any(k[0] is jnp.mean.__wrapped__ and ("axis", "keepdims") in k for k in e
 for bad in ([jnp.sum, (a, 1.0), {}], [jnp.max, (a,), {"axis": 0.0}]):
     with pytest.raises(TypeError, match="float"):
         bad[0](*bad[1], **bad[2])
+# Three Arrays (`where(c, x, y)`), through the front of two positional parameters.
+c = a > 5
+for _ in range(2):
+    np.testing.assert_allclose(jnp.where(c, a, -a), np.where(np.asarray(c), np.asarray(a), -np.asarray(a)))
+assert any(k[1:] == (c.aval, a.aval, a.aval, fluxion.config.trace_key) for k in eager._direct)
 gone2 = jnp.arange(12.0).reshape(3, 4)
 gone2.delete()
+with pytest.raises(RuntimeError, match=r"deleted with shape=f32\[3,4\]"):
+    jnp.where(c, a, gone2)
 with pytest.raises(RuntimeError, match=r"deleted with shape=f32\[3,4\]"):
     jnp.sum(gone2, 1)
 with pytest.raises(RuntimeError, match=r"deleted with shape=f32\[3,4\]"):

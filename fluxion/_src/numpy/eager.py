@@ -45,10 +45,10 @@ _compiled_since_flush = 0
 
 # Programs that eager calls run on Arrays' buffers directly (`CompiledFunction.direct_parts`):
 # (function, the Arrays' avals, config.trace_key) -> parts, one lookup on the hottest paths
-# (`_one_array_fast_path`; one or two positional Arrays at the top of the wrapper). These
-# calls skip the checks of the general path, so the cache is empty, and stays so, while a call
-# must not run that way: under disable_jit, debug_nans or debug_infs, and once arrays may be
-# placed on several devices.
+# (the fronts; one to three positional Arrays, or one Array and static scalars, at the top of
+# the wrapper). These calls skip the checks of the general path, so the cache is empty, and
+# stays so, while a call must not run that way: under disable_jit, debug_nans or debug_infs,
+# and once arrays may be placed on several devices.
 _direct: dict = {}
 _MAX_DIRECT = 4096
 _direct_allowed = True
@@ -136,6 +136,11 @@ def eager_compiled(static_argnames=()):
                             if key is not None:
                                 direct = _direct.get(key)
                                 bufs = [a._buf]
+                elif nargs == 3:
+                    a, b, c = args
+                    if type(a) is Array and type(b) is Array and type(c) is Array:
+                        direct = _direct.get((fun, a.aval, b.aval, c.aval, config.trace_key))
+                        bufs = [a._buf, b._buf, c._buf]
                 if direct is not None:
                     execute, handlers, out_aval = direct
                     try:
@@ -194,7 +199,7 @@ def eager_compiled(static_argnames=()):
                                     entry.array_call if all_arrays else entry)
                     # (fast_key is set: no argument up to here is static)
                     if all_arrays and entry.direct is not None:
-                        if not kwargs and 0 < nargs <= 2:
+                        if not kwargs and 0 < nargs <= 3:
                             _direct_insert((fun, *(x.aval for x in args), config.trace_key),
                                            entry.direct)
                         elif kwargs and nargs == 1:
@@ -328,20 +333,27 @@ _UNSET = object()
 
 def _two_array_fast_path(general, fun, trace_state, eval_trace):
     """`_one_array_fast_path` for functions whose first two parameters are positional (dot,
-    the binary ufuncs): two Arrays alone, whose program is cached, run it on their buffers.
+    where): two or three Arrays alone, whose program is cached, run it on their buffers.
     A front of two positional-only parameters with defaults is the cheapest CPython call that
     still takes any other call (it saves the argument tuple of a `*args` front)."""
 
     @functools.wraps(general.__wrapped__)
     def two_arrays(a=_UNSET, b=_UNSET, /, *rest, **kwargs):
-        if (type(a) is Array and type(b) is Array and not rest and not kwargs
+        if (type(a) is Array and type(b) is Array and not kwargs
                 and trace_state.trace is eval_trace):
-            direct = _direct.get((fun, a.aval, b.aval, config.trace_key))
+            if not rest:
+                direct = _direct.get((fun, a.aval, b.aval, config.trace_key))
+                bufs = [a._buf, b._buf]
+            elif len(rest) == 1 and type(rest[0]) is Array:  # where(c, x, y)
+                c, = rest
+                direct = _direct.get((fun, a.aval, b.aval, c.aval, config.trace_key))
+                bufs = [a._buf, b._buf, c._buf]
+            else:
+                direct = None
             if direct is not None:
                 execute, handlers, out_aval = direct
                 try:
-                    return Array(execute([a._buf, b._buf]).consume_with_handlers(handlers)[0],
-                                 out_aval)
+                    return Array(execute(bufs).consume_with_handlers(handlers)[0], out_aval)
                 except Exception:
                     pass  # the general path runs it again and explains the failure
         try:

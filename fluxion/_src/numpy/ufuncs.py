@@ -10,7 +10,6 @@ import numpy as np
 from fluxion._src import core, dtypes
 from fluxion._src.export.shape_poly import (DimExpr, InconclusiveDimensionOperation,
                                             is_symbolic_shape)
-from fluxion._src.api import jit
 from fluxion._src.custom_derivatives import custom_jvp
 from fluxion._src.lax import lax
 from fluxion._src.lax import structural
@@ -784,11 +783,8 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     if core.current_trace() is core.eval_trace:
         # Eagerly, run promotion, broadcasting and select as one executable, not several.
         util.check_arraylike("where", condition, x, y)
-        return _where_jit(condition, x, y)
+        return _where_eager(condition, x, y)
     return util.where(condition, x, y)
-
-
-_where_jit = jit(util.where)
 
 
 def nonzero(a, *, size=None, fill_value=None) -> tuple:
@@ -877,6 +873,7 @@ def _compile_eager_calls():
                 or getattr(fn, "__module__", None) != __name__ or isinstance(fn, type)):
             continue
         namespace[name] = eager_compiled(static_argnames=static.get(name, ()))(fn)
+    namespace["_where_eager"] = eager_compiled()(util.where)  # (the three-argument form)
 
 
 _compile_eager_calls()
