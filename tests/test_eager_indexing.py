@@ -260,3 +260,47 @@ def test_check_static_indices_flag_as_in_jax(shape, idx):
         for lib in (jax, fluxion):
             lib.config.update("jax_check_static_indices", False)
     fnp.zeros(shape)[0]  # off again: out of bounds or not, the eager path serves it
+
+
+TAKES = {
+    "take_device": lambda x, A, m: m.take(x, A(np.array([0, -1, 2], np.int32)), axis=1),
+    "take_host": lambda x, A, m: m.take(x, np.array([[1, 0], [3, 9]]), axis=2),
+    "take_flat": lambda x, A, m: m.take(x, A(np.array([5, 30], np.int32))),
+    "take_clip": lambda x, A, m: m.take(x, np.array([7, -7]), axis=0, mode="clip"),
+    "take_wrap": lambda x, A, m: m.take(x, A(np.array([7, -7], np.int32)), axis=1, mode="wrap"),
+    "take_fill": lambda x, A, m: m.take(x, A(np.array([1, 4], np.int32)), axis=2, mode="fill",
+                                        fill_value=-2.0),
+    "take_scalar": lambda x, A, m: m.take(x, 1, axis=0),
+    "along": lambda x, A, m: m.take_along_axis(
+        x, A(np.array([[[0, 3]], [[1, -2]]], np.int32)), axis=2),
+    "along_none": lambda x, A, m: m.take_along_axis(x, A(np.array([0, 23, 30], np.int32)),
+                                                    axis=None),
+    "along_clip": lambda x, A, m: m.take_along_axis(x, np.full((2, 3, 1), 9), axis=-1,
+                                                    mode="clip"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TAKES))
+def test_take_runs_cached_and_matches_jax(name, x64_mode):
+    fn = TAKES[name]
+    ours = _fx(fn, _X)
+    _same(ours, _jx(fn, _X))
+    _same(_fx(fn, _X), ours)  # the cached executable
+    with fluxion.disable_jit():
+        _same(_fx(fn, _X), ours)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, x: m.take(x, np.array([0.5]), axis=0),
+    lambda m, x: m.take(x, [0, 1], axis=0),
+    lambda m, x: m.take(x, np.array([0]), axis=5),
+    lambda m, x: m.take(m.zeros((0, 3)), np.array([0]), axis=0),
+    lambda m, x: m.take_along_axis(x, np.zeros((2, 3), np.int32), axis=0),
+    lambda m, x: m.take_along_axis(x, np.zeros((2, 3, 1)), axis=0),
+])
+def test_take_errors_as_in_jax(call):
+    with pytest.raises(Exception) as theirs:
+        call(jnp, jnp.asarray(_X))
+    for _ in range(2):
+        with pytest.raises(type(theirs.value)):
+            call(fnp, fnp.asarray(_X))

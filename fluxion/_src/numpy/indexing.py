@@ -890,6 +890,8 @@ def _reshape(x, shape: tuple):
     return lax.reshape(x, shape) if _is_traced_or_device(x) else np.reshape(x, shape)
 
 
+@eager.eager_compiled(static_argnames=("axis", "out", "mode", "unique_indices",
+                                       "indices_are_sorted", "fill_value"))
 def take(a, indices, axis: int | None = None, out=None, mode=None, unique_indices: bool = False,
          indices_are_sorted: bool = False, fill_value=None):
     """Take elements of `a` along `axis` (of the flattened `a` when axis is None).
@@ -930,6 +932,7 @@ def take(a, indices, axis: int | None = None, out=None, mode=None, unique_indice
                                fill_value=fill_value)
 
 
+@eager.eager_compiled(static_argnames=("axis", "mode", "fill_value", "wrap_negative_indices"))
 def take_along_axis(arr, indices, axis: int | None = -1, mode=None, fill_value=None, *,
                     wrap_negative_indices: bool | None = None):
     """Pick `arr`'s elements at `indices` along `axis`, matching positions elsewhere.
