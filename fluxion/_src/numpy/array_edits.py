@@ -470,3 +470,12 @@ def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axi
     if axis:
         out = manipulation.moveaxis(out, 0, axis)
     return util.convert(out, dtype)
+
+
+def _compile_eager_calls():  # as in manipulation.py
+    from fluxion._src.numpy.eager import compile_eagerly
+    compile_eagerly(globals(), names=("diagflat", "vander", "unstack"),
+                    static_parameters=frozenset({"k", "N", "increasing", "axis"}))
+
+
+_compile_eager_calls()

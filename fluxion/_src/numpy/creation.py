@@ -637,3 +637,12 @@ def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy")
         shape = tuple(sizes[j] if j == d or not sparse else 1 for j in range(ndim))
         outs.append(lax.broadcast_in_dim(a, shape, (d,)))
     return outs
+
+
+def _compile_eager_calls():  # as in manipulation.py
+    from fluxion._src.numpy.eager import compile_eagerly
+    compile_eagerly(globals(), names=("diag", "tril", "triu"),
+                    static_parameters=frozenset({"k"}))
+
+
+_compile_eager_calls()

@@ -1061,3 +1061,23 @@ def copy(a, order=None):
     """A copy of `a`, in a buffer of its own (donating `a` leaves the copy intact)."""
     from fluxion._src.numpy.creation import array
     return array(util.ensure_arraylike("copy", a), copy=True)
+
+
+# Outside any transformation these run as one cached executable per signature (numpy/eager.py),
+# as JAX jits its jnp functions: a roll, sort or tile is several primitives, and even a lone
+# reshape pays less this way than through its Python checks. Not here: those with `device` /
+# `out_sharding` placements.
+def _compile_eager_calls():
+    from fluxion._src.numpy.eager import compile_eagerly
+    compile_eagerly(globals(), {"pad": ("pad_width", "mode", "stat_length", "reflect_type")},
+                    names=("pad", 
+        "roll", "sort", "argsort", "tile", "split", "array_split", "hsplit", "vsplit", "dsplit",
+        "flip", "fliplr", "flipud", "rot90", "repeat", "squeeze", "expand_dims", "moveaxis",
+        "swapaxes", "transpose", "permute_dims", "matrix_transpose", "ravel", "broadcast_to",
+        "concatenate", "concat", "append"), static_parameters=frozenset({
+            "axis", "axes", "k", "shape", "reps", "indices_or_sections", "source", "destination",
+            "axis1", "axis2", "order", "kind", "stable", "descending", "dtype", "repeats",
+            "total_repeat_length"}))
+
+
+_compile_eager_calls()

@@ -410,3 +410,13 @@ def i0(x):
         # The Chebyshev sums lose several ulps when summed in 8 or 11 bits: sum in float32.
         return lax.convert_element_type(_i0(lax.convert_element_type(x, np.float32)), dtype)
     return _i0(x)
+
+
+def _compile_eager_calls():  # as in manipulation.py
+    from fluxion._src.numpy.eager import compile_eagerly
+    compile_eagerly(globals(), names=("gcd", "lcm", "frexp", "ldexp", "modf", "nextafter",
+                                      "spacing", "fabs", "bitwise_count", "i0"),
+                    static_parameters=frozenset({"out"}))
+
+
+_compile_eager_calls()

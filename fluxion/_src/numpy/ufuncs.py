@@ -865,8 +865,8 @@ def _positions(n: int):
 def _compile_eager_calls():
     from fluxion._src.numpy.eager import eager_compiled
     static = {"angle": ("deg",), "around": ("decimals", "out"), "round": ("decimals", "out"),
-              "isclose": ("equal_nan",), "nan_to_num": ("copy",)}
-    excluded = {"where", "nonzero", "power", "pow", "array_equal", "allclose"}
+              "isclose": ("equal_nan",), "allclose": ("equal_nan",), "nan_to_num": ("copy",)}
+    excluded = {"where", "nonzero", "power", "pow", "array_equal"}
     namespace = globals()
     for name, fn in list(namespace.items()):
         if (name.startswith("_") or name in excluded or not callable(fn)

@@ -73,3 +73,14 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial: bool = Fals
     """Cumulative product along `axis` (optional for 1-D input); include_initial prepends 1."""
     return _cumulative("cumulative_prod", reductions.cumprod, 1, x, axis, dtype,
                        include_initial)
+
+
+def _compile_eager_calls():  # as in manipulation.py
+    from fluxion._src.numpy.eager import compile_eagerly
+    compile_eagerly(globals(), names=("vecdot", "matvec", "vecmat", "cumulative_sum",
+                                      "cumulative_prod"),
+                    static_parameters=frozenset({"axis", "dtype", "include_initial", "precision",
+                                                 "preferred_element_type"}))
+
+
+_compile_eager_calls()
