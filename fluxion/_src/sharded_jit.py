@@ -645,17 +645,28 @@ def _check_ref_shardings(leaves, in_sh) -> None:
 
 def _check_refs_on_mesh(values, mesh: Mesh) -> None:
     """A Ref's value is not moved onto the program's devices: one held on a single device
-    cannot join a program over several (JAX's ValueError)."""
+    cannot join a program over several (JAX's ValueError), unless it is uncommitted under
+    `set_mesh` of this mesh (JAX would have made it on the mesh, replicated, as it now is)."""
     if mesh.size == 1:
         return
     for x in values:
-        if type(x) is Ref and type(x._read_value()) is not GlobalArray:
-            held = x._read_value().sharding
-            raise ValueError(
-                f"Received incompatible devices for jitted computation: a Ref of type "
-                f"{x.aval} holds a value on {held!r}, but the program runs on the "
-                f"{mesh.size} devices of {mesh!r}; put the Ref's value on the mesh first "
-                "(device_put with a sharding)")
+        if type(x) is not Ref:
+            continue
+        held = x._read_value()
+        if type(held) is GlobalArray or _made_under_mesh(held, mesh):
+            continue
+        raise ValueError(
+            f"Received incompatible devices for jitted computation: a Ref of type {x.aval} "
+            f"holds a value on {held.sharding!r}, but the program runs on the {mesh.size} "
+            f"devices of {mesh!r}; put the Ref's value on the mesh first (device_put with "
+            "a sharding)")
+
+
+def _made_under_mesh(value, mesh: Mesh) -> bool:
+    from fluxion._src.mesh import get_mesh
+    context = get_mesh()
+    return (not getattr(value, "committed", True) and context is not None
+            and context._device_key == mesh._device_key)
 
 
 def _discharged_shardings(stateful: StatefulPlan, ref_const_values, mesh: Mesh, in_sh,

@@ -135,6 +135,31 @@ _PROGRAMS = textwrap.dedent('''
             return y * 3
         jax.jit(f)(r, jax.device_put(b, S("x")))
     attempt("single_device_ref", single_device_ref)
+
+    def explicit_adam():  # the training cookbook's pattern, on an Explicit mesh axis
+        mesh = jax.make_mesh((8,), ("fsdp",), axis_types=(AxisType.Explicit,))
+        rng = np.random.default_rng(1)
+        with jax.set_mesh(mesh):
+            w = jax.device_put(rng.standard_normal((16, 4)).astype(np.float32), P("fsdp", None))
+            xs = jax.device_put(rng.standard_normal((8, 16)).astype(np.float32), P("fsdp", None))
+            # jnp.array(0): JAX makes it on the mesh; fluxion on one device, uncommitted
+            state = {"w": jax.new_ref(w), "mu": jax.new_ref(jnp.zeros_like(w)),
+                     "count": jax.new_ref(jnp.array(0))}
+            @jax.jit
+            def step(state, xs):
+                def loss(w):
+                    return jnp.mean(jnp.tanh(xs @ w) ** 2)
+                l, g = jax.value_and_grad(loss)(state["w"][...])
+                state["mu"][...] = 0.9 * state["mu"][...] + 0.1 * g
+                state["count"][...] += 1
+                state["w"][...] -= 0.5 * state["mu"][...] / (1 - 0.9 ** state["count"][...])
+                return {"loss": l}
+            for i in range(3):
+                rec(f"adam_loss{i}", step(state, xs)["loss"])
+            rec("adam_w", state["w"][...])
+            rec("adam_mu", state["mu"][...])
+            rec("adam_count", state["count"][...])
+    attempt("explicit_adam", explicit_adam)
 ''')
 
 
@@ -170,7 +195,8 @@ def _assert_same(got, want, name):
     "ref_argument_out", "ref_argument_ref", "ref_only_ref", "closed_over_out",
     "closed_over_ref", "closed_over_host_ref", "sgd_loss0", "sgd_loss1", "sgd_loss2", "sgd_w",
     "sgd_b", "given_out", "given_ref", "out_shardings_only_out", "read_only_out",
-    "read_only_ref", "lowered_out", "lowered_ref"])
+    "read_only_ref", "lowered_out", "lowered_ref", "adam_loss0", "adam_loss1", "adam_loss2",
+    "adam_w", "adam_mu", "adam_count"])
 def test_values_and_shardings_match_jax(got, oracle, name):
     _assert_same(got, oracle, name)
 
