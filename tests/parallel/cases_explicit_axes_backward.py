@@ -39,6 +39,15 @@ _PROGRAMS = textwrap.dedent('''
         gx, gw = jax.jit(jax.grad(loss, argnums=(0, 1)))(x, w)
         rec("grad_x", gx)
         rec("grad_w", gw)
+
+        @jax.jit
+        def init():  # the cookbook's Adam state: zeros like each (traced) parameter
+            p = jax.nn.initializers.he_normal(1, 1)(jax.random.key(0), (8, 4), "float32",
+                                                     P("fsdp", None))
+            return p, jnp.zeros_like(p), jnp.ones_like(p), jnp.full_like(p, 2.0)
+        for name, arr in zip(["param", "zeros_like", "ones_like", "full_like"], init()):
+            rec(name, arr)
+        rec("zeros_like_arg", jax.jit(jnp.zeros_like)(w))
 ''')
 
 
@@ -61,7 +70,8 @@ def got():
     return namespace["out"]
 
 
-@pytest.mark.parametrize("name", ["grad_x", "grad_w"])
+@pytest.mark.parametrize("name", ["grad_x", "grad_w", "param", "zeros_like",
+                                  "ones_like", "full_like", "zeros_like_arg"])
 def test_matches_jax(got, oracle, name):
     assert got[name]["spec"] == oracle[name]["spec"]
     np.testing.assert_allclose(np.asarray(got[name]["value"]),
