@@ -680,16 +680,17 @@ class JitFunction:
             try:
                 if not kwargs and trace_state.trace is eval_trace and not config.disable_jit:
                     # Positional Arrays seen before with the same types. Anything else (a NumPy
-                    # array, a scalar) has no `aval` and takes the general path.
+                    # array, a scalar) has no `aval` and takes the general path. (A dict read
+                    # by attribute may raise KeyError for the missing `aval`.)
                     try:
                         fast_call = fast_get((*map(_aval_of, args), config.trace_key))
-                    except AttributeError:
+                    except (AttributeError, KeyError):
                         # Pytrees of Arrays (a list of parameters): keyed by structure and types.
                         try:
                             leaves, treedef = tree_flatten_unordered(args)
                             fast_call = fast_get((treedef, *map(_aval_of, leaves),
                                                   config.trace_key))
-                        except AttributeError:
+                        except (AttributeError, KeyError):
                             fast_call = None
                         if fast_call is not None:
                             return fast_call(leaves)
