@@ -1097,7 +1097,7 @@ class Compiled:
 
     def _flat_shardings(self, outputs: bool) -> list:
         exe = self._compiled
-        if not isinstance(exe, CompiledFunction):  # partitioned over a mesh
+        if hasattr(exe, "in_shardings"):  # partitioned over a mesh
             return list(exe.out_shardings if outputs else exe.in_shardings)
         one = sharding_impls_single(self._device or exe.executable.device)
         return [one] * len(self._traced.jaxpr.out_avals if outputs else self._traced.in_avals)
