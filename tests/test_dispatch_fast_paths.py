@@ -239,3 +239,20 @@ def test_eager_operator_with_python_float_under_x64(x64):
         r = x * 0.1
         assert r.dtype == jnp.float64
         np.testing.assert_array_equal(np.asarray(r), np.arange(3.0) * 0.1)
+
+
+class _AttrDict(dict):
+    """A dict read by attribute, as the training cookbook's `dot_dict`: a missing attribute
+    raises KeyError, not AttributeError."""
+    __getattr__ = dict.__getitem__
+
+
+def test_jit_of_a_dict_whose_missing_attributes_raise_key_error():
+    jax.tree_util.register_pytree_node(
+        _AttrDict, lambda d: (tuple(d[k] for k in sorted(d)), tuple(sorted(d))),
+        lambda keys, values: _AttrDict(zip(keys, values)))
+    f = jax.jit(lambda p, x: p.w * x + p.b)
+    params = _AttrDict(w=jnp.array([1.0, 2.0]), b=jnp.array([0.5, 0.5]))
+    for scale in (1.0, 3.0):  # the first call compiles, the second takes the fast path
+        out = f(params, jnp.array([scale, scale]))
+        np.testing.assert_allclose(np.asarray(out), np.array([1.0, 2.0]) * scale + 0.5)

@@ -637,3 +637,18 @@ def test_vmap_still_writes_refs_made_inside_and_reads_outer_refs():
         fluxion.ref.addupdate(inner, ..., 1)
         return inner[...] + x + ref[...]
     np.testing.assert_array_equal(np.asarray(fluxion.vmap(f)(jnp.arange(3))), [8, 9, 10])
+
+
+def test_compiled_program_with_a_ref_reports_single_device_shardings():
+    # (JAX 0.10.2's `input_shardings` fails here: "Too many leaves for PyTreeDef")
+    r = fluxion.new_ref(jnp.ones(3))
+
+    def f(r):
+        r[...] += 1
+        return r[...] * 2
+    compiled = fluxion.jit(f).lower(r).compile()
+    np.testing.assert_array_equal(np.asarray(compiled(r)), np.full(3, 4.0))
+    np.testing.assert_array_equal(np.asarray(r[...]), np.full(3, 2.0))
+    (arg_sharding,), _ = compiled.input_shardings
+    assert arg_sharding == compiled.output_shardings == fluxion.sharding.SingleDeviceSharding(
+        fluxion.devices()[0])

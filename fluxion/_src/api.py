@@ -496,6 +496,24 @@ def _run(compiled: CompiledFunction, leaves, donate_mask, device=None):
     return outs
 
 
+def _partitioned_by_values(leaves) -> bool:
+    """Whether a global Array is among the jit arguments `leaves`, or held by a Ref there."""
+    if any(type(x) is not Array and hasattr(x, "_garr") for x in leaves):
+        return True
+    if not staging.refs_among(leaves):
+        return False
+    from fluxion._src import sharded_jit
+    return sharded_jit.holds_global(leaves, refs_only=True)
+
+
+def _closes_over_global_refs(traced: Traced) -> bool:
+    """Whether the traced function closes over a Ref holding a global Array."""
+    if not traced.jaxpr.consts:
+        return False
+    from fluxion._src import sharded_jit
+    return sharded_jit.holds_global(traced.jaxpr.consts, refs_only=True)
+
+
 live_jit_functions: "weakref.WeakSet[JitFunction]" = weakref.WeakSet()
 JIT_CACHE_SIZE = 1024  # signatures kept per jit function (see caches.py)
 
@@ -662,16 +680,17 @@ class JitFunction:
             try:
                 if not kwargs and trace_state.trace is eval_trace and not config.disable_jit:
                     # Positional Arrays seen before with the same types. Anything else (a NumPy
-                    # array, a scalar) has no `aval` and takes the general path.
+                    # array, a scalar) has no `aval` and takes the general path. (A dict read
+                    # by attribute may raise KeyError for the missing `aval`.)
                     try:
                         fast_call = fast_get((*map(_aval_of, args), config.trace_key))
-                    except AttributeError:
+                    except (AttributeError, KeyError):
                         # Pytrees of Arrays (a list of parameters): keyed by structure and types.
                         try:
                             leaves, treedef = tree_flatten_unordered(args)
                             fast_call = fast_get((treedef, *map(_aval_of, leaves),
                                                   config.trace_key))
-                        except AttributeError:
+                        except (AttributeError, KeyError):
                             fast_call = None
                         if fast_call is not None:
                             return fast_call(leaves)
@@ -733,7 +752,7 @@ class JitFunction:
                 self._keys_returned(args, kwargs, traced, result)
             return result
         if sharded or (dispatch.sharded_apply_primitive is not None
-                       and any(type(x) is not Array and hasattr(x, "_garr") for x in leaves)):
+                       and _partitioned_by_values(leaves)):
             from fluxion._src import sharded_jit
             out = sharded_jit.jit_call(self, args, kwargs, leaves, in_tree, static_pos,
                                        static_kw, dyn_args)
@@ -785,6 +804,15 @@ class JitFunction:
                                                      self._static_argnames)
             key_reuse_hooks[1]((dyn_args, dyn_kwargs), traced.consumed_keys)
 
+    def _partitioned_by_values(self, args, kwargs) -> bool:
+        """Whether `jit(f).lower(*args, **kwargs)` is partitioned by the values it takes: a
+        global Array among the arguments, or in a Ref among them or closed over."""
+        leaves, in_tree, static_pos, static_kw, _ = self._flatten(args, kwargs)
+        if _partitioned_by_values(leaves):
+            return True
+        return _closes_over_global_refs(self._get_traced(leaves, in_tree, static_pos,
+                                                         static_kw))
+
     @staticmethod
     def _constrain(values, shardings):
         from fluxion._src import sharded_jit, sharding_impls
@@ -793,6 +821,12 @@ class JitFunction:
 
     def _compile(self, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args) -> _CacheEntry:
         traced = self._get_traced(leaves, in_tree, static_pos, static_kw)
+        if dispatch.sharded_apply_primitive is not None and _closes_over_global_refs(traced):
+            from fluxion._src import sharded_jit  # partitioned by the Refs' values
+            entry = sharded_jit.compile_jit(self, args, kwargs, leaves, in_tree, static_pos,
+                                            static_kw, dyn_args)
+            if entry is not False:
+                return entry
         mask = self._donate_mask(args, static_pos, dyn_args, kwargs)
         compiled = compile_closed_jaxpr(traced.jaxpr, name=f"jit_{traced.name}", donated_invars=mask,
                                         compiler=self._compiler or _compiler_name(config.default_backend))
@@ -817,7 +851,7 @@ class JitFunction:
         """Trace and lower to StableHLO for these arguments (`.compile()` continues)."""
         if self._in_shardings_given or self._out_shardings_given or (
                 dispatch.sharded_apply_primitive is not None
-                and any(hasattr(x, "_garr") for x in tree_flatten((args, kwargs))[0])):
+                and self._partitioned_by_values(args, kwargs)):
             from fluxion._src import sharded_jit
             lowered = sharded_jit.lower_jit(self, args, kwargs)
             if lowered is not None:
@@ -1063,7 +1097,7 @@ class Compiled:
 
     def _flat_shardings(self, outputs: bool) -> list:
         exe = self._compiled
-        if not isinstance(exe, CompiledFunction):  # partitioned over a mesh
+        if hasattr(exe, "in_shardings"):  # partitioned over a mesh
             return list(exe.out_shardings if outputs else exe.in_shardings)
         one = sharding_impls_single(self._device or exe.executable.device)
         return [one] * len(self._traced.jaxpr.out_avals if outputs else self._traced.in_avals)

@@ -20,6 +20,9 @@ from fluxion._src.global_array import (GlobalArray, check_divisible, device_put_
 from fluxion._src.mesh import Mesh, PartitionSpec
 from fluxion._src import ad, batching, sharding_impls, sharding_types
 from fluxion._src.sharding_impls import NamedSharding, Sharding
+from fluxion._src.state.discharge import has_state
+from fluxion._src.state.stateful_call import StatefulFunction, StatefulPlan
+from fluxion._src.state.types import Ref
 
 # ---------------------------------------------------------------------------------------------
 # with_sharding_constraint
@@ -513,7 +516,7 @@ def jit_call(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_
     from fluxion._src.api import _CacheEntry, abstractify_args, _run
     from fluxion._src.caches import compile_lock
     from fluxion._src.config import config
-    arg_sh = tuple(x._sharding if type(x) is GlobalArray else None for x in leaves)
+    arg_sh = tuple(value_sharding(x) for x in leaves)
     key = ("sharded", in_tree, static_pos, static_kw,
            abstractify_args(jit_fun._fun, leaves, in_tree, static_pos), config.trace_key,
            arg_sh, _current_mesh_key(jit_fun), sharding_types.current_pending())
@@ -522,8 +525,8 @@ def jit_call(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_
         with compile_lock:
             entry = jit_fun._cache.get(key)
             if entry is None:
-                entry = _compile_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos,
-                                     static_kw, dyn_args)
+                entry = compile_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos,
+                                    static_kw, dyn_args)
                 jit_fun._cache[key] = entry
     if entry is False:
         return NO_MESH
@@ -561,7 +564,7 @@ def _trace_on_args_mesh(jit_fun, leaves, in_tree, static_pos, static_kw):
     """jit's trace; with arguments on Explicit mesh axes and no mesh in effect, it is traced
     under their abstract mesh (as JAX does: gradients then take their parameters' types)."""
     from fluxion._src.mesh import get_abstract_mesh, use_abstract_mesh
-    mesh = program_mesh([x._sharding for x in leaves if type(x) is GlobalArray])
+    mesh = program_mesh([value_sharding(x) for x in leaves])
     if not sharding_types.has_explicit_axes(mesh) or not get_abstract_mesh().empty:
         return jit_fun._get_traced(leaves, in_tree, static_pos, static_kw)
     from fluxion._src.api import _argument_shardings, abstractify_args, trace_flat
@@ -574,10 +577,113 @@ def _trace_on_args_mesh(jit_fun, leaves, in_tree, static_pos, static_kw):
                           arguments=arguments)
 
 
-def _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args):
-    """The traced function, mesh and shardings of a partitioned jit call (None: no mesh)."""
+class JitPlan:
+    """What a partitioned jit call compiles: `program` (the traced jaxpr, or for one with Refs
+    its discharged form: Ref constants' values first, Refs' new values as extra outputs) with
+    a sharding per input and output and its donated inputs; `stateful` is the StatefulPlan
+    that runs it with Refs (None without Refs); `donate_mask` is the jit arguments'."""
+
+    __slots__ = ("traced", "program", "mesh", "in_shardings", "out_shardings", "donated",
+                 "stateful", "donate_mask")
+
+    def compile(self, name: str, text: str | None = None):
+        exe = compile_sharded(self.program, name, self.mesh, self.in_shardings,
+                              self.out_shardings, self.donated, text=text)
+        return exe if self.stateful is None else ShardedStatefulFunction(exe, self.stateful)
+
+    def lower(self, name: str) -> str:
+        return lower_sharded(self.program, name, self.mesh, self.in_shardings,
+                             self.out_shardings, self.donated)
+
+
+class ShardedStatefulFunction(StatefulFunction):
+    """A partitioned discharged program called with Refs (see StatefulFunction); it reports
+    the shardings of the function's own arguments and results."""
+
+    __slots__ = ()
+
+    in_shardings = property(lambda self: self.compiled.in_shardings[len(self.ref_consts):])
+    out_shardings = property(lambda self: self.compiled.out_shardings[:self.n_out])
+
+
+def held_value(x):
+    """The value a jit argument stands for: a Ref's contents, else the argument itself."""
+    return x._read_value() if type(x) is Ref else x
+
+
+def holds_global(values, refs_only: bool = False) -> bool:
+    """Whether one of `values` is a global Array or a Ref holding one (only the latter with
+    `refs_only`)."""
+    for x in values:
+        if type(x) is Ref:
+            x = x._value
+        elif refs_only:
+            continue
+        if type(x) is GlobalArray:
+            return True
+    return False
+
+
+def value_sharding(x):
+    """The sharding of a global Array argument, or of the one a Ref holds (else None)."""
+    x = held_value(x)
+    return x._sharding if type(x) is GlobalArray else None
+
+
+def _check_ref_shardings(leaves, in_sh) -> None:
+    """A Ref argument is not moved: its value must already be laid out as the in_sharding
+    given for it (JAX's ValueError otherwise)."""
+    for x, s in zip(leaves, in_sh):
+        if type(x) is not Ref or s is None:
+            continue
+        held = x._read_value().sharding
+        if not s.is_equivalent_to(held, x.ndim):
+            raise ValueError(f"Sharding passed to jit does not match the sharding on the "
+                             f"respective arg. Got jit sharding: {s!r},\narg sharding: "
+                             f"{held!r} for arg type: {x.aval}")
+
+
+def _check_refs_on_mesh(values, mesh: Mesh) -> None:
+    """A Ref's value is not moved onto the program's devices: one held on a single device
+    cannot join a program over several (JAX's ValueError), unless it is uncommitted under
+    `set_mesh` of this mesh (JAX would have made it on the mesh, replicated, as it now is)."""
+    if mesh.size == 1:
+        return
+    for x in values:
+        if type(x) is not Ref:
+            continue
+        held = x._read_value()
+        if type(held) is GlobalArray or _made_under_mesh(held, mesh):
+            continue
+        raise ValueError(
+            f"Received incompatible devices for jitted computation: a Ref of type {x.aval} "
+            f"holds a value on {held.sharding!r}, but the program runs on the {mesh.size} "
+            f"devices of {mesh!r}; put the Ref's value on the mesh first (device_put with "
+            "a sharding)")
+
+
+def _made_under_mesh(value, mesh: Mesh) -> bool:
+    from fluxion._src.mesh import get_mesh
+    context = get_mesh()
+    return (not getattr(value, "committed", True) and context is not None
+            and context._device_key == mesh._device_key)
+
+
+def _discharged_shardings(stateful: StatefulPlan, ref_const_values, mesh: Mesh, in_sh,
+                          out_sh) -> tuple[list, list]:
+    """The input and output shardings of the discharged program: a Ref's value comes in laid
+    out as it is held, and its new value goes back out the same way."""
+    const_sh = [arg_sharding(v, mesh) for v in ref_const_values]
+    ref_in_sh = [in_sh[i] for i in stateful.ref_in_positions]
+    return const_sh + list(in_sh), list(out_sh) + const_sh + ref_in_sh
+
+
+def _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw,
+              dyn_args) -> JitPlan | None:
+    """The program, mesh and shardings of a partitioned jit call (None: no mesh)."""
     from fluxion._src.tree_util import tree_unflatten
     traced = _trace_on_args_mesh(jit_fun, leaves, in_tree, static_pos, static_kw)
+    stateful = StatefulPlan(traced.jaxpr) if has_state(traced.jaxpr.jaxpr) else None
     mask = jit_fun._donate_mask(args, static_pos, dyn_args, kwargs)
     dyn_kwargs = {k: v for k, v in kwargs.items() if k not in dict(static_kw)}
     in_sh = in_shardings_of(jit_fun, dyn_args, dyn_kwargs)
@@ -588,36 +694,39 @@ def _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn
                   for s in flat_shardings(jit_fun._out_shardings, out_struct, "jit out_shardings")]
     else:
         out_sh = [None] * n_out
-    arg_sh = [x._sharding if type(x) is GlobalArray else None for x in leaves]
+    ref_consts = [] if stateful is None else [r._read_value() for r in stateful.ref_consts]
+    arg_sh = [value_sharding(x) for x in [*ref_consts, *leaves]]
     mesh = program_mesh([*in_sh, *out_sh, *arg_sh, *constraint_shardings(traced.jaxpr)])
     if mesh is None:
         return None
-    in_sh = [s if isinstance(s, NamedSharding) else arg_sharding(x, mesh)
+    _check_ref_shardings(leaves, in_sh)
+    in_sh = [s if isinstance(s, NamedSharding) else arg_sharding(held_value(x), mesh)
              for s, x in zip(in_sh, leaves)]
     for s, aval in zip(in_sh, traced.jaxpr.in_avals):
         check_divisible(s, aval.shape, "pjit arguments")
     out_sh = [s if isinstance(s, NamedSharding) else None for s in out_sh]
-    out_sh = explicit_out_shardings(traced.jaxpr, mesh, in_sh, out_sh)
-    for s, aval in zip(out_sh, traced.jaxpr.out_avals):
+    plan = JitPlan()
+    plan.traced, plan.mesh, plan.stateful, plan.donate_mask = traced, mesh, stateful, mask
+    plan.program, plan.donated = traced.jaxpr, mask
+    if stateful is not None:
+        _check_refs_on_mesh([*stateful.ref_consts, *leaves], mesh)
+        in_sh, out_sh = _discharged_shardings(stateful, ref_consts, mesh, in_sh, out_sh)
+        plan.program, plan.donated = stateful.discharged, stateful.donated(mask)
+    out_sh = explicit_out_shardings(plan.program, mesh, in_sh, out_sh)
+    for s, aval in zip(out_sh, plan.program.out_avals):
         if s is not None:
             check_divisible(s, aval.shape, "pjit outputs")
-    return traced, mesh, in_sh, out_sh, mask
+    plan.in_shardings, plan.out_shardings = in_sh, out_sh
+    return plan
 
 
-def _compile_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args):
+def compile_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args):
     from fluxion._src.api import _CacheEntry
     plan = _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args)
     if plan is None:
         return False
-    traced, mesh, in_sh, out_sh, mask = plan
-    from fluxion._src.state.discharge import has_state
-    if has_state(traced.jaxpr.jaxpr):  # (this path compiles the program as traced)
-        raise NotImplementedError(
-            "Refs in a jit partitioned by its arguments (global Arrays, or in_shardings / "
-            "out_shardings) are not supported yet; with host or single-device arguments the "
-            "same jit works, shard_map inside it included")
-    exe = compile_sharded(traced.jaxpr, f"jit_{traced.name}", mesh, in_sh, out_sh, mask)
-    return _CacheEntry(exe, traced.out_tree, traced, mask)
+    compiled = plan.compile(f"jit_{plan.traced.name}")
+    return _CacheEntry(compiled, plan.traced.out_tree, plan.traced, plan.donate_mask)
 
 
 def lower_jit(jit_fun, args, kwargs):
@@ -627,10 +736,8 @@ def lower_jit(jit_fun, args, kwargs):
     plan = _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn_args)
     if plan is None:
         return None
-    traced, mesh, in_sh, out_sh, mask = plan
-    name = f"jit_{traced.name}"
-    text = lower_sharded(traced.jaxpr, name, mesh, in_sh, out_sh, mask)
-    lowered = Lowered(text, traced, mask)
-    lowered._compile_sharded = lambda: compile_sharded(traced.jaxpr, name, mesh, in_sh, out_sh,
-                                                       mask, text=text)
+    name = f"jit_{plan.traced.name}"
+    text = plan.lower(name)
+    lowered = Lowered(text, plan.traced, plan.donate_mask)
+    lowered._compile_sharded = lambda: plan.compile(name, text=text)
     return lowered

@@ -368,17 +368,22 @@ def test_serialized_executable_loads_on_another_device():
     assert loaded(jax.device_put(x, jax.devices()[3])).device == jax.devices()[3]
 
 
-def test_refs_in_a_jit_partitioned_by_its_arguments_are_refused_clearly():
-    """(They reached the lowering undischarged: "No lowering rule for primitive 'get'".)"""
+def test_refs_in_a_jit_partitioned_by_its_arguments_are_discharged():
+    """(They reached the lowering undischarged: "No lowering rule for primitive 'get'".) More
+    cases: tests/parallel/cases_refs_sharded_jit.py."""
     mesh = jax.make_mesh((8,), ("i",), axis_types=(jax.sharding.AxisType.Auto,))
     x = jax.device_put(jnp.arange(8.0), NamedSharding(mesh, P("i")))
-    ref = jax.new_ref(jnp.zeros(8))
 
     def step(r, v):
         r[...] = r[...] + v
         return v * 2
-    with pytest.raises(NotImplementedError, match="Refs in a jit partitioned by its arguments"):
-        jax.jit(step)(ref, x)
-    np.testing.assert_array_equal(np.asarray(jax.jit(step)(ref, jnp.arange(8.0))),
+    single = jax.new_ref(jnp.zeros(8))
+    with pytest.raises(ValueError, match="incompatible devices"):  # as JAX: not moved
+        jax.jit(step)(single, x)
+    np.testing.assert_array_equal(np.asarray(jax.jit(step)(single, jnp.arange(8.0))),
                                   np.arange(8.0) * 2)
+    np.testing.assert_array_equal(np.asarray(single[...]), np.arange(8.0))
+    ref = jax.new_ref(jax.device_put(jnp.zeros(8), NamedSharding(mesh, P("i"))))
+    np.testing.assert_array_equal(np.asarray(jax.jit(step)(ref, x)), np.arange(8.0) * 2)
     np.testing.assert_array_equal(np.asarray(ref[...]), np.arange(8.0))
+    assert ref[...].sharding == NamedSharding(mesh, P("i"))

@@ -291,12 +291,25 @@ def _dot_general_jvp(primals, tangents, **params):
     terms = []
     if dtypes.is_inexact(core.get_aval(out).dtype):
         if _has_tangent(t_lhs):
-            terms.append(dot_general_p.bind(t_lhs, rhs, **params))
+            terms.append(dot_general_p.bind(_typed_like(t_lhs, lhs), rhs, **params))
         if _has_tangent(t_rhs):
-            terms.append(dot_general_p.bind(lhs, t_rhs, **params))
+            terms.append(dot_general_p.bind(lhs, _typed_like(t_rhs, rhs), **params))
     if not terms:
         return out, ad.Zero.from_primal_value(out)
     return out, terms[0] if len(terms) == 1 else ad.add_tangents(*terms)
+
+
+def _typed_like(tangent, primal):
+    """On Explicit mesh axes, `tangent` typed as its primal: transposed, the operand's
+    cotangent takes the operand's sharding, as JAX's transpose gives it `out_sharding` of the
+    operand's type (else the transposed dot may name a mesh axis twice, e.g. a weight's
+    contracted axis and the activation's batch axis)."""
+    from fluxion._src import sharding_types
+    if not isinstance(primal, core.Tracer) or not sharding_types.has_explicit_axes(
+            sharding_types.current_abstract_mesh()):
+        return tangent
+    from fluxion._src.sharded_jit import sharding_like
+    return sharding_like(tangent, primal)
 
 
 def _operand_aval(x):

@@ -14,7 +14,8 @@ from fluxion._src.lax import structural
 from fluxion._src.numpy import ufuncs, util
 from fluxion._src.numpy.eager import eager_compiled
 from fluxion._src.numpy.util import canonicalize_shape
-from fluxion._src.sharding_types import accepts_out_sharding, has_explicit_axes
+from fluxion._src.sharding_types import (accepts_out_sharding, current_abstract_mesh,
+                                         has_explicit_axes)
 from fluxion._src.traceback_util import user_stacklevel
 
 
@@ -280,6 +281,10 @@ def _like(name, a, fill_value, dtype, shape):
     if shape == aval.shape and has_explicit_axes(getattr(sharding, "mesh", None)):
         from fluxion._src.sharded_jit import reshard
         return reshard(out, sharding)  # like `a`, as its type says (JAX's rule)
+    if shape == aval.shape and isinstance(a, core.Tracer) and has_explicit_axes(
+            current_abstract_mesh()):
+        from fluxion._src.sharded_jit import sharding_like
+        return sharding_like(out, a)  # traced: typed like `a` on Explicit axes too
     return placement.place_like(out, a, weak)  # on a's devices, when a is committed there
 
 
