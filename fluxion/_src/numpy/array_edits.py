@@ -474,8 +474,8 @@ def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axi
 
 def _compile_eager_calls():  # as in manipulation.py
     from fluxion._src.numpy.eager import compile_eagerly
-    compile_eagerly(globals(), names=("diagflat", "vander", "unstack"),
-                    static_parameters=frozenset({"k", "N", "increasing", "axis"}))
+    compile_eagerly(globals(), names=("diagflat", "vander", "unstack", "resize"),
+                    static_parameters=frozenset({"k", "N", "increasing", "axis", "new_shape"}))
 
 
 _compile_eager_calls()

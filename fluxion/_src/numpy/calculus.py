@@ -300,3 +300,12 @@ def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | N
     b2 = b[..., 2] if b.shape[-1] == 3 else jnp.zeros_like(b0)
     c = jnp.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0])
     return jnp.moveaxis(c, 0, axisc)
+
+
+def _compile_eager_calls():  # as in manipulation.py
+    from fluxion._src.numpy.eager import compile_eagerly
+    compile_eagerly(globals(), names=("gradient", "ediff1d"),
+                    static_parameters=frozenset({"axis", "edge_order"}))
+
+
+_compile_eager_calls()

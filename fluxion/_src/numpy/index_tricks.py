@@ -361,3 +361,11 @@ def fill_diagonal(a, val, wrap: bool = False, *, inplace: bool = True):
         flat = manipulation.tile(flat, -(-n // size))
         val = structural.slice(flat, (0,), (n,))
     return a.at[idx].set(val)
+
+
+def _compile_eager_calls():  # as in manipulation.py
+    from fluxion._src.numpy.eager import compile_eagerly
+    compile_eagerly(globals(), names=("unravel_index",), static_parameters=frozenset({"shape"}))
+
+
+_compile_eager_calls()

@@ -1074,7 +1074,8 @@ def _compile_eager_calls():
         "roll", "sort", "argsort", "tile", "split", "array_split", "hsplit", "vsplit", "dsplit",
         "flip", "fliplr", "flipud", "rot90", "repeat", "squeeze", "expand_dims", "moveaxis",
         "swapaxes", "transpose", "permute_dims", "matrix_transpose", "ravel", "broadcast_to",
-        "concatenate", "concat", "append"), static_parameters=frozenset({
+        "concatenate", "concat", "append", "broadcast_arrays", "atleast_1d", "atleast_2d",
+        "atleast_3d"), static_parameters=frozenset({
             "axis", "axes", "k", "shape", "reps", "indices_or_sections", "source", "destination",
             "axis1", "axis2", "order", "kind", "stable", "descending", "dtype", "repeats",
             "total_repeat_length"}))

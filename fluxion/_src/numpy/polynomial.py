@@ -273,3 +273,12 @@ def polydiv(u, v, *, trim_leading_zeros: bool = False):
     if trim_leading_zeros:
         u_arr = _trim_leading_zeros(u_arr, tol=float(np.sqrt(jnp.finfo(u_arr.dtype).eps)))
     return q, u_arr
+
+
+def _compile_eager_calls():  # as in manipulation.py
+    from fluxion._src.numpy.eager import compile_eagerly
+    compile_eagerly(globals(), names=("polyfit",),
+                    static_parameters=frozenset({"deg", "rcond", "full", "cov"}))
+
+
+_compile_eager_calls()
