@@ -256,6 +256,19 @@ def test_traceback_shows_user_frames_not_internals(entry):
     assert any("FLUXION_TRACEBACK_FILTERING" in note for note in info.value.__notes__)
 
 
+def test_lower_shows_user_frames_once_global_arrays_exist(monkeypatch):
+    """Once a global Array has been made, `jit(f).lower` first asks whether f is partitioned
+    by its arguments, which traces f: an error there leaves with the user's frames too."""
+    import traceback
+    from fluxion._src import dispatch, sharded_jit
+    monkeypatch.setattr(dispatch, "sharded_apply_primitive", sharded_jit.apply_primitive)
+    with pytest.raises(TypeError, match="dot_general") as info:
+        fluxion.jit(_shape_bug).lower(fluxion.numpy.ones((2, 3)))
+    internal = [f for f in traceback.extract_tb(info.value.__traceback__)
+                if "/fluxion/_src/" in f.filename]
+    assert len(internal) <= 1, [f"{f.filename}:{f.lineno}" for f in internal]
+
+
 def _nested_jit_failure(lib):
     @lib.jit
     def innermost(x):

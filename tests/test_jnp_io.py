@@ -96,7 +96,7 @@ def test_from_dlpack():
 
 def test_printing():
     x = fnp.arange(3, dtype=fnp.float32)
-    assert fnp.array_repr(x) == "Array([0., 1., 2.], dtype=float32)"
+    assert fnp.array_repr(x) == "ArrayImpl([0., 1., 2.], dtype=float32)"  # as JAX's
     assert fnp.array_str(x) == np.array_str(np.arange(3, dtype=np.float32))
     with fnp.printoptions(precision=2):
         assert fnp.get_printoptions()["precision"] == 2

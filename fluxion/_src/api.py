@@ -847,6 +847,7 @@ class JitFunction:
         return Traced(traced.jaxpr, traced.in_tree, traced.out_tree, traced.in_avals,
                       traced.name, mask)
 
+    @api_boundary
     def lower(self, *args, **kwargs) -> "Lowered":
         """Trace and lower to StableHLO for these arguments (`.compile()` continues)."""
         if self._in_shardings_given or self._out_shardings_given or (
