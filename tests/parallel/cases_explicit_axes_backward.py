@@ -2,10 +2,6 @@
 through a dot whose operand is an intermediate value, and `zeros_like` of a traced value, take
 their operands' sharding types as in JAX. Run by tests/test_eight_devices.py with 8 CPU devices;
 JAX 0.10.2 in a subprocess is the oracle."""
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -13,6 +9,7 @@ import pytest
 
 import fluxion as jax
 import fluxion.numpy as jnp
+from _jax_oracle import run_here, run_under_jax
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 CPU devices")
 
@@ -53,21 +50,12 @@ _PROGRAMS = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def oracle():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-               JAX_PLATFORMS="cpu")
-    env.pop("PYTHONPATH", None)
-    script = "import json, jax, jax.numpy as jnp\n" + _PROGRAMS + "\nprint(json.dumps(out))\n"
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=240, cwd="/")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_under_jax(_PROGRAMS)
 
 
 @pytest.fixture(scope="module")
 def got():
-    namespace = {"jax": jax, "jnp": jnp}
-    exec(_PROGRAMS.replace("from jax.sharding", "from fluxion.sharding"), namespace)
-    return namespace["out"]
+    return run_here(_PROGRAMS, jax, jnp)
 
 
 @pytest.mark.parametrize("name", ["grad_x", "grad_w", "param", "zeros_like",

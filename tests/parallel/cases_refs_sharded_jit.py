@@ -2,10 +2,6 @@
 run by tests/test_eight_devices.py in a process with 8 CPU devices. The same programs run under
 JAX 0.10.2 (a subprocess with 8 host devices), the oracle for values, result shardings and
 error classes."""
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -13,6 +9,7 @@ import pytest
 
 import fluxion as jax
 import fluxion.numpy as jnp
+from _jax_oracle import run_here, run_under_jax
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 CPU devices")
 
@@ -165,21 +162,12 @@ _PROGRAMS = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def oracle():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-               JAX_PLATFORMS="cpu")
-    env.pop("PYTHONPATH", None)
-    script = "import json, jax, jax.numpy as jnp\n" + _PROGRAMS + "\nprint(json.dumps(out))\n"
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=240, cwd="/")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_under_jax(_PROGRAMS)
 
 
 @pytest.fixture(scope="module")
 def got():
-    namespace = {"jax": jax, "jnp": jnp}
-    exec(_PROGRAMS.replace("from jax.sharding", "from fluxion.sharding"), namespace)
-    return namespace["out"]
+    return run_here(_PROGRAMS, jax, jnp)
 
 
 def _assert_same(got, want, name):
