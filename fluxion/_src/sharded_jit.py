@@ -298,9 +298,18 @@ def as_global(x, sharding: Sharding, aval: ShapedArray) -> GlobalArray:
     return device_put_sharded_value(np.asarray(x, dtype=aval.dtype), sharding, aval.weak_type)
 
 
+def leaf_sharding(x) -> Sharding | None:
+    """The sharding an argument carries: a global Array's, or a ShapeDtypeStruct's (export)."""
+    if type(x) is GlobalArray:
+        return x._sharding
+    from fluxion._src.api import ShapeDtypeStruct
+    s = x.sharding if type(x) is ShapeDtypeStruct else None
+    return s if isinstance(s, Sharding) else None
+
+
 def arg_sharding(x, mesh: Mesh) -> NamedSharding:
     """The sharding an argument without an in_sharding gets: its own, or replicated."""
-    s = x._sharding if type(x) is GlobalArray else None
+    s = leaf_sharding(x)
     if isinstance(s, NamedSharding) and s.mesh == mesh:
         return s
     if isinstance(s, NamedSharding) and s.mesh._device_key == mesh._device_key:
@@ -588,7 +597,7 @@ def _plan_jit(jit_fun, args, kwargs, leaves, in_tree, static_pos, static_kw, dyn
                   for s in flat_shardings(jit_fun._out_shardings, out_struct, "jit out_shardings")]
     else:
         out_sh = [None] * n_out
-    arg_sh = [x._sharding if type(x) is GlobalArray else None for x in leaves]
+    arg_sh = [leaf_sharding(x) for x in leaves]
     mesh = program_mesh([*in_sh, *out_sh, *arg_sh, *constraint_shardings(traced.jaxpr)])
     if mesh is None:
         return None

@@ -1,0 +1,141 @@
+"""Export of functions partitioned over a mesh (8 CPU devices; run by tests/test_eight_devices.py).
+JAX 0.10.2, imported here with 8 CPU devices of its own, is the oracle: the recorded device
+count and shardings, the results' values and shardings, and the errors."""
+import numpy as np
+import pytest
+
+import fluxion as fx
+from fluxion import export
+from fluxion.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+import jax
+from jax.sharding import Mesh as JMesh, NamedSharding as JNamedSharding, PartitionSpec as JP
+
+pytestmark = pytest.mark.skipif(fx.device_count() < 8, reason="needs 8 CPU devices")
+
+X = np.arange(32, dtype=np.float32).reshape(8, 4)
+Y = np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)
+
+
+def _f(a, b):
+    return a * 2 + b, a.sum()
+
+
+def _meshes():
+    return (Mesh(np.array(fx.devices()).reshape(4, 2), ("x", "y")),
+            JMesh(np.array(jax.devices()).reshape(4, 2), ("x", "y")))
+
+
+def _exports():
+    """The same partitioned jit exported by fluxion and by JAX."""
+    mesh, jmesh = _meshes()
+    ins = lambda S, m: (S(m, P("x", "y")) if S is NamedSharding else S(m, JP("x", "y")),
+                        S(m, P()) if S is NamedSharding else S(m, JP()))
+    outs = lambda S, m: (S(m, P("x")) if S is NamedSharding else S(m, JP("x")), None)
+    ours = export.export(fx.jit(_f, in_shardings=ins(NamedSharding, mesh),
+                                out_shardings=outs(NamedSharding, mesh)))(
+        fx.ShapeDtypeStruct(X.shape, X.dtype), fx.ShapeDtypeStruct(Y.shape, Y.dtype))
+    theirs = jax.export.export(jax.jit(_f, in_shardings=ins(JNamedSharding, jmesh),
+                                       out_shardings=outs(JNamedSharding, jmesh)))(
+        jax.ShapeDtypeStruct(X.shape, X.dtype), jax.ShapeDtypeStruct(Y.shape, Y.dtype))
+    return ours, theirs
+
+
+def _specs(shardings):
+    return [None if s is None else tuple(s.spec) for s in shardings]
+
+
+def test_export_records_device_count_and_shardings():
+    (ours, theirs), (mesh, jmesh) = _exports(), _meshes()
+    assert ours.nr_devices == theirs.nr_devices == 8
+    assert ours.in_shardings_hlo == theirs.in_shardings_hlo
+    assert ours.out_shardings_hlo == theirs.out_shardings_hlo
+    assert _specs(ours.in_shardings_jax(mesh)) == _specs(theirs.in_shardings_jax(jmesh))
+    assert _specs(ours.out_shardings_jax(mesh)) == _specs(theirs.out_shardings_jax(jmesh))
+    assert all(s.mesh == mesh for s in ours.in_shardings_jax(mesh))
+
+
+def test_module_is_partitioned():
+    ours, _ = _exports()
+    text = ours.mlir_module()
+    assert "mhlo.num_partitions = 8" in text
+    assert '"x"=4' in text or '\\22x\\22=4' in text
+
+
+def test_shape_dtype_struct_sharding_is_recorded():
+    mesh, jmesh = _meshes()
+    ours = export.export(fx.jit(lambda a: a + 1))(
+        fx.ShapeDtypeStruct(X.shape, X.dtype, sharding=NamedSharding(mesh, P("x"))))
+    theirs = jax.export.export(jax.jit(lambda a: a + 1))(
+        jax.ShapeDtypeStruct(X.shape, X.dtype, sharding=JNamedSharding(jmesh, JP("x"))))
+    assert ours.nr_devices == theirs.nr_devices == 8
+    assert _specs(ours.in_shardings_jax(mesh)) == _specs(theirs.in_shardings_jax(jmesh))
+    assert _specs(ours.out_shardings_jax(mesh)) == _specs(theirs.out_shardings_jax(jmesh))
+
+
+def _check_results(got, want):
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+        assert tuple(g.sharding.spec) == tuple(w.sharding.spec)
+        assert g.sharding.mesh.shape_tuple == w.sharding.mesh.shape_tuple
+
+
+@pytest.mark.parametrize("under_jit", [False, True])
+def test_call_runs_partitioned(under_jit):
+    (ours, theirs), (mesh, jmesh) = _exports(), _meshes()
+    xs = [fx.device_put(v, s) for v, s in zip((X, Y), ours.in_shardings_jax(mesh))]
+    jxs = [jax.device_put(v, s) for v, s in zip((X, Y), theirs.in_shardings_jax(jmesh))]
+    call = fx.jit(ours.call) if under_jit else ours.call
+    jcall = jax.jit(theirs.call) if under_jit else theirs.call
+    _check_results(call(*xs), jcall(*jxs))
+
+
+def test_call_with_replicated_arguments_on_the_mesh():
+    (ours, theirs), (mesh, jmesh) = _exports(), _meshes()
+    got = fx.jit(ours.call, in_shardings=NamedSharding(mesh, P()))(X, Y)
+    want = jax.jit(theirs.call, in_shardings=JNamedSharding(jmesh, JP()))(X, Y)
+    _check_results(got, want)
+
+
+def _error(fun, *args):
+    with pytest.raises(Exception) as info:
+        fun(*args)
+    return info.type, str(info.value)
+
+
+def test_wrong_device_count_is_jaxs_error():
+    ours, theirs = _exports()
+    assert _error(ours.call, X, Y) == _error(theirs.call, X, Y)
+    two = Mesh(np.array(fx.devices()[:2]), ("x",))
+    jtwo = JMesh(np.array(jax.devices()[:2]), ("x",))
+    got = _error(fx.jit(ours.call, in_shardings=NamedSharding(two, P())), X, Y)
+    want = _error(jax.jit(theirs.call, in_shardings=JNamedSharding(jtwo, JP())), X, Y)
+    assert got == want
+    assert got[0] is ValueError and "exported for 8 devices" in got[1]
+
+
+def test_fluxion_serialization_keeps_shardings():
+    (ours, theirs), (mesh, jmesh) = _exports(), _meshes()
+    back = export.deserialize(ours.serialize())
+    assert back.nr_devices == 8
+    assert _specs(back.in_shardings_jax(mesh)) == _specs(ours.in_shardings_jax(mesh))
+    assert _specs(back.out_shardings_jax(mesh)) == _specs(ours.out_shardings_jax(mesh))
+    xs = [fx.device_put(v, s) for v, s in zip((X, Y), back.in_shardings_jax(mesh))]
+    jxs = [jax.device_put(v, s) for v, s in zip((X, Y), theirs.in_shardings_jax(jmesh))]
+    _check_results(back.call(*xs), theirs.call(*jxs))
+
+
+def test_refusals():
+    mesh, _ = _meshes()
+    sharded = fx.jit(lambda a: a * 2, in_shardings=NamedSharding(mesh, P("x")))
+    (n,) = export.symbolic_shape("8*n")
+    with pytest.raises(NotImplementedError, match="symbolic shapes"):
+        export.export(sharded)(fx.ShapeDtypeStruct((n, 4), np.float32))
+    with pytest.raises(NotImplementedError, match="platform"):
+        export.export(sharded, platforms=("cpu", "cuda"))(X)
+    exp = export.export(sharded)(X)
+    with pytest.raises(NotImplementedError, match="Differentiating"):
+        exp.serialize(vjp_order=1)
+    x = fx.device_put(X, NamedSharding(mesh, P("x")))
+    with pytest.raises(NotImplementedError, match="Differentiating"):
+        fx.grad(lambda v: exp.call(v).sum())(x)
