@@ -139,3 +139,29 @@ def test_refusals():
     x = fx.device_put(X, NamedSharding(mesh, P("x")))
     with pytest.raises(NotImplementedError, match="Differentiating"):
         fx.grad(lambda v: exp.call(v).sum())(x)
+
+
+def test_jax_artifact_for_8_devices_runs_in_fluxion():
+    (_, theirs), (mesh, jmesh) = _exports(), _meshes()
+    ours = export.deserialize(theirs.serialize())
+    assert ours.nr_devices == 8
+    assert _specs(ours.in_shardings_jax(mesh)) == _specs(theirs.in_shardings_jax(jmesh))
+    assert _specs(ours.out_shardings_jax(mesh)) == _specs(theirs.out_shardings_jax(jmesh))
+    xs = [fx.device_put(v, s) for v, s in zip((X, Y), ours.in_shardings_jax(mesh))]
+    jxs = [jax.device_put(v, s) for v, s in zip((X, Y), theirs.in_shardings_jax(jmesh))]
+    _check_results(fx.jit(ours.call)(*xs), theirs.call(*jxs))
+    assert _error(ours.call, X, Y) == _error(theirs.call, X, Y)
+
+
+def test_fluxion_artifact_for_8_devices_runs_in_jax():
+    (ours, theirs), (mesh, jmesh) = _exports(), _meshes()
+    back = jax.export.deserialize(ours.serialize(format="jax"))
+    assert back.nr_devices == 8
+    assert _specs(back.in_shardings_jax(jmesh)) == _specs(theirs.in_shardings_jax(jmesh))
+    assert _specs(back.out_shardings_jax(jmesh)) == _specs(theirs.out_shardings_jax(jmesh))
+    jxs = [jax.device_put(v, s) for v, s in zip((X, Y), back.in_shardings_jax(jmesh))]
+    _check_results(jax.jit(back.call)(*jxs), theirs.call(*jxs))
+    # and back into fluxion through JAX's format
+    again = export.deserialize(back.serialize())
+    xs = [fx.device_put(v, s) for v, s in zip((X, Y), again.in_shardings_jax(mesh))]
+    _check_results(again.call(*xs), theirs.call(*jxs))

@@ -76,7 +76,8 @@ class Exported:
                  calling_convention_version: int = CALLING_CONVENTION_VERSION,
                  module_kept_var_idx=None, uses_global_constants: bool = False,
                  ordered_effects=(), unordered_effects=(), disabled_safety_checks=(),
-                 get_vjp: Callable | None = None, in_specs=None, out_specs=None):
+                 get_vjp: Callable | None = None, in_specs=None, out_specs=None,
+                 mesh_axes=()):
         self.fun_name = fun_name
         self.in_tree = in_tree
         self.in_avals = tuple(in_avals)
@@ -101,6 +102,8 @@ class Exported:
         # JAX's `_in_named_shardings` without their abstract mesh
         self._in_specs = tuple(in_specs or (None,) * len(self.in_avals))
         self._out_specs = tuple(out_specs or (None,) * len(self.out_avals))
+        # (name, size, AxisType value) per axis of the mesh the specs name (JAX's abstract mesh)
+        self._mesh_axes = tuple(tuple(a) for a in mesh_axes)
 
     def __repr__(self):
         ins = ", ".join(a.str_short() for a in self.in_avals)
@@ -342,7 +345,9 @@ def _export_partitioned(plan, plats, disabled_checks) -> Exported:
                     tuple(traced.jaxpr.out_avals), plats, _serialize_module(text),
                     nr_devices=mesh.size, disabled_safety_checks=disabled_checks,
                     get_vjp=get_vjp, in_specs=[s.spec for s in in_sh],
-                    out_specs=[None if s is None else s.spec for s in out_sh])
+                    out_specs=[None if s is None else s.spec for s in out_sh],
+                    mesh_axes=[(name, size, t.value) for (name, size), t
+                               in zip(mesh.shape_tuple, mesh.axis_types)])
 
 
 def default_platform_of(mesh) -> str:

@@ -184,6 +184,16 @@ def _decode_specs(meta, key: str, n: int):
     return specs
 
 
+def _decode_mesh_axes(axes, nr_devices: int) -> list:
+    """[(name, size, AxisType value)], whose sizes multiply to `nr_devices` (if any)."""
+    if not all(isinstance(a, list) and len(a) == 3 and type(a[0]) is str and type(a[1]) is int
+               and a[1] >= 1 and a[2] in (1, 2, 3) for a in axes):
+        raise ValueError(f"bad mesh_axes {axes!r}")
+    if axes and int(np.prod([a[1] for a in axes])) != nr_devices:
+        raise ValueError(f"mesh_axes {axes!r} do not make {nr_devices} devices")
+    return [tuple(a) for a in axes]
+
+
 def serialize(exp, vjp_order: int = 0) -> bytearray:
     meta = {
         "fun_name": exp.fun_name,
@@ -198,6 +208,7 @@ def serialize(exp, vjp_order: int = 0) -> bytearray:
         "nr_devices": exp.nr_devices,
         "in_specs": [_encode_spec(p) for p in exp._in_specs],
         "out_specs": [_encode_spec(p) for p in exp._out_specs],
+        "mesh_axes": [list(a) for a in exp._mesh_axes],
         "module_kept_var_idx": list(exp.module_kept_var_idx),
         "uses_global_constants": exp.uses_global_constants,
         "ordered_effects": [], "unordered_effects": [],
@@ -317,7 +328,8 @@ def deserialize(blob) -> "Exported":
             uses_global_constants=meta["uses_global_constants"],
             disabled_safety_checks=meta["disabled_safety_checks"], get_vjp=get_vjp,
             in_specs=_decode_specs(meta, "in_specs", len(in_avals)),
-            out_specs=_decode_specs(meta, "out_specs", len(out_avals)))
+            out_specs=_decode_specs(meta, "out_specs", len(out_avals)),
+            mesh_axes=_decode_mesh_axes(meta.get("mesh_axes", []), meta["nr_devices"]))
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
         raise ValueError(f"Serialized Exported has corrupt metadata ({type(e).__name__}: "
                          f"{e})") from None
