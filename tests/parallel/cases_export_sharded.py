@@ -165,3 +165,39 @@ def test_fluxion_artifact_for_8_devices_runs_in_jax():
     again = export.deserialize(back.serialize())
     xs = [fx.device_put(v, s) for v, s in zip((X, Y), again.in_shardings_jax(mesh))]
     _check_results(again.call(*xs), theirs.call(*jxs))
+
+
+def test_call_on_a_mesh_of_other_device_order():
+    devices, jdevices = np.array(fx.devices()), np.array(jax.devices())
+    ours = export.export(fx.jit(lambda x: x + x, in_shardings=NamedSharding(
+        Mesh(devices, ("a",)), P("a"))))(X)
+    theirs = jax.export.export(jax.jit(lambda x: x + x, in_shardings=JNamedSharding(
+        JMesh(jdevices, ("a",)), JP("a"))))(X)
+    run, jrun = Mesh(devices[::-1], ("a",)), JMesh(jdevices[::-1], ("a",))
+    got = ours.call(fx.device_put(X, ours.in_shardings_jax(run)[0]))
+    want = theirs.call(jax.device_put(X, theirs.in_shardings_jax(jrun)[0]))
+    _check_results([got], [want])
+    assert [s.device.id for s in got.addressable_shards] == \
+        [s.device.id for s in want.addressable_shards]
+
+
+@pytest.mark.parametrize("round_trip", [False, True])
+def test_explicit_axes_results_have_the_exported_types(round_trip):
+    mesh, jmesh = fx.make_mesh((4, 2), ("x", "y")), jax.make_mesh((4, 2), ("x", "y"))
+    f = lambda x: (x * 2).sum(0)  # noqa: E731
+    ours = export.export(fx.jit(f, in_shardings=NamedSharding(mesh, P("x", "y"))))(X)
+    theirs = jax.export.export(jax.jit(f, in_shardings=JNamedSharding(jmesh, JP("x", "y"))))(X)
+    if round_trip:
+        ours = export.deserialize(ours.serialize())
+    assert _specs(ours.out_shardings_jax(mesh)) == _specs(theirs.out_shardings_jax(jmesh))
+    got = ours.call(fx.device_put(X, NamedSharding(mesh, P("x", "y"))))
+    want = theirs.call(jax.device_put(X, JNamedSharding(jmesh, JP("x", "y"))))
+    _check_results([got], [want])
+
+
+def test_host_callbacks_are_refused():
+    mesh, _ = _meshes()
+    f = fx.jit(lambda x: fx.pure_callback(lambda v: v, fx.ShapeDtypeStruct(x.shape, x.dtype), x),
+               in_shardings=NamedSharding(mesh, P("x")))
+    with pytest.raises(ValueError, match="calls back into Python"):
+        export.export(f)(X)

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import ad, batching, core, dtypes, tree_util
+from fluxion._src import ad, batching, core, dtypes, sharding_types, tree_util
 from fluxion._src.compiler import backend, hlo, lowering
 from fluxion._src.core import ShapedArray
 from fluxion._src.export import registrations, shape_checks, shape_poly
@@ -77,7 +77,7 @@ class Exported:
                  module_kept_var_idx=None, uses_global_constants: bool = False,
                  ordered_effects=(), unordered_effects=(), disabled_safety_checks=(),
                  get_vjp: Callable | None = None, in_specs=None, out_specs=None,
-                 mesh_axes=()):
+                 mesh_axes=(), out_types=None):
         self.fun_name = fun_name
         self.in_tree = in_tree
         self.in_avals = tuple(in_avals)
@@ -104,6 +104,8 @@ class Exported:
         self._out_specs = tuple(out_specs or (None,) * len(self.out_avals))
         # (name, size, AxisType value) per axis of the mesh the specs name (JAX's abstract mesh)
         self._mesh_axes = tuple(tuple(a) for a in mesh_axes)
+        # the outputs' specs on Explicit mesh axes (their types), as jit inferred them
+        self._out_types = tuple(out_types or self._out_specs)
 
     def __repr__(self):
         ins = ", ".join(a.str_short() for a in self.in_avals)
@@ -295,7 +297,8 @@ def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
         _check_one_scope(fun_jit, args, kwargs)
         plan = _partition_plan(fun_jit, args, kwargs)
         if plan is not None:
-            return _export_partitioned(plan, plats, disabled_checks)
+            return _export_partitioned(plan, _given_out_shardings(fun_jit, plan), plats,
+                                       disabled_checks)
         traced = fun_jit.trace(*args, **kwargs)
         return _export_traced(traced, plats, disabled_checks, fun_jit)
 
@@ -321,7 +324,24 @@ def _partition_plan(fun_jit, args, kwargs):
                                  static_kw, dyn_args)
 
 
-def _export_partitioned(plan, plats, disabled_checks) -> Exported:
+def _given_out_shardings(fun_jit, plan) -> list:
+    """The jit's own out_shardings, flat (None where not given): what JAX records; the
+    shardings jit infers on Explicit axes are the outputs' types instead."""
+    from fluxion._src import sharded_jit
+    from fluxion._src.sharding_impls import NamedSharding
+    fun_jit = getattr(fun_jit.trace, "__self__", fun_jit)
+    traced, _, _, out_sh, _ = plan
+    if not sharding_types.has_explicit_axes(plan[1]):
+        return out_sh
+    if not fun_jit._out_shardings_given:
+        return [None] * len(out_sh)
+    struct = tree_util.tree_unflatten(traced.out_tree, [0] * len(out_sh))
+    given = sharded_jit.flat_shardings(fun_jit._out_shardings, struct, "jit out_shardings")
+    return [s if isinstance(given_s, NamedSharding) else None
+            for s, given_s in zip(out_sh, given)]
+
+
+def _export_partitioned(plan, given_out_sh, plats, disabled_checks) -> Exported:
     """The artifact of a jit partitioned over a mesh: the module jit compiles for it (Shardy
     annotations, `mhlo.num_partitions` = the mesh size), its specs and device count."""
     from fluxion._src import sharded_jit
@@ -345,7 +365,8 @@ def _export_partitioned(plan, plats, disabled_checks) -> Exported:
                     tuple(traced.jaxpr.out_avals), plats, _serialize_module(text),
                     nr_devices=mesh.size, disabled_safety_checks=disabled_checks,
                     get_vjp=get_vjp, in_specs=[s.spec for s in in_sh],
-                    out_specs=[None if s is None else s.spec for s in out_sh],
+                    out_specs=[None if s is None else s.spec for s in given_out_sh],
+                    out_types=[None if s is None else s.spec for s in out_sh],
                     mesh_axes=[(name, size, t.value) for (name, size), t
                                in zip(mesh.shape_tuple, mesh.axis_types)])
 
@@ -727,7 +748,6 @@ def _constrained(ctx, values, specs, mesh):
     """`values` constrained to the exported specs over the calling program's mesh."""
     if mesh is None:
         return list(values)
-    from fluxion._src import sharded_jit
     from fluxion._src.sharding_impls import NamedSharding
     out = []
     for x, spec in zip(values, specs):
@@ -736,7 +756,8 @@ def _constrained(ctx, values, specs, mesh):
             if missing:
                 raise ValueError(f"The exported function uses the mesh axes {missing}, which "
                                  f"the calling program's mesh {mesh!r} does not have")
-            x = sharded_jit._constraint_lowering(ctx, x, sharding=NamedSharding(mesh, spec))
+            sdy = NamedSharding(mesh, spec).sdy_text(len(x.aval.shape))
+            x = ctx.op1("sdy.sharding_constraint", [x], x.aval, {"sharding": sdy})
         out.append(x)
     return out
 
@@ -884,3 +905,14 @@ def _no_jvp(primals, tangents, *, exported):
 
 
 ad.primitive_jvps[call_exported_p] = _no_jvp
+
+
+def _call_exported_sharding_rule(ctx, in_specs, in_avals, out_avals, params):
+    """On Explicit mesh axes the results have the exported output types (unsharded where the
+    artifact records none)."""
+    types = params["exported"]._out_types
+    return [sharding_types.spec_of(spec, len(a.shape), ctx.explicit)
+            for spec, a in zip(types, out_avals)]
+
+
+sharding_types.rules[call_exported_p] = _call_exported_sharding_rule

@@ -208,6 +208,7 @@ def serialize(exp, vjp_order: int = 0) -> bytearray:
         "nr_devices": exp.nr_devices,
         "in_specs": [_encode_spec(p) for p in exp._in_specs],
         "out_specs": [_encode_spec(p) for p in exp._out_specs],
+        "out_types": [_encode_spec(p) for p in exp._out_types],
         "mesh_axes": [list(a) for a in exp._mesh_axes],
         "module_kept_var_idx": list(exp.module_kept_var_idx),
         "uses_global_constants": exp.uses_global_constants,
@@ -329,6 +330,7 @@ def deserialize(blob) -> "Exported":
             disabled_safety_checks=meta["disabled_safety_checks"], get_vjp=get_vjp,
             in_specs=_decode_specs(meta, "in_specs", len(in_avals)),
             out_specs=_decode_specs(meta, "out_specs", len(out_avals)),
+            out_types=_decode_specs(meta, "out_types", len(out_avals)),
             mesh_axes=_decode_mesh_axes(meta.get("mesh_axes", []), meta["nr_devices"]))
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
         raise ValueError(f"Serialized Exported has corrupt metadata ({type(e).__name__}: "
