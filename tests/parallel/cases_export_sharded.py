@@ -201,3 +201,24 @@ def test_host_callbacks_are_refused():
                in_shardings=NamedSharding(mesh, P("x")))
     with pytest.raises(ValueError, match="calls back into Python"):
         export.export(f)(X)
+
+
+def test_export_of_global_array_arguments_records_their_shardings():
+    mesh, jmesh = _meshes()
+    ours = export.export(fx.jit(lambda x: x * 3))(fx.device_put(X, NamedSharding(mesh, P("x"))))
+    theirs = jax.export.export(jax.jit(lambda x: x * 3))(
+        jax.device_put(X, JNamedSharding(jmesh, JP("x"))))
+    assert ours.nr_devices == theirs.nr_devices == 8
+    assert _specs(ours.in_shardings_jax(mesh)) == _specs(theirs.in_shardings_jax(jmesh))
+    assert _specs(ours.out_shardings_jax(mesh)) == _specs(theirs.out_shardings_jax(jmesh))
+
+
+def test_damaged_sharding_metadata_is_a_value_error():
+    ours, _ = _exports()
+    ours._mesh_axes = (("x", 3, 1), ("y", 2, 1))
+    with pytest.raises(ValueError, match="do not make 8 devices"):
+        export.deserialize(ours.serialize())
+    ours, _ = _exports()
+    ours._in_specs = (P(("x", 1)), P())
+    with pytest.raises(ValueError, match="bad partition spec"):
+        export.deserialize(ours.serialize())
