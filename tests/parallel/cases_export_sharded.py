@@ -222,3 +222,11 @@ def test_damaged_sharding_metadata_is_a_value_error():
     ours._in_specs = (P(("x", 1)), P())
     with pytest.raises(ValueError, match="bad partition spec"):
         export.deserialize(ours.serialize())
+
+
+def test_vmap_of_a_partitioned_call_loops_over_the_batch():
+    mesh, _ = _meshes()
+    ours = export.export(fx.jit(lambda x: x * 3, in_shardings=NamedSharding(mesh, P("x"))))(X)
+    xs = fx.device_put(np.stack([X, Y]), NamedSharding(mesh, P()))
+    np.testing.assert_allclose(np.asarray(fx.jit(fx.vmap(ours.call))(xs)),
+                               np.stack([X, Y]) * 3, rtol=1e-6)
