@@ -57,7 +57,11 @@ class Exported:
     in_avals, out_avals : tuple of ShapedArray
         Flattened input and output types (dimensions may be symbolic).
     in_shardings_hlo, out_shardings_hlo : tuple
-        One entry per input/output; None means unspecified (single device).
+        One entry per input/output; None, as in JAX 0.10.2, which records named shardings
+        instead (`in_shardings_jax(mesh)` / `out_shardings_jax(mesh)` give them).
+    nr_devices : int
+        The devices the module is partitioned for (`mhlo.num_partitions`); a call runs in a
+        program partitioned over a mesh of that many devices.
     platforms : tuple of str
     calling_convention_version : int
     mlir_module_serialized : bytes
