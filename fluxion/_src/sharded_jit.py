@@ -301,9 +301,18 @@ def as_global(x, sharding: Sharding, aval: ShapedArray) -> GlobalArray:
     return device_put_sharded_value(np.asarray(x, dtype=aval.dtype), sharding, aval.weak_type)
 
 
+def leaf_sharding(x) -> Sharding | None:
+    """The sharding an argument carries: a global Array's, or a ShapeDtypeStruct's (export)."""
+    if type(x) is GlobalArray:
+        return x._sharding
+    from fluxion._src.api import ShapeDtypeStruct
+    s = x.sharding if type(x) is ShapeDtypeStruct else None
+    return s if isinstance(s, Sharding) else None
+
+
 def arg_sharding(x, mesh: Mesh) -> NamedSharding:
     """The sharding an argument without an in_sharding gets: its own, or replicated."""
-    s = x._sharding if type(x) is GlobalArray else None
+    s = leaf_sharding(x)
     if isinstance(s, NamedSharding) and s.mesh == mesh:
         return s
     if isinstance(s, NamedSharding) and s.mesh._device_key == mesh._device_key:
@@ -625,9 +634,8 @@ def holds_global(values, refs_only: bool = False) -> bool:
 
 
 def value_sharding(x):
-    """The sharding of a global Array argument, or of the one a Ref holds (else None)."""
-    x = held_value(x)
-    return x._sharding if type(x) is GlobalArray else None
+    """The sharding of an argument (`leaf_sharding`), or of the value a Ref holds."""
+    return leaf_sharding(held_value(x))
 
 
 def _check_ref_shardings(leaves, in_sh) -> None:

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fluxion._src import ad, batching, core, dtypes, tree_util
+from fluxion._src import ad, batching, core, dtypes, sharding_types, tree_util
 from fluxion._src.compiler import backend, hlo, lowering
 from fluxion._src.core import ShapedArray
 from fluxion._src.export import registrations, shape_checks, shape_poly
@@ -57,7 +57,11 @@ class Exported:
     in_avals, out_avals : tuple of ShapedArray
         Flattened input and output types (dimensions may be symbolic).
     in_shardings_hlo, out_shardings_hlo : tuple
-        One entry per input/output; None means unspecified (single device).
+        One entry per input/output; None, as in JAX 0.10.2, which records named shardings
+        instead (`in_shardings_jax(mesh)` / `out_shardings_jax(mesh)` give them).
+    nr_devices : int
+        The devices the module is partitioned for (`mhlo.num_partitions`); a call runs in a
+        program partitioned over a mesh of that many devices.
     platforms : tuple of str
     calling_convention_version : int
     mlir_module_serialized : bytes
@@ -76,7 +80,8 @@ class Exported:
                  calling_convention_version: int = CALLING_CONVENTION_VERSION,
                  module_kept_var_idx=None, uses_global_constants: bool = False,
                  ordered_effects=(), unordered_effects=(), disabled_safety_checks=(),
-                 get_vjp: Callable | None = None):
+                 get_vjp: Callable | None = None, in_specs=None, out_specs=None,
+                 mesh_axes=(), out_types=None):
         self.fun_name = fun_name
         self.in_tree = in_tree
         self.in_avals = tuple(in_avals)
@@ -97,6 +102,14 @@ class Exported:
             registrations.as_safety_check(c) for c in disabled_safety_checks)
         self._get_vjp = get_vjp
         self._inline_text = None
+        # PartitionSpec (or None: unspecified) per input / output of a multi-device export,
+        # JAX's `_in_named_shardings` without their abstract mesh
+        self._in_specs = tuple(in_specs or (None,) * len(self.in_avals))
+        self._out_specs = tuple(out_specs or (None,) * len(self.out_avals))
+        # (name, size, AxisType value) per axis of the mesh the specs name (JAX's abstract mesh)
+        self._mesh_axes = tuple(tuple(a) for a in mesh_axes)
+        # the outputs' specs on Explicit mesh axes (their types), as jit inferred them
+        self._out_types = tuple(out_types or self._out_specs)
 
     def __repr__(self):
         ins = ", ".join(a.str_short() for a in self.in_avals)
@@ -119,18 +132,20 @@ class Exported:
 
     def in_shardings_jax(self, mesh) -> tuple:
         """The inputs' shardings over `mesh` (a Mesh or AbstractMesh), for `jit` or
-        `device_put`: one NamedSharding per input from `in_shardings_hlo`, None where the
-        sharding is unspecified (as always in fluxion's artifacts, which run on one device)."""
-        return self._shardings_jax(mesh, self.in_shardings_hlo, self.in_avals)
+        `device_put`: one NamedSharding per input (the exported spec over `mesh`), None where
+        the sharding is unspecified."""
+        return self._shardings_jax(mesh, self._in_specs, self.in_shardings_hlo, self.in_avals)
 
     def out_shardings_jax(self, mesh) -> tuple:
         """The outputs' shardings over `mesh`, as `in_shardings_jax` gives the inputs'."""
-        return self._shardings_jax(mesh, self.out_shardings_hlo, self.out_avals)
+        return self._shardings_jax(mesh, self._out_specs, self.out_shardings_hlo,
+                                   self.out_avals)
 
-    def _shardings_jax(self, mesh, hlo_shardings, avals) -> tuple:
-        from fluxion._src.sharding_impls import named_from_hlo
-        return tuple(None if hs is None else named_from_hlo(mesh, hs, len(aval.shape))
-                     for hs, aval in zip(hlo_shardings, avals))
+    def _shardings_jax(self, mesh, specs, hlo_shardings, avals) -> tuple:
+        from fluxion._src.sharding_impls import NamedSharding, named_from_hlo
+        return tuple(NamedSharding(mesh, spec) if spec is not None
+                     else None if hs is None else named_from_hlo(mesh, hs, len(aval.shape))
+                     for spec, hs, aval in zip(specs, hlo_shardings, avals))
 
     def has_vjp(self) -> bool:
         return self._get_vjp is not None
@@ -284,10 +299,88 @@ def export(fun_jit: Callable, *, platforms: Sequence[str] | None = None,
 
     def do_export(*args, **kwargs) -> Exported:
         _check_one_scope(fun_jit, args, kwargs)
+        plan = _partition_plan(fun_jit, args, kwargs)
+        if plan is not None:
+            return _export_partitioned(plan, _given_out_shardings(fun_jit, plan), plats,
+                                       disabled_checks)
         traced = fun_jit.trace(*args, **kwargs)
         return _export_traced(traced, plats, disabled_checks, fun_jit)
 
     return do_export
+
+
+def _partition_plan(fun_jit, args, kwargs):
+    """jit's plan of a partitioned program (`sharded_jit.JitPlan`) when the jit has shardings
+    or an argument is sharded over a mesh; else None."""
+    from fluxion._src import sharded_jit
+    from fluxion._src.sharding_impls import NamedSharding
+    fun_jit = getattr(fun_jit.trace, "__self__", fun_jit)  # the JitFunction behind `jit`
+    if not hasattr(fun_jit, "_flatten"):
+        return None
+    leaves, in_tree, static_pos, static_kw, dyn_args = fun_jit._flatten(args, kwargs)
+    if not (fun_jit._in_shardings_given or fun_jit._out_shardings_given or any(
+            isinstance(sharded_jit.leaf_sharding(x), NamedSharding) for x in leaves)):
+        return None
+    if any(shape_poly.is_symbolic_shape(getattr(x, "shape", ())) for x in leaves):
+        raise NotImplementedError("Exporting a function with shardings for symbolic shapes "
+                                  "(shape polymorphism on several devices) is not supported")
+    return sharded_jit._plan_jit(fun_jit, args, kwargs, leaves, in_tree, static_pos,
+                                 static_kw, dyn_args)
+
+
+def _given_out_shardings(fun_jit, plan) -> list:
+    """The jit's own out_shardings, flat (None where not given): what JAX records; the
+    shardings jit infers on Explicit axes are the outputs' types instead."""
+    from fluxion._src import sharded_jit
+    from fluxion._src.sharding_impls import NamedSharding
+    fun_jit = getattr(fun_jit.trace, "__self__", fun_jit)
+    traced, out_sh = plan.traced, plan.out_shardings
+    if not sharding_types.has_explicit_axes(plan.mesh):
+        return out_sh
+    if not fun_jit._out_shardings_given:
+        return [None] * len(out_sh)
+    struct = tree_util.tree_unflatten(traced.out_tree, [0] * len(out_sh))
+    given = sharded_jit.flat_shardings(fun_jit._out_shardings, struct, "jit out_shardings")
+    return [s if isinstance(given_s, NamedSharding) else None
+            for s, given_s in zip(out_sh, given)]
+
+
+def _export_partitioned(plan, given_out_sh, plats, disabled_checks) -> Exported:
+    """The artifact of a jit partitioned over a mesh: the module jit compiles for it (Shardy
+    annotations, `mhlo.num_partitions` = the mesh size), its specs and device count."""
+    from fluxion._src import sharded_jit
+    traced, mesh, in_sh, out_sh = plan.traced, plan.mesh, plan.in_shardings, plan.out_shardings
+    if plan.stateful is not None:
+        raise NotImplementedError(f"Exporting {traced.name}, which takes or closes over Refs, "
+                                  "partitioned over a mesh is not supported")
+    platform = default_platform_of(mesh)
+    if plats != (platform,):
+        raise NotImplementedError(f"A function partitioned over a mesh of {platform} devices "
+                                  f"is exported for its platform only, not for {plats}")
+    text = sharded_jit.lower_sharded(traced.jaxpr, f"jit_{traced.name}", mesh, in_sh, out_sh)
+    if "python" in " ".join(_CUSTOM_CALL_TARGET.findall(text)).lower():
+        raise ValueError(f"Cannot export {traced.name}: it calls back into Python (a host "
+                         "callback such as debug.print or pure_callback), which a serialized "
+                         "program cannot carry.")
+    _check_custom_calls(text, disabled_checks)
+
+    def get_vjp():
+        raise NotImplementedError(f"Differentiating {traced.name}, exported for "
+                                  f"{mesh.size} devices, is not supported")
+
+    return Exported(traced.name, traced.in_tree, tuple(traced.in_avals), traced.out_tree,
+                    tuple(traced.jaxpr.out_avals), plats, _serialize_module(text),
+                    nr_devices=mesh.size, disabled_safety_checks=disabled_checks,
+                    get_vjp=get_vjp, in_specs=[s.spec for s in in_sh],
+                    out_specs=[None if s is None else s.spec for s in given_out_sh],
+                    out_types=[None if s is None else s.spec for s in out_sh],
+                    mesh_axes=[(name, size, t.value) for (name, size), t
+                               in zip(mesh.shape_tuple, mesh.axis_types)])
+
+
+def default_platform_of(mesh) -> str:
+    platform = mesh.flat_devices[0].platform
+    return "cuda" if platform == "gpu" else platform
 
 
 def _check_one_scope(fun, args, kwargs) -> None:
@@ -643,8 +736,43 @@ def _platform_index(exported: Exported, platform: str) -> int | None:
 _uses = itertools.count()
 
 
+def _program_mesh_for(exported: Exported):
+    """The mesh of the partitioned program calling a multi-device `exported` (None for a
+    single-device one); JAX's ValueError when the program runs on another device count."""
+    if exported.nr_devices == 1:
+        return None
+    from fluxion._src import sharded_jit
+    mesh = getattr(sharded_jit._lowering, "mesh", None)
+    num_devices = 1 if mesh is None else mesh.size
+    if num_devices != exported.nr_devices:
+        raise ValueError(f"Function {exported.fun_name} was exported for "
+                         f"{exported.nr_devices} devices and is called in a context with "
+                         f"{num_devices} devices, which is not allowed.")
+    return mesh
+
+
+def _constrained(ctx, values, specs, mesh):
+    """`values` constrained to the exported specs over the calling program's mesh."""
+    if mesh is None:
+        return list(values)
+    from fluxion._src.sharding_impls import NamedSharding
+    out = []
+    for x, spec in zip(values, specs):
+        if spec is not None:
+            missing = [a for a in spec.used_axes() if a not in mesh.axis_names]
+            if missing:
+                raise ValueError(f"The exported function uses the mesh axes {missing}, which "
+                                 f"the calling program's mesh {mesh!r} does not have")
+            sdy = NamedSharding(mesh, spec).sdy_text(len(x.aval.shape))
+            x = ctx.op1("sdy.sharding_constraint", [x], x.aval, {"sharding": sdy})
+        out.append(x)
+    return out
+
+
 def _call_exported_lowering(ctx, *args, exported: Exported):
     index = _platform_index(exported, ctx.platform)
+    mesh = _program_mesh_for(exported)
+    args = _constrained(ctx, args, exported._in_specs, mesh)
     operands = [args[i] for i in exported.module_kept_var_idx]
     results = list(ctx.avals_out)
     if exported.uses_shape_polymorphism and not any(
@@ -665,7 +793,8 @@ def _call_exported_lowering(ctx, *args, exported: Exported):
         operands = [ctx.constant(kind(index), kind)] + operands
     outs = ctx.op("func.call", operands, results,
                   {"callee": "@" + entry.replace(_TOKEN, prefix)})
-    return [_with_type(ctx, x, a) for x, a in zip(outs, ctx.avals_out)]
+    outs = [_with_type(ctx, x, a) for x, a in zip(outs, ctx.avals_out)]
+    return _constrained(ctx, outs, exported._out_specs, mesh)
 
 
 def _with_type(ctx, value, aval):
@@ -783,3 +912,14 @@ def _no_jvp(primals, tangents, *, exported):
 
 
 ad.primitive_jvps[call_exported_p] = _no_jvp
+
+
+def _call_exported_sharding_rule(ctx, in_specs, in_avals, out_avals, params):
+    """On Explicit mesh axes the results have the exported output types (unsharded where the
+    artifact records none)."""
+    types = params["exported"]._out_types
+    return [sharding_types.spec_of(spec, len(a.shape), ctx.explicit)
+            for spec, a in zip(types, out_avals)]
+
+
+sharding_types.rules[call_exported_p] = _call_exported_sharding_rule

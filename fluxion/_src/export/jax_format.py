@@ -29,6 +29,7 @@ import numpy as np
 from fluxion._src import dtypes, tree_util
 from fluxion._src.core import ShapedArray
 from fluxion._src.export import registrations, shape_poly
+from fluxion._src.mesh import PartitionSpec
 
 # serialization.fbs enums
 _TREE_LEAF, _TREE_NONE, _TREE_TUPLE, _TREE_LIST, _TREE_DICT, _TREE_CUSTOM = range(6)
@@ -222,14 +223,83 @@ def _check_mesh(mesh: _Table | None) -> None:
                          "fluxion runs exported functions on one device")
 
 
-def _check_module(module: bytes) -> None:
+def _read_mesh_axes(mesh: _Table) -> tuple:
+    """An AbstractMesh table as ((name, size, AxisType value), ...)."""
+    sizes, names = mesh.scalars(0, "I"), mesh.strings(1)
+    types = mesh.scalars(2, "B") or [1] * len(sizes)
+    if not (len(sizes) == len(names) == len(types)) or not all(t in (1, 2, 3) for t in types):
+        raise _Corrupt(f"bad mesh: sizes {sizes}, names {names}, types {types}")
+    return tuple(zip(names, sizes, types))
+
+
+def _read_spec(named: _Table) -> PartitionSpec:
+    spec = named.table(1)
+    if spec is None:
+        raise _Corrupt("a named sharding without a partition spec")
+    if spec.strings(1) or spec.strings(2):
+        raise ValueError("the artifact's shardings have reduced or unreduced axes, which "
+                         "fluxion's exported calls do not support")
+    entries = []
+    for one in spec.tables(0):
+        axes = one.strings(0)
+        entries.append(None if not axes else axes[0] if len(axes) == 1 else tuple(axes))
+    return PartitionSpec(*entries)
+
+
+def _read_shardings(t: _Table, nr_devices: int, n_in: int, n_out: int):
+    """(in specs, out specs, mesh axes) of an artifact for several devices: its named
+    shardings (one mesh for all), by index into the unique ones or in full."""
+    unique = t.tables(_F_UNIQUE_NAMED_SHARDINGS)
+    meshes = [_read_mesh_axes(m) for m in t.tables(_F_UNIQUE_MESHES)]
+
+    def mesh_of(named: _Table):
+        full = named.table(0)
+        if full is not None:
+            return _read_mesh_axes(full)
+        i = named.scalar(3, "I")
+        if i >= len(meshes):
+            raise _Corrupt(f"abstract mesh index {i} out of range")
+        return meshes[i]
+
+    def shardings(idx_slot, full_slot, n):
+        idxs = t.scalars(idx_slot, "I")
+        if idxs:
+            if max(idxs) > len(unique):
+                raise _Corrupt(f"named sharding index {max(idxs)} out of range")
+            tables = [None if i == 0 else unique[i - 1] for i in idxs]
+        else:
+            tables = [s.table(2) for s in t.tables(full_slot)] or [None] * n
+        if len(tables) != n:
+            raise _Corrupt(f"{len(tables)} shardings for {n} values")
+        return tables
+    ins = shardings(_F_IN_SHARDINGS_IDXS, _F_IN_SHARDINGS, n_in)
+    outs = shardings(_F_OUT_SHARDINGS_IDXS, _F_OUT_SHARDINGS, n_out)
+    axes = {mesh_of(n) for n in ins + outs if n is not None}
+    if len(axes) > 1:
+        raise ValueError(f"the artifact's shardings use several meshes {sorted(axes)}")
+    mesh_axes = axes.pop() if axes else ()
+    if mesh_axes and int(np.prod([a[1] for a in mesh_axes])) != nr_devices:
+        raise _Corrupt(f"a mesh {mesh_axes} for {nr_devices} devices")
+    spec = lambda n: None if n is None else _read_spec(n)  # noqa: E731
+    return [spec(n) for n in ins], [spec(n) for n in outs], mesh_axes
+
+
+def _check_module(module: bytes, nr_devices: int) -> None:
     """JAX's container has no checksum: a damaged module shows when it is parsed, so parse it
-    now rather than at the first call."""
-    from fluxion._src.export.exported import _deserialize_module
+    now rather than at the first call. It must be partitioned for `nr_devices`."""
+    from fluxion._src.export.exported import _deserialize_module, _ir
     try:
-        _deserialize_module(module)
+        parsed = _deserialize_module(module)
     except Exception as e:
         raise _Corrupt(f"the StableHLO portable artifact does not load: {e}") from None
+    ir, ctx = _ir()
+    with ctx:
+        attrs = parsed.operation.attributes
+        partitions = (ir.IntegerAttr(attrs["mhlo.num_partitions"]).value
+                      if "mhlo.num_partitions" in attrs else 1)
+    if partitions != nr_devices:
+        raise ValueError(f"the artifact was exported for {nr_devices} devices but its module "
+                         f"is partitioned for {partitions}")
 
 
 def _read_exported(t: _Table, depth: int = 0):
@@ -242,9 +312,8 @@ def _read_exported(t: _Table, depth: int = 0):
                          f"jax.export's versions {MIN_CALLING_CONVENTION} to "
                          f"{MAX_CALLING_CONVENTION}")
     nr_devices = t.scalar(_F_NR_DEVICES, "I") or t.scalar(_F_NR_DEVICES_SHORT, "h")
-    if nr_devices != 1:
-        raise ValueError(f"the artifact was exported for {nr_devices} devices; fluxion runs "
-                         "exported functions on one device")
+    if nr_devices < 1:
+        raise _Corrupt(f"nr_devices {nr_devices}")
     ordered = [e.string(0) for e in t.tables(_F_ORDERED_EFFECTS)]
     if ordered:
         raise ValueError(f"the artifact has ordered effects {ordered} (its module takes and "
@@ -263,13 +332,18 @@ def _read_exported(t: _Table, depth: int = 0):
         return [_read_aval(a, scope) for a in t.tables(full_slot)]
     in_avals = avals(_F_IN_AVALS_IDXS, _F_IN_AVALS)
     out_avals = avals(_F_OUT_AVALS_IDXS, _F_OUT_AVALS)
-    for mesh in t.tables(_F_UNIQUE_MESHES):
-        _check_mesh(mesh)
-    named = t.tables(_F_UNIQUE_NAMED_SHARDINGS)
-    named += [n for s in t.tables(_F_IN_SHARDINGS) + t.tables(_F_OUT_SHARDINGS)
-              if (n := s.table(2)) is not None]
-    for n in named:
-        _check_mesh(n.table(0))
+    if nr_devices == 1:
+        for mesh in t.tables(_F_UNIQUE_MESHES):
+            _check_mesh(mesh)
+        named = t.tables(_F_UNIQUE_NAMED_SHARDINGS)
+        named += [n for s in t.tables(_F_IN_SHARDINGS) + t.tables(_F_OUT_SHARDINGS)
+                  if (n := s.table(2)) is not None]
+        for n in named:
+            _check_mesh(n.table(0))
+        in_specs, out_specs, mesh_axes = None, None, ()
+    else:
+        in_specs, out_specs, mesh_axes = _read_shardings(t, nr_devices, len(in_avals),
+                                                         len(out_avals))
 
     in_tree = _treedef(t.table(_F_IN_TREE), in_avals)
     out_tree = _treedef(t.table(_F_OUT_TREE), out_avals)
@@ -280,7 +354,7 @@ def _read_exported(t: _Table, depth: int = 0):
         raise _Corrupt("no function name, platforms or module")
     if not module.startswith(_VHLO_MAGIC):
         raise _Corrupt("the module is not a StableHLO portable artifact")
-    _check_module(module)
+    _check_module(module, nr_devices)
     kept = t.scalars(_F_KEPT_VAR_IDX, "H")
     if kept != sorted(set(kept)) or (kept and kept[-1] >= len(in_avals)):
         raise _Corrupt(f"module_kept_var_idx {kept} out of range")
@@ -298,7 +372,9 @@ def _read_exported(t: _Table, depth: int = 0):
     else:
         get_vjp = None
     exp = Exported(fun_name, in_tree, in_avals, out_tree, out_avals, platforms, module,
-                   nr_devices=1, calling_convention_version=cc, module_kept_var_idx=kept,
+                   nr_devices=nr_devices, in_specs=in_specs, out_specs=out_specs,
+                   mesh_axes=mesh_axes, calling_convention_version=cc,
+                   module_kept_var_idx=kept,
                    uses_global_constants=t.scalar(_F_USES_GLOBAL_CONSTANTS, "?", False),
                    unordered_effects=unordered, disabled_safety_checks=checks,
                    get_vjp=get_vjp)
@@ -405,6 +481,43 @@ def _write_unsharded(b) -> int:
     return b.EndObject()
 
 
+def _write_mesh(b, mesh_axes) -> int:
+    """An AbstractMesh table (no abstract device: JAX reads it as None)."""
+    sizes = _vector_of_scalars(b, [a[1] for a in mesh_axes], "u4")
+    names = _vector_of_offsets(b, [b.CreateString(a[0]) for a in mesh_axes])
+    types = _vector_of_scalars(b, [a[2] for a in mesh_axes], "u1")
+    b.StartObject(4)
+    b.PrependUOffsetTRelativeSlot(0, sizes, 0)
+    b.PrependUOffsetTRelativeSlot(1, names, 0)
+    b.PrependUOffsetTRelativeSlot(2, types, 0)
+    return b.EndObject()
+
+
+def _write_spec(b, spec: PartitionSpec) -> int:
+    axes_of = [() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in spec]
+    ones = []
+    for axes in axes_of:
+        names = _vector_of_offsets(b, [b.CreateString(a) for a in axes])
+        b.StartObject(1)
+        b.PrependUOffsetTRelativeSlot(0, names, 0)
+        ones.append(b.EndObject())
+    partitions = _vector_of_offsets(b, ones)
+    b.StartObject(3)
+    b.PrependUOffsetTRelativeSlot(0, partitions, 0)
+    return b.EndObject()
+
+
+def _write_named(b, spec: PartitionSpec, mesh_axes) -> int:
+    """A NamedSharding table over the artifact's one mesh (index 0 of the unique meshes)."""
+    mesh = _write_mesh(b, mesh_axes)
+    spec_offset = _write_spec(b, spec)
+    b.StartObject(4)
+    b.PrependUOffsetTRelativeSlot(0, mesh, 0)
+    b.PrependUOffsetTRelativeSlot(1, spec_offset, 0)
+    b.PrependUint32Slot(3, 0, 0)
+    return b.EndObject()
+
+
 def _write_effect(b, type_name) -> int:
     name = b.CreateString(str(type_name))  # as read from a JAX artifact
     b.StartObject(1)
@@ -507,15 +620,19 @@ def _write_exported(b, exp, vjp_order: int) -> int:
     kept = _vector_of_scalars(b, exp.module_kept_var_idx, "u2")
     vjp = _write_exported(b, _jax_vjp(exp), vjp_order - 1) if vjp_order > 0 else None
     unique_avals = _vector_of_offsets(b, [_write_aval(b, unique[k]) for k in keys])
-    no_meshes = _vector_of_offsets(b, [])
-    no_named = _vector_of_offsets(b, [])
+    # the named shardings of a multi-device artifact, each distinct spec once
+    specs = list(dict.fromkeys(s for s in exp._in_specs + exp._out_specs if s is not None))
+    meshes = _vector_of_offsets(b, [_write_mesh(b, exp._mesh_axes)] if specs else [])
+    named = _vector_of_offsets(b, [_write_named(b, s, exp._mesh_axes) for s in specs])
 
     def idxs(avals):
         return [keys.index((tuple(str(d) for d in a.shape), str(a.dtype))) for a in avals]
     in_idxs = _vector_of_scalars(b, idxs(exp.in_avals), "u4")
     out_idxs = _vector_of_scalars(b, idxs(exp.out_avals), "u4")
-    in_sh_idxs = _vector_of_scalars(b, [0] * len(exp.in_avals), "u4")
-    out_sh_idxs = _vector_of_scalars(b, [0] * len(exp.out_avals), "u4")
+    in_sh_idxs = _vector_of_scalars(b, [0 if s is None else 1 + specs.index(s)
+                                        for s in exp._in_specs], "u4")
+    out_sh_idxs = _vector_of_scalars(b, [0 if s is None else 1 + specs.index(s)
+                                         for s in exp._out_specs], "u4")
     uses_global = bool(exp.uses_global_constants or exp.uses_shape_polymorphism
                        or len(exp.platforms) > 1)
 
@@ -540,8 +657,8 @@ def _write_exported(b, exp, vjp_order: int) -> int:
         b.PrependUOffsetTRelativeSlot(_F_VJP, vjp, 0)
     b.PrependUint32Slot(_F_NR_DEVICES, exp.nr_devices, 0)
     b.PrependUOffsetTRelativeSlot(_F_UNIQUE_AVALS, unique_avals, 0)
-    b.PrependUOffsetTRelativeSlot(_F_UNIQUE_MESHES, no_meshes, 0)
-    b.PrependUOffsetTRelativeSlot(_F_UNIQUE_NAMED_SHARDINGS, no_named, 0)
+    b.PrependUOffsetTRelativeSlot(_F_UNIQUE_MESHES, meshes, 0)
+    b.PrependUOffsetTRelativeSlot(_F_UNIQUE_NAMED_SHARDINGS, named, 0)
     b.PrependUOffsetTRelativeSlot(_F_IN_AVALS_IDXS, in_idxs, 0)
     b.PrependUOffsetTRelativeSlot(_F_OUT_AVALS_IDXS, out_idxs, 0)
     b.PrependUOffsetTRelativeSlot(_F_IN_SHARDINGS_IDXS, in_sh_idxs, 0)

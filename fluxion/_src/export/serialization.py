@@ -152,6 +152,48 @@ def _decode_aval(d, scope) -> ShapedArray:
     return ShapedArray(tuple(shape), dtype, d["weak_type"])
 
 
+def _encode_spec(spec):
+    """A PartitionSpec as JSON: a list of None, an axis name, or a list of axis names."""
+    if spec is None:
+        return None
+    return [list(e) if isinstance(e, tuple) else e for e in spec]
+
+
+def _decode_spec(entries):
+    from fluxion._src.mesh import PartitionSpec
+    if entries is None:
+        return None
+    if not isinstance(entries, list):
+        raise ValueError(f"bad partition spec {entries!r}")
+    out = []
+    for e in entries:
+        if isinstance(e, list) and all(type(a) is str for a in e):
+            out.append(tuple(e))
+        elif e is None or type(e) is str:
+            out.append(e)
+        else:
+            raise ValueError(f"bad partition spec entry {e!r}")
+    return PartitionSpec(*out)
+
+
+def _decode_specs(meta, key: str, n: int):
+    """The specs in `meta[key]` (absent in containers of one-device artifacts: None)."""
+    specs = [_decode_spec(e) for e in meta.get(key, [None] * n)]
+    if len(specs) != n:
+        raise ValueError(f"{key} has {len(specs)} entries for {n} values")
+    return specs
+
+
+def _decode_mesh_axes(axes, nr_devices: int) -> list:
+    """[(name, size, AxisType value)], whose sizes multiply to `nr_devices` (if any)."""
+    if not all(isinstance(a, list) and len(a) == 3 and type(a[0]) is str and type(a[1]) is int
+               and a[1] >= 1 and a[2] in (1, 2, 3) for a in axes):
+        raise ValueError(f"bad mesh_axes {axes!r}")
+    if axes and int(np.prod([a[1] for a in axes])) != nr_devices:
+        raise ValueError(f"mesh_axes {axes!r} do not make {nr_devices} devices")
+    return [tuple(a) for a in axes]
+
+
 def serialize(exp, vjp_order: int = 0) -> bytearray:
     meta = {
         "fun_name": exp.fun_name,
@@ -164,6 +206,10 @@ def serialize(exp, vjp_order: int = 0) -> bytearray:
         "in_shardings_hlo": [None if s is None else str(s) for s in exp.in_shardings_hlo],
         "out_shardings_hlo": [None if s is None else str(s) for s in exp.out_shardings_hlo],
         "nr_devices": exp.nr_devices,
+        "in_specs": [_encode_spec(p) for p in exp._in_specs],
+        "out_specs": [_encode_spec(p) for p in exp._out_specs],
+        "out_types": [_encode_spec(p) for p in exp._out_types],
+        "mesh_axes": [list(a) for a in exp._mesh_axes],
         "module_kept_var_idx": list(exp.module_kept_var_idx),
         "uses_global_constants": exp.uses_global_constants,
         "ordered_effects": [], "unordered_effects": [],
@@ -281,7 +327,11 @@ def deserialize(blob) -> "Exported":
             calling_convention_version=meta["calling_convention_version"],
             module_kept_var_idx=meta["module_kept_var_idx"],
             uses_global_constants=meta["uses_global_constants"],
-            disabled_safety_checks=meta["disabled_safety_checks"], get_vjp=get_vjp)
+            disabled_safety_checks=meta["disabled_safety_checks"], get_vjp=get_vjp,
+            in_specs=_decode_specs(meta, "in_specs", len(in_avals)),
+            out_specs=_decode_specs(meta, "out_specs", len(out_avals)),
+            out_types=_decode_specs(meta, "out_types", len(out_avals)),
+            mesh_axes=_decode_mesh_axes(meta.get("mesh_axes", []), meta["nr_devices"]))
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
         raise ValueError(f"Serialized Exported has corrupt metadata ({type(e).__name__}: "
                          f"{e})") from None
