@@ -53,6 +53,14 @@ READS = {
     "arrays_broadcast": lambda x, A, m: x[A(np.array([[0], [1]], np.int32)), A(_I[:3])],
     "uint8_array": lambda x, A, m: x[:, A(np.array([2, 1], np.uint8))],
     "array_2d_last": lambda x, A, m: x[..., A(np.array([[3, 0], [1, 2]], np.int32))],
+    "moving_slices": lambda x, A, m: x[1:, -3:-1, 1:3],
+    "moving_slice_past_end": lambda x, A, m: x[:, 2:9],
+    "moving_slice_before_start": lambda x, A, m: x[-9:1],
+    "moving_slice_empty": lambda x, A, m: x[:, 3:1, 2:2],
+    "moving_slice_step_one": lambda x, A, m: x[:, 1:3:1, ::-1],
+    "moving_slice_after_ellipsis": lambda x, A, m: x[None, ..., 2:, None],
+    "moving_slice_between_arrays": lambda x, A, m: x[A(_I[:2]), 1:3, A(np.array([3, 0], np.int32))],
+    "moving_slice_and_int": lambda x, A, m: x[1, 1:, -1],
     "tuple_of_one": lambda x, A, m: x[(1,)],
     "empty_tuple": lambda x, A, m: x[()],
 }
@@ -87,6 +95,8 @@ UPDATES = {
     "get_fill_default": lambda x, A, m: x.at[-5].get(mode="fill"),
     "get_clip": lambda x, A, m: x.at[1, A(np.array([9, -9], np.int32))].get(mode="clip"),
     "get_plain": lambda x, A, m: x.at[..., 1:3].get(),
+    "get_moving_fill": lambda x, A, m: x.at[1:, A(np.array([0, 9], np.int32))].get(
+        mode="fill", fill_value=-1.0),
     "get_sorted_unique": lambda x, A, m: x.at[:, A(np.array([0, 2], np.int32))].get(
         indices_are_sorted=True, unique_indices=True),
     "get_no_wrap": lambda x, A, m: x.at[0, -1].get(wrap_negative_indices=False),
@@ -129,6 +139,11 @@ def test_another_int_position_runs_the_same_executable():
         np.testing.assert_array_equal(np.asarray(x.at[i].add(1.0))[i], np.asarray(x)[i] + 1)
     assert _compiled(indexing._getitem_program) == reads
     assert _compiled(indexing._update_program) == updates
+    x[0:3]  # a unit-step slice: its start is an argument too (minibatches in a loop)
+    reads = _compiled(indexing._getitem_program)
+    for i in range(8):
+        np.testing.assert_array_equal(np.asarray(x[i:i + 3]), np.asarray(x)[i:i + 3])
+    assert _compiled(indexing._getitem_program) == reads
 
 
 def test_indices_the_general_path_serves():

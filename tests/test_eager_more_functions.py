@@ -86,6 +86,10 @@ CALLS = {
 }
 
 
+# An Array where a static argument goes (`repeats`) cannot key a cache: these run op by op.
+_OP_BY_OP = {"repeat_total"}
+
+
 def _leaves(out):
     return list(out) if isinstance(out, (list, tuple)) else [out]
 
@@ -106,7 +110,8 @@ def test_eager_call_matches_jax_and_op_by_op(case, x64_mode):
     ours = call(fnp)
     _check(ours, theirs, atol)
     _check(call(fnp), ours)  # the cached executable
-    assert getattr(fnp, name).eager_cache  # it ran as one executable
+    if case not in _OP_BY_OP:
+        assert getattr(fnp, name).eager_cache  # it ran as one executable
     with fluxion.disable_jit():
         _check(call(fnp), theirs, atol)
 

@@ -520,40 +520,62 @@ _DYNAMIC = "dynamic"  # an index item passed to the executable as an argument
 _INT32_RANGE = range(-2**31, 2**31)
 
 
-def _eager_index(ndim: int, idx):
+class _MovingSlice(NamedTuple):
+    """A unit-step slice of `dim` read at a start passed as an argument: `length` elements."""
+    dim: int
+    length: int
+
+
+def _eager_index(shape: tuple, idx, moving_slices: bool = False):
     """(structure, dynamic values) of `idx` for an eager executable, or None for an index the
     general path must see: its values decide the program (masks, lists, NumPy scalars) or it
     is malformed.
 
     Python ints are dynamic (indexing at another position runs the same executable, as in
-    JAX), and so are integer Arrays; slices, None and Ellipsis are static."""
+    JAX), and so are integer Arrays; None and Ellipsis are static, and so are slices, except
+    that with `moving_slices` (reads) a unit-step slice's start is dynamic too (`x[i:i+2]`
+    for another `i` runs the same executable)."""
     items = idx if type(idx) is tuple else (idx,)
-    structure, dynamic, consumed = [], [], 0
+    consumed = 0
     for item in items:
         t = type(item)
         if t is int:
             if item not in _INT32_RANGE:
                 return None
-            structure.append(_DYNAMIC)
-            dynamic.append(item)
             consumed += 1
         elif t is slice:
-            parts = (item.start, item.stop, item.step)
-            if any(p is not None and type(p) is not int for p in parts):
+            if any(p is not None and type(p) is not int
+                   for p in (item.start, item.stop, item.step)):
                 return None
-            structure.append(parts)
             consumed += 1
-        elif item is None or item is Ellipsis:
-            structure.append(item)
         elif (t is Array and item.aval.dtype.kind in "iu"
               or t is np.ndarray and item.dtype.kind in "iu"):
+            consumed += 1
+        elif item is not None and item is not Ellipsis:
+            return None
+    if consumed > len(shape) or sum(item is Ellipsis for item in items) > 1:
+        return None
+    structure, dynamic, dim = [], [], 0
+    for item in items:
+        t = type(item)
+        if t is slice:
+            moving = moving_slices and item.step in (None, 1) and shape[dim] < 2**31 and (
+                item.start is not None or item.stop is not None)
+            if moving:
+                start, stop, _ = item.indices(shape[dim])
+                structure.append(_MovingSlice(dim, max(stop - start, 0)))
+                dynamic.append(start)
+            else:
+                structure.append((item.start, item.stop, item.step))
+            dim += 1
+        elif item is None or item is Ellipsis:
+            structure.append(item)
+            if item is Ellipsis:
+                dim += len(shape) - consumed
+        else:
             structure.append(_DYNAMIC)
             dynamic.append(item)
-            consumed += 1
-        else:
-            return None
-    if consumed > ndim:
-        return None
+            dim += 1
     return tuple(structure), dynamic
 
 
@@ -563,7 +585,31 @@ def _rebuilt_index(structure, dynamic) -> tuple:
                  slice(*item) if type(item) is tuple else item for item in structure)
 
 
+def _cut_moving_slices(structure, arr, dynamic):
+    """`arr` cut to its moving slices (one dynamic_slice), with the structure and values of
+    the rest of the index (a moving slice becomes a full slice of the cut dimension)."""
+    cuts, rest, values = {}, [], []
+    dynamic = iter(dynamic)
+    for item in structure:
+        if type(item) is _MovingSlice:
+            cuts[item.dim] = (next(dynamic), item.length)
+            rest.append((None, None, None))
+        else:
+            if item is _DYNAMIC:
+                values.append(next(dynamic))
+            rest.append(item)
+    if cuts:
+        shape = core.get_aval(arr).shape
+        dtype = _index_dtype(shape)
+        starts = [lax.convert_element_type(cuts[d][0], dtype) if d in cuts
+                  else np.zeros((), dtype) for d in range(len(shape))]
+        sizes = [cuts[d][1] if d in cuts else n for d, n in enumerate(shape)]
+        arr = structural.dynamic_slice(arr, starts, sizes)
+    return arr, rest, values
+
+
 def _getitem_program(structure, arr, *dynamic):
+    arr, structure, dynamic = _cut_moving_slices(structure, arr, dynamic)
     return rewriting_take(arr, _rebuilt_index(structure, dynamic))
 
 
@@ -575,6 +621,7 @@ def _update_program(spec, arr, values, *dynamic):
 
 def _get_program(spec, arr, *dynamic):
     structure, _, options = spec
+    arr, structure, dynamic = _cut_moving_slices(structure, arr, dynamic)
     return rewriting_take(arr, _rebuilt_index(structure, dynamic), **dict(options))
 
 
@@ -736,7 +783,7 @@ class _IndexUpdateRef:
                        wrap_negative_indices=wrap_negative_indices)
         if (type(self.array) is Array and not config.check_static_indices
                 and type(fill_value) in (type(None), bool, int, float, complex)):
-            index = _eager_index(self.array.aval.ndim, self.index)
+            index = _eager_index(self.array.aval.shape, self.index, moving_slices=True)
             if index is not None:
                 spec = (index[0], type(fill_value), tuple(sorted(options.items())))
                 out = eager.run_compiled(_get_program, spec, [self.array, *index[1]])
@@ -747,7 +794,7 @@ class _IndexUpdateRef:
     def _update(self, values, scatter_fn, kwargs):
         _warn_if_unsafe_cast(values, self.array)
         if type(self.array) is Array and (type(values) is not int or values in _INT32_RANGE):
-            index = _eager_index(self.array.aval.ndim, self.index)
+            index = _eager_index(self.array.aval.shape, self.index)
             if index is not None:
                 spec = (index[0], scatter_fn, tuple(sorted(kwargs.items())))
                 out = eager.run_compiled(_update_program, spec,
@@ -834,7 +881,7 @@ def _getitem(self, idx):
     if aval is not None and type(aval) is not core.ShapedArray:  # a traced Ref: its type says how to read it
         return aval._getitem(self, idx)
     if type(self) is Array and not config.check_static_indices:  # (its ints are static)
-        index = _eager_index(aval.ndim, idx)
+        index = _eager_index(aval.shape, idx, moving_slices=True)
         if index is not None:
             out = eager.run_compiled(_getitem_program, index[0], [self, *index[1]])
             if out is not None:
