@@ -81,6 +81,11 @@ CALLS = {
     "polyfit": ("polyfit", lambda m: m.polyfit(_V, 2 * _V ** 2 - 1, 2)),
     "polyfit_weighted": ("polyfit", lambda m: m.polyfit(_V, _V ** 3, 3, w=np.abs(_V) + 1)),
     "unravel_index": ("unravel_index", lambda m: m.unravel_index(_I[_I >= 0] % 6, (2, 3))),
+    "percentile": ("percentile", lambda m: m.percentile(_X, 30.0, axis=1)),
+    "percentile_array_q": ("percentile", lambda m: m.percentile(_V, np.array([10.0, 90.0]),
+                                                                method="nearest")),
+    "nanpercentile": ("nanpercentile", lambda m: m.nanpercentile(
+        np.where(_X > 2, np.nan, _X), 50, axis=0, keepdims=True)),
     "allclose": ("allclose", lambda m: m.allclose(_V, _V + 1e-9)),
     "allclose_nan": ("allclose", lambda m: m.allclose(_V * np.nan, np.nan, equal_nan=True)),
 }

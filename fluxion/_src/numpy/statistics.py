@@ -183,6 +183,8 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input: bool = False,
     return _quantile("nanquantile", a, q, axis, method, keepdims, True, weights)
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'overwrite_input', 'method', 'keepdims',
+                                 'out_sharding'))
 def percentile(a, q, axis=None, out=None, overwrite_input: bool = False, method: str = "linear",
                keepdims: bool = False, *, weights=None, out_sharding=None):
     """q-th percentiles of `a` along `axis` (`q` in [0, 100])."""
@@ -193,6 +195,7 @@ def percentile(a, q, axis=None, out=None, overwrite_input: bool = False, method:
                     keepdims=keepdims, weights=weights)
 
 
+@eager_compiled(static_argnames=('axis', 'out', 'overwrite_input', 'method', 'keepdims'))
 def nanpercentile(a, q, axis=None, out=None, overwrite_input: bool = False,
                   method: str = "linear", keepdims: bool = False, *, weights=None):
     """Percentiles ignoring NaNs."""
