@@ -2,6 +2,8 @@
 (`indexing._eager_index`, `eager.run_compiled`). Checked against JAX (values, dtypes, weak
 types), against fluxion's general path (op by op, under disable_jit), and for what they
 compile: another integer position runs the same executable."""
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -319,3 +321,70 @@ def test_take_errors_as_in_jax(call):
     for _ in range(2):
         with pytest.raises(type(theirs.value)):
             call(fnp, fnp.asarray(_X))
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.zeros(0).at[0].set(1.0),
+    lambda m: m.zeros((2, 0)).at[:, 0].add(1.0),
+    lambda m: m.zeros((0, 3)).at[-1].set(1.0),
+    lambda m: m.zeros((0, 3)).at[m.asarray(0)].multiply(2.0),
+    lambda m: m.zeros((0, 3)).at[0].get(mode="fill"),
+    lambda m: m.zeros((0, 3))[0],
+])
+def test_an_int_index_of_an_empty_axis_is_an_index_error(call):
+    """JAX raises IndexError for an integer index (static or traced) of an axis of size 0,
+    for updates and reads in any mode; fluxion dropped such updates silently."""
+    with pytest.raises(IndexError, match="out of bounds for axis . with size 0") as theirs:
+        call(jnp)
+    with pytest.raises(IndexError, match=str(theirs.value)):
+        call(fnp)
+    with pytest.raises(IndexError, match=str(theirs.value)):
+        fluxion.jit(lambda: call(fnp))()
+    np.testing.assert_array_equal(fnp.zeros((3, 0)).at[0].set(1.0), np.zeros((3, 0)))
+
+
+def _random_index(rnd, shape):
+    items = []
+    for i in range(rnd.randint(1, len(shape) + 1)):
+        size, kind = shape[min(i, len(shape) - 1)], rnd.random()
+        if kind < 0.25:
+            items.append(rnd.randint(-size - 2, size + 2))
+        elif kind < 0.6:
+            bound = lambda: rnd.choice([None, rnd.randint(-size - 3, size + 3)])  # noqa: E731
+            items.append(slice(bound(), bound(), rnd.choice([None, 1, 1, 2, -1, -2, 3])))
+        elif kind < 0.7:
+            items.append(None)
+        elif kind < 0.78 and not any(i is Ellipsis for i in items):
+            items.append(Ellipsis)
+        elif size:
+            values = np.array([rnd.randint(-size, size - 1) for _ in range(rnd.randint(0, 3))],
+                              np.int32)
+            items.append(("device", values) if rnd.random() < 0.5 else values)
+    return items
+
+
+def test_random_indices_match_jax():
+    """Random index tuples (ints in and out of bounds, slices of any step, None, Ellipsis,
+    device and NumPy index arrays) on random shapes, empty axes included: reads and updates
+    give JAX's values, dtypes and weak types, or an error where JAX raises one."""
+    import random
+    rnd = random.Random(0)
+    for _ in range(150):
+        shape = tuple(rnd.randint(0, 4) for _ in range(rnd.randint(1, 3)))
+        x = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+        items = _random_index(rnd, shape)
+        op = rnd.choice(["read", "get", "set", "add"])
+
+        def run(m):
+            index = tuple(m.asarray(i[1]) if isinstance(i, tuple) else i for i in items)
+            a = m.asarray(x)
+            return {"read": lambda: a[index], "get": lambda: a.at[index].get(),
+                    "set": lambda: a.at[index].set(7.0), "add": lambda: a.at[index].add(1.0)}[op]()
+        try:
+            theirs = run(jnp)
+        except Exception:
+            with pytest.raises(Exception):
+                run(fnp)
+            continue
+        _same(run(fnp), theirs)
+        _same(run(fnp), theirs)  # the cached executable

@@ -257,6 +257,18 @@ def _mask_entries(mask: np.ndarray, dim: int, shape: tuple, position: int) -> li
     return [_IndexArray(dim + i, nz) for i, nz in enumerate(np.nonzero(mask))]
 
 
+def _check_ints_on_empty_axes(entries, shape) -> None:
+    """An integer index (static or traced) of an axis of size 0 names no element: JAX's
+    IndexError, for reads in every mode and for updates. With index arrays beside it, it is
+    one more gather index and JAX reads (or drops) nothing instead."""
+    if _has_index_arrays(entries):
+        return
+    for e in entries:
+        if isinstance(e, _Int) and type(shape[e.dim]) is not shape_poly.DimExpr \
+                and shape[e.dim] == 0:
+            raise IndexError(f"index is out of bounds for axis {e.dim} with size 0")
+
+
 def _has_index_arrays(entries) -> bool:
     return any(isinstance(e, _IndexArray) for e in entries)
 
@@ -303,9 +315,6 @@ def _symbolic_strided(entries) -> bool:
 def _basic_take(arr, entries):
     """`arr[idx]` for ints (static or traced), slices and None, without a gather."""
     shape = core.get_aval(arr).shape
-    for e in entries:
-        if isinstance(e, _Int) and shape[e.dim] == 0:
-            raise IndexError(f"index is out of bounds for axis {e.dim} with size 0")
     arr = _static_slices(arr, entries, shape)
     arr = _dynamic_ints(arr, entries, shape)
     int_dims = [e.dim for e in entries if isinstance(e, _Int)]
@@ -435,8 +444,10 @@ def _gather_plan(shape: tuple, entries, wrap_negative: bool, for_update: bool = 
     gather_layout = [d for d in layout if d[0] != "new"]
     batch = [d for d in gather_layout if d[0] in ("strided", "advanced")]
     batch_shape = tuple(_dim_size(k, v, advanced_shape) for k, v in batch)
-    # An update at an index of an empty axis is dropped (JAX's scatter), a read has no value.
-    if math.prod(batch_shape) != 0 and not for_update:
+    # An update at an index of an empty axis is dropped (JAX's scatter), a read has no value
+    # (unless nothing is read: an empty result, which JAX gives too).
+    result_size = math.prod(_dim_size(k, v, advanced_shape) for k, v in gather_layout)
+    if result_size != 0 and not for_update:
         for e in advanced:
             if e.dim is not None and shape[e.dim] == 0:
                 raise IndexError(f"index is out of bounds for axis {e.dim} with size 0")
@@ -651,6 +662,7 @@ def rewriting_take(arr, idx, *, indices_are_sorted: bool = False, unique_indices
     arr = util.as_array(arr)
     shape = core.get_aval(arr).shape
     entries = _parse_index(shape, idx)
+    _check_ints_on_empty_axes(entries, shape)
     parsed_mode = None if mode is None else GatherScatterMode.from_any(mode)
     if config.check_static_indices and parsed_mode in (None,
                                                        GatherScatterMode.PROMISE_IN_BOUNDS):
@@ -664,6 +676,11 @@ def rewriting_take(arr, idx, *, indices_are_sorted: bool = False, unique_indices
             wrap_negative_indices and not _symbolic_strided(entries):
         return _basic_take(arr, entries)
     plan = _gather_plan(shape, entries, wrap_negative_indices)
+    if all(type(d) is int for d in plan.result_shape) and math.prod(plan.result_shape) == 0:
+        # Nothing is read (and a gather from an empty axis would be malformed), as in JAX.
+        aval = core.get_aval(arr)
+        empty = structural.full(plan.result_shape, 0, aval.dtype)
+        return lax._convert_element_type(empty, aval.dtype, aval.weak_type)
     out = lax_indexing.gather(arr, plan.indices, plan.dnums, plan.slice_sizes,
                               indices_are_sorted=indices_are_sorted or plan.sorted,
                               unique_indices=unique_indices or plan.unique, mode=parsed_mode,
@@ -681,8 +698,9 @@ def _scatter_update(arr, idx, values, scatter_fn: Callable, *, indices_are_sorte
     """`arr` with `scatter_fn` combining `values` into `arr[idx]` (a new array)."""
     arr = util.as_array(arr)
     aval = core.get_aval(arr)
-    plan = _gather_plan(aval.shape, _parse_index(aval.shape, idx), wrap_negative_indices,
-                        for_update=True)
+    entries = _parse_index(aval.shape, idx)
+    _check_ints_on_empty_axes(entries, aval.shape)
+    plan = _gather_plan(aval.shape, entries, wrap_negative_indices, for_update=True)
     if isinstance(values, (list, tuple)):
         from fluxion._src.numpy.creation import asarray
         values = asarray(values)
