@@ -141,7 +141,7 @@ if ON_8_DEVICES:
 
 
     def test_zeros_like_keeps_the_sharding_eagerly():
-        # (under jit fluxion's zeros_like is replicated: docs/differences.md)
+        # (under jit too: tests/parallel/cases_explicit_axes_backward.py)
         ours, theirs = (fnp.zeros_like(fw("fluxion").arrays["a"]),
                         jnp.zeros_like(fw("jax").arrays["a"]))
         assert norm(ours) == norm(theirs) == (("x",), ("y",))
