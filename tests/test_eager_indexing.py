@@ -135,17 +135,19 @@ def test_another_int_position_runs_the_same_executable():
     from fluxion._src.numpy import indexing
     x = fnp.asarray(np.arange(50.0, dtype=np.float32).reshape(10, 5))
     x[0], x.at[0].add(1.0)
-    reads, updates = _compiled(indexing._getitem_program), _compiled(indexing._update_program)
+    reads, updates = _compiled(indexing._get_program), _compiled(indexing._update_program)
     for i in range(-10, 10):
         np.testing.assert_array_equal(np.asarray(x[i]), np.asarray(x)[i])
         np.testing.assert_array_equal(np.asarray(x.at[i].add(1.0))[i], np.asarray(x)[i] + 1)
-    assert _compiled(indexing._getitem_program) == reads
+    assert _compiled(indexing._get_program) == reads
     assert _compiled(indexing._update_program) == updates
+    x.at[5].get()  # `x[idx]` is `x.at[idx].get()`: the same executable
+    assert _compiled(indexing._get_program) == reads
     x[0:3]  # a unit-step slice: its start is an argument too (minibatches in a loop)
-    reads = _compiled(indexing._getitem_program)
+    reads = _compiled(indexing._get_program)
     for i in range(8):
         np.testing.assert_array_equal(np.asarray(x[i:i + 3]), np.asarray(x)[i:i + 3])
-    assert _compiled(indexing._getitem_program) == reads
+    assert _compiled(indexing._get_program) == reads
 
 
 def test_indices_the_general_path_serves():

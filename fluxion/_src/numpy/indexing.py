@@ -619,26 +619,38 @@ def _cut_moving_slices(structure, arr, dynamic):
     return arr, rest, values
 
 
-def _getitem_program(structure, arr, *dynamic):
-    arr, structure, dynamic = _cut_moving_slices(structure, arr, dynamic)
-    return rewriting_take(arr, _rebuilt_index(structure, dynamic))
-
-
-def _update_program(spec, arr, values, *dynamic):
-    structure, scatter_fn, options = spec
-    return _scatter_update(arr, _rebuilt_index(structure, dynamic), values, scatter_fn,
-                           **dict(options))
-
-
 def _get_program(spec, arr, *dynamic):
+    """`arr[idx]` (`x.at[idx].get(**options)`); spec: (structure, type of the fill value,
+    options)."""
     structure, _, options = spec
     arr, structure, dynamic = _cut_moving_slices(structure, arr, dynamic)
     return rewriting_take(arr, _rebuilt_index(structure, dynamic), **dict(options))
 
 
-_getitem_program.__name__ = "getitem"
+def _update_program(spec, arr, values, *dynamic):
+    """`x.at[idx].<op>(values, **options)`; spec: (structure, scatter function, options)."""
+    structure, scatter_fn, options = spec
+    return _scatter_update(arr, _rebuilt_index(structure, dynamic), values, scatter_fn,
+                           **dict(options))
+
+
 _get_program.__name__ = "getitem"
 _update_program.__name__ = "index_update"
+# `x.at[idx].get()`'s options when all are defaults: it then runs `x[idx]`'s executable,
+# whose key holds () instead (the key is hashed on every call)
+_GET_DEFAULTS = tuple(sorted(dict(indices_are_sorted=False, unique_indices=False, mode=None,
+                                  fill_value=None, wrap_negative_indices=True).items()))
+
+
+def _run_eager(program, arr, idx, spec_rest: tuple, leading: list, moving_slices: bool):
+    """`program`'s cached executable for `idx` of the Array `arr` (its structure and
+    `spec_rest` are the static part, `leading` and the index values the arguments), or None
+    where the general path must run."""
+    index = _eager_index(arr.aval.shape, idx, moving_slices)
+    if index is None:
+        return None
+    structure, dynamic = index
+    return eager.run_compiled(program, (structure, *spec_rest), [*leading, *dynamic])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -801,24 +813,22 @@ class _IndexUpdateRef:
                        wrap_negative_indices=wrap_negative_indices)
         if (type(self.array) is Array and not config.check_static_indices
                 and type(fill_value) in (type(None), bool, int, float, complex)):
-            index = _eager_index(self.array.aval.shape, self.index, moving_slices=True)
-            if index is not None:
-                spec = (index[0], type(fill_value), tuple(sorted(options.items())))
-                out = eager.run_compiled(_get_program, spec, [self.array, *index[1]])
-                if out is not None:
-                    return out
+            given = tuple(sorted(options.items()))
+            out = _run_eager(_get_program, self.array, self.index,
+                             (type(fill_value), () if given == _GET_DEFAULTS else given),
+                             [self.array], moving_slices=True)
+            if out is not None:
+                return out
         return rewriting_take(self.array, self.index, **options)
 
     def _update(self, values, scatter_fn, kwargs):
         _warn_if_unsafe_cast(values, self.array)
         if type(self.array) is Array and (type(values) is not int or values in _INT32_RANGE):
-            index = _eager_index(self.array.aval.shape, self.index)
-            if index is not None:
-                spec = (index[0], scatter_fn, tuple(sorted(kwargs.items())))
-                out = eager.run_compiled(_update_program, spec,
-                                         [self.array, values, *index[1]])
-                if out is not None:
-                    return out
+            out = _run_eager(_update_program, self.array, self.index,
+                             (scatter_fn, tuple(sorted(kwargs.items()))), [self.array, values],
+                             moving_slices=False)
+            if out is not None:
+                return out
         return _scatter_update(self.array, self.index, values, scatter_fn, **kwargs)
 
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
@@ -899,11 +909,9 @@ def _getitem(self, idx):
     if aval is not None and type(aval) is not core.ShapedArray:  # a traced Ref: its type says how to read it
         return aval._getitem(self, idx)
     if type(self) is Array and not config.check_static_indices:  # (its ints are static)
-        index = _eager_index(aval.shape, idx, moving_slices=True)
-        if index is not None:
-            out = eager.run_compiled(_getitem_program, index[0], [self, *index[1]])
-            if out is not None:
-                return out
+        out = _run_eager(_get_program, self, idx, (type(None), ()), [self], moving_slices=True)
+        if out is not None:
+            return out
     return rewriting_take(self, idx)
 
 
